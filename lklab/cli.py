@@ -1,0 +1,234 @@
+"""``lklab``: the command line of the Lambda-Kappa Lab.
+
+Exit codes: 0 success, 2 bad usage or bad input (the message names the bad value and the valid
+ones), 1 a failure while running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from shared.config import ConfigError, LabConfig, load_config
+from shared.durations import parse_duration
+
+__all__ = ["main"]
+
+USAGE, FAILURE = 2, 1
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line, exit code 2."""
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _config(args: argparse.Namespace) -> LabConfig:
+    flags = {
+        key: getattr(args, key.replace("-", "_"), None)
+        for key in (
+            "lake",
+            "window-kind",
+            "window-size",
+            "window-slide",
+            "session-gap",
+            "watermark-delay",
+            "allowed-lateness",
+            "dedup-horizon",
+            "spark-master",
+            "table-engine",
+        )
+    }
+    try:
+        return load_config(args.config, flags)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+
+
+def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
+    parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
+    parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
+    if windows:
+        group = parser.add_argument_group("windows and time")
+        group.add_argument("--window-kind", help="tumbling | sliding | session (default tumbling)")
+        group.add_argument("--window-size", help="window length, e.g. 2m (default 1m)")
+        group.add_argument("--window-slide", help="sliding windows: start every, e.g. 30s")
+        group.add_argument("--session-gap", help="session windows: inactivity that ends one (default 5m)")
+        group.add_argument("--watermark-delay", help="how far the watermark trails the max event time (default 1m)")
+        group.add_argument("--allowed-lateness", help="how long after the watermark a window still takes events (default 0s)")
+        group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
+        group.add_argument("--spark-master", help="Spark master URL (default local[2])")
+        group.add_argument("--table-engine", help="auto | deltalake | delta-spark (default auto)")
+
+
+def _command(sub, name: str, summary: str, example: str) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _add_generate_options(parser: argparse.ArgumentParser, events_default: int) -> None:
+    from lklab.scenarios import SCENARIOS
+
+    parser.add_argument("--scenario", default="billing", help=f"{' | '.join(SCENARIOS)} (default billing)")
+    parser.add_argument("--events", type=int, default=events_default, help=f"number of real events (default {events_default:,})")
+    parser.add_argument("--seed", type=int, default=7, help="random seed: the same seed writes the same log (default 7)")
+    parser.add_argument("--span", default="6h", help="event-time span of the traffic (default 6h)")
+    parser.add_argument("--accounts", type=int, default=40, help="number of accounts (default 40)")
+    parser.add_argument("--duplicate-rate", type=float, default=0.01, help="share of events resent by a retry (default 0.01)")
+    parser.add_argument("--malformed-rate", type=float, default=0.001, help="share of extra malformed lines (default 0.001)")
+    parser.add_argument("--segment-interval", default="1m", help="ingest time covered by one log segment (default 1m)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the lake's existing log and tables")
+
+
+def _generate(args: argparse.Namespace, config: LabConfig) -> dict:
+    from lklab.generator import GeneratorParams, generate
+    from lklab.truth import write_truth
+
+    try:
+        params = GeneratorParams(
+            scenario=args.scenario,
+            events=args.events,
+            seed=args.seed,
+            span=parse_duration(args.span, name="span"),
+            accounts=args.accounts,
+            duplicate_rate=args.duplicate_rate,
+            malformed_rate=args.malformed_rate,
+            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+        )
+        generated = generate(params, config.lake, overwrite=args.overwrite, progress=_progress)
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
+    write_truth(generated.events, config.window, config.lake)
+    manifest = generated.manifest
+    _progress(
+        f"log written: {manifest['lines']:,} lines in {manifest['segments']:,} segments under "
+        f"{config.lake / 'log'} ({manifest['generate_seconds']}s); ground truth: generator_truth"
+    )
+    return manifest
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    config = _config(args)
+    manifest = _generate(args, config)
+    delays = manifest["delay_seconds"]
+    print(
+        f"{manifest['events']:,} events, {manifest['duplicates']:,} retries, "
+        f"{sum(manifest['dead_letters'].values()):,} malformed lines -> {config.lake / 'log'}\n"
+        f"arrival delay p50 {delays['p50']:.1f}s, p99 {delays['p99']:.0f}s, "
+        f"p99.9 {delays['p99_9']:.0f}s, max {delays['max']:.0f}s"
+    )
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from shared.eventlog import EventLog
+
+    config = _config(args)
+    missing = [name for name in args.files if not Path(name).is_file()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    log = EventLog(config.lake)
+    for name in args.files:
+        segment = log.append_file(name)
+        print(f"{name} -> segment {segment.number} ({segment.path})")
+    return 0
+
+
+def _run_batch(config: LabConfig) -> int:
+    from lklab.summary import batch_summary, render_text
+    from shared.spark_session import spark_session
+    from shared.tables import Tables
+    from spark_jobs.batch_job import run_batch
+
+    _progress(f"starting Spark ({config.spark_master})")
+    spark = spark_session(config, "lklab-batch")
+    _progress("batch recompute: parse, validate, dedup, window, aggregate")
+    run = run_batch(spark, config)
+    summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
+    print(render_text(summary))
+    return 0 if run.conserved and summary.matches_generator_truth is not False else FAILURE
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    return _run_batch(_config(args))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    config = _config(args)
+    manifest_file = config.lake / "generator" / "manifest.json"
+    args.overwrite = manifest_file.is_file()
+    _generate(args, config)
+    return _run_batch(config)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lklab",
+        description="Run Lambda and Kappa side by side on one event log and measure the difference.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = _command(sub, "demo", "Generate a scenario and run the batch truth over it (the main job).", "lklab demo --events 200000")
+    _common(demo)
+    _add_generate_options(demo, 200_000)
+    demo.set_defaults(handler=cmd_demo)
+
+    generate = _command(
+        sub, "generate", "Write a deterministic scenario log and its ground truth.",
+        "lklab generate --scenario billing --events 1000000 --seed 7 --lake ./lake",
+    )
+    _common(generate)
+    _add_generate_options(generate, 100_000)
+    generate.set_defaults(handler=cmd_generate)
+
+    ingest = _command(
+        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept).",
+        "lklab ingest events-1.jsonl events-2.jsonl --lake ./lake",
+    )
+    _common(ingest, windows=False)
+    ingest.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines file(s), appended in the order given")
+    ingest.set_defaults(handler=cmd_ingest)
+
+    batch = _command(
+        sub, "batch", "Recompute the per-window truth from the complete log with Spark.",
+        "lklab batch --window-kind sliding --window-size 5m --window-slide 1m",
+    )
+    _common(batch)
+    batch.set_defaults(handler=cmd_batch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UsageError as err:
+        print(f"lklab {args.command}: {err}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"lklab {args.command}: interrupted", file=sys.stderr)
+        return FAILURE
+    except Exception as err:  # a failure while running: one clear line, details on request
+        print(f"lklab {args.command}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+        if "--debug" in (argv or sys.argv):
+            raise
+        return FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Deterministic scenario logs and the ground truth they imply.
+
+``generate`` draws the events of a scenario, adds retries (exact resends: same ``event_id`` and
+payload, landing later) and malformed lines (each of a known rejection reason), orders every
+line by ingest time and cuts the log into one segment per ``segment_interval`` of ingest time.
+It knows, without Spark, which events are real, so it also writes what a correct pipeline must
+compute: ``generator/manifest.json`` (counts, money, expected dead letters by reason, delay
+quantiles) and the per-window truth table ``generator_truth`` (see ``lklab.truth``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
+from shared.currencies import MINOR_UNITS
+from shared.eventlog import EventLog
+
+__all__ = ["GeneratorParams", "GeneratedLog", "generate", "MALFORMED_KINDS", "EPOCH_START"]
+
+EPOCH_START = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()) * SECOND
+_CURRENCIES = ("USD", "USD", "USD", "USD", "EUR", "EUR", "EUR", "GBP", "JPY", "KWD")
+_EVENT_TYPES = np.array(["charge", "refund", "adjustment"])
+
+# kind -> (reason the validator must give, how to spoil a good line)
+MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
+    "truncated": ("not_json", lambda e: json.dumps(e)[: len(json.dumps(e)) // 2]),
+    "no_currency": ("missing_field", lambda e: json.dumps({k: v for k, v in e.items() if k != "currency"})),
+    "amount_number": ("wrong_type", lambda e: json.dumps({**e, "amount": float(e["amount"])})),
+    "amount_text": ("invalid_amount", lambda e: json.dumps({**e, "amount": "12.3.4"})),
+    "amount_precise": ("amount_out_of_range", lambda e: json.dumps({**e, "amount": "1.1234567"})),
+    "refund_positive": ("amount_sign", lambda e: json.dumps({**e, "event_type": "refund", "amount": "5.00"})),
+    "currency_lower": ("invalid_currency", lambda e: json.dumps({**e, "currency": e["currency"].lower()})),
+    "time_no_offset": ("invalid_event_time", lambda e: json.dumps({**e, "event_time": e["event_time"][:-1]})),
+    "type_unknown": ("invalid_event_type", lambda e: json.dumps({**e, "event_type": "chargeback"})),
+    "blank": ("empty_line", lambda e: ""),
+}
+
+
+@dataclass(frozen=True)
+class GeneratorParams:
+    """What to generate. Times are microseconds; rates are fractions of ``events``."""
+
+    scenario: str = "billing"
+    events: int = 100_000
+    seed: int = 7
+    start: int = EPOCH_START
+    span: int = 6 * 3600 * SECOND
+    accounts: int = 40
+    duplicate_rate: float = 0.01
+    malformed_rate: float = 0.001
+    segment_interval: int = 60 * SECOND
+
+    def __post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario {self.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
+        if self.events < 1:
+            raise ValueError(f"events must be at least 1, got {self.events}")
+        if self.accounts < 1:
+            raise ValueError(f"accounts must be at least 1, got {self.accounts}")
+        for name in ("duplicate_rate", "malformed_rate"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, got {value}")
+        if self.span < SECOND or self.segment_interval < 1000:
+            raise ValueError("span must be at least 1s and segment-interval at least 1ms")
+
+
+@dataclass(frozen=True)
+class GeneratedEvents:
+    """The real (valid, unique) events, as columns."""
+
+    event_ids: np.ndarray
+    accounts: np.ndarray
+    currencies: np.ndarray
+    event_types: np.ndarray
+    amount_minor: np.ndarray
+    event_times: np.ndarray
+    ingest_times: np.ndarray
+
+
+@dataclass(frozen=True)
+class GeneratedLog:
+    events: GeneratedEvents
+    manifest: dict
+
+
+def _iso(micros: np.ndarray) -> np.ndarray:
+    return np.char.add(np.datetime_as_string(micros.astype("datetime64[us]"), unit="ms"), "Z")
+
+
+def _amount_text(minor: np.ndarray, currencies: np.ndarray) -> list[str]:
+    out = []
+    for value, currency in zip(minor.tolist(), currencies.tolist()):
+        places = MINOR_UNITS[currency]
+        if places == 0:
+            out.append(str(value))
+            continue
+        sign = "-" if value < 0 else ""
+        whole, frac = divmod(abs(value), 10**places)
+        out.append(f"{sign}{whole}.{frac:0{places}d}")
+    return out
+
+
+def _draw_events(params: GeneratorParams, rng: np.random.Generator) -> GeneratedEvents:
+    n = params.events
+    weights = 1.0 / np.arange(1, params.accounts + 1) ** 0.8
+    accounts = rng.choice(params.accounts, size=n, p=weights / weights.sum())
+    account_currency = np.array(_CURRENCIES)[rng.integers(0, len(_CURRENCIES), params.accounts)]
+    currencies = account_currency[accounts]
+    event_times = params.start + np.sort(rng.integers(0, params.span // 1000, n)) * 1000
+    kinds = rng.choice(3, size=n, p=[0.85, 0.08, 0.07])
+    places = np.array([MINOR_UNITS[c] for c in account_currency])[accounts]
+    magnitude = np.maximum(1, (rng.lognormal(np.log(25.0), 1.0, n) * 10.0**places).astype(np.int64))
+    sign = np.where(kinds == 0, 1, np.where(kinds == 1, -1, rng.choice([-1, 1], n)))
+    delays = arrival_delays(params.scenario, rng, event_times, accounts, params.start, params.span)
+    return GeneratedEvents(
+        event_ids=np.char.add(f"e{params.seed}-", np.char.zfill(np.arange(n).astype(str), 8)),
+        accounts=np.char.add("acct-", np.char.zfill(accounts.astype(str), 4)),
+        currencies=currencies,
+        event_types=_EVENT_TYPES[kinds],
+        amount_minor=sign * magnitude,
+        event_times=event_times,
+        ingest_times=event_times + delays,
+    )
+
+
+def _event_lines(events: GeneratedEvents, index: np.ndarray, ingest_times: np.ndarray) -> list[str]:
+    amounts = _amount_text(events.amount_minor[index], events.currencies[index])
+    fields = zip(
+        events.event_ids[index].tolist(),
+        events.accounts[index].tolist(),
+        events.event_types[index].tolist(),
+        amounts,
+        events.currencies[index].tolist(),
+        _iso(events.event_times[index]).tolist(),
+        _iso(ingest_times).tolist(),
+    )
+    return [
+        f'{{"event_id": "{i}", "account_id": "{a}", "event_type": "{t}", "amount": "{m}", '
+        f'"currency": "{c}", "event_time": "{e}", "ingest_time": "{g}"}}'
+        for i, a, t, m, c, e, g in fields
+    ]
+
+
+def _malformed_lines(events: GeneratedEvents, rng: np.random.Generator, count: int):
+    kinds = list(MALFORMED_KINDS)
+    templates = rng.integers(0, len(events.event_ids), count)
+    ingest = events.ingest_times[templates] + rng.integers(0, 10 * SECOND, count) // 1000 * 1000
+    good = _event_lines(events, templates, ingest)
+    lines, reasons = [], []
+    for number, (line, kind_index) in enumerate(zip(good, rng.integers(0, len(kinds), count))):
+        record = json.loads(line)
+        record["event_id"] = f"bad-{number:06d}"
+        reason, spoil = MALFORMED_KINDS[kinds[kind_index]]
+        lines.append(spoil(record))
+        reasons.append(reason)
+    return lines, ingest, reasons
+
+
+def _quantiles(delays: np.ndarray) -> dict[str, float]:
+    points = {"p50": 50, "p99": 99, "p99_9": 99.9, "max": 100}
+    return {name: float(np.percentile(delays, q)) / SECOND for name, q in points.items()}
+
+
+def _prepare_lake(lake: Path, overwrite: bool) -> None:
+    log = EventLog(lake)
+    if log.root.exists() and any(log.root.iterdir()):
+        if not overwrite:
+            raise FileExistsError(
+                f"{lake} already holds a log ({log.last_segment()} segments); "
+                "choose another --lake or pass --overwrite"
+            )
+        for part in ("log", "tables", "generator", "checkpoints", "reports"):
+            shutil.rmtree(lake / part, ignore_errors=True)
+
+
+def generate(
+    params: GeneratorParams,
+    lake: str | Path,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[str], None] = lambda message: None,
+) -> GeneratedLog:
+    """Write the scenario's log to ``<lake>/log`` and its manifest; return the real events."""
+    lake = Path(lake)
+    _prepare_lake(lake, overwrite)
+    started = time.monotonic()
+    rng = np.random.default_rng(params.seed)
+    events = _draw_events(params, rng)
+    n = params.events
+    retried = np.sort(rng.choice(n, size=int(round(n * params.duplicate_rate)), replace=False))
+    retry_ingest = events.ingest_times[retried] + (
+        (5 * SECOND * rng.lognormal(0.0, 1.5, len(retried))).astype(np.int64) // 1000 * 1000
+    )
+    bad_lines, bad_ingest, bad_reasons = _malformed_lines(events, rng, int(round(n * params.malformed_rate)))
+    progress(f"drew {n:,} events, {len(retried):,} retries, {len(bad_lines):,} malformed lines")
+
+    lines = _event_lines(events, np.arange(n), events.ingest_times)
+    lines += _event_lines(events, retried, retry_ingest)
+    lines += bad_lines
+    ingest = np.concatenate([events.ingest_times, retry_ingest, bad_ingest])
+    order = np.argsort(ingest, kind="stable")
+    bucket = (ingest[order] - params.start) // params.segment_interval
+    boundaries = np.flatnonzero(np.diff(bucket)) + 1
+    log = EventLog(lake)
+    pieces = np.split(order, boundaries)
+    for done, piece in enumerate(pieces, start=1):
+        log.append((lines[i] for i in piece.tolist()), stamp=False)
+        if done % 200 == 0 or done == len(pieces):
+            progress(f"wrote segment {done:,}/{len(pieces):,}")
+
+    manifest = _manifest(params, events, len(lines), len(retried), bad_reasons, len(pieces))
+    manifest["generate_seconds"] = round(time.monotonic() - started, 3)
+    (lake / "generator").mkdir(parents=True, exist_ok=True)
+    (lake / "generator" / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return GeneratedLog(events, manifest)
+
+
+def _manifest(params, events: GeneratedEvents, lines: int, duplicates: int, bad_reasons, segments: int) -> dict:
+    money: dict[str, Decimal] = {}
+    for currency in sorted(set(events.currencies.tolist())):
+        total = int(events.amount_minor[events.currencies == currency].sum())
+        money[currency] = Decimal(total).scaleb(-MINOR_UNITS[currency])
+    reasons: dict[str, int] = {}
+    for reason in bad_reasons:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return {
+        "params": asdict(params),
+        "lines": lines,
+        "segments": segments,
+        "events": int(len(events.event_ids)),
+        "duplicates": duplicates,
+        "dead_letters": dict(sorted(reasons.items())),
+        "money_by_currency": {c: str(v) for c, v in money.items()},
+        "delay_seconds": _quantiles(events.ingest_times - events.event_times),
+    }

@@ -1,0 +1,88 @@
+"""What a batch run produced, computed from the tables, then rendered as text.
+
+``batch_summary`` reads the written tables and returns a ``BatchSummary`` (numbers only);
+``render_text`` turns it into the lines ``lklab batch`` and ``lklab demo`` print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_jobs.batch_job import BatchRun
+from shared.aggregation import AGGREGATE_COLUMNS
+from shared.tables import Tables
+
+__all__ = ["BatchSummary", "batch_summary", "render_text", "same_rows"]
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    run: BatchRun
+    window_description: str
+    dead_letters_by_reason: dict[str, int]
+    windows: int
+    accounts: int
+    money_by_currency: dict[str, Decimal]
+    largest_windows: tuple[dict, ...]
+    matches_generator_truth: bool | None
+
+
+def same_rows(left: pa.Table, right: pa.Table) -> bool:
+    """Both tables hold the same window rows, whatever their order."""
+    keys = [(name, "ascending") for name in AGGREGATE_COLUMNS[:4]]
+    normal = lambda t: t.select(list(AGGREGATE_COLUMNS)).sort_by(keys).to_pylist()
+    return normal(left) == normal(right)
+
+
+def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: int = 5) -> BatchSummary:
+    truth = tables.read_arrow("batch_truth")
+    dead = tables.read_arrow("batch_dead_letter")
+    reasons = {row["values"]: row["counts"] for row in pc.value_counts(dead["reject_reason"]).to_pylist()}
+    money = {
+        row["currency"]: row["amount_total_sum"]
+        for row in truth.group_by("currency").aggregate([("amount_total", "sum")]).to_pylist()
+    }
+    ranked = sorted(truth.to_pylist(), key=lambda r: (-abs(r["amount_total"]), r["window_start"], r["account_id"]))
+    return BatchSummary(
+        run=run,
+        window_description=window_description,
+        dead_letters_by_reason=dict(sorted(reasons.items())),
+        windows=truth.num_rows,
+        accounts=len(set(truth["account_id"].to_pylist())),
+        money_by_currency=dict(sorted(money.items())),
+        largest_windows=tuple(ranked[:top]),
+        matches_generator_truth=(
+            same_rows(truth, tables.read_arrow("generator_truth")) if tables.exists("generator_truth") else None
+        ),
+    )
+
+
+def render_text(summary: BatchSummary) -> str:
+    run = summary.run
+    lines = [
+        f"log: segments 1..{run.last_segment}, {run.lines:,} lines",
+        f"  = {run.events:,} events + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters"
+        f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",
+    ]
+    for reason, count in summary.dead_letters_by_reason.items():
+        lines.append(f"    dead letter {reason}: {count:,}")
+    lines.append(
+        f"windows ({summary.window_description}): {summary.windows:,} rows over {summary.accounts:,} accounts"
+    )
+    for currency, total in summary.money_by_currency.items():
+        lines.append(f"  {currency} total in windows: {total:,}")
+    lines.append("largest windows by |amount|:")
+    for row in summary.largest_windows:
+        lines.append(
+            f"  {row['window_start']:%Y-%m-%d %H:%M:%S} .. {row['window_end']:%H:%M:%S}  "
+            f"{row['account_id']:<10} {row['currency']}  {row['event_count']:>6,} events  "
+            f"{row['amount_total']:>16,}"
+        )
+    if summary.matches_generator_truth is not None:
+        verdict = "yes, exactly" if summary.matches_generator_truth else "NO"
+        lines.append(f"equals the generator's ground truth: {verdict}")
+    return "\n".join(lines)

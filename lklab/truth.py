@@ -1,0 +1,100 @@
+"""Ground-truth window totals, computed without Spark.
+
+An independent implementation of the windowing rules of ``shared.windows`` over the
+generator's real events, in NumPy with integer money (minor units scaled to 10^-6), so that a
+Spark result can be checked against something that does not share its code.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from lklab.generator import GeneratedEvents
+from shared.currencies import MINOR_UNITS
+from shared.events import AMOUNT_SCALE
+from shared.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowSpec
+
+__all__ = ["truth_windows", "write_truth", "TRUTH_TABLE"]
+
+TRUTH_TABLE = "generator_truth"
+
+
+def _micro_units(events: GeneratedEvents) -> np.ndarray:
+    scale = np.array([10 ** (AMOUNT_SCALE - MINOR_UNITS[c]) for c in events.currencies.tolist()], dtype=np.int64)
+    return events.amount_minor.astype(np.int64) * scale
+
+
+def _frame(events: GeneratedEvents) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "account_id": events.accounts,
+            "currency": events.currencies,
+            "event_id": events.event_ids,
+            "t": events.event_times.astype(np.int64),
+            "amount": _micro_units(events),
+        }
+    )
+
+
+def _assign(frame: pd.DataFrame, spec: WindowSpec) -> pd.DataFrame:
+    t = frame["t"].to_numpy()
+    if isinstance(spec, TumblingWindows):
+        start = t - np.mod(t, spec.size)
+        return frame.assign(start=start, end=start + spec.size)
+    if isinstance(spec, SlidingWindows):
+        parts = []
+        last = t - np.mod(t, spec.slide)
+        for k in range(-(-spec.size // spec.slide)):
+            start = last - k * spec.slide
+            keep = t < start + spec.size
+            parts.append(frame[keep].assign(start=start[keep], end=start[keep] + spec.size))
+        return pd.concat(parts, ignore_index=True)
+    if isinstance(spec, SessionWindows):
+        ordered = frame.sort_values(["account_id", "currency", "t", "event_id"], kind="stable")
+        ts = ordered["t"].to_numpy()
+        key = (ordered["account_id"] + "\x00" + ordered["currency"]).to_numpy()
+        new = np.ones(len(ordered), dtype=bool)
+        new[1:] = (key[1:] != key[:-1]) | (ts[1:] - ts[:-1] >= spec.gap)
+        session = np.cumsum(new)
+        grouped = pd.Series(ts).groupby(session)
+        start = grouped.transform("min").to_numpy()
+        end = grouped.transform("max").to_numpy() + spec.gap
+        return ordered.assign(start=start, end=end)
+    raise TypeError(f"not a window spec: {spec!r}")
+
+
+def truth_windows(events: GeneratedEvents, spec: WindowSpec) -> pa.Table:
+    """Per-window totals with the schema of ``shared.aggregation.AGGREGATE_SCHEMA``."""
+    windowed = _assign(_frame(events), spec)
+    totals = (
+        windowed.groupby(["start", "end", "account_id", "currency"], sort=True)
+        .agg(event_count=("amount", "size"), amount_total=("amount", "sum"))
+        .reset_index()
+    )
+    as_time = lambda micros: pa.array(micros.to_numpy(), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    return pa.table(
+        {
+            "window_start": as_time(totals["start"]),
+            "window_end": as_time(totals["end"]),
+            "account_id": pa.array(totals["account_id"], pa.string()),
+            "currency": pa.array(totals["currency"], pa.string()),
+            "event_count": pa.array(totals["event_count"], pa.int64()),
+            "amount_total": pa.array(
+                [Decimal(int(v)).scaleb(-AMOUNT_SCALE) for v in totals["amount_total"]],
+                pa.decimal128(38, AMOUNT_SCALE),
+            ),
+        }
+    )
+
+
+def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path) -> pa.Table:
+    """Write ``generator_truth`` under ``<lake>/tables`` (replacing an earlier one)."""
+    table = truth_windows(events, spec)
+    write_deltalake(str(Path(lake).resolve() / "tables" / TRUTH_TABLE), table, mode="overwrite", schema_mode="overwrite")
+    return table

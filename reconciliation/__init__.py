@@ -1,0 +1,1 @@
+"""Reconciliation: diff streaming results against batch truth and explain every gap."""

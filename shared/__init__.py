@@ -1,0 +1,1 @@
+"""The transformation core shared by streaming and batch: events, dedup, windows, aggregates."""

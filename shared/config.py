@@ -1,0 +1,143 @@
+"""The lab's one configuration object.
+
+Every setting has one key, spelled the same everywhere:
+
+* in the configuration file (TOML): ``window-size = "2m"``;
+* in the environment: ``LKLAB_WINDOW_SIZE=2m``;
+* on the command line: ``--window-size 2m``.
+
+Later sources win: defaults < file < environment < flags. The file is ``--config FILE``,
+else ``$LKLAB_CONFIG``, else ``./lklab.toml`` when it exists. ``load_config`` validates
+everything once and raises ``ConfigError`` with a message naming the bad value and the
+valid ones.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from shared.durations import format_duration, parse_duration
+from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
+
+__all__ = ["LabConfig", "ConfigError", "load_config", "SETTINGS", "TABLE_ENGINES"]
+
+TABLE_ENGINES = ("auto", "deltalake", "delta-spark")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which and what is valid."""
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """Validated settings. Durations are integer microseconds."""
+
+    lake: Path = Path("lake")
+    window_kind: str = "tumbling"
+    window_size: int = parse_duration("1m")
+    window_slide: int | None = None
+    session_gap: int = parse_duration("5m")
+    watermark_delay: int = parse_duration("1m")
+    allowed_lateness: int = 0
+    dedup_horizon: int = parse_duration("1h")
+    spark_master: str = "local[2]"
+    table_engine: str = "auto"
+
+    @property
+    def window(self) -> WindowSpec:
+        return window_spec(
+            self.window_kind, size=self.window_size, slide=self.window_slide, gap=self.session_gap
+        )
+
+    def describe(self) -> dict[str, str]:
+        """Settings as a user would write them (for logs and reports)."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _DURATIONS:
+                value = "" if value is None else format_duration(value)
+            out[f.name.replace("_", "-")] = str(value)
+        return out
+
+
+_DURATIONS = {
+    "window_size",
+    "window_slide",
+    "session_gap",
+    "watermark_delay",
+    "allowed_lateness",
+    "dedup_horizon",
+}
+SETTINGS = tuple(f.name.replace("_", "-") for f in fields(LabConfig))
+
+
+def _coerce(name: str, value: Any) -> Any:
+    key = name.replace("_", "-")
+    if name in _DURATIONS:
+        try:
+            return parse_duration(value, name=key)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    if name == "lake":
+        return Path(str(value)).expanduser()
+    if name == "window_kind" and value not in WINDOW_KINDS:
+        raise ConfigError(f"window-kind: {value!r} is not valid; valid: {', '.join(WINDOW_KINDS)}")
+    if name == "table_engine" and value not in TABLE_ENGINES:
+        raise ConfigError(f"table-engine: {value!r} is not valid; valid: {', '.join(TABLE_ENGINES)}")
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from None
+    unknown = sorted(set(data) - set(SETTINGS))
+    if unknown:
+        raise ConfigError(
+            f"configuration file {path}: unknown key(s) {', '.join(unknown)}; "
+            f"valid keys: {', '.join(SETTINGS)}"
+        )
+    return data
+
+
+def load_config(
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LabConfig:
+    """Merge defaults, file, environment (``LKLAB_*``) and ``overrides`` (flags; None = unset)."""
+    environ = os.environ if environ is None else environ
+    if config_file is None:
+        config_file = environ.get("LKLAB_CONFIG") or (
+            "lklab.toml" if Path("lklab.toml").is_file() else None
+        )
+    raw: dict[str, Any] = {}
+    if config_file is not None:
+        raw.update(_read_file(Path(config_file)))
+    for key in SETTINGS:
+        env_key = "LKLAB_" + key.replace("-", "_").upper()
+        if environ.get(env_key):
+            raw[key] = environ[env_key]
+    for key, value in (overrides or {}).items():
+        key = key.replace("_", "-")
+        if key not in SETTINGS:
+            raise ConfigError(f"unknown setting {key!r}; valid: {', '.join(SETTINGS)}")
+        if value is not None:
+            raw[key] = value
+    values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in raw.items()}
+    config = LabConfig(**values)
+    try:
+        config.window
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return config

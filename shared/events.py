@@ -1,0 +1,189 @@
+"""Billing events: the log's line format, parsing and validation.
+
+A log line is one JSON object::
+
+    {"event_id": "e-1", "account_id": "acct-7", "event_type": "charge", "amount": "12.34",
+     "currency": "USD", "event_time": "2026-01-05T10:00:00Z", "ingest_time": "..."}
+
+``amount`` is a decimal *string* (a JSON number may already have passed through a float in the
+producer, so it is rejected); at most ``AMOUNT_PRECISION - AMOUNT_SCALE`` integer digits and
+``AMOUNT_SCALE`` decimal places, never rounded. Charges are positive, refunds negative,
+adjustments either. Times are ISO-8601 with ``Z`` or an offset and are held in UTC.
+
+``parse_events`` keeps every line: a valid line gets the typed columns and a null
+``reject_reason``; any other line gets the first failing reason of ``REJECT_REASONS`` (checked
+in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DecimalType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from shared.currencies import CURRENCY_CODES
+
+__all__ = [
+    "AMOUNT_PRECISION",
+    "AMOUNT_SCALE",
+    "AMOUNT_TYPE",
+    "EVENT_TYPES",
+    "REQUIRED_FIELDS",
+    "RAW_LINE_SCHEMA",
+    "REJECT_REASONS",
+    "EVENT_COLUMNS",
+    "parse_events",
+    "valid_events",
+    "rejected_lines",
+]
+
+AMOUNT_PRECISION = 20
+AMOUNT_SCALE = 6
+AMOUNT_TYPE = DecimalType(AMOUNT_PRECISION, AMOUNT_SCALE)
+EVENT_TYPES = ("charge", "refund", "adjustment")
+REQUIRED_FIELDS = ("event_id", "account_id", "event_type", "amount", "currency", "event_time")
+
+RAW_LINE_SCHEMA = StructType(
+    [
+        StructField("segment", LongType(), False),
+        StructField("line_number", LongType(), False),
+        StructField("raw_line", StringType(), False),
+    ]
+)
+
+REJECT_REASONS = {
+    "empty_line": "the line is blank",
+    "not_json": "the line is not valid JSON",
+    "not_an_object": "the line is JSON but not an object",
+    "missing_field": "a required field is absent, null or empty (detail: the field)",
+    "wrong_type": "a field is not a JSON string (detail: the field)",
+    "invalid_event_type": f"event_type is not one of {', '.join(EVENT_TYPES)}",
+    "invalid_amount": "amount is not a plain decimal such as 12.34 or -0.5",
+    "amount_out_of_range": (
+        f"amount has more than {AMOUNT_PRECISION - AMOUNT_SCALE} integer digits or more than "
+        f"{AMOUNT_SCALE} decimal places (never rounded)"
+    ),
+    "amount_sign": "a charge must be positive and a refund negative",
+    "invalid_currency": "currency is not an ISO 4217 code",
+    "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
+    "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
+}
+
+EVENT_COLUMNS = (
+    "segment",
+    "line_number",
+    "event_id",
+    "account_id",
+    "event_type",
+    "amount",
+    "currency",
+    "event_time",
+    "ingest_time",
+)
+
+_DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
+_DECIMAL_IN_RANGE = (
+    rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
+)
+_ISO_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+
+
+def _iso_timestamp(text: Column) -> Column:
+    """Parse an ISO-8601 string with offset to UTC; null when it is not one."""
+    return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
+
+
+def _first_failure(checks: list[tuple[Column, str, str | None]]) -> Column:
+    """``struct(reason, detail)`` of the first check that fails, null when none does."""
+    result = F.lit(None).cast("struct<reason:string,detail:string>")
+    for failed, name, field in reversed(checks):
+        result = F.when(failed, F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))).otherwise(result)
+    return result
+
+
+def parse_events(raw: DataFrame) -> DataFrame:
+    """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
+
+    Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
+    ``raw_line``, ``reject_reason`` and ``reject_detail``.
+    """
+    fields = REQUIRED_FIELDS + ("ingest_time",)
+    # Each stage names its results so that Spark evaluates every extraction once per row
+    # instead of once per check that uses it.
+    variant = raw.withColumn("_v", F.try_parse_json("raw_line"))
+    extracted = variant.select(
+        "segment",
+        "line_number",
+        "raw_line",
+        F.col("_v").isNull().alias("_not_json"),
+        F.schema_of_variant("_v").startswith("OBJECT").alias("_is_object"),
+        *[F.try_variant_get("_v", f"$.{name}", "string").alias(f"_text_{name}") for name in fields],
+        *[F.schema_of_variant(F.variant_get("_v", f"$.{name}", "variant")).alias(f"_type_{name}") for name in fields],
+    )
+    text = {name: F.col(f"_text_{name}") for name in fields}
+    kind = {name: F.col(f"_type_{name}") for name in fields}
+    typed = extracted.select(
+        "*",
+        F.when(text["amount"].rlike(_DECIMAL_IN_RANGE), text["amount"].cast(AMOUNT_TYPE)).alias("amount"),
+        _iso_timestamp(text["event_time"]).alias("event_time"),
+        _iso_timestamp(text["ingest_time"]).alias("ingest_time"),
+    )
+    amount = F.col("amount")
+    checks: list[tuple[Column, str, str | None]] = [
+        (F.trim(F.col("raw_line")) == "", "empty_line", None),
+        (F.col("_not_json"), "not_json", None),
+        (~F.col("_is_object"), "not_an_object", None),
+    ]
+    checks += [(kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS]
+    checks += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
+    checks += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
+    ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
+    checks += [
+        (~text["event_type"].isin(*EVENT_TYPES), "invalid_event_type", "event_type"),
+        (~text["amount"].rlike(_DECIMAL), "invalid_amount", "amount"),
+        (amount.isNull(), "amount_out_of_range", "amount"),
+        (
+            ((text["event_type"] == "charge") & (amount <= 0))
+            | ((text["event_type"] == "refund") & (amount >= 0)),
+            "amount_sign",
+            "amount",
+        ),
+        (~text["currency"].isin(*CURRENCY_CODES), "invalid_currency", "currency"),
+        (F.col("event_time").isNull(), "invalid_event_time", "event_time"),
+        (
+            ingest_present & ((kind["ingest_time"] != "STRING") | F.col("ingest_time").isNull()),
+            "invalid_ingest_time",
+            "ingest_time",
+        ),
+    ]
+    return typed.withColumn("_reject", _first_failure(checks)).select(
+        "segment",
+        "line_number",
+        *[text[name].alias(name) for name in ("event_id", "account_id", "event_type")],
+        "amount",
+        text["currency"].alias("currency"),
+        "event_time",
+        "ingest_time",
+        "raw_line",
+        F.col("_reject.reason").alias("reject_reason"),
+        F.col("_reject.detail").alias("reject_detail"),
+    )
+
+
+def valid_events(parsed: DataFrame) -> DataFrame:
+    """Lines that passed validation, with the ``EVENT_COLUMNS`` only."""
+    return parsed.where(F.col("reject_reason").isNull()).select(*EVENT_COLUMNS)
+
+
+def rejected_lines(parsed: DataFrame) -> DataFrame:
+    """Dead-letter rows: ``segment, line_number, raw_line, reject_reason, reject_detail``."""
+    return parsed.where(F.col("reject_reason").isNotNull()).select(
+        "segment", "line_number", "raw_line", "reject_reason", "reject_detail"
+    )

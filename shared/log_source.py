@@ -1,0 +1,161 @@
+"""A Spark data source over the event log: batch and streaming read the log the same way.
+
+``spark.read.format("lklab_log").option("path", lake)`` reads segments (options ``start`` and
+``end``, inclusive, default all) as rows of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number``
+(1-based) and ``raw_line``.
+
+``spark.readStream.format("lklab_log")`` reads the same rows as a stream. Its offset is the
+number of the last segment read, so Spark's checkpoint records exactly how far the log was
+consumed, and a restarted query goes on from the next segment. Admission control keeps the
+sequence: each micro-batch takes the next ``segmentsPerBatch`` segments (default 1), never a
+later segment before an earlier one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
+
+from shared.eventlog import EventLog
+from shared.events import RAW_LINE_SCHEMA
+
+__all__ = ["LogDataSource", "register_log_source", "SOURCE_NAME"]
+
+SOURCE_NAME = "lklab_log"
+_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("line_number", pa.int64()),
+        pa.field("raw_line", pa.string()),
+    ]
+)
+_MIN_PARTITION_BYTES = 1 << 20
+_MAX_PARTITION_BYTES = 64 << 20
+_PARTITIONS_WANTED = 8
+
+
+class SegmentRange(InputPartition):
+    """Segments ``first`` to ``last`` (inclusive) read by one task."""
+
+    def __init__(self, lake: str, first: int, last: int) -> None:
+        super().__init__((first, last))
+        self.lake = lake
+        self.first = first
+        self.last = last
+
+
+def _read_range(partition: SegmentRange) -> Iterator[pa.RecordBatch]:
+    log = EventLog(partition.lake)
+    for number in range(partition.first, partition.last + 1):
+        lines = EventLog.read_lines(log.segment_path(number))
+        if not lines:
+            continue
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([number] * len(lines), pa.int64()),
+                pa.array(range(1, len(lines) + 1), pa.int64()),
+                pa.array(lines, pa.string()),
+            ],
+            schema=_ARROW_SCHEMA,
+        )
+
+
+def _plan(log: EventLog, first: int, last: int) -> list[SegmentRange]:
+    """Split ``first..last`` into contiguous ranges: about ``_PARTITIONS_WANTED`` of them,
+    each between ``_MIN_PARTITION_BYTES`` and ``_MAX_PARTITION_BYTES`` where segments allow."""
+    sizes = {number: log.segment_path(number).stat().st_size for number in range(first, last + 1)}
+    target = min(_MAX_PARTITION_BYTES, max(_MIN_PARTITION_BYTES, sum(sizes.values()) // _PARTITIONS_WANTED))
+    ranges: list[SegmentRange] = []
+    start, size = first, 0
+    for number, segment_size in sizes.items():
+        size += segment_size
+        if size >= target or number == last:
+            ranges.append(SegmentRange(str(log.lake), start, number))
+            start, size = number + 1, 0
+    return ranges
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, log: EventLog, first: int, last: int) -> None:
+        self.log, self.first, self.last = log, first, last
+
+    def partitions(self) -> list[SegmentRange]:
+        return _plan(self.log, self.first, self.last) or [SegmentRange(str(self.log.lake), 1, 0)]
+
+    def read(self, partition: SegmentRange) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+
+class _StreamReader(DataSourceStreamReader):
+    def __init__(self, log: EventLog, segments_per_batch: int) -> None:
+        self.log = log
+        self.segments_per_batch = segments_per_batch
+
+    def initialOffset(self) -> dict:
+        return {"segment": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxFiles(self.segments_per_batch)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        available = self.log.last_segment()
+        if isinstance(limit, ReadAllAvailable):
+            return {"segment": available}
+        if isinstance(limit, ReadMaxFiles):
+            return {"segment": min(available, start["segment"] + limit.max_files)}
+        raise ValueError(f"{SOURCE_NAME}: unsupported read limit {limit!r}; use segmentsPerBatch")
+
+    def reportLatestOffset(self) -> dict:
+        return {"segment": self.log.last_segment()}
+
+    def partitions(self, start: dict, end: dict) -> list[SegmentRange]:
+        first, last = start["segment"] + 1, end["segment"]
+        return _plan(self.log, first, last) if last >= first else []
+
+    def read(self, partition: SegmentRange) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        """Segments are immutable and kept: nothing to release."""
+
+
+class LogDataSource(DataSource):
+    """The event log as a Spark source (see the module docstring for options)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RAW_LINE_SCHEMA.simpleString()
+
+    def _log(self) -> EventLog:
+        if "path" not in self.options:
+            raise ValueError(f"{SOURCE_NAME}: option 'path' (the lake directory) is required")
+        return EventLog(self.options["path"])
+
+    def reader(self, schema) -> DataSourceReader:
+        log = self._log()
+        last_available = log.last_segment()
+        first = int(self.options.get("start", 1))
+        last = int(self.options.get("end", last_available))
+        if first < 1 or last > last_available:
+            raise ValueError(
+                f"{SOURCE_NAME}: segments {first}..{last} requested, log has 1..{last_available}"
+            )
+        return _BatchReader(log, first, last)
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        per_batch = int(self.options.get("segmentsPerBatch", 1))
+        if per_batch < 1:
+            raise ValueError(f"{SOURCE_NAME}: segmentsPerBatch must be at least 1, got {per_batch}")
+        return _StreamReader(self._log(), per_batch)
+
+
+def register_log_source(spark: SparkSession) -> None:
+    """Make ``format("lklab_log")`` available in this session."""
+    spark.dataSource.register(LogDataSource)

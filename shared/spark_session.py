@@ -1,0 +1,48 @@
+"""The SparkSession every command and job uses.
+
+Python workers must run the project's interpreter whatever shell started the driver, so the
+session pins ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` for local mode) to
+``sys.executable``. Timestamps are UTC (``spark.sql.session.timeZone``): event times in the
+log carry offsets, and windows are aligned in UTC. The log source is registered on the session.
+When the table engine is delta-spark, its jars and SQL extension are added here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from shared.config import LabConfig
+from shared.log_source import register_log_source
+from shared.tables import delta_spark_jars, resolve_engine
+
+__all__ = ["spark_session"]
+
+
+def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
+    """Return the active session, or build one for ``config`` (master, engine, UTC)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(config.spark_master)
+        .appName(app_name)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if resolve_engine(config.table_engine) == "delta-spark":
+        builder = (
+            builder.config("spark.jars", ",".join(delta_spark_jars()))
+            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+            .config(
+                "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+            )
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_log_source(spark)
+    return spark

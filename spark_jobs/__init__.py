@@ -1,0 +1,1 @@
+"""Thin Spark entry points: source, sink and trigger wiring around ``shared`` transformations."""
