@@ -1,12 +1,13 @@
 """``lklab``: the command line of the Lambda-Kappa Lab.
 
 Exit codes: 0 success, 2 bad usage or bad input (the message names the bad value and the valid
-ones), 1 a failure while running.
+ones), 1 a failure while running (one line; ``LKLAB_DEBUG=1`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -92,7 +93,6 @@ def _add_generate_options(parser: argparse.ArgumentParser, events_default: int) 
 
 def _generate(args: argparse.Namespace, config: LabConfig) -> dict:
     from lklab.generator import GeneratorParams, generate
-    from lklab.truth import write_truth
 
     try:
         params = GeneratorParams(
@@ -108,11 +108,10 @@ def _generate(args: argparse.Namespace, config: LabConfig) -> dict:
         generated = generate(params, config.lake, overwrite=args.overwrite, progress=_progress)
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
-    write_truth(generated.events, config.window, config.lake)
     manifest = generated.manifest
     _progress(
         f"log written: {manifest['lines']:,} lines in {manifest['segments']:,} segments under "
-        f"{config.lake / 'log'} ({manifest['generate_seconds']}s); ground truth: generator_truth"
+        f"{config.lake / 'log'} ({manifest['generate_seconds']}s)"
     )
     return manifest
 
@@ -145,7 +144,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _run_batch(config: LabConfig) -> int:
+    from lklab.generator import load_events
     from lklab.summary import batch_summary, render_text
+    from lklab.truth import write_truth
     from shared.spark_session import spark_session
     from shared.tables import Tables
     from spark_jobs.batch_job import run_batch
@@ -154,6 +155,10 @@ def _run_batch(config: LabConfig) -> int:
     spark = spark_session(config, "lklab-batch")
     _progress("batch recompute: parse, validate, dedup, window, aggregate")
     run = run_batch(spark, config)
+    generated = load_events(config.lake)
+    if generated is not None:
+        _progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
+        write_truth(generated, config.window, config.lake)
     summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
     print(render_text(summary))
     return 0 if run.conserved and summary.matches_generator_truth is not False else FAILURE
@@ -225,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         return FAILURE
     except Exception as err:  # a failure while running: one clear line, details on request
         print(f"lklab {args.command}: failed: {type(err).__name__}: {err}", file=sys.stderr)
-        if "--debug" in (argv or sys.argv):
+        if os.environ.get("LKLAB_DEBUG"):
             raise
         return FAILURE
 

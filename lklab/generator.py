@@ -5,7 +5,8 @@ payload, landing later) and malformed lines (each of a known rejection reason), 
 line by ingest time and cuts the log into one segment per ``segment_interval`` of ingest time.
 It knows, without Spark, which events are real, so it also writes what a correct pipeline must
 compute: ``generator/manifest.json`` (counts, money, expected dead letters by reason, delay
-quantiles) and the per-window truth table ``generator_truth`` (see ``lklab.truth``).
+quantiles) and ``generator/events.npz`` (the real events), from which ``lklab.truth`` derives
+the per-window truth for any window spec.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
 
-__all__ = ["GeneratorParams", "GeneratedLog", "generate", "MALFORMED_KINDS", "EPOCH_START"]
+__all__ = ["GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "load_events", "MALFORMED_KINDS", "EPOCH_START"]
 
 EPOCH_START = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()) * SECOND
 _CURRENCIES = ("USD", "USD", "USD", "USD", "EUR", "EUR", "EUR", "GBP", "JPY", "KWD")
@@ -223,7 +224,17 @@ def generate(
     manifest["generate_seconds"] = round(time.monotonic() - started, 3)
     (lake / "generator").mkdir(parents=True, exist_ok=True)
     (lake / "generator" / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    np.savez_compressed(lake / "generator" / "events.npz", **asdict(events))
     return GeneratedLog(events, manifest)
+
+
+def load_events(lake: str | Path) -> GeneratedEvents | None:
+    """The real events of the scenario generated into ``lake`` (None if it was not generated)."""
+    path = Path(lake) / "generator" / "events.npz"
+    if not path.is_file():
+        return None
+    with np.load(path) as stored:
+        return GeneratedEvents(**{name: stored[name] for name in stored.files})
 
 
 def _manifest(params, events: GeneratedEvents, lines: int, duplicates: int, bad_reasons, segments: int) -> dict:

@@ -73,8 +73,10 @@ def render_text(summary: BatchSummary) -> str:
     lines.append(
         f"windows ({summary.window_description}): {summary.windows:,} rows over {summary.accounts:,} accounts"
     )
+    overlapping = summary.window_description.startswith("sliding")
+    label = "sum over overlapping windows (each event counted in every window it is in)" if overlapping else "total"
     for currency, total in summary.money_by_currency.items():
-        lines.append(f"  {currency} total in windows: {total:,}")
+        lines.append(f"  {currency} {label}: {total:,}")
     lines.append("largest windows by |amount|:")
     for row in summary.largest_windows:
         lines.append(

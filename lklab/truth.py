@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import CommitProperties, write_deltalake
 
 from lklab.generator import GeneratedEvents
 from shared.currencies import MINOR_UNITS
@@ -94,7 +94,16 @@ def truth_windows(events: GeneratedEvents, spec: WindowSpec) -> pa.Table:
 
 
 def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path) -> pa.Table:
-    """Write ``generator_truth`` under ``<lake>/tables`` (replacing an earlier one)."""
+    """Write ``generator_truth`` for ``spec`` under ``<lake>/tables``, replacing an earlier one.
+
+    The commit records the window spec (``custom_metadata``), since the truth depends on it.
+    """
     table = truth_windows(events, spec)
-    write_deltalake(str(Path(lake).resolve() / "tables" / TRUTH_TABLE), table, mode="overwrite", schema_mode="overwrite")
+    write_deltalake(
+        str(Path(lake).resolve() / "tables" / TRUTH_TABLE),
+        table,
+        mode="overwrite",
+        schema_mode="overwrite",
+        commit_properties=CommitProperties(custom_metadata={"windows": spec.describe()}),
+    )
     return table

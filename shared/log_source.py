@@ -18,7 +18,12 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
 
 from shared.eventlog import EventLog
 from shared.events import RAW_LINE_SCHEMA
@@ -90,10 +95,15 @@ class _BatchReader(DataSourceReader):
         return _read_range(partition)
 
 
-class _StreamReader(DataSourceStreamReader):
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, log: EventLog, segments_per_batch: int) -> None:
         self.log = log
         self.segments_per_batch = segments_per_batch
+        self.available_now_target: int | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``Trigger.AvailableNow``: stop at the segment that is newest now, still batch by batch."""
+        self.available_now_target = self.log.last_segment()
 
     def initialOffset(self) -> dict:
         return {"segment": 0}
@@ -103,6 +113,8 @@ class _StreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         available = self.log.last_segment()
+        if self.available_now_target is not None:
+            available = min(available, self.available_now_target)
         if isinstance(limit, ReadAllAvailable):
             return {"segment": available}
         if isinstance(limit, ReadMaxFiles):

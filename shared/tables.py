@@ -103,7 +103,7 @@ class Tables:
             return True
         write_deltalake(
             str(self.path(name)),
-            _to_arrow(rows),
+            rows.toArrow(),
             mode="append",
             partition_by=partition_by,
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
@@ -129,7 +129,7 @@ class Tables:
             return
         write_deltalake(
             str(self.path(name)),
-            _to_arrow(rows),
+            rows.toArrow(),
             mode="overwrite",
             predicate=predicate if self.exists(name) else None,
             partition_by=partition_by,
@@ -152,9 +152,3 @@ class Tables:
 
     def version(self, name: str) -> int:
         return DeltaTable(str(self.path(name))).version()
-
-
-def _to_arrow(rows: DataFrame) -> pa.Table:
-    """Collect ``rows`` as Arrow with the DataFrame's own schema (also when empty)."""
-    table = rows.toArrow()
-    return table

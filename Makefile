@@ -1,0 +1,35 @@
+# Set-up and everyday commands. Everything installs into ./.venv on first use.
+#   make demo       generate a scenario and run the main job on embedded defaults
+#   make test       the whole test suite (what CI runs)
+#   make test-fast  the suite without the slow integration tests
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast bench clean
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/lklab demo
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: install
+	$(BIN)/python benchmarks/generate_bench.py
+
+clean:
+	rm -rf lake .pytest_cache build *.egg-info

@@ -1,0 +1,85 @@
+"""The real ``lklab`` command: help with examples, clear errors with exit code 2, the README's examples."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LKLAB = str(Path(sys.executable).parent / "lklab")
+
+
+def lklab(*args, cwd=None, env=None):
+    return subprocess.run([LKLAB, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
+
+
+@pytest.mark.parametrize("command", ["demo", "generate", "ingest", "batch"])
+def test_every_command_explains_itself_with_an_example(command):
+    result = lklab(command, "--help")
+    assert result.returncode == 0
+    assert "example:" in result.stdout and f"lklab {command}" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["generate", "--scenario", "iot"], "valid: billing, clickstream, outage"),
+        (["generate", "--window-size", "10"], "window-size: '10' needs a unit"),
+        (["generate", "--window-kind", "hopping"], "valid: tumbling, sliding, session"),
+        (["generate", "--span", "forever"], "span: 'forever' is not a duration"),
+        (["ingest", "no-such-file.jsonl"], "no such file: no-such-file.jsonl"),
+        (["batch", "--table-engine", "csv"], "valid: auto, deltalake, delta-spark"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
+    result = lklab(*args, "--lake", str(tmp_path / "lake"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_config_file_is_a_usage_error(tmp_path):
+    (tmp_path / "lklab.toml").write_text('window-size = "fast"\n')
+    result = lklab("generate", "--events", "10", cwd=tmp_path)
+    assert result.returncode == 2 and "window-size: 'fast' is not a duration" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_batch_on_an_empty_lake_fails_clearly(tmp_path):
+    result = lklab("batch", "--lake", str(tmp_path / "empty"))
+    assert result.returncode == 1
+    assert "the log under" in result.stderr and "is empty" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"event_id": "1", "account_id": "a", "event_type": "charge", "amount": "1.00", "currency": "USD", "event_time": "2026-01-05T10:00:00Z"}\n')
+    second.write_text("garbage\n")
+    result = lklab("ingest", str(first), str(second), "--lake", str(tmp_path / "lake"))
+    assert result.returncode == 0, result.stderr
+    assert "-> segment 1" in result.stdout and "-> segment 2" in result.stdout
+    segment_two = (tmp_path / "lake" / "log" / "segment-000000000002.jsonl").read_text()
+    assert segment_two == "garbage\n"
+    stamped = json.loads((tmp_path / "lake" / "log" / "segment-000000000001.jsonl").read_text())
+    assert stamped["ingest_time"].endswith("Z")
+
+
+def readme_commands():
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- example:start -->\s*```bash\n(.*?)```", text, re.S).group(1)
+    return [line for line in block.splitlines() if line.startswith("lklab ")]
+
+
+def test_readme_example_runs_as_written(tmp_path):
+    commands = readme_commands()
+    assert commands, "the README's example block is missing"
+    for command in commands:
+        args = command.split()[1:]
+        result = lklab(*args, cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "lake")})
+        assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
+    assert "equals the generator's ground truth: yes, exactly" in result.stdout

@@ -1,0 +1,81 @@
+import json
+import os
+import threading
+
+import pytest
+
+from shared.eventlog import EventLog, LogDamaged, stamp_ingest_time
+
+
+def test_segments_are_numbered_in_append_order(tmp_path):
+    log = EventLog(tmp_path)
+    assert log.segments() == [] and log.last_segment() == 0
+    first = log.append(['{"a": 1, "ingest_time": "x"}'])
+    second = log.append(["not json"])
+    assert (first.number, second.number) == (1, 2)
+    assert [s.number for s in log.segments()] == [1, 2]
+    assert log.read_lines(second.path) == ["not json"]
+
+
+def test_no_temporary_file_is_left_or_listed(tmp_path):
+    log = EventLog(tmp_path)
+    log.append(["x"])
+    assert sorted(os.listdir(log.root)) == ["segment-000000000001.jsonl"]
+
+
+def test_ingest_time_stamped_only_where_absent(tmp_path):
+    log = EventLog(tmp_path)
+    segment = log.append(['{"event_id": "a"}', '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}', "{}", "[1]", "bad {"])
+    lines = log.read_lines(segment.path)
+    stamped = json.loads(lines[0])
+    assert stamped["event_id"] == "a" and stamped["ingest_time"].endswith("Z")
+    assert lines[1] == '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}'
+    assert json.loads(lines[2]) == {"ingest_time": stamped["ingest_time"]}
+    assert lines[3:] == ["[1]", "bad {"]
+
+
+def test_stamping_keeps_the_rest_of_the_line_verbatim():
+    line = b'{"amount": "12.340",   "currency":"USD"}'
+    assert stamp_ingest_time(line, "T") == b'{"amount": "12.340",   "currency":"USD", "ingest_time": "T"}'
+
+
+def test_gap_in_numbering_is_reported(tmp_path):
+    log = EventLog(tmp_path)
+    for _ in range(3):
+        log.append(["x"])
+    log.segment_path(2).unlink()
+    with pytest.raises(LogDamaged, match="segment 2 is missing"):
+        log.segments()
+
+
+def test_concurrent_writers_never_share_a_number(tmp_path):
+    log = EventLog(tmp_path)
+    threads = [threading.Thread(target=lambda i=i: log.append([f"line {i}"])) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    contents = sorted(log.read_lines(s.path)[0] for s in log.segments())
+    assert [s.number for s in log.segments()] == list(range(1, 17))
+    assert contents == sorted(f"line {i}" for i in range(16))
+
+
+def test_reading_keeps_blank_lines_and_a_last_line_without_newline(tmp_path):
+    path = tmp_path / "segment.jsonl"
+    path.write_bytes(b'a\n\nb')
+    assert EventLog.read_lines(path) == ["a", "", "b"]
+    path.write_bytes(b"a\n")
+    assert EventLog.read_lines(path) == ["a"]
+
+
+def test_bytes_that_are_not_utf8_are_kept_visible(tmp_path):
+    path = tmp_path / "segment.jsonl"
+    path.write_bytes(b'{"x": "\xff"}\n')
+    assert EventLog.read_lines(path) == ['{"x": "\\xff"}']
+
+
+def test_append_file_keeps_bad_lines(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\n')
+    segment = EventLog(tmp_path / "lake").append_file(source)
+    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", ""]

@@ -1,0 +1,72 @@
+"""Parsing and validation: every rejection reason, with exact expected rows."""
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+
+from shared.events import REJECT_REASONS, parse_events
+from tests.conftest import event_line
+
+CASES = [
+    ("", "empty_line", None),
+    ("   ", "empty_line", None),
+    ('{"event_id": "a", ', "not_json", None),
+    ("[1, 2]", "not_an_object", None),
+    ('"text"', "not_an_object", None),
+    (event_line(currency=None), "missing_field", "currency"),
+    (event_line(event_id=""), "missing_field", "event_id"),
+    (json.dumps({**json.loads(event_line()), "account_id": None}), "missing_field", "account_id"),
+    (event_line(account_id="   "), "missing_field", "account_id"),
+    (json.dumps({**json.loads(event_line()), "amount": 10.5}), "wrong_type", "amount"),
+    (json.dumps({**json.loads(event_line()), "event_id": 42}), "wrong_type", "event_id"),
+    (event_line(event_type="chargeback"), "invalid_event_type", "event_type"),
+    (event_line(amount="12.3.4"), "invalid_amount", "amount"),
+    (event_line(amount="1e3"), "invalid_amount", "amount"),
+    (event_line(amount="1.1234567"), "amount_out_of_range", "amount"),
+    (event_line(amount="123456789012345"), "amount_out_of_range", "amount"),
+    (event_line(amount="-1.00"), "amount_sign", "amount"),
+    (event_line(amount="0"), "amount_sign", "amount"),
+    (event_line(event_type="refund", amount="5.00"), "amount_sign", "amount"),
+    (event_line(currency="usd"), "invalid_currency", "currency"),
+    (event_line(currency="XYZ"), "invalid_currency", "currency"),
+    (event_line(event_time="2026-01-05T10:00:00"), "invalid_event_time", "event_time"),
+    (event_line(event_time="2026-02-30T10:00:00Z"), "invalid_event_time", "event_time"),
+    (event_line(event_time="2026-01-05"), "invalid_event_time", "event_time"),
+    (event_line(ingest_time="yesterday"), "invalid_ingest_time", "ingest_time"),
+    (json.dumps({**json.loads(event_line()), "ingest_time": 5}), "invalid_ingest_time", "ingest_time"),
+]
+
+
+def test_every_reason_is_exercised():
+    assert {reason for _, reason, _ in CASES} == set(REJECT_REASONS)
+
+
+def test_each_bad_line_gets_its_reason(lines_frame):
+    rows = lines_frame([line for line, _, _ in CASES]).transform(parse_events).orderBy("line_number").collect()
+    got = [(row.line_number, row.reject_reason, row.reject_detail) for row in rows]
+    expected = [(number, reason, detail) for number, (_, reason, detail) in enumerate(CASES, start=1)]
+    assert got == expected
+    assert [row.raw_line for row in rows] == [line for line, _, _ in CASES]
+
+
+def test_valid_lines_are_typed_exactly(lines_frame):
+    lines = [
+        event_line(event_time="2026-01-05T12:30:00.250+02:00", amount="0.000001"),
+        event_line(event_id="e-2", event_type="refund", amount="-12.34", currency="JPY", ingest_time=None),
+        event_line(event_id="e-3", event_type="adjustment", amount="-99999999999999.999999", currency="KWD"),
+    ]
+    rows = lines_frame(lines, segment=7).transform(parse_events).orderBy("line_number").collect()
+    assert [row.reject_reason for row in rows] == [None, None, None]
+    assert rows[0].event_time == datetime(2026, 1, 5, 10, 30, 0, 250_000)
+    assert rows[0].amount == Decimal("0.000001")
+    assert rows[1].amount == Decimal("-12.34") and rows[1].ingest_time is None
+    assert rows[2].amount == Decimal("-99999999999999.999999")
+    assert [(row.segment, row.line_number) for row in rows] == [(7, 1), (7, 2), (7, 3)]
+
+
+def test_adjustments_may_be_negative_and_extra_fields_are_ignored(lines_frame):
+    line = json.dumps({**json.loads(event_line(event_type="adjustment", amount="-3")), "note": {"x": 1}})
+    row = lines_frame([line]).transform(parse_events).first()
+    assert row.reject_reason is None and row.amount == Decimal("-3")

@@ -1,0 +1,71 @@
+"""Property checks: every line lands exactly once, money is conserved, Spark agrees with NumPy."""
+
+from decimal import Decimal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lklab.generator import GeneratedEvents
+from lklab.truth import truth_windows
+from lklab.summary import same_rows
+from shared.events import parse_events
+from shared.pipeline import classify_lines, window_totals
+from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
+from tests.conftest import event_line, raw_frame
+
+import numpy as np
+
+SPARK_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+good_line = st.builds(
+    lambda i, cents, minute: (
+        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z"),
+        Decimal(cents).scaleb(-2),
+    ),
+    st.integers(0, 8),
+    st.integers(1, 10_000),
+    st.integers(0, 59),
+)
+bad_line = st.sampled_from(["", "{", "[1]", event_line(currency="usd"), event_line(amount="x")]).map(lambda line: (line, None))
+
+
+@SPARK_SETTINGS
+@given(st.lists(st.one_of(good_line, bad_line), min_size=1, max_size=25))
+def test_every_line_lands_exactly_once_and_money_is_conserved(spark, tagged):
+    lines = [line for line, _ in tagged]
+    result = classify_lines(raw_frame(spark, lines).transform(parse_events))
+    events, duplicates, dead = (result.events.collect(), result.duplicates.collect(), result.dead_letters.collect())
+    positions = sorted(r.line_number for r in events + duplicates + dead)
+    assert positions == list(range(1, len(lines) + 1))
+    valid_money = sum((amount for _, amount in tagged if amount is not None), Decimal(0))
+    assert sum((r.amount for r in events + duplicates), Decimal(0)) == valid_money
+    assert len({r.event_id for r in events}) == len(events)
+
+
+times = st.lists(st.integers(-3_600, 3_600), min_size=1, max_size=30)
+specs = st.sampled_from(
+    [TumblingWindows(60_000_000), SlidingWindows(120_000_000, 30_000_000), SlidingWindows(50_000_000, 20_000_000), SessionWindows(90_000_000)]
+)
+
+
+@SPARK_SETTINGS
+@given(times, st.lists(st.integers(-5_000, 5_000), min_size=30, max_size=30), specs)
+def test_spark_windows_equal_the_independent_numpy_truth(spark, seconds, cents, spec):
+    n = len(seconds)
+    start = 1_767_607_200_000_000
+    generated = GeneratedEvents(
+        event_ids=np.array([f"e{i:03d}" for i in range(n)]),
+        accounts=np.array([f"acct-{i % 3}" for i in range(n)]),
+        currencies=np.array(["USD"] * n),
+        event_types=np.array(["adjustment"] * n),
+        amount_minor=np.array(cents[:n], dtype=np.int64),
+        event_times=start + np.array(seconds, dtype=np.int64) * 1_000_000,
+        ingest_times=start + np.array(seconds, dtype=np.int64) * 1_000_000,
+    )
+    rows = [
+        (e, a, "USD", Decimal(int(m)).scaleb(-2), int(t))
+        for e, a, m, t in zip(generated.event_ids, generated.accounts, generated.amount_minor, generated.event_times)
+    ]
+    df = spark.createDataFrame(rows, "event_id string, account_id string, currency string, amount decimal(20,6), t long")
+    df = df.selectExpr("*", "timestamp_micros(t) as event_time").drop("t")
+    assert same_rows(df.transform(window_totals(spec)).toArrow(), truth_windows(generated, spec))
