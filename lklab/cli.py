@@ -171,9 +171,41 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     config = _config(args)
     manifest_file = config.lake / "generator" / "manifest.json"
-    args.overwrite = manifest_file.is_file()
+    args.overwrite = args.overwrite or manifest_file.is_file()
     _generate(args, config)
     return _run_batch(config)
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from shared.spark_session import spark_session
+    from spark_jobs.speed_job import run_speed
+
+    config = _config(args)
+    if args.segments_per_batch < 1:
+        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
+              f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}")
+    layer = run_speed(
+        spark_session(config, "lklab-speed"),
+        config,
+        available_now=args.available_now,
+        segments_per_batch=args.segments_per_batch,
+        stop=stop,
+    )
+    metrics = layer.tables.read_arrow(layer.table("stream_metrics")) if layer.tables.exists(layer.table("stream_metrics")) else None
+    if metrics is not None and metrics.num_rows:
+        totals = {c: sum(metrics[c].to_pylist()) for c in ("input_lines", "on_time", "late", "duplicates", "dead_letters")}
+        print(
+            f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['on_time']:,} on time + "
+            f"{totals['late']:,} late (side output) + {totals['duplicates']:,} duplicates + "
+            f"{totals['dead_letters']:,} dead letters"
+        )
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -210,6 +242,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(batch)
     batch.set_defaults(handler=cmd_batch)
+
+    speed = _command(
+        sub, "speed", "Run the streaming speed layer over the log (always on; SIGTERM stops it after the current micro-batch).",
+        "lklab speed --available-now --watermark-delay 30s --allowed-lateness 5m",
+    )
+    _common(speed)
+    speed.add_argument("--available-now", action="store_true", help="process everything in the log, then exit")
+    speed.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1: the watermark advances as the traffic did)")
+    speed.set_defaults(handler=cmd_speed)
     return parser
 
 

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
@@ -81,21 +82,27 @@ class Tables:
             return None
         return DeltaTable(str(self.path(name))).transaction_version(app_id)
 
+    def already_committed(self, name: str, app_id: str, version: int) -> bool:
+        committed = self.committed_version(name, app_id)
+        return committed is not None and committed >= version
+
+    def _frame(self, rows: DataFrame | pa.Table) -> DataFrame:
+        return self.spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
+
     def append(
         self,
         name: str,
-        rows: DataFrame,
+        rows: DataFrame | pa.Table,
         *,
         app_id: str,
         version: int,
         partition_by: list[str] | None = None,
     ) -> bool:
         """Append ``rows`` once per ``(app_id, version)``; return False when already committed."""
-        committed = self.committed_version(name, app_id)
-        if committed is not None and committed >= version:
+        if self.already_committed(name, app_id, version):
             return False
         if self.engine == "delta-spark":
-            writer = rows.write.format("delta").mode("append")
+            writer = self._frame(rows).write.format("delta").mode("append")
             writer = writer.option("txnAppId", app_id).option("txnVersion", version)
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
@@ -103,37 +110,111 @@ class Tables:
             return True
         write_deltalake(
             str(self.path(name)),
-            rows.toArrow(),
+            _arrow(rows),
             mode="append",
             partition_by=partition_by,
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+            commit_properties=_txn(app_id, version),
         )
         return True
 
     def overwrite(
         self,
         name: str,
-        rows: DataFrame,
+        rows: DataFrame | pa.Table,
         *,
         predicate: str | None = None,
         partition_by: list[str] | None = None,
-    ) -> None:
-        """Replace the rows matching ``predicate`` (all rows when None) with ``rows``."""
+        app_id: str | None = None,
+        version: int | None = None,
+    ) -> bool:
+        """Replace the rows matching ``predicate`` (all rows when None) with ``rows``.
+
+        With ``app_id``/``version`` the overwrite happens once, like an idempotent append.
+        """
+        if app_id is not None and self.already_committed(name, app_id, version):
+            return False
         if self.engine == "delta-spark":
-            writer = rows.write.format("delta").mode("overwrite")
+            writer = self._frame(rows).write.format("delta").mode("overwrite")
             if predicate:
                 writer = writer.option("replaceWhere", predicate)
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
+            if app_id is not None:
+                writer = writer.option("txnAppId", app_id).option("txnVersion", version)
             writer.save(str(self.path(name)))
-            return
+            return True
         write_deltalake(
             str(self.path(name)),
-            rows.toArrow(),
+            _arrow(rows),
             mode="overwrite",
             predicate=predicate if self.exists(name) else None,
             partition_by=partition_by,
+            commit_properties=_txn(app_id, version) if app_id is not None else None,
         )
+        return True
+
+    def upsert(
+        self, name: str, rows: DataFrame | pa.Table, *, keys: tuple[str, ...], app_id: str, version: int
+    ) -> bool:
+        """MERGE ``rows`` by ``keys`` once per ``(app_id, version)``.
+
+        A row whose boolean ``_delete`` is true deletes its match; the others update or insert.
+        """
+        if self.already_committed(name, app_id, version):
+            return False
+        source = _arrow(rows)
+        columns = [c for c in source.column_names if c != "_delete"]
+        if not self.exists(name):
+            keep = source.filter(pa.compute.invert(source["_delete"])).select(columns)
+            write_deltalake(str(self.path(name)), keep, mode="append", commit_properties=_txn(app_id, version))
+            return True
+        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        values = {c: f"s.{c}" for c in columns}
+        if self.engine == "delta-spark":
+            from delta.tables import DeltaTable as SparkDeltaTable
+
+            self.spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            self.spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
+            try:
+                (
+                    SparkDeltaTable.forPath(self.spark, str(self.path(name))).alias("t")
+                    .merge(self._frame(source).alias("s"), on)
+                    .whenMatchedDelete("s._delete").whenMatchedUpdate("NOT s._delete", values)
+                    .whenNotMatchedInsert("NOT s._delete", values).execute()
+                )
+            finally:
+                self.spark.conf.unset("spark.databricks.delta.write.txnAppId")
+                self.spark.conf.unset("spark.databricks.delta.write.txnVersion")
+            return True
+        (
+            DeltaTable(str(self.path(name)))
+            .merge(source, on, source_alias="s", target_alias="t", commit_properties=_txn(app_id, version))
+            .when_matched_delete("s._delete")
+            .when_matched_update(values, "NOT s._delete")
+            .when_not_matched_insert(values, "NOT s._delete")
+            .execute()
+        )
+        return True
+
+    def update_where(
+        self, name: str, updates: dict[str, str], predicate: str, *, app_id: str, version: int
+    ) -> bool:
+        """``UPDATE name SET updates WHERE predicate`` once per ``(app_id, version)`` (SQL text)."""
+        if not self.exists(name) or self.already_committed(name, app_id, version):
+            return False
+        if self.engine == "delta-spark":
+            from delta.tables import DeltaTable as SparkDeltaTable
+
+            self.spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            self.spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
+            try:
+                SparkDeltaTable.forPath(self.spark, str(self.path(name))).update(predicate, updates)
+            finally:
+                self.spark.conf.unset("spark.databricks.delta.write.txnAppId")
+                self.spark.conf.unset("spark.databricks.delta.write.txnVersion")
+            return True
+        DeltaTable(str(self.path(name))).update(updates, predicate=predicate, commit_properties=_txn(app_id, version))
+        return True
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table (at ``version``, for time travel) as a Spark DataFrame."""
@@ -152,3 +233,27 @@ class Tables:
 
     def version(self, name: str) -> int:
         return DeltaTable(str(self.path(name))).version()
+
+    def as_of(self, name: str, app_version: int) -> pa.Table:
+        """The table as it was once every commit tagged with a version <= ``app_version`` landed."""
+        table = DeltaTable(str(self.path(name)))
+        latest = None
+        for commit in table.history():
+            tagged = commit.get("lklab.version")
+            if tagged is not None and int(tagged) <= app_version:
+                latest = max(latest or 0, commit["version"])
+        if latest is None:
+            return table.to_pyarrow_table().slice(0, 0)
+        return DeltaTable(str(self.path(name)), version=latest).to_pyarrow_table()
+
+
+def _arrow(rows: DataFrame | pa.Table) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else rows.toArrow()
+
+
+def _txn(app_id: str, version: int) -> CommitProperties:
+    """Tag a commit with an app transaction (and the same in its metadata, for history readers)."""
+    return CommitProperties(
+        custom_metadata={"lklab.app_id": app_id, "lklab.version": str(version)},
+        app_transactions=[Transaction(app_id, version)],
+    )
