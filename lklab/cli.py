@@ -154,12 +154,15 @@ def _run_batch(config: LabConfig) -> int:
     _progress(f"starting Spark ({config.spark_master})")
     spark = spark_session(config, "lklab-batch")
     _progress("batch recompute: parse, validate, dedup, window, aggregate")
-    run = run_batch(spark, config)
-    generated = load_events(config.lake)
-    if generated is not None:
-        _progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
-        write_truth(generated, config.window, config.lake)
-    summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
+    try:
+        run = run_batch(spark, config)
+        generated = load_events(config.lake)
+        if generated is not None:
+            _progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
+            write_truth(generated, config.window, config.lake)
+        summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
+    finally:
+        spark.stop()
     print(render_text(summary))
     return 0 if run.conserved and summary.matches_generator_truth is not False else FAILURE
 
@@ -190,14 +193,16 @@ def cmd_speed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
               f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}")
-    layer = run_speed(
-        spark_session(config, "lklab-speed"),
-        config,
-        available_now=args.available_now,
-        segments_per_batch=args.segments_per_batch,
-        stop=stop,
-    )
-    metrics = layer.tables.read_arrow(layer.table("stream_metrics")) if layer.tables.exists(layer.table("stream_metrics")) else None
+    spark = spark_session(config, "lklab-speed")
+    try:
+        layer = run_speed(
+            spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
+        )
+        name = layer.table("stream_metrics")
+        metrics = layer.tables.read_arrow(name) if layer.tables.exists(name) else None
+    finally:
+        # Stopping Spark shuts down the foreachBatch callback server before the interpreter exits.
+        spark.stop()
     if metrics is not None and metrics.num_rows:
         totals = {c: sum(metrics[c].to_pylist()) for c in ("input_lines", "on_time", "late", "duplicates", "dead_letters")}
         print(

@@ -1,0 +1,95 @@
+"""Exactly once under SIGKILL: a crashed and restarted speed layer ends with the tables of an
+uninterrupted run on the same log (no lost rows, no duplicates).
+
+Each crash run is a real ``lklab speed --available-now`` process killed with SIGKILL, either by
+itself at a named point of a micro-batch (``LKLAB_CRASH_AT``) or from outside at an arbitrary
+moment; the restart is another real process that resumes from Spark's checkpoint.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lklab.generator import GeneratorParams, generate
+from shared.tables import Tables
+from spark_jobs.speed_job import SPEED_TABLES
+
+pytestmark = pytest.mark.slow
+LKLAB = str(Path(sys.executable).parent / "lklab")
+VOLATILE = {"duration_seconds"}
+
+
+def speed(lake: Path, crash_at: str | None = None, kill_after: float | None = None) -> int:
+    env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
+    env.pop("LKLAB_CRASH_AT", None)
+    if crash_at:
+        env["LKLAB_CRASH_AT"] = crash_at
+    process = subprocess.Popen([LKLAB, "speed", "--available-now"], env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        code = process.wait(timeout=kill_after) if kill_after else process.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the JVM of a killed driver goes down with it
+    except ProcessLookupError:
+        pass
+    return code
+
+
+def contents(spark, lake: Path) -> dict:
+    tables = Tables(spark, lake, "deltalake")
+    out = {}
+    for name in SPEED_TABLES:
+        rows = tables.read_arrow(name).to_pylist() if tables.exists(name) else []
+        rows = [{k: v for k, v in row.items() if k not in VOLATILE} for row in rows]
+        out[name] = sorted(rows, key=lambda row: [str(v) for v in row.values()])
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, spark):
+    lake = tmp_path_factory.mktemp("reference")
+    generate(GeneratorParams(events=1_500, accounts=5, duplicate_rate=0.03, malformed_rate=0.01,
+                             segment_interval=2 * 3_600_000_000), lake)
+    assert speed(lake) == 0
+    return lake, contents(spark, lake)
+
+
+def fresh_copy(reference_lake: Path, target: Path) -> Path:
+    shutil.copytree(reference_lake / "log", target / "log")
+    return target
+
+
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "1:start",  # before any commit of batch 1
+        "1:after:dead_letter",  # between the tables of one batch
+        "2:after:speed_aggregates",
+        "2:before:stream_state",  # every output committed, the state (commit point) not
+        "2:after:stream_state",  # the batch complete in Delta, not yet in Spark's commit log
+    ],
+)
+def test_sigkill_at_a_point_then_restart_equals_uninterrupted_run(spark, tmp_path, reference, crash_at):
+    reference_lake, expected = reference
+    lake = fresh_copy(reference_lake, tmp_path)
+    assert speed(lake, crash_at=crash_at) == -signal.SIGKILL
+    assert speed(lake) == 0
+    assert contents(spark, lake) == expected
+
+
+def test_sigkill_from_outside_twice_then_restart(spark, tmp_path, reference):
+    reference_lake, expected = reference
+    lake = fresh_copy(reference_lake, tmp_path)
+    for delay in (14.0, 17.0):  # mid-batch, wherever the job happens to be (a commit included)
+        speed(lake, kill_after=delay)
+    assert speed(lake) == 0
+    assert contents(spark, lake) == expected
