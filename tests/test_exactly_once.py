@@ -93,3 +93,42 @@ def test_sigkill_from_outside_twice_then_restart(spark, tmp_path, reference):
         speed(lake, kill_after=delay)
     assert speed(lake) == 0
     assert contents(spark, lake) == expected
+
+
+def test_always_on_picks_up_new_segments_and_stops_cleanly_on_sigterm(spark, tmp_path, reference):
+    """The always-on job follows the log as it grows; SIGTERM ends it after the current batch."""
+    from shared.eventlog import EventLog
+
+    reference_lake, expected = reference
+    segments = sorted((reference_lake / "log").glob("segment-*.jsonl"))
+    log = EventLog(tmp_path)
+    log.append(segments[0].read_bytes().splitlines(), stamp=False)
+    env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
+    env.pop("LKLAB_CRASH_AT", None)
+    process = subprocess.Popen([LKLAB, "speed"], env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tables = Tables(spark, tmp_path, "deltalake")
+
+    def batches_done() -> int:
+        return tables.read_arrow("stream_metrics").num_rows if tables.exists("stream_metrics") else 0
+
+    try:
+        for done, segment in enumerate(segments[1:], start=1):
+            deadline = time.monotonic() + 120
+            while batches_done() < done and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert batches_done() == done
+            log.append(segment.read_bytes().splitlines(), stamp=False)  # live traffic
+        deadline = time.monotonic() + 120
+        while batches_done() < len(segments) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=120)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert process.returncode == 0
+    assert f"{len(segments)} micro-batches" in out
+    assert contents(spark, tmp_path) == expected
