@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from shared.config import ConfigError, LabConfig, load_config
+from shared.config import SETTINGS, ConfigError, LabConfig, load_config
 from shared.durations import parse_duration
 
 __all__ = ["main"]
@@ -30,21 +30,7 @@ def _progress(message: str) -> None:
 
 
 def _config(args: argparse.Namespace) -> LabConfig:
-    flags = {
-        key: getattr(args, key.replace("-", "_"), None)
-        for key in (
-            "lake",
-            "window-kind",
-            "window-size",
-            "window-slide",
-            "session-gap",
-            "watermark-delay",
-            "allowed-lateness",
-            "dedup-horizon",
-            "spark-master",
-            "table-engine",
-        )
-    }
+    flags = {key: getattr(args, key.replace("-", "_"), None) for key in SETTINGS}
     try:
         return load_config(args.config, flags)
     except ConfigError as err:

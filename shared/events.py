@@ -25,7 +25,6 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from shared.currencies import CURRENCY_CODES

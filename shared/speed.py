@@ -29,7 +29,7 @@ from shared.aggregation import AMOUNT_TOTAL_TYPE, aggregate_windows
 from shared.dedup import mark_duplicates
 from shared.events import EVENT_COLUMNS, rejected_lines, valid_events
 from shared.watermark import is_late, is_late_update, lateness_seconds, window_status
-from shared.windows import KEY_COLUMNS, SessionWindows, SlidingWindows, TumblingWindows, WindowSpec, assign_windows
+from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows
 
 __all__ = ["SpeedSettings", "SpeedBatch", "STATE_COLUMNS", "WINDOW_KEY", "speed_step", "empty_state"]
 

@@ -18,6 +18,7 @@ Reruns replace data with an overwrite restricted by a predicate (e.g. one date).
 from __future__ import annotations
 
 import glob
+from contextlib import contextmanager
 import os
 import re
 from pathlib import Path
@@ -173,18 +174,13 @@ class Tables:
         if self.engine == "delta-spark":
             from delta.tables import DeltaTable as SparkDeltaTable
 
-            self.spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-            self.spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
-            try:
+            with self._spark_txn(app_id, version):
                 (
                     SparkDeltaTable.forPath(self.spark, str(self.path(name))).alias("t")
                     .merge(self._frame(source).alias("s"), on)
                     .whenMatchedDelete("s._delete").whenMatchedUpdate("NOT s._delete", values)
                     .whenNotMatchedInsert("NOT s._delete", values).execute()
                 )
-            finally:
-                self.spark.conf.unset("spark.databricks.delta.write.txnAppId")
-                self.spark.conf.unset("spark.databricks.delta.write.txnVersion")
             return True
         (
             DeltaTable(str(self.path(name)))
@@ -205,13 +201,8 @@ class Tables:
         if self.engine == "delta-spark":
             from delta.tables import DeltaTable as SparkDeltaTable
 
-            self.spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-            self.spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
-            try:
+            with self._spark_txn(app_id, version):
                 SparkDeltaTable.forPath(self.spark, str(self.path(name))).update(predicate, updates)
-            finally:
-                self.spark.conf.unset("spark.databricks.delta.write.txnAppId")
-                self.spark.conf.unset("spark.databricks.delta.write.txnVersion")
             return True
         DeltaTable(str(self.path(name))).update(updates, predicate=predicate, commit_properties=_txn(app_id, version))
         return True
@@ -230,6 +221,18 @@ class Tables:
         if not self.exists(name):
             raise FileNotFoundError(f"table {name} does not exist under {self.root}")
         return DeltaTable(str(self.path(name)), version=version).to_pyarrow_table()
+
+    @contextmanager
+    def _spark_txn(self, app_id: str, version: int):
+        """delta-spark: tag the DML run inside with an app transaction (session settings)."""
+        keys = {"spark.databricks.delta.write.txnAppId": app_id, "spark.databricks.delta.write.txnVersion": str(version)}
+        for key, value in keys.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in keys:
+                self.spark.conf.unset(key)
 
     def version(self, name: str) -> int:
         return DeltaTable(str(self.path(name))).version()

@@ -1,10 +1,8 @@
 """Parsing and validation: every rejection reason, with exact expected rows."""
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
-
-import pytest
 
 from shared.events import REJECT_REASONS, parse_events
 from tests.conftest import event_line

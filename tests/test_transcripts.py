@@ -73,7 +73,7 @@ def transcript(request):
 def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
     write_log(tmp_path, transcript["segments"])
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **transcript["settings"]}, environ={})
-    layer = run_speed(spark, config, available_now=True)
+    run_speed(spark, config, available_now=True)
     tables, expect = Tables(spark, tmp_path, "deltalake"), transcript["expect"]
 
     metrics = tables.read_arrow("stream_metrics").sort_by("batch_id")
