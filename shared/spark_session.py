@@ -5,6 +5,9 @@ session pins ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` for local mode) to
 ``sys.executable``. Timestamps are UTC (``spark.sql.session.timeZone``): event times in the
 log carry offsets, and windows are aligned in UTC. The log source is registered on the session.
 When the table engine is delta-spark, its jars and SQL extension are added here.
+
+Under ``spark-submit`` (which starts the JVM first and tells Python its gateway port), the
+master given to ``spark-submit`` wins; ``spark-master`` applies to sessions started from Python.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
     """Return the active session, or build one for ``config`` (master, engine, UTC)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = SparkSession.builder
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(config.spark_master)
     builder = (
-        SparkSession.builder.master(config.spark_master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
