@@ -1,0 +1,71 @@
+"""Where the streaming answer was wrong: per-window money gaps, for a windows x accounts map.
+
+A gap is ``|first served total - truth total|`` of one window key: how wrong the first answer a
+consumer could read was. Gaps are per currency, so a map holds one currency only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from .validation import check_decimal, check_per_currency, check_utc, freeze
+
+__all__ = ["WindowGap", "GapHeatMap"]
+
+Window = tuple[dt.datetime, dt.datetime]
+
+
+@dataclass(frozen=True)
+class WindowGap:
+    """One window ``[window_start, window_end)`` of one account whose first result was wrong."""
+
+    window_start: dt.datetime
+    window_end: dt.datetime
+    account_id: str
+    gap: Decimal
+
+    def __post_init__(self) -> None:
+        check_utc(self.window_start, "window_start")
+        check_utc(self.window_end, "window_end")
+        if check_decimal(self.gap, "gap") < 0:
+            raise ValueError(f"gap {self.gap} is negative; a gap is an absolute difference")
+
+
+@dataclass(frozen=True)
+class GapHeatMap:
+    """The gaps of one configuration (``configuration_key``) in one currency; zero gaps omitted."""
+
+    configuration_key: str
+    currency: str
+    cells: tuple[WindowGap, ...]
+
+    def __post_init__(self) -> None:
+        freeze(self, "cells", tuple(self.cells))
+        check_per_currency({self.currency: Decimal(0)}, "currency")
+        keys = [(c.window_start, c.window_end, c.account_id) for c in self.cells]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"{self.configuration_key} {self.currency}: a window of an account appears twice")
+
+    def top(self, accounts: int, windows: int) -> tuple[tuple[str, ...], tuple[Window, ...]]:
+        """The ``accounts`` with the largest total gap (largest first, ties by id), and among
+        their windows the ``windows`` with the largest total gap, in time order."""
+        by_account: dict[str, Decimal] = {}
+        for cell in self.cells:
+            by_account[cell.account_id] = by_account.get(cell.account_id, Decimal(0)) + cell.gap
+        chosen = tuple(sorted(by_account, key=lambda a: (-by_account[a], a))[:accounts])
+        by_window: dict[Window, Decimal] = {}
+        for cell in self.cells:
+            if cell.account_id in chosen:
+                key = (cell.window_start, cell.window_end)
+                by_window[key] = by_window.get(key, Decimal(0)) + cell.gap
+        largest = sorted(by_window, key=lambda w: (-by_window[w], w))[:windows]
+        return chosen, tuple(sorted(largest))
+
+    def grid(self, accounts: int, windows: int) -> tuple[tuple[str, ...], tuple[Window, ...], list[list[Decimal]]]:
+        """``top`` plus the gap of each (account, window): rows are accounts, columns windows."""
+        chosen, columns = self.top(accounts, windows)
+        lookup = {(c.account_id, c.window_start, c.window_end): c.gap for c in self.cells}
+        values = [[lookup.get((a, *w), Decimal(0)) for w in columns] for a in chosen]
+        return chosen, columns, values

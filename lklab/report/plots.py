@@ -1,0 +1,160 @@
+"""The report's figures, drawn with matplotlib and returned as inline SVG text.
+
+Each function takes report objects and returns one ``<svg id="plot-...">`` element ready to
+place in an HTML page (no XML prolog, every internal id prefixed with the plot's id so several
+figures can share a page), or ``None`` when there is nothing to draw. Money becomes ``float``
+here for drawing only; the figures quoted on the page come from the exact values.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from decimal import Decimal
+
+from matplotlib import rc_context
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+
+from shared.durations import format_duration
+
+from .formats import utc
+from .gaps import GapHeatMap
+from .model import Configuration, Report
+
+__all__ = ["PLOT_IDS", "arrival_delay_cdf", "completeness_tradeoff", "error_over_time", "gap_heat_map"]
+
+PLOT_IDS = ("plot-arrival-delay", "plot-tradeoff", "plot-error")
+"""Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
+
+MAX_CURRENCY_PANELS = 6
+_DELAY_TICKS = (0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400)
+_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+
+
+def _style(configuration: Configuration, index: int) -> dict:
+    """Lambda solid, Kappa dashed; one colour per configuration."""
+    return {
+        "color": _PALETTE[index % len(_PALETTE)],
+        "linestyle": "-" if configuration.architecture == "lambda" else "--",
+        "label": configuration.label,
+    }
+
+
+def _svg(figure: Figure, plot_id: str) -> str:
+    """Serialise ``figure`` as an inline ``<svg>`` whose ids all start with ``plot_id``."""
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": plot_id}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{plot_id}-{m.group(1)}"', text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{plot_id}-{m.group(1)})", text)
+    text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{plot_id}-{m.group(1)}"', text)
+    return text.replace("<svg", f'<svg id="{plot_id}" role="img" class="plot"', 1)
+
+
+def arrival_delay_cdf(report: Report, plot_id: str = "plot-arrival-delay") -> str | None:
+    """Share of events arrived within a delay (``ingest_time - event_time``), log-scale delay."""
+    points = [(float(q.seconds), float(q.probability)) for q in report.arrival_delay.quantiles if q.seconds > 0]
+    if not points:
+        return None
+    figure = Figure(figsize=(7, 3.6))
+    axes = figure.subplots()
+    axes.step([p[0] for p in points], [p[1] for p in points], where="post", color=_PALETTE[0])
+    axes.set_xscale("log")
+    low, high = points[0][0], points[-1][0]
+    ticks = [t for t in _DELAY_TICKS if low / 10 <= t <= high * 10]
+    axes.set_xticks(ticks, labels=[format_duration(int(t * 1_000_000)) for t in ticks])
+    axes.set_ylim(0, 1.02)
+    axes.set_xlabel("arrival delay, ingest time − event time (log scale)")
+    axes.set_ylabel("share of events arrived")
+    for marker in (60, 3600):
+        axes.axvline(marker, color="#bbbbbb", linewidth=0.8, zorder=0)
+    axes.grid(True, which="major", alpha=0.3)
+    return _svg(figure, plot_id)
+
+
+def completeness_tradeoff(report: Report, plot_id: str = "plot-tradeoff") -> str | None:
+    """Completeness at first emission against watermark delay: one line per architecture and
+    allowed lateness (symlog x so a delay of 0 can be drawn)."""
+    lines: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for index, result in enumerate(report.results):
+        latency = result.latency
+        if latency.truth_events == 0:
+            continue
+        configuration = result.configuration
+        share = float(Decimal(latency.first_emission_events) / Decimal(latency.truth_events))
+        key = (configuration.architecture, configuration.allowed_lateness)
+        lines.setdefault(key, []).append((float(configuration.watermark_delay_seconds), share * 100, index))
+    if not lines:
+        return None
+    figure = Figure(figsize=(7, 3.6))
+    axes = figure.subplots()
+    for (architecture, lateness), points in lines.items():
+        points.sort()
+        first = report.results[points[0][2]].configuration
+        style = _style(first, points[0][2]) | {"label": f"{architecture.capitalize()} L={lateness}"}
+        axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", **style)
+    axes.set_xscale("symlog", linthresh=1)
+    delays = {float(r.configuration.watermark_delay_seconds): r.configuration.watermark_delay for r in report.results}
+    axes.set_xticks(sorted(delays), labels=[delays[d] for d in sorted(delays)])
+    axes.minorticks_off()
+    axes.set_xlabel("watermark delay (seconds)")
+    axes.set_ylabel("events in first result (%)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
+    return _svg(figure, plot_id)
+
+
+def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
+    """Windows wrong and money wrong (one panel per currency) over processing time."""
+    if not any(r.error_series for r in report.results):
+        return None
+    currencies = sorted({c for r in report.results for p in r.error_series for c in p.money_wrong})
+    panels = 1 + min(len(currencies), MAX_CURRENCY_PANELS)
+    figure = Figure(figsize=(8, 0.6 + 2.2 * panels), layout="constrained")
+    axes = figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
+    for index, result in enumerate(report.results):
+        series = result.error_series
+        if not series:
+            continue
+        times = [p.processing_time for p in series]
+        style = _style(result.configuration, index)
+        axes[0].step(times, [p.windows_wrong for p in series], where="post", **style)
+        for panel, currency in zip(axes[1:], currencies):
+            panel.step(times, [float(p.money_wrong.get(currency, 0)) for p in series], where="post", **style)
+    axes[0].set_ylabel("windows wrong")
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize="small")
+    for panel, currency in zip(axes[1:], currencies):
+        panel.set_ylabel(f"money wrong ({currency})")
+    for panel in axes:
+        panel.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("processing time (UTC)")
+    if len(currencies) > MAX_CURRENCY_PANELS:
+        figure.text(0.01, 0, f"{len(currencies) - MAX_CURRENCY_PANELS} more currencies in summary.json", fontsize="small")
+    for label in axes[-1].get_xticklabels():
+        label.set(rotation=30, horizontalalignment="right")
+    return _svg(figure, plot_id)
+
+
+def gap_heat_map(heat_map: GapHeatMap, plot_id: str, accounts: int = 15, windows: int = 40) -> str | None:
+    """The top accounts x windows by first-result gap, log colour scale (blank = no gap)."""
+    rows, columns, values = heat_map.grid(accounts, windows)
+    if not rows:
+        return None
+    drawn = [[float(v) if v > 0 else float("nan") for v in row] for row in values]
+    positive = [v for row in drawn for v in row if v == v]
+    figure = Figure(figsize=(min(2 + 0.22 * len(columns), 12), 1.2 + 0.3 * len(rows)))
+    axes = figure.subplots()
+    image = axes.imshow(drawn, aspect="auto", cmap="Reds", interpolation="nearest",
+                        norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None)
+    axes.set_yticks(range(len(rows)), labels=list(rows), fontsize="small")
+    step = max(1, len(columns) // 12)
+    ticks = list(range(0, len(columns), step))
+    axes.set_xticks(ticks, labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
+                    rotation=60, ha="right", fontsize="small")
+    axes.set_xlabel("window start (UTC)")
+    figure.colorbar(image, ax=axes, label=f"gap ({heat_map.currency})")
+    return _svg(figure, plot_id)

@@ -1,0 +1,184 @@
+"""The report opens in a real browser: Debian's headless Chromium, with no network at all.
+
+Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: file
+descriptors 3 and 4, NUL-separated JSON), so no port is opened and no websocket client is
+needed. It runs in an empty network namespace (``unshare -n``) when the kernel allows it, and
+always with a proxy and host rules that lead nowhere. The test records console messages,
+uncaught exceptions, log entries and every request the page makes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from lklab.report import write_report
+from tests.report_fixtures import sample_report
+
+INSTALL_HINT = "Chromium is needed for this test: install it with `apt-get install -y chromium` (Debian package)."
+TIMEOUT_SECONDS = 60
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail(INSTALL_HINT, pytrace=False)
+
+
+def _offline_prefix() -> list[str]:
+    """``unshare -n`` when this process may create a network namespace, else nothing."""
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0:
+        return [unshare, "-n"]
+    return []
+
+
+class DevTools:
+    """A DevTools protocol session with a Chromium started on ``--remote-debugging-pipe``."""
+
+    def __init__(self, command: list[str]) -> None:
+        to_browser_read, self._to_browser = os.pipe()
+        self._from_browser, from_browser_write = os.pipe()
+
+        def wire_pipes() -> None:  # in the child: the protocol expects fds 3 (commands) and 4 (replies)
+            commands, replies = os.dup(to_browser_read), os.dup(from_browser_write)
+            os.dup2(commands, 3)
+            os.dup2(replies, 4)
+
+        self.process = subprocess.Popen(
+            command, pass_fds=(3, 4), preexec_fn=wire_pipes,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        os.close(to_browser_read)
+        os.close(from_browser_write)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict] = []
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        reply = self._read_until(lambda m: m.get("id") == self._next_id, f"a reply to {method}")
+        if "error" in reply:
+            raise AssertionError(f"{method} failed: {reply['error']}")
+        return reply.get("result", {})
+
+    def wait_for(self, method: str) -> dict:
+        seen = next((e for e in self.events if e.get("method") == method), None)
+        return seen or self._read_until(lambda m: m.get("method") == method, method)
+
+    def _read_until(self, wanted, what: str) -> dict:
+        deadline = time.monotonic() + TIMEOUT_SECONDS
+        while True:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                message = json.loads(raw)
+                if "method" in message:
+                    self.events.append(message)
+                if wanted(message):
+                    return message
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._from_browser], [], [], left)[0]:
+                raise AssertionError(f"Chromium sent no {what} within {TIMEOUT_SECONDS} s")
+            chunk = os.read(self._from_browser, 1 << 16)
+            if not chunk:
+                raise AssertionError(f"Chromium closed the pipe before {what} (exit code {self.process.poll()})")
+            self._buffer += chunk
+
+    def close(self) -> None:
+        try:
+            if self.process.poll() is None:
+                self._next_id += 1
+                os.write(self._to_browser, json.dumps({"id": self._next_id, "method": "Browser.close"}).encode() + b"\0")
+                self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+        finally:
+            os.close(self._to_browser)
+            os.close(self._from_browser)
+
+
+_PAGE_FACTS = """(() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const box = e => { const r = e.getBoundingClientRect(); return {id: e.id, width: r.width, height: r.height}; };
+  return {
+    title: document.title,
+    sections: [...document.querySelectorAll('section')].map(s => s.id),
+    plots: [...document.querySelectorAll('svg.plot')].map(box),
+    scripts: document.querySelectorAll('script').length,
+    winners: document.querySelectorAll('table.comparison td.winner').length,
+    comparisonRows: document.querySelectorAll('table.comparison tr[data-metric]').length,
+    auditRows: [...document.querySelectorAll('details.audit')].map(d => d.querySelectorAll('table.late-events tbody tr').length),
+    auditVisible: [...document.querySelectorAll('table.late-events')].every(t => t.getBoundingClientRect().height > 0),
+    meta: document.getElementById('meta').textContent,
+    bodyWidth: document.body.getBoundingClientRect().width,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def opened_report(tmp_path_factory):
+    """Open ``report.html`` from disk; the page's facts, every protocol event, and the URL."""
+    chromium = _chromium()
+    out = tmp_path_factory.mktemp("report")
+    files = write_report(sample_report(), out)
+    command = _offline_prefix() + [
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", "--no-first-run",
+        "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1280,2000", "about:blank",
+    ]
+    browser = DevTools(command)
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            browser.send(f"{domain}.enable", session=session)
+        url = files.html.resolve().as_uri()
+        browser.send("Page.navigate", {"url": url}, session=session)
+        browser.wait_for("Page.loadEventFired")
+        facts = browser.send("Runtime.evaluate", {"expression": _PAGE_FACTS, "returnByValue": True}, session=session)
+        yield facts["result"]["value"], browser.events, url
+    finally:
+        browser.close()
+
+
+def test_report_renders_with_its_sections_and_plots(opened_report):
+    facts, _, _ = opened_report
+    assert facts["title"] == "Lambda vs Kappa — run-20260106T000500Z"
+    assert facts["sections"] == ["side-by-side", "tradeoff", "error", "arrival", "gaps", "audit", "definitions"]
+    assert [p["id"] for p in facts["plots"]] == [
+        "plot-tradeoff", "plot-error", "plot-arrival-delay", "plot-gaps-0", "plot-gaps-1"
+    ]
+    assert all(p["width"] > 100 and p["height"] > 50 for p in facts["plots"]), facts["plots"]
+    assert facts["scripts"] == 0
+    assert facts["comparisonRows"] > 20 and facts["winners"] > 0
+    assert facts["auditRows"] == [3, 3, 3] and facts["auditVisible"]
+    assert "billing <script>alert(1)</script>" in facts["meta"]  # escaped text shows as text
+    assert facts["bodyWidth"] > 600
+
+
+def test_report_has_no_console_errors_and_loads_nothing_else(opened_report):
+    _, events, url = opened_report
+    problems = [
+        e["params"] for e in events
+        if e["method"] == "Runtime.exceptionThrown"
+        or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning", "assert"))
+        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning"))
+    ]
+    assert problems == []
+    requested = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
+    assert requested and all(u == url or u.startswith("data:") for u in requested), requested

@@ -1,0 +1,292 @@
+"""The report's renderers on a hand-built report: exact figures, winners, escaping, round trips."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import io
+import json
+import re
+from decimal import Decimal as D
+from html.parser import HTMLParser
+
+import pytest
+
+from lklab.report import (
+    ArrivalDelay,
+    Configuration,
+    ErrorPoint,
+    LatencySummary,
+    LateSummary,
+    compare,
+    render_html,
+    render_markdown,
+    report_from_json,
+    to_json,
+    write_report,
+)
+from lklab.report import formats
+from lklab.report.comparison import winners
+from lklab.report.summary_json import to_document
+from tests.report_fixtures import KAPPA, ODD_ACCOUNT, at, sample_report
+
+
+@pytest.fixture(scope="module")
+def report():
+    return sample_report()
+
+
+@pytest.fixture(scope="module")
+def page(report):
+    return render_html(report)
+
+
+class _ComparisonTable(HTMLParser):
+    """``{metric: [(cell text, is winner), ...] + [better, best]}`` from ``table.comparison``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, list] = {}
+        self._metric = None
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-metric" in attrs:
+            self._metric = attrs["data-metric"]
+            self.rows[self._metric] = []
+        elif tag == "td" and self._metric is not None:
+            self._cell = ["", "winner" in (attrs.get("class") or "").split()]
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[0] += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.rows[self._metric].append(tuple(self._cell))
+            self._cell = None
+        elif tag == "tr":
+            self._metric = None
+
+
+def comparison_cells(page: str) -> dict[str, list]:
+    parser = _ComparisonTable()
+    parser.feed(page)
+    return parser.rows
+
+
+# --- the side-by-side table --------------------------------------------------------------
+
+
+def test_side_by_side_figures_and_winners(page):
+    rows = comparison_cells(page)
+    w = lambda text: (text, True)
+    n = lambda text: (text, False)
+    assert rows["windows exactly right at the end"] == [
+        w("100.00%"), n("95.00%"), w("100.00%"), n("97.50%"), n("higher"), n("Lambda W=10s L=0, Kappa W=10s L=1h")]
+    assert rows["late money to side output (USD)"] == [
+        n("30.000001"), n("30.000001"), w("0.00"), n("0.50"), n("lower"), n("Kappa W=10s L=1h")]
+    assert rows["late money to side output (JPY)"][:4] == [n("1,500"), n("1,500"), w("0"), n("300")]
+    assert rows["money wrong at the end (USD)"][:4] == [w("0.00"), n("2.50"), w("0.00"), n("0.001234")]
+    # a three-way tie; a currency absent from the last point counts as zero
+    assert rows["money wrong at the end (JPY)"][:4] == [w("0"), n("1,200"), w("0"), w("0")]
+    assert rows["CPU, full replay"] == [n("—"), w("20.125 s"), n("24.5 s"), w("20.125 s"), n("lower"),
+                                        n("Kappa W=10s L=0, Kappa W=1m L=0")]
+    assert rows["unexplained windows"] == [n("0")] * 4 + [n("lower"), n("all equal")]
+    assert rows["CPU, speed layer"] == [n("40.5 s"), n("—"), n("—"), n("—"), n("lower"), n("one value")]
+    assert rows["late events absorbed"] == [n("0"), n("0"), n("3"), n("0"), n(""), n("not judged")]
+    assert rows["time until exactly right, median"][:4] == [n("50,400 s"), w("12.5 s"), n("40 s"), n("60 s")]
+    assert rows["completeness at first emission"][:4] == [n("95.00%"), n("95.00%"), n("95.00%"), w("99.00%")]
+    assert rows["CPU, all paths but replay"][:4] == [n("52.5 s"), w("35.25 s"), n("50.75 s"), n("36 s")]
+    assert "unexplained money (USD)" not in rows  # no configuration has any
+
+
+def test_winners_rule():
+    assert winners((D(1), D(2), D(1)), "lower") == (0, 2)
+    assert winners((D(1), D(2), None), "higher") == (1,)
+    assert winners((3, 3, 3), "lower") == ()
+    assert winners((3, None, None), "lower") == ()
+    assert winners((1, 2), None) == ()
+
+
+# --- escaping and self-containment ------------------------------------------------------
+
+
+def test_html_escapes_every_text_from_the_data(page):
+    assert "<script" not in page
+    assert "billing &lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("acct-&lt;b&gt;&amp;&quot;x&quot;") == 6  # account totals and events, three configurations
+    assert ODD_ACCOUNT not in page
+    assert "acct-&lt;b&gt;&amp;" in re.search(r'<svg id="plot-gaps-0".*?</svg>', page, re.S).group(0)
+
+
+def test_html_is_self_contained(page):
+    assert "<link" not in page and "@import" not in page
+    assert re.findall(r'\b(?:src|href)="(?!#|data:)([^"]*)"', page) == [
+        "late_events_audit.csv", "late_events_by_account.csv", "summary.json"]
+    assert set(re.findall(r"https?://[^\"' )]+", page)) <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+    assert "default-src 'none'" in page
+
+
+def test_plots_are_inline_svg_with_unique_ids(page):
+    assert re.findall(r'<svg id="(plot-[\w-]+)"', page) == [
+        "plot-tradeoff", "plot-error", "plot-arrival-delay", "plot-gaps-0", "plot-gaps-1"]
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    assert "<?xml" not in page and "<!DOCTYPE svg" not in page
+
+
+def test_audit_lists_the_largest_events_per_currency(report):
+    page = render_html(report, audit_rows_shown=1)
+    section = page[page.index('<details class="audit" data-config="kappa-w10s-l0"'):]
+    section = section[: section.index("</details>")]
+    events = re.findall(r'<table class="late-events">.*?</table>', section, re.S)[0]
+    assert re.findall(r"<tr><td class=\"text\">(e-\d+)</td>", events) == ["e-11", "e-7"]  # JPY, then USD 25.000001
+    assert "2 of 3 events: the largest by amount, at most 1 per currency." in section
+    assert "3,545.5 s" not in events and "2,340 s" in events
+
+
+def test_audit_totals_per_currency_and_account(page):
+    totals = re.search(r'<table class="currency-totals">.*?</table>', page, re.S).group(0)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", totals)
+    assert cells[:14] == [
+        "Lambda W=10s L=0", "JPY", "1", "1,500", "0", "0", "1,500",
+        "Lambda W=10s L=0", "USD", "2", "20.000001", "0.00", "0.00", "20.000001",
+    ]
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def test_json_round_trips_exactly(report):
+    text = to_json(report)
+    again = report_from_json(text)
+    assert again == report
+    assert to_json(again) == text
+    assert isinstance(again.results[0].late.side_output_money["USD"], D)
+    assert render_html(again) == render_html(report)
+    assert render_markdown(again) == render_markdown(report)
+
+
+def test_json_money_is_exact_strings_per_currency(report):
+    document = json.loads(to_json(report))
+    late = document["report"]["results"][0]["late"]
+    assert late["side_output_money"] == {"JPY": "1500.000000", "USD": "30.000001"}
+    event = document["report"]["audit"]["events"][1]
+    assert event["amount"] == "-5.000000" and event["lateness_seconds"] == "3545.500000"
+    assert event["event_time"] == "2026-01-05T10:00:45.000000Z"
+    costs = document["report"]["results"][1]["costs"]
+    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5}
+
+
+def test_json_carries_every_figure_of_the_side_by_side_table(report, page):
+    document = to_document(report)
+    rows = comparison_cells(page)
+    derived = document["derived"]["comparison"]
+    assert [r["metric"] for r in derived] == list(rows)
+    for row in derived:
+        shown = [text for text, _ in rows[row["metric"]][: len(report.results)]]
+        values = [None if v is None else (v if isinstance(v, int) else D(v)) for v in row["values"]]
+        assert [formats.value(v, row["unit"]) for v in values] == shown, row["metric"]
+        marked = [i for i, (_, winner) in enumerate(rows[row["metric"]][: len(report.results)]) if winner]
+        assert row["winners"] == marked, row["metric"]
+    assert document["derived"]["configuration_keys"] == [
+        "lambda-w10s-l0", "kappa-w10s-l0", "kappa-w10s-l1h", "kappa-w1m-l0"]
+
+
+def test_json_rejects_another_format():
+    with pytest.raises(ValueError, match="not a comparison report"):
+        report_from_json('{"format": "something else"}')
+
+
+# --- Markdown and CSV -------------------------------------------------------------------
+
+
+def test_markdown_digest(report):
+    text = render_markdown(report)
+    assert "| windows exactly right at the end | **100.00%** ★ | 95.00% | **100.00%** ★ | 97.50% | higher |" in text
+    assert "| CPU, full replay | — | **20.125 s** ★ | 24.5 s | **20.125 s** ★ | lower |" in text
+    assert "| unexplained windows | 0 | 0 | 0 | 0 | lower |" in text
+    assert "| Kappa W=10s L=1h | USD | 2 | 20.000001 | 20.000001 | 0.00 | 0.00 |" in text
+    assert "source billing &lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "p50 2 s, p99 3,600 s, p99.9 3,600 s, max 3,600 s" in text
+    assert "Reconciliation: every difference from batch truth is explained" in text
+
+
+def test_audit_csv_is_exact_and_complete(report, tmp_path):
+    files = write_report(report, tmp_path)
+    rows = list(csv.DictReader(io.StringIO(files.audit_csv.read_text(encoding="utf-8"))))
+    assert len(rows) == 9
+    assert rows[1] == {
+        "configuration": "lambda-w10s-l0", "event_id": "e-9", "account_id": ODD_ACCOUNT, "currency": "USD",
+        "amount": "-5.000000", "event_time": "2026-01-05T10:00:45.000000Z",
+        "ingest_time": "2026-01-05T11:00:00.000000Z", "lateness_seconds": "3545.500000",
+        "window_start": "2026-01-05T10:00:00.000000Z", "window_end": "2026-01-05T10:01:00.000000Z",
+        "disposition": "folded_in",
+    }
+    totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
+    assert {"configuration": "kappa-w10s-l0", "account_id": "acct-1", "currency": "USD", "events": "1",
+            "amount": "25.000001", "absorbed": "0.000000", "side_output": "25.000001",
+            "folded_in": "0.000000"} in totals
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "late_events_audit.csv", "late_events_by_account.csv", "report.html", "summary.json", "summary.md"]
+    assert files.html.read_text(encoding="utf-8") == render_html(report)
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+def test_model_refuses_inexact_or_ambiguous_figures():
+    with pytest.raises(ValueError, match="must be Decimal"):
+        ErrorPoint(at(5, 10), 1, {"USD": 2.5})
+    with pytest.raises(ValueError, match="more than 6 decimal places"):
+        ErrorPoint(at(5, 10), 1, {"USD": D("0.0000001")})
+    with pytest.raises(ValueError, match="not a currency code"):
+        LateSummary(1, {"usd": D(1)}, 0, {})
+    with pytest.raises(ValueError, match="timezone-aware"):
+        ErrorPoint(dt.datetime(2026, 1, 5, 10), 1, {})
+    with pytest.raises(ValueError, match="architecture 'delta'"):
+        Configuration("delta", "10s", "0")
+    with pytest.raises(ValueError, match="needs a unit"):
+        Configuration("kappa", "10", "0")
+    result = sample_report().results[0]
+    with pytest.raises(ValueError, match="processing-time order"):
+        dataclasses.replace(result, error_series=tuple(reversed(result.error_series)))
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        dataclasses.replace(sample_report(), results=sample_report().results[:1])
+
+
+def test_configuration_names():
+    assert KAPPA.key == "kappa-w10s-l0" and KAPPA.label == "Kappa W=10s L=0"
+    assert Configuration("kappa", "1m", "1h").allowed_lateness_seconds == D(3600)
+
+
+def test_latency_quantiles_are_nearest_rank():
+    first = [D(s) for s in ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10")] + [None]
+    exact = [D("30")] * 5 + [None] * 6
+    summary = LatencySummary.of_windows(first, exact, first_emission_events=90, truth_events=100)
+    assert (summary.windows, summary.first_result_p50, summary.first_result_p95, summary.first_result_max) == (
+        11, D(5), D(10), D(10))
+    assert (summary.never_emitted, summary.exact_p50, summary.never_exact) == (1, D(30), 6)
+
+
+def test_arrival_delay_quantiles():
+    delay = ArrivalDelay.of_delays([D(s) for s in range(1, 101)])
+    assert (delay.at("0.07"), delay.at("0.5"), delay.at("0.99"), delay.at("1")) == (D(7), D(50), D(99), D(100))
+    assert delay.non_positive == 0 and ArrivalDelay.of_delays([]).quantiles == ()
+
+
+def test_heat_map_picks_the_top_offenders(report):
+    usd = report.heat_maps[0]
+    accounts, windows, values = usd.grid(accounts=2, windows=2)
+    assert accounts == ("acct-1", "acct-2")
+    assert windows == ((at(5, 10, 0), at(5, 10, 1)), (at(5, 10, 2), at(5, 10, 3)))
+    assert values == [[D("12.50"), D(0)], [D(0), D(7)]]
+
+
+def test_comparison_follows_the_report_order(report):
+    comparison = compare(report)
+    assert comparison.configurations == report.configurations
+    assert {row.group for row in comparison.rows} == {"correctness", "latency", "cost"}
