@@ -45,9 +45,13 @@ def _latency(first: tuple, exact: tuple, never_exact: int, first_events: int) ->
     )
 
 
-def _recon(exact: int, completeness: dict) -> ReconciliationSummary:
+TRUTH_MONEY = {"USD": D("2000.00"), "JPY": D("120000")}
+
+
+def _recon(exact: int, served: dict) -> ReconciliationSummary:
     return ReconciliationSummary(
-        windows_compared=40, windows_exact=exact, completeness=completeness, unexplained_windows=0, unexplained_money={}
+        windows_compared=40, windows_exact=exact, served_money=served, truth_money=TRUTH_MONEY,
+        unexplained_windows=0, unexplained_money={},
     )
 
 
@@ -65,7 +69,7 @@ RESULTS = (
         late=LateSummary(3, LATE_MONEY, 0, {}),
         costs=(PathCost("speed", 40.5, 60.25), PathCost("batch", 12.0, 8.5)),
         state_rows_max=120,
-        reconciliation=_recon(40, {"USD": D("1"), "JPY": D("1")}),
+        reconciliation=_recon(40, TRUTH_MONEY),
     ),
     ConfigurationResult(
         KAPPA,
@@ -78,7 +82,7 @@ RESULTS = (
         late=LateSummary(3, LATE_MONEY, 0, {}),
         costs=(PathCost("streaming", 35.25, 55.0), PathCost("replay", 20.125, 15.5)),
         state_rows_max=120,
-        reconciliation=_recon(38, {"USD": D("0.985"), "JPY": D("0.9")}),
+        reconciliation=_recon(38, {"USD": D("1970.000001"), "JPY": D("108000")}),
     ),
     ConfigurationResult(
         KAPPA_LATE,
@@ -91,7 +95,7 @@ RESULTS = (
         late=LateSummary(0, {}, 3, LATE_MONEY),
         costs=(PathCost("streaming", 50.75, 70.0), PathCost("replay", 24.5, 18.0)),
         state_rows_max=900,
-        reconciliation=_recon(40, {"USD": D("1"), "JPY": D("1")}),
+        reconciliation=_recon(40, TRUTH_MONEY),
     ),
     ConfigurationResult(
         KAPPA_SLOW,
@@ -103,7 +107,7 @@ RESULTS = (
         late=LateSummary(2, {"USD": D("0.5"), "JPY": D("300")}, 0, {}),
         costs=(PathCost("streaming", 36.0, 56.0), PathCost("replay", 20.125, 15.25)),
         state_rows_max=130,
-        reconciliation=_recon(39, {"USD": D("0.999"), "JPY": D("0.95")}),
+        reconciliation=_recon(39, {"USD": D("1998.00"), "JPY": D("114000")}),
     ),
 )
 

@@ -16,9 +16,13 @@ import pytest
 from lklab.report import (
     ArrivalDelay,
     Configuration,
+    ConfigurationResult,
     ErrorPoint,
+    FinanceAudit,
     LatencySummary,
     LateSummary,
+    ReconciliationSummary,
+    Report,
     compare,
     render_html,
     render_markdown,
@@ -86,6 +90,9 @@ def test_side_by_side_figures_and_winners(page):
     n = lambda text: (text, False)
     assert rows["windows exactly right at the end"] == [
         w("100.00%"), n("95.00%"), w("100.00%"), n("97.50%"), n("higher"), n("Lambda W=10s L=0, Kappa W=10s L=1h")]
+    # 1970.000001 / 2000 is judged and shown at four places: 98.50%
+    assert rows["money served of truth at the end (USD)"][:4] == [w("100.00%"), n("98.50%"), w("100.00%"), n("99.90%")]
+    assert rows["money served of truth at the end (JPY)"][:4] == [w("100.00%"), n("90.00%"), w("100.00%"), n("95.00%")]
     assert rows["late money to side output (USD)"] == [
         n("30.000001"), n("30.000001"), w("0.00"), n("0.50"), n("lower"), n("Kappa W=10s L=1h")]
     assert rows["late money to side output (JPY)"][:4] == [n("1,500"), n("1,500"), w("0"), n("300")]
@@ -290,3 +297,32 @@ def test_comparison_follows_the_report_order(report):
     comparison = compare(report)
     assert comparison.configurations == report.configurations
     assert {row.group for row in comparison.rows} == {"correctness", "latency", "cost"}
+
+
+def test_a_report_with_nothing_to_draw_still_renders(tmp_path):
+    bare = Report(
+        run_id="r-1", source="billing", window="tumbling 1m", generated_at=at(6, 0), events=0,
+        arrival_delay=ArrivalDelay.of_delays([]),
+        results=(ConfigurationResult(KAPPA, (), LatencySummary.of_windows([], [], 0, 0), LateSummary(0, {}, 0, {}), (),
+                                     0, ReconciliationSummary(0, 0, {}, {}, 0, {})),),
+        heat_maps=(), audit=FinanceAudit(()),
+    )
+    files = write_report(bare, tmp_path)
+    page = files.html.read_text(encoding="utf-8")
+    assert "<svg" not in page
+    for note in ("No completeness figures.", "No error series.", "No arrival delays.", "No gaps recorded.",
+                 "No late billing events."):
+        assert note in page
+    assert report_from_json(files.summary_json.read_text(encoding="utf-8")) == bare
+    assert files.audit_csv.read_text(encoding="utf-8").count("\n") == 1  # the header only
+
+
+def test_unexplained_differences_are_flagged(report):
+    broken = dataclasses.replace(report.results[1], reconciliation=dataclasses.replace(
+        report.results[1].reconciliation, unexplained_windows=1, unexplained_money={"USD": D("0.01")}))
+    flagged = dataclasses.replace(report, results=(report.results[0], broken, *report.results[2:]))
+    assert '<p class="alarm" id="unexplained">Unexplained differences in: Kappa W=10s L=0.</p>' in render_html(flagged)
+    assert "**Unexplained differences in: Kappa W=10s L=0.**" in render_markdown(flagged)
+    rows = comparison_cells(render_html(flagged))
+    assert rows["unexplained windows"][:4] == [("0", True), ("1", False), ("0", True), ("0", True)]
+    assert rows["unexplained money (USD)"][:4] == [("0.00", True), ("0.01", False), ("0.00", True), ("0.00", True)]

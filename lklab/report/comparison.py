@@ -62,6 +62,13 @@ def _ratio(numerator: int, denominator: int) -> Decimal | None:
     return (Decimal(numerator) / Decimal(denominator)).quantize(_RATIO, rounding=ROUND_HALF_EVEN)
 
 
+def _money_ratio(served: Decimal, truth: Decimal) -> Decimal | None:
+    """Net served money over net truth money; ``None`` when truth nets to zero."""
+    if truth == 0:
+        return None
+    return (served / truth).quantize(_RATIO, rounding=ROUND_HALF_EVEN)
+
+
 def _quantize(value: Decimal | float | None, places: Decimal) -> Decimal | None:
     if value is None:
         return None
@@ -88,9 +95,10 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         ("correctness", "windows wrong at the end", "windows", "lower",
          lambda r: r.error_series[-1].windows_wrong if r.error_series else None),
     ]
-    for currency in _currencies(results, lambda r: r.reconciliation.completeness):
+    for currency in _currencies(results, lambda r: r.reconciliation.truth_money):
         rows.append(("correctness", f"money served of truth at the end ({currency})", "ratio", "higher",
-                     lambda r, c=currency: _quantize(r.reconciliation.completeness.get(c), _RATIO)))
+                     lambda r, c=currency: _money_ratio(r.reconciliation.served_money.get(c, Decimal(0)),
+                                                        r.reconciliation.truth_money.get(c, Decimal(0)))))
     final_wrong = lambda r: r.error_series[-1].money_wrong if r.error_series else {}
     for currency in _currencies(results, final_wrong):
         rows.append(("correctness", f"money wrong at the end ({currency})", currency, "lower",

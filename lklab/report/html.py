@@ -32,7 +32,7 @@ td.winner{background:#e6f4ea;font-weight:600}td.winner::after{content:" \\2605";
 .note{color:#555;font-size:.92em}.alarm{background:#fce8e6;border-left:4px solid #c5221f;padding:.5em .8em}
 .ok{background:#e6f4ea;border-left:4px solid #137333;padding:.5em .8em}
 figure{margin:1em 0}svg.plot{max-width:100%;height:auto}figcaption{color:#555;font-size:.92em}
-details{margin:.5em 0}summary{cursor:pointer;font-weight:600}
+td.time{white-space:nowrap}details{margin:.5em 0}summary{cursor:pointer;font-weight:600}
 """
 
 _SECTIONS = (
@@ -96,7 +96,7 @@ def _arrival_figures(report: Report) -> str:
     delay = report.arrival_delay
     quoted = [(label, delay.at(p)) for label, p in (("p50", "0.5"), ("p99", "0.99"), ("p99.9", "0.999"), ("max", "1"))]
     facts = ", ".join(f"{label} {formats.seconds(v)}" for label, v in quoted if v is not None)
-    skew = f" {formats.count(delay.non_positive)} events arrived no later than their event time and are not drawn." \
+    skew = f" Events that arrived no later than their event time (not drawn): {formats.count(delay.non_positive)}." \
         if delay.non_positive else ""
     return f'<p class="note" id="arrival-quantiles">{formats.count(delay.events)} events; {_e(facts)}.{_e(skew)}</p>'
 
@@ -135,9 +135,9 @@ def _audit_section(report: Report, audit: FinanceAudit, limit: int) -> str:
         event_rows = "".join(
             f'<tr><td class="text">{_e(e.event_id)}</td><td class="text">{_e(e.account_id)}</td>'
             f"<td>{formats.money(e.amount, e.currency)}</td><td class=\"text\">{_e(e.currency)}</td>"
-            f'<td class="text">{formats.utc(e.event_time)}</td><td class="text">{formats.utc(e.ingest_time)}</td>'
+            f'<td class="text time">{formats.utc(e.event_time)}</td><td class="text time">{formats.utc(e.ingest_time)}</td>'
             f"<td>{formats.seconds(e.lateness_seconds)}</td>"
-            f'<td class="text">{formats.utc(e.window_start)} – {formats.utc(e.window_end)}</td>'
+            f'<td class="text time">{formats.utc(e.window_start)} –<br>{formats.utc(e.window_end)}</td>'
             f'<td class="text">{_e(e.disposition)}</td></tr>'
             for e in shown
         )

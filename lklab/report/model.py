@@ -195,22 +195,24 @@ class PathCost:
 class ReconciliationSummary:
     """The served answer at the end of the run reconciled against batch truth.
 
-    ``completeness``: served money over truth money per currency (a fraction, 1 = complete).
-    ``unexplained_money``: sum of ``|served - truth|`` over windows whose difference no late
-    event, duplicate or dead letter explains, per currency. Both unexplained figures must be 0.
+    ``served_money`` and ``truth_money``: net totals (signed, exact) over all windows, per
+    currency; their ratio is the money completeness. ``unexplained_money``: sum of
+    ``|served - truth|`` over windows whose difference no late event, duplicate or dead letter
+    explains, per currency. Both unexplained figures must be 0.
     """
 
     windows_compared: int
     windows_exact: int
-    completeness: Mapping[str, Decimal]
+    served_money: Mapping[str, Decimal]
+    truth_money: Mapping[str, Decimal]
     unexplained_windows: int
     unexplained_money: Mapping[str, Decimal]
 
     def __post_init__(self) -> None:
         if not 0 <= self.windows_exact <= self.windows_compared:
             raise ValueError(f"windows_exact {self.windows_exact} outside 0..{self.windows_compared}")
-        freeze(self, "completeness", check_per_currency(self.completeness, "completeness"))
-        freeze(self, "unexplained_money", check_per_currency(self.unexplained_money, "unexplained_money"))
+        for name in ("served_money", "truth_money", "unexplained_money"):
+            freeze(self, name, check_per_currency(getattr(self, name), name))
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ class Report:
     """One comparison run: the log, every configuration's results, the gaps and the audit.
 
     ``source``: the scenario name, or the path of the existing lake that was measured.
+    ``events``: events in the log (first copies: duplicates and dead letters not counted).
     ``cost_scope``: what the CPU seconds cover (``driver and local executors`` or ``driver only``).
     """
 

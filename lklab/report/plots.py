@@ -28,6 +28,7 @@ PLOT_IDS = ("plot-arrival-delay", "plot-tradeoff", "plot-error")
 """Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
 
 MAX_CURRENCY_PANELS = 6
+RASTERIZE_ABOVE_POINTS = 20_000
 _DELAY_TICKS = (0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400)
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
@@ -45,7 +46,7 @@ def _svg(figure: Figure, plot_id: str) -> str:
     """Serialise ``figure`` as an inline ``<svg>`` whose ids all start with ``plot_id``."""
     buffer = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": plot_id}):
-        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", dpi=144)
     text = buffer.getvalue()
     text = text[text.index("<svg") :]
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
@@ -114,6 +115,8 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
         return None
     currencies = sorted({c for r in report.results for p in r.error_series for c in p.money_wrong})
     panels = 1 + min(len(currencies), MAX_CURRENCY_PANELS)
+    # Thousands of steps per line make a vector drawing megabytes long: draw them as pixels then.
+    rasterized = panels * sum(len(r.error_series) for r in report.results) > RASTERIZE_ABOVE_POINTS
     figure = Figure(figsize=(8, 0.6 + 2.2 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
     for index, result in enumerate(report.results):
@@ -121,7 +124,7 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
         if not series:
             continue
         times = [p.processing_time for p in series]
-        style = _style(result.configuration, index)
+        style = _style(result.configuration, index) | {"rasterized": rasterized}
         axes[0].step(times, [p.windows_wrong for p in series], where="post", **style)
         for panel, currency in zip(axes[1:], currencies):
             panel.step(times, [float(p.money_wrong.get(currency, 0)) for p in series], where="post", **style)
