@@ -1,0 +1,92 @@
+"""``lambda_kappa_experiment``: one end-to-end comparison of Lambda and Kappa on one log.
+
+Manual. On a lake of its own (``lake``, default ``$LKLAB_EXPERIMENT_LAKE``, else the
+configured lake's path with ``-experiment`` appended), never the live one:
+
+1. ``generate_log`` writes a scenario log (skipped with ``generate: false`` to use the log
+   already in that lake);
+2. Lambda: ``speed_layer`` (the streaming job over the whole log, then stops) and
+   ``batch_recompute`` (the truth for every window);
+3. Kappa: ``kappa_replay`` (the streaming job again, under ``run_name``, with the run's
+   watermark delay and allowed lateness);
+4. ``reconcile_speed`` and ``reconcile_kappa``: each streaming result against the truth.
+
+The steps are the CLI's (``lklab generate``, ``speed``, ``batch``, ``replay``, ``reconcile``):
+the same generator function and the same ``spark_jobs`` entry points. A gap found here is the
+experiment's result, not a failure, so no threshold is applied.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, dag, task
+
+SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
+SPARK_CONF = {"spark.pyspark.python": sys.executable}
+DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
+EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
+STREAM_SETTINGS = [
+    "--watermark-delay", "{{ params.watermark_delay }}",
+    "--allowed-lateness", "{{ params.allowed_lateness }}",
+]
+
+
+def spark_step(task_id: str, job: str, *args: str) -> SparkSubmitOperator:
+    """A step of the experiment: ``spark_jobs/<job>.py --lake <lake> ARGS`` via ``spark_default``."""
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(SPARK_JOBS / f"{job}.py"),
+        conn_id="spark_default",
+        name=f"lklab-experiment-{task_id}",
+        application_args=["--lake", "{{ params.lake }}", *args],
+        conf=SPARK_CONF,
+        trigger_rule="none_failed",
+    )
+
+
+@dag(
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=1)},
+    params={
+        "lake": Param(EXPERIMENT_LAKE, type="string", minLength=1, description="the experiment's own lake (absolute path)"),
+        "generate": Param(True, type="boolean", description="write a fresh scenario log first (false: use the lake's log)"),
+        "scenario": Param("billing", enum=["billing", "clickstream", "outage"]),
+        "events": Param(100_000, type="integer", minimum=1),
+        "seed": Param(7, type="integer"),
+        "run_name": Param("experiment", type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
+        "watermark_delay": Param("1m", type="string", pattern=DURATION),
+        "allowed_lateness": Param("0s", type="string", pattern=DURATION),
+    },
+    tags=["lklab", "lambda", "kappa", "experiment", "spark"],
+    doc_md=__doc__,
+)
+def lambda_kappa_experiment():
+    @task.run_if(lambda context: context["params"]["generate"], skip_message="using the log already in the lake")
+    @task
+    def generate_log(params=None) -> dict:
+        from lklab.generator import GeneratorParams, generate
+
+        scenario = GeneratorParams(scenario=params["scenario"], events=params["events"], seed=params["seed"])
+        return generate(scenario, params["lake"], overwrite=True).manifest
+
+    log = generate_log()
+    speed_layer = spark_step("speed_layer", "speed_job", "--available-now", *STREAM_SETTINGS)
+    batch = spark_step("batch_recompute", "batch_job")
+    replay = spark_step("kappa_replay", "replay_job", "--name", "{{ params.run_name }}", "--replace", *STREAM_SETTINGS)
+    reconcile_speed = spark_step("reconcile_speed", "reconcile_job", "--against", "speed")
+    reconcile_kappa = spark_step("reconcile_kappa", "reconcile_job", "--against", "kappa:{{ params.run_name }}")
+
+    log >> [speed_layer, batch, replay]
+    [speed_layer, batch] >> reconcile_speed
+    [replay, batch] >> reconcile_kappa
+
+
+lambda_kappa_experiment()
