@@ -1,0 +1,182 @@
+"""Is the always-on speed layer keeping up? A check that reads the lake, not Spark.
+
+The speed layer commits one ``stream_metrics`` row per micro-batch. From that table's rows and
+its Delta commit history, and from the log itself, the check derives:
+
+* **freshness**: seconds since the last commit to ``stream_metrics`` (wall clock);
+* **backlog**: log segments published after the last one a micro-batch read, and how long the
+  oldest of them has been waiting (seconds since it was published);
+* **watermark lag**: the newest micro-batch's ``watermark_lag_seconds`` (its max ingest time
+  minus the watermark it hands on): how far event time trails arrival.
+
+The stream is **stalled** when it has not committed for longer than ``max_staleness`` *and*
+a segment has waited at least that long: an idle stream over a quiet log is healthy, and a
+segment published a second ago after a quiet hour is not a stall. The stream is **lagging**
+when the watermark lag exceeds ``max_watermark_lag``. No ``stream_metrics`` table at all is
+unhealthy too. Durations are strings as everywhere in the lab (``90s``, ``10m``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from shared.durations import MICROS_PER_SECOND, parse_duration
+from shared.eventlog import EventLog
+
+__all__ = ["StreamHealth", "SpeedLayerUnhealthy", "stream_health", "require_healthy_stream"]
+
+DEFAULT_MAX_STALENESS = "10m"
+DEFAULT_MAX_WATERMARK_LAG = "15m"
+
+
+@dataclass(frozen=True)
+class StreamHealth:
+    """What the check saw. Seconds are wall-clock seconds; None where there is nothing to see."""
+
+    table_path: str
+    checked_at: datetime
+    last_commit_at: datetime | None
+    freshness_seconds: float | None
+    last_batch_id: int | None
+    last_segment_read: int | None
+    log_last_segment: int
+    segments_behind: int
+    oldest_unread_wait_seconds: float | None
+    watermark_lag_seconds: float | None
+    max_staleness_seconds: float
+    max_watermark_lag_seconds: float
+    reasons: tuple[str, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.reasons
+
+    def as_dict(self) -> dict:
+        """JSON-friendly: timestamps as ISO-8601 strings, plus ``healthy``."""
+        out = asdict(self)
+        for key in ("checked_at", "last_commit_at"):
+            out[key] = None if out[key] is None else out[key].isoformat()
+        out["reasons"] = list(self.reasons)
+        out["healthy"] = self.healthy
+        return out
+
+    def describe(self) -> str:
+        """A few lines for a task log or a terminal."""
+        seconds = lambda value: "n/a" if value is None else f"{value:,.1f}s"
+        lines = [
+            f"speed layer {'healthy' if self.healthy else 'UNHEALTHY'} ({self.table_path})",
+            f"  last micro-batch: {self.last_batch_id if self.last_batch_id is not None else 'none'}, "
+            f"committed {seconds(self.freshness_seconds)} ago (limit {seconds(self.max_staleness_seconds)})",
+            f"  log: segment {self.log_last_segment}, read up to {self.last_segment_read or 0}, "
+            f"{self.segments_behind} behind, oldest unread waiting {seconds(self.oldest_unread_wait_seconds)}",
+            f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {seconds(self.max_watermark_lag_seconds)})",
+        ]
+        lines += [f"  - {reason}" for reason in self.reasons]
+        return "\n".join(lines)
+
+
+class SpeedLayerUnhealthy(RuntimeError):
+    """The speed layer is stalled, lagging or has never committed; ``health`` says which."""
+
+    def __init__(self, health: StreamHealth) -> None:
+        super().__init__(health.describe())
+        self.health = health
+
+
+def _configured_lake() -> Path:
+    from shared.config import load_config
+
+    return load_config().lake
+
+
+def _seconds(micros: int) -> float:
+    return micros / MICROS_PER_SECOND
+
+
+def stream_health(
+    lake: str | Path | None = None,
+    *,
+    max_staleness: str = DEFAULT_MAX_STALENESS,
+    max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
+    table: str = "stream_metrics",
+    now: float | None = None,
+) -> StreamHealth:
+    """Check the speed layer writing ``<lake>/tables/<table>`` (lake: the configured one).
+
+    ``now`` is a Unix timestamp in seconds (default: the current time).
+    """
+    from deltalake import DeltaTable
+
+    staleness_limit = _seconds(parse_duration(max_staleness, name="max-staleness"))
+    lag_limit = _seconds(parse_duration(max_watermark_lag, name="max-watermark-lag"))
+    lake = Path(lake) if lake is not None else _configured_lake()
+    now = time.time() if now is None else now
+    path = lake.resolve() / "tables" / table
+    segments = EventLog(lake).segments()
+    log_last = segments[-1].number if segments else 0
+
+    last_commit_at = freshness = last_batch = last_read = lag = None
+    if DeltaTable.is_deltatable(str(path)):
+        delta = DeltaTable(str(path))
+        committed_ms = delta.history(1)[0]["timestamp"]
+        last_commit_at = datetime.fromtimestamp(committed_ms / 1000, timezone.utc)
+        freshness = max(0.0, now - committed_ms / 1000)
+        # to_pyarrow_dataset, not to_pyarrow_table: the latter leaves a runtime thread that
+        # aborts the interpreter at exit (deltalake 1.6), which would fail a CLI or a task.
+        rows = delta.to_pyarrow_dataset().to_table(columns=["batch_id", "last_segment", "watermark_lag_seconds"])
+        if rows.num_rows:
+            newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])
+            last_batch, lag = newest["batch_id"], newest["watermark_lag_seconds"]
+            last_read = max(row for row in rows.column("last_segment").to_pylist() if row is not None)
+
+    unread = [s for s in segments if s.number > (last_read or 0)]
+    waiting = max(0.0, now - unread[0].path.stat().st_mtime) if unread else None
+
+    reasons: list[str] = []
+    if last_commit_at is None:
+        reasons.append(f"no {table} table under {lake.resolve() / 'tables'}: the speed layer has not committed a micro-batch")
+    elif freshness > staleness_limit and waiting is not None and waiting > staleness_limit:
+        reasons.append(
+            f"stalled: no micro-batch committed for {freshness:,.0f}s (limit {max_staleness}) "
+            f"while {len(unread)} segment(s) wait, the oldest for {waiting:,.0f}s"
+        )
+    if lag is not None and lag > lag_limit:
+        reasons.append(
+            f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} "
+            f"(micro-batch {last_batch})"
+        )
+    return StreamHealth(
+        table_path=str(path),
+        checked_at=datetime.fromtimestamp(now, timezone.utc),
+        last_commit_at=last_commit_at,
+        freshness_seconds=freshness,
+        last_batch_id=last_batch,
+        last_segment_read=last_read,
+        log_last_segment=log_last,
+        segments_behind=len(unread),
+        oldest_unread_wait_seconds=waiting,
+        watermark_lag_seconds=lag,
+        max_staleness_seconds=staleness_limit,
+        max_watermark_lag_seconds=lag_limit,
+        reasons=tuple(reasons),
+    )
+
+
+def require_healthy_stream(
+    lake: str | Path | None = None,
+    *,
+    max_staleness: str = DEFAULT_MAX_STALENESS,
+    max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
+    table: str = "stream_metrics",
+    now: float | None = None,
+) -> StreamHealth:
+    """``stream_health``, raising ``SpeedLayerUnhealthy`` (message: the description) when unhealthy."""
+    health = stream_health(
+        lake, max_staleness=max_staleness, max_watermark_lag=max_watermark_lag, table=table, now=now
+    )
+    if not health.healthy:
+        raise SpeedLayerUnhealthy(health)
+    return health
