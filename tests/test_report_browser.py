@@ -14,6 +14,7 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -23,6 +24,13 @@ from tests.report_fixtures import sample_report
 
 INSTALL_HINT = "Chromium is needed for this test: install it with `apt-get install -y chromium` (Debian package)."
 TIMEOUT_SECONDS = 60
+_TRAMPOLINE = (
+    "import os, sys\n"
+    "commands, replies = os.dup(int(sys.argv[1])), os.dup(int(sys.argv[2]))\n"
+    "os.dup2(commands, 3); os.dup2(replies, 4); os.set_inheritable(3, True); os.set_inheritable(4, True)\n"
+    "for fd in {commands, replies, int(sys.argv[1]), int(sys.argv[2])} - {3, 4}: os.close(fd)\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
 
 
 def _chromium() -> str:
@@ -47,14 +55,12 @@ class DevTools:
     def __init__(self, command: list[str]) -> None:
         to_browser_read, self._to_browser = os.pipe()
         self._from_browser, from_browser_write = os.pipe()
-
-        def wire_pipes() -> None:  # in the child: the protocol expects fds 3 (commands) and 4 (replies)
-            commands, replies = os.dup(to_browser_read), os.dup(from_browser_write)
-            os.dup2(commands, 3)
-            os.dup2(replies, 4)
-
+        # The protocol expects commands on fd 3 and replies on fd 4. A small exec trampoline
+        # moves the pipe ends there (a preexec_fn is unsafe in a process with threads, as a
+        # test run holding a Spark gateway is).
         self.process = subprocess.Popen(
-            command, pass_fds=(3, 4), preexec_fn=wire_pipes,
+            [sys.executable, "-c", _TRAMPOLINE, str(to_browser_read), str(from_browser_write), *command],
+            pass_fds=(to_browser_read, from_browser_write),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         os.close(to_browser_read)
