@@ -32,6 +32,7 @@ from lklab.report import (
 )
 from lklab.report import formats
 from lklab.report.comparison import winners
+from lklab.report.plots import PLOT_IDS
 from lklab.report.summary_json import to_document
 from tests.report_fixtures import KAPPA, ODD_ACCOUNT, at, sample_report
 
@@ -138,8 +139,7 @@ def test_html_is_self_contained(page):
 
 
 def test_plots_are_inline_svg_with_unique_ids(page):
-    assert re.findall(r'<svg id="(plot-[\w-]+)"', page) == [
-        "plot-tradeoff", "plot-error", "plot-arrival-delay", "plot-gaps-0", "plot-gaps-1"]
+    assert re.findall(r'<svg id="(plot-[\w-]+)"', page) == [*PLOT_IDS, "plot-gaps-0", "plot-gaps-1"]
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids))
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page

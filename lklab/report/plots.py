@@ -24,7 +24,7 @@ from .model import Configuration, Report
 
 __all__ = ["PLOT_IDS", "arrival_delay_cdf", "completeness_tradeoff", "error_over_time", "gap_heat_map"]
 
-PLOT_IDS = ("plot-arrival-delay", "plot-tradeoff", "plot-error")
+PLOT_IDS = ("plot-tradeoff", "plot-error", "plot-arrival-delay")
 """Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
 
 MAX_CURRENCY_PANELS = 6
