@@ -45,7 +45,7 @@ def batch_recompute():
         task_id="recompute_batch_truth",
         application=str(SPARK_JOBS / "batch_job.py"),
         conn_id="spark_default",
-        name="lklab-batch-{{ ds }}",
+        name="lklab-batch",
         application_args=["--date", "{{ ds }}"],
         conf=SPARK_CONF,
         outlets=[batch_truth],

@@ -46,7 +46,7 @@ def kappa_replay():
         task_id="replay",
         application=str(SPARK_JOBS / "replay_job.py"),
         conn_id="spark_default",
-        name="lklab-replay-{{ params.run_name }}",
+        name="lklab-replay",
         application_args=[
             "--name", "{{ params.run_name }}",
             "--watermark-delay", "{{ params.watermark_delay }}",
