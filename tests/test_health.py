@@ -7,6 +7,7 @@ never the table.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -17,7 +18,7 @@ from deltalake import DeltaTable
 
 from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, stream_health
 from shared.eventlog import EventLog
-from tests.processes import copy_lake, speed_layer_lake
+from tests.processes import VENV_BIN, airflow_env, airflow_home, copy_lake, run, speed_layer_lake
 
 pytestmark = pytest.mark.slow
 HOUR = 3600.0
@@ -32,6 +33,11 @@ def template(tmp_path_factory):
 @pytest.fixture
 def lake(template, tmp_path):
     return copy_lake(template, tmp_path / "lake")
+
+
+@pytest.fixture
+def home(tmp_path_factory, tmp_path):
+    return airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "airflow-home")
 
 
 def newest_metrics(lake) -> dict:
@@ -105,3 +111,20 @@ def test_a_lake_the_stream_never_wrote_is_unhealthy(template, tmp_path):
 def test_thresholds_are_durations(lake):
     with pytest.raises(ValueError, match="max-staleness: '10' needs a unit"):
         stream_health(lake, max_staleness="10")
+
+
+def test_speed_layer_health_dag_passes_and_fails_loudly(lake, home):
+    """The DAG's task on the configured lake (LKLAB_LAKE): a real run, then a failing task."""
+    airflow = str(VENV_BIN / "airflow")
+    env = airflow_env(home, lake)
+    passed = run([airflow, "dags", "test", "speed_layer_health", "-c", json.dumps({"max_watermark_lag": "1d"})],
+                 env=env, timeout=180)
+    output = passed.stdout + passed.stderr
+    assert passed.returncode == 0 and "state=success" in output, output[-4000:]
+    assert "speed layer healthy" in output
+    failed = run([airflow, "tasks", "test", "speed_layer_health", "check_stream_metrics",
+                  "-t", json.dumps({"max_watermark_lag": "1s"})], env=env, timeout=180)
+    output = failed.stdout + failed.stderr
+    # `tasks test` exits 0 whatever the task does; the failure is in the task's log and state.
+    assert "Task failed with exception" in output and "new_state=up_for_retry" in output, output[-4000:]
+    assert "lklab.health.SpeedLayerUnhealthy: speed layer UNHEALTHY" in output and "lagging: watermark lag" in output
