@@ -25,6 +25,9 @@ from airflow.sdk import Asset, CronDataIntervalTimetable, dag
 SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
 # Driver and Python workers run this interpreter, the one with the project installed.
 SPARK_CONF = {"spark.pyspark.python": sys.executable}
+# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
+# executors have them on their classpaths from the start.
+SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
 
 batch_truth = Asset("batch_truth")
 
@@ -48,6 +51,7 @@ def batch_recompute():
         name="lklab-batch",
         application_args=["--date", "{{ ds }}"],
         conf=SPARK_CONF,
+        jars=SPARK_JARS,
         outlets=[batch_truth],
         execution_timeout=timedelta(hours=2),
     )

@@ -19,6 +19,9 @@ from airflow.sdk import Asset, Param, dag
 
 SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
 SPARK_CONF = {"spark.pyspark.python": sys.executable}
+# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
+# executors have them on their classpaths from the start.
+SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
 replay_runs = Asset("replay_runs")
@@ -54,6 +57,7 @@ def kappa_replay():
             "--replace",
         ],
         conf=SPARK_CONF,
+        jars=SPARK_JARS,
         outlets=[replay_runs],
         execution_timeout=timedelta(hours=4),
     )

@@ -28,6 +28,9 @@ from airflow.sdk import Param, dag, task
 
 SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
 SPARK_CONF = {"spark.pyspark.python": sys.executable}
+# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
+# executors have them on their classpaths from the start.
+SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
 STREAM_SETTINGS = [
@@ -45,6 +48,7 @@ def spark_step(task_id: str, job: str, *args: str) -> SparkSubmitOperator:
         name=f"lklab-experiment-{task_id}",
         application_args=["--lake", "{{ params.lake }}", *args],
         conf=SPARK_CONF,
+        jars=SPARK_JARS,
         trigger_rule="none_failed",
     )
 

@@ -24,6 +24,9 @@ from airflow.sdk import Asset, Param, dag
 
 SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
 SPARK_CONF = {"spark.pyspark.python": sys.executable}
+# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
+# executors have them on their classpaths from the start.
+SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
 
 batch_truth = Asset("batch_truth")
 recon_runs = Asset("recon_runs")
@@ -59,6 +62,7 @@ def reconciliation():
         name="lklab-reconcile",
         application_args=["--date", RECONCILED_DAY, "--against", "speed", "--max-unexplained", "{{ params.max_unexplained }}"],
         conf=SPARK_CONF,
+        jars=SPARK_JARS,
         outlets=[recon_runs],
         execution_timeout=timedelta(hours=1),
     )
