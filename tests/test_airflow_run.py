@@ -206,8 +206,9 @@ def test_scheduler_runs_reconciliation_when_batch_truth_changes(template, home, 
         assert reconciled[0]["run_type"] == "asset_triggered"
         status, events = api.get(f"/api/v2/dags/reconciliation/dagRuns/{run_id}/upstreamAssetEvents")
         assert status == 200, events
-        assert [(e["asset"]["name"] if "asset" in e else e.get("name"), e["source_dag_id"], e["source_run_id"])
-                for e in events["asset_events"]] == [("batch_truth", "batch_recompute", "lab-test")]
+        assert [(e["name"], e["source_dag_id"], e["source_run_id"]) for e in events["asset_events"]] == [
+            ("batch_truth", "batch_recompute", "lab-test")
+        ]
         status, batch = api.get("/api/v2/dags/batch_recompute/dagRuns")
         assert [(r["dag_run_id"], r["state"]) for r in batch["dag_runs"]] == [("lab-test", "success")]
     finally:
