@@ -6,7 +6,9 @@ reconciles its own logical date). ``spark_jobs/reconcile_job.py`` diffs ``speed_
 against ``batch_truth``, explains the differences by the side outputs (late events,
 duplicates, dead letters), writes ``recon_runs``, ``recon_diffs``, ``corrected_aggregates``
 and ``recon_corrections``, and prints its summary as JSON, which lands in this task's log.
-When the unexplained gap exceeds ``max_unexplained`` the job exits 3 and the run fails.
+When the unexplained gap exceeds ``max_unexplained`` the job exits 3 and the run fails. (The
+operator cannot tell exit 3 from a crash, so a breach is retried like one: the run fails after
+the last retry, each attempt's log holding the summary.)
 
 ``batch_recompute`` runs one date at a time, so each batch event starts its own run here; were
 several events to arrive together, the newest one's day is reconciled.
