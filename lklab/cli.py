@@ -1,7 +1,8 @@
 """``lklab``: the command line of the Lambda-Kappa Lab.
 
 Exit codes: 0 success, 2 bad usage or bad input (the message names the bad value and the valid
-ones), 1 a failure while running (one line; ``LKLAB_DEBUG=1`` shows the traceback).
+ones), 1 a failure while running (one line; ``LKLAB_DEBUG=1`` shows the traceback), 3 the run
+worked and found a problem (an unhealthy speed layer, an unexplained reconciliation gap).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from shared.durations import parse_duration
 
 __all__ = ["main"]
 
-USAGE, FAILURE = 2, 1
+USAGE, FAILURE, UNHEALTHY = 2, 1, 3
 
 
 class UsageError(Exception):
@@ -51,6 +52,13 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
         group.add_argument("--table-engine", help="auto | deltalake | delta-spark (default auto)")
+
+
+def _add_days(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("days (UTC day of window_start)")
+    group.add_argument("--date", help="one day, YYYY-MM-DD")
+    group.add_argument("--from", dest="date_from", help="first day of a range (with --to)")
+    group.add_argument("--to", dest="date_to", help="last day of a range (with --from)")
 
 
 def _command(sub, name: str, summary: str, example: str) -> argparse.ArgumentParser:
@@ -129,19 +137,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_batch(config: LabConfig) -> int:
+def _days(args: argparse.Namespace):
+    from shared.partitions import DayRange
+
+    try:
+        return DayRange.of(getattr(args, "date", None), getattr(args, "date_from", None), getattr(args, "date_to", None))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     from lklab.generator import load_events
     from lklab.summary import batch_summary, render_text
     from lklab.truth import write_truth
     from shared.spark_session import spark_session
     from shared.tables import Tables
-    from spark_jobs.batch_job import run_batch
+    from shared.partitions import DayRange
+    from spark_jobs.batch_job import PositionError, run_batch
 
     _progress(f"starting Spark ({config.spark_master})")
     spark = spark_session(config, "lklab-batch")
     _progress("batch recompute: parse, validate, dedup, window, aggregate")
     try:
-        run = run_batch(spark, config)
+        try:
+            run = run_batch(spark, config, days or DayRange(), refresh=refresh)
+        except PositionError as err:
+            raise UsageError(str(err)) from None
         generated = load_events(config.lake)
         if generated is not None:
             _progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
@@ -154,7 +175,7 @@ def _run_batch(config: LabConfig) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    return _run_batch(_config(args))
+    return _run_batch(_config(args), _days(args), args.refresh)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -199,6 +220,86 @@ def cmd_speed(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from shared.spark_session import spark_session
+    from spark_jobs.replay_job import ReplayExists, replay_prefix, run_replay
+
+    config = _config(args)
+    try:
+        replay_prefix(args.name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if args.segments_per_batch < 1:
+        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    settings = config.describe()
+    _progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
+              f"allowed lateness {settings['allowed-lateness']}")
+    spark = spark_session(config, f"lklab-replay-{args.name}")
+    try:
+        run = run_replay(spark, config, args.name, replace=args.replace, segments_per_batch=args.segments_per_batch)
+    except ReplayExists as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(
+        f"replay {run.name}: {run.lines:,} lines in {run.micro_batches:,} micro-batches over {run.segments:,} segments; "
+        f"{run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); "
+        f"tables under {Path(config.lake) / 'tables' / 'kappa' / run.name}"
+    )
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from reconciliation.reconcile import ReconcileInputError, reconcile, stream_prefix
+    from reconciliation.render import render_json, render_text
+    from reconciliation.tolerance import Tolerance, parse_tolerance
+    from shared.spark_session import spark_session
+    from spark_jobs.batch_job import PositionError
+
+    config = _config(args)
+    days = _days(args)
+    try:
+        stream_prefix(args.against)
+        tolerance = Tolerance(parse_tolerance(args.abs_tol, "abs-tol"), parse_tolerance(args.rel_tol, "rel-tol"))
+        max_money = parse_tolerance(args.max_unexplained, "max-unexplained")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if args.max_unexplained_events < 0:
+        raise UsageError(f"--max-unexplained-events must be >= 0, got {args.max_unexplained_events}")
+    _progress(f"starting Spark ({config.spark_master})")
+    spark = spark_session(config, "lklab-reconcile")
+    _progress(f"reconciling {args.against} against batch_truth for {days.describe()}: diff, attribution, side-output fold")
+    try:
+        result = reconcile(spark, config, days, against=args.against, tolerance=tolerance)
+    except (ReconcileInputError, PositionError) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    rendered = render_json(result)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(rendered + "\n")
+    print(rendered if args.json else render_text(result))
+    breaches = result.breaches(max_money, args.max_unexplained_events)
+    for breach in breaches:
+        print(f"lklab reconcile: UNEXPLAINED GAP: {breach}", file=sys.stderr)
+    return UNHEALTHY if breaches else 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    import json
+
+    from lklab.health import stream_health
+
+    config = _config(args)
+    try:
+        health = stream_health(config.lake, max_staleness=args.max_staleness, max_watermark_lag=args.max_watermark_lag)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(health.as_dict(), indent=2) if args.json else health.describe())
+    return 0 if health.healthy else UNHEALTHY
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lklab",
@@ -229,9 +330,11 @@ def _parser() -> argparse.ArgumentParser:
 
     batch = _command(
         sub, "batch", "Recompute the per-window truth from the complete log with Spark.",
-        "lklab batch --window-kind sliding --window-size 5m --window-slide 1m",
+        "lklab batch --date 2026-01-31   (or --from 2026-01-01 --to 2026-01-31; no date: every window)",
     )
     _common(batch)
+    _add_days(batch)
+    batch.add_argument("--refresh", action="store_true", help="read up to the log's current end, not the position recorded for these days")
     batch.set_defaults(handler=cmd_batch)
 
     speed = _command(
@@ -242,6 +345,42 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--available-now", action="store_true", help="process everything in the log, then exit")
     speed.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1: the watermark advances as the traffic did)")
     speed.set_defaults(handler=cmd_speed)
+
+    replay = _command(
+        sub, "replay", "Kappa replay: re-run the streaming job over the whole log into kappa/RUN/ tables of its own.",
+        "lklab replay --name lateness-1h --allowed-lateness 1h",
+    )
+    _common(replay)
+    replay.add_argument("--name", required=True, help="run name: its tables are kappa/NAME/...")
+    replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
+    replay.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1)")
+    replay.set_defaults(handler=cmd_replay)
+
+    reconcile = _command(
+        sub, "reconcile", "Diff a stream against batch_truth, explain every gap, fold the late side output back in "
+        "(exit 3 when the unexplained gap exceeds the threshold).",
+        "lklab reconcile --date 2026-01-05 --against kappa:lateness-1h --json-out recon.json",
+    )
+    _common(reconcile)
+    _add_days(reconcile)
+    reconcile.add_argument("--against", default="speed", help="speed | kappa:RUN (default speed)")
+    reconcile.add_argument("--abs-tol", default="0", help="absolute money tolerance per window (default 0: exact)")
+    reconcile.add_argument("--rel-tol", default="0", help="relative money tolerance, a fraction of the truth (default 0)")
+    reconcile.add_argument("--max-unexplained", default="0", help="unexplained money per currency that is still acceptable (default 0)")
+    reconcile.add_argument("--max-unexplained-events", type=int, default=0, help="unexplained events per currency still acceptable (default 0)")
+    reconcile.add_argument("--json", action="store_true", help="print the JSON summary instead of text")
+    reconcile.add_argument("--json-out", help="also write the JSON summary to this file")
+    reconcile.set_defaults(handler=cmd_reconcile)
+
+    health = _command(
+        sub, "health", "Is the speed layer keeping up? Freshness, backlog and watermark lag (exit 3 when unhealthy).",
+        "lklab health --max-staleness 10m --max-watermark-lag 15m",
+    )
+    _common(health, windows=False)
+    health.add_argument("--max-staleness", default="10m", help="no commit for this long while segments wait is a stall (default 10m)")
+    health.add_argument("--max-watermark-lag", default="15m", help="watermark lag beyond this is lagging (default 15m)")
+    health.add_argument("--json", action="store_true", help="print the check as JSON")
+    health.set_defaults(handler=cmd_health)
     return parser
 
 

@@ -39,8 +39,9 @@ def same_rows(left: pa.Table, right: pa.Table) -> bool:
 
 
 def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: int = 5) -> BatchSummary:
-    truth = tables.read_arrow("batch_truth")
+    truth = run.days.select(tables.read_arrow("batch_truth"))
     dead = tables.read_arrow("batch_dead_letter")
+    dead = dead.filter(pc.less_equal(dead["segment"], run.last_segment))
     reasons = {row["values"]: row["counts"] for row in pc.value_counts(dead["reject_reason"]).to_pylist()}
     money = {
         row["currency"]: row["amount_total_sum"]
@@ -56,7 +57,9 @@ def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: i
         money_by_currency=dict(sorted(money.items())),
         largest_windows=tuple(ranked[:top]),
         matches_generator_truth=(
-            same_rows(truth, tables.read_arrow("generator_truth")) if tables.exists("generator_truth") else None
+            same_rows(truth, run.days.select(tables.read_arrow("generator_truth")))
+            if tables.exists("generator_truth")
+            else None
         ),
     )
 
@@ -64,7 +67,7 @@ def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: i
 def render_text(summary: BatchSummary) -> str:
     run = summary.run
     lines = [
-        f"log: segments 1..{run.last_segment}, {run.lines:,} lines",
+        f"days: {run.days.describe()}; log: segments 1..{run.last_segment}, {run.lines:,} lines",
         f"  = {run.events:,} events + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters"
         f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",
     ]
@@ -84,6 +87,7 @@ def render_text(summary: BatchSummary) -> str:
             f"{row['account_id']:<10} {row['currency']}  {row['event_count']:>6,} events  "
             f"{row['amount_total']:>16,}"
         )
+    lines.append(f"cost: {run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds")
     if summary.matches_generator_truth is not None:
         verdict = "yes, exactly" if summary.matches_generator_truth else "NO"
         lines.append(f"equals the generator's ground truth: {verdict}")

@@ -220,7 +220,8 @@ class Tables:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""
         if not self.exists(name):
             raise FileNotFoundError(f"table {name} does not exist under {self.root}")
-        return DeltaTable(str(self.path(name)), version=version).to_pyarrow_table()
+        # to_pyarrow_dataset: to_pyarrow_table can abort the interpreter at exit (seen in plain python).
+        return DeltaTable(str(self.path(name)), version=version).to_pyarrow_dataset().to_table()
 
     @contextmanager
     def _spark_txn(self, app_id: str, version: int):
@@ -246,8 +247,8 @@ class Tables:
             if tagged is not None and int(tagged) <= app_version:
                 latest = max(latest or 0, commit["version"])
         if latest is None:
-            return table.to_pyarrow_table().slice(0, 0)
-        return DeltaTable(str(self.path(name)), version=latest).to_pyarrow_table()
+            return table.to_pyarrow_dataset().to_table().slice(0, 0)
+        return DeltaTable(str(self.path(name)), version=latest).to_pyarrow_dataset().to_table()
 
 
 def _arrow(rows: DataFrame | pa.Table) -> pa.Table:

@@ -1,38 +1,60 @@
-"""Batch recompute over the complete log: the Lambda batch layer's truth.
+"""Batch recompute from the complete log: the Lambda batch layer's truth.
 
-Reads segments 1..N (N = the newest at start, recorded so a rerun can read the same input),
-runs the shared chain and replaces the ``batch_truth``, ``batch_dead_letter`` and
-``batch_duplicates`` tables. Run as ``lklab batch`` or with ``spark-submit`` on this file.
+``run_batch`` reads segments ``1..N``, runs the shared chain (validation, dedup over the whole
+prefix, windows, aggregation) and replaces the ``batch_truth`` rows of the requested UTC days
+(every window when no day is given). ``N`` is recorded in ``batch_runs``: a rerun for the same
+days reads the same segments and writes the same rows, unless ``refresh`` asks for the log's
+current end. Line-level results (``batch_dead_letter``, ``batch_duplicates``) depend only on
+the log prefix, so they are merged by line and grow with it. ``batch_runs`` keeps one row per
+execution (position, counts, wall and CPU seconds): it is the run history, the other tables
+are the data.
+
+Run as ``lklab batch`` or ``spark-submit spark_jobs/batch_job.py --date D``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from shared.config import LabConfig, load_config
+from shared.compute_cost import measure_cost
+from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import parse_events
 from shared.log_source import SOURCE_NAME
+from shared.partitions import DayRange
 from shared.pipeline import classify_lines, window_totals
-from shared.spark_session import spark_session
 from shared.tables import Tables
 
-__all__ = ["BatchRun", "run_batch", "main"]
+__all__ = ["BatchRun", "run_batch", "recorded_position", "PositionError", "main"]
+
+LINE_KEY = ("segment", "line_number")
+
+
+class PositionError(ValueError):
+    """The days asked for were computed from different log positions."""
 
 
 @dataclass(frozen=True)
 class BatchRun:
-    """Where a batch recompute read up to, and where every line went."""
+    """Where a batch recompute read up to, where every line went, and what it cost."""
 
     last_segment: int
     lines: int
     events: int
     duplicates: int
     dead_letters: int
+    days: DayRange = DayRange()
+    windows: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def conserved(self) -> bool:
@@ -40,40 +62,111 @@ class BatchRun:
         return self.lines == self.events + self.duplicates + self.dead_letters
 
 
-def run_batch(spark: SparkSession, config: LabConfig, last_segment: int | None = None) -> BatchRun:
-    """Recompute the truth tables from segments ``1..last_segment`` (default: all)."""
+def recorded_position(tables: Tables, days: DayRange) -> int | None:
+    """The segment the latest runs covering ``days`` read up to (None: never computed).
+
+    Raises ``PositionError`` when the days were computed from different positions, or some
+    were never computed: recomputing them together would silently change some of them.
+    """
+    if days.everything or not tables.exists("batch_runs"):
+        return None
+    runs = sorted(tables.read_arrow("batch_runs").to_pylist(), key=lambda r: r["run_number"])
+    positions: dict[dt.date, int | None] = {}
+    day = days.first
+    while day <= days.last:
+        covering = [r for r in runs if r["date_from"] is not None and r["date_from"] <= day <= r["date_to"]]
+        positions[day] = covering[-1]["last_segment"] if covering else None
+        day += dt.timedelta(days=1)
+    distinct = set(positions.values())
+    if len(distinct) > 1:
+        detail = ", ".join(f"{d}: {'never' if p is None else f'segment {p}'}" for d, p in positions.items())
+        raise PositionError(
+            f"days {days.describe()} were computed from different log positions ({detail}); "
+            "recompute them together from the log's current end with --refresh"
+        )
+    return distinct.pop()
+
+
+def _lines_upsert(rows: DataFrame) -> pa.Table:
+    return rows.withColumn("_delete", F.lit(False)).toArrow()
+
+
+def _record(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
+    runs = tables.read_arrow("batch_runs") if tables.exists("batch_runs") else None
+    number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
+    row = {
+        "run_number": pa.array([number], pa.int64()),
+        "recorded_at": pa.array([dt.datetime.now(dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+        "date_from": pa.array([written_days[0]], pa.date32()),
+        "date_to": pa.array([written_days[1]], pa.date32()),
+        "last_segment": pa.array([run.last_segment], pa.int64()),
+        "lines": pa.array([run.lines], pa.int64()),
+        "events": pa.array([run.events], pa.int64()),
+        "duplicates": pa.array([run.duplicates], pa.int64()),
+        "dead_letters": pa.array([run.dead_letters], pa.int64()),
+        "windows": pa.array([run.windows], pa.int64()),
+        "wall_seconds": pa.array([run.wall_seconds], pa.float64()),
+        "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
+    }
+    tables.append("batch_runs", pa.table(row), app_id="batch-runs", version=number)
+
+
+def run_batch(
+    spark: SparkSession,
+    config: LabConfig,
+    days: DayRange = DayRange(),
+    *,
+    refresh: bool = False,
+    last_segment: int | None = None,
+) -> BatchRun:
+    """Recompute ``batch_truth`` for ``days`` from segments ``1..last_segment``.
+
+    Without ``last_segment`` the position is the one recorded for these days, else (or with
+    ``refresh``, or for every day) the log's current end.
+    """
     lake = str(Path(config.lake).resolve())
+    tables = Tables(spark, lake, config.table_engine)
+    if last_segment is None and not refresh:
+        last_segment = recorded_position(tables, days)
     last = EventLog(lake).last_segment() if last_segment is None else last_segment
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
-    raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last).load()
-    parsed = raw.transform(parse_events).persist()
-    lines = classify_lines(parsed)
-    tables = Tables(spark, lake, config.table_engine)
-    tables.overwrite("batch_truth", lines.events.transform(window_totals(config.window)))
-    tables.overwrite("batch_dead_letter", lines.dead_letters)
-    tables.overwrite("batch_duplicates", lines.duplicates)
-    run = BatchRun(
-        last_segment=last,
-        lines=parsed.count(),
-        events=lines.events.count(),
-        duplicates=tables.read_arrow("batch_duplicates").num_rows,
-        dead_letters=tables.read_arrow("batch_dead_letter").num_rows,
-    )
-    parsed.unpersist()
+    with measure_cost(config.spark_master) as cost:
+        raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last).load()
+        parsed = raw.transform(parse_events).persist()
+        lines = classify_lines(parsed)
+        truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).toArrow()
+        tables.overwrite("batch_truth", truth, predicate=days.predicate())
+        tables.upsert("batch_dead_letter", _lines_upsert(lines.dead_letters), keys=LINE_KEY, app_id="batch-lines", version=last)
+        tables.upsert("batch_duplicates", _lines_upsert(lines.duplicates), keys=LINE_KEY, app_id="batch-lines", version=last)
+        dead = tables.read_arrow("batch_dead_letter")
+        dups = tables.read_arrow("batch_duplicates")
+        counted = lambda table: int(pc.sum(pc.less_equal(table["segment"], last)).as_py() or 0)
+        run = BatchRun(
+            last_segment=last,
+            lines=parsed.count(),
+            events=lines.events.count(),
+            duplicates=counted(dups),
+            dead_letters=counted(dead),
+            days=days,
+            windows=truth.num_rows,
+        )
+        parsed.unpersist()
+    run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
+    if days.everything:
+        starts = truth["window_start"].to_pylist()
+        written = (min(starts).date(), max(starts).date()) if starts else (None, None)
+    else:
+        written = (days.first, days.last)
+    _record(tables, run, written)
     return run
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``spark-submit spark_jobs/batch_job.py [CONFIG_FILE]``: settings from file and env."""
-    argv = sys.argv[1:] if argv is None else argv
-    config = load_config(argv[0] if argv else None)
-    run = run_batch(spark_session(config, "lklab-batch"), config)
-    print(
-        f"batch recompute read segments 1..{run.last_segment}: {run.lines} lines = {run.events} events "
-        f"+ {run.duplicates} duplicates + {run.dead_letters} dead letters"
-    )
-    return 0
+    """``spark-submit spark_jobs/batch_job.py [lklab batch flags]``, e.g. ``--date 2026-01-31``."""
+    from lklab.cli import main as lklab
+
+    return lklab(["batch", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -24,10 +24,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.config import LabConfig, load_config
+from shared.config import LabConfig
 from shared.events import parse_events
 from shared.log_source import SOURCE_NAME
-from shared.spark_session import spark_session
 from shared.speed import STATE_COLUMNS, WINDOW_KEY, SpeedSettings, empty_state, speed_step
 from shared.tables import Tables
 from shared.watermark import watermark_after
@@ -241,13 +240,10 @@ def run_speed(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``spark-submit spark_jobs/speed_job.py [CONFIG_FILE]``: always-on; SIGTERM stops it cleanly."""
-    argv = sys.argv[1:] if argv is None else argv
-    config = load_config(argv[0] if argv else None)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    run_speed(spark_session(config, "lklab-speed"), config, stop=stop)
-    return 0
+    """``spark-submit spark_jobs/speed_job.py [lklab speed flags]``: always on; SIGTERM stops it cleanly."""
+    from lklab.cli import main as lklab
+
+    return lklab(["speed", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""Why a window differs: every (line, window) contribution the two sides disagree on, with a reason.
+
+The truth counts a line in a window when the batch kept it as an event (valid, first copy in
+the log prefix it read). The stream's contributions are rebuilt from what the stream itself
+recorded about each line it read: a line it neither dead-lettered, nor called a duplicate, nor
+sent to the side output for that window, is one it aggregated. Comparing the two sets of
+``(segment, line_number, window)`` pairs gives the disagreements, and each gets one reason:
+
+* ``late``: the stream routed the event to ``late_events`` (the watermark had closed the window);
+* ``duplicate``: one side called the line a duplicate and the other counted it; in practice the
+  stream counting a resent copy whose first copy it had forgotten (beyond its dedup horizon);
+* ``dead_letter``: one side dead-lettered a line the other counted;
+* ``unread``: the line lies beyond the log position one side had read (the stream's frontier,
+  or the segment the batch recorded);
+* ``moved``: both sides counted the line, in different windows (session windows whose
+  boundaries the late events changed).
+
+A contribution the truth has and the stream lacks adds ``+1`` event and ``+amount`` to the
+window's ``truth - stream`` delta; the reverse subtracts. Per window, the delta minus the sum
+of the explained parts is ``unexplained``: a stream that lost or invented rows, or a table
+edited by hand. It is zero whenever both sides did what they recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from shared.aggregation import AMOUNT_TOTAL_TYPE
+from shared.events import parse_events, valid_events
+from shared.log_source import SOURCE_NAME
+from shared.partitions import DayRange
+from shared.speed import WINDOW_KEY
+from shared.windows import WindowSpec, assign_windows
+
+__all__ = ["REASONS", "LineRecords", "explain_windows", "parsed_log"]
+
+REASONS = ("late", "duplicate", "dead_letter", "unread", "moved")
+LINE = ["segment", "line_number"]
+PAIR = LINE + ["window_start", "window_end"]
+
+
+@dataclass(frozen=True)
+class LineRecords:
+    """What one side recorded about individual lines, and how far it read.
+
+    ``duplicates`` / ``dead_letters`` / ``late``: frames with at least ``segment, line_number``
+    (``late`` is empty for the batch side). ``last_segment``: the last segment the side read.
+    """
+
+    last_segment: int
+    duplicates: DataFrame
+    dead_letters: DataFrame
+    late: DataFrame | None = None
+
+
+def parsed_log(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
+    """Segments ``1..last_segment`` of the log, parsed and validated (``parse_events`` output)."""
+    if last_segment < 1:
+        schema = "segment long, line_number long, raw_line string"
+        return spark.createDataFrame([], schema).transform(parse_events)
+    raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last_segment).load()
+    return raw.transform(parse_events)
+
+
+def _lines(frame: DataFrame, last_segment: int) -> DataFrame:
+    return frame.where(F.col("segment") <= last_segment).select(*LINE).distinct()
+
+
+def _contributions(events: DataFrame, spec: WindowSpec, days: DayRange) -> DataFrame:
+    return (
+        events.transform(assign_windows(spec))
+        .where(days.contains(F.col("window_start")))
+        .select(*PAIR, "account_id", "currency", "amount")
+    )
+
+
+def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
+    events = (
+        parsed.where(F.col("segment") <= batch.last_segment)
+        .transform(valid_events)
+        .join(_lines(batch.duplicates, batch.last_segment), LINE, "left_anti")
+        .join(_lines(batch.dead_letters, batch.last_segment), LINE, "left_anti")
+    )
+    return _contributions(events, spec, days)
+
+
+def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
+    accepted = (
+        parsed.where(F.col("segment") <= stream.last_segment)
+        .transform(valid_events)
+        .join(_lines(stream.duplicates, stream.last_segment), LINE, "left_anti")
+        .join(_lines(stream.dead_letters, stream.last_segment), LINE, "left_anti")
+    )
+    if spec.kind == "session":
+        # A late event never joined a session: the sessions are those of the others.
+        aggregated = accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti")
+        return _contributions(aggregated, spec, days)
+    late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
+    return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")
+
+
+def _recorded(records: LineRecords, reasons: list[tuple[DataFrame, str]]) -> DataFrame:
+    """``segment, line_number, _known``: the side's recorded disposition of each line."""
+    parts = [_lines(frame, records.last_segment).withColumn("_known", F.lit(name)) for frame, name in reasons]
+    known = parts[0]
+    for part in parts[1:]:
+        known = known.unionByName(part)
+    # One disposition per line and side; dropDuplicates only guards against a line listed twice.
+    return known.dropDuplicates(LINE)
+
+
+def _explained(only: DataFrame, records: LineRecords, sign: int, reasons: list[tuple[DataFrame, str]]) -> DataFrame:
+    unread = F.col("segment") > F.lit(records.last_segment)
+    reason = F.when(unread, "unread").otherwise(F.coalesce(F.col("_known"), F.lit("moved")))
+    return only.join(_recorded(records, reasons), LINE, "left").select(
+        *WINDOW_KEY,
+        reason.alias("reason"),
+        F.lit(sign).cast("long").alias("events"),
+        (F.col("amount") * F.lit(sign)).cast(AMOUNT_TOTAL_TYPE).alias("money"),
+    )
+
+
+def explain_windows(
+    parsed: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
+) -> DataFrame:
+    """Per window and reason: the signed events and money explaining ``truth - stream``.
+
+    Columns: ``WINDOW_KEY``, ``reason`` (one of ``REASONS``), ``events``, ``money``; only
+    windows starting on ``days`` and only reasons that contribute.
+    """
+    truth = _truth_pairs(parsed, batch, spec, days)
+    rebuilt = _stream_pairs(parsed, stream, spec, days)
+    truth_only = truth.join(rebuilt.select(*PAIR), PAIR, "left_anti")
+    stream_only = rebuilt.join(truth.select(*PAIR), PAIR, "left_anti")
+    missing = _explained(
+        truth_only, stream, +1,
+        [(stream.late, "late"), (stream.duplicates, "duplicate"), (stream.dead_letters, "dead_letter")],
+    )
+    surplus = _explained(
+        stream_only, batch, -1, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")]
+    )
+    return (
+        missing.unionByName(surplus)
+        .groupBy(*WINDOW_KEY, "reason")
+        .agg(F.sum("events").alias("events"), F.sum("money").cast(AMOUNT_TOTAL_TYPE).alias("money"))
+    )

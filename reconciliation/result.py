@@ -1,0 +1,149 @@
+"""What a reconciliation found, as frozen values: computed once, rendered by ``render``.
+
+Money is ``Decimal`` in the currency's units and is never summed across currencies. Event
+counts and money deltas are ``truth - stream``. Lateness is in seconds (how far behind the
+watermark an event arrived); percentiles are nearest-rank over the distinct late events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from reconciliation.tolerance import Tolerance
+from shared.partitions import DayRange
+
+__all__ = ["Explanation", "Lateness", "CurrencyReconciliation", "WindowGap", "Reconciliation", "nearest_rank"]
+
+
+def nearest_rank(sorted_values: list[Decimal], fraction: float) -> Decimal | None:
+    """The smallest value with at least ``fraction`` of the values at or below it."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-int(round(fraction * 10_000)) * len(sorted_values) // 10_000))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The part of ``truth - stream`` one reason accounts for."""
+
+    reason: str
+    events: int
+    money: Decimal
+
+
+@dataclass(frozen=True)
+class Lateness:
+    events: int
+    p50: Decimal | None = None
+    p99: Decimal | None = None
+    p99_9: Decimal | None = None
+    max: Decimal | None = None
+
+    @classmethod
+    def of(cls, seconds: list[Decimal]) -> "Lateness":
+        ordered = sorted(seconds)
+        return cls(
+            events=len(ordered),
+            p50=nearest_rank(ordered, 0.5),
+            p99=nearest_rank(ordered, 0.99),
+            p99_9=nearest_rank(ordered, 0.999),
+            max=ordered[-1] if ordered else None,
+        )
+
+
+@dataclass(frozen=True)
+class CurrencyReconciliation:
+    """One currency's figures over the compared windows."""
+
+    currency: str
+    windows_compared: int
+    status_counts: dict[str, int]
+    truth_events: int
+    stream_events: int
+    truth_amount: Decimal
+    stream_amount: Decimal
+    total_abs_error: Decimal
+    max_rel_error: Decimal | None
+    late_events: int
+    late_amount: Decimal
+    lateness: Lateness
+    explained: tuple[Explanation, ...]
+    unexplained_windows: int
+    unexplained_events: int
+    unexplained_money: Decimal
+    corrected_windows_compared: int
+    corrected_windows_matched: int
+
+    @property
+    def windows_matched(self) -> int:
+        return self.status_counts.get("match", 0)
+
+    @property
+    def exact_match_rate(self) -> float | None:
+        return None if not self.windows_compared else self.windows_matched / self.windows_compared
+
+    @property
+    def completeness(self) -> float | None:
+        """Stream money / truth money (None when the truth sums to zero)."""
+        return None if self.truth_amount == 0 else float(self.stream_amount / self.truth_amount)
+
+    @property
+    def corrected_equals_truth(self) -> bool:
+        return self.corrected_windows_matched == self.corrected_windows_compared
+
+
+@dataclass(frozen=True)
+class WindowGap:
+    """One differing window: both sides, the delta and what explains it."""
+
+    window_start: str
+    window_end: str
+    account_id: str
+    currency: str
+    status: str
+    truth_events: int | None
+    stream_events: int | None
+    truth_amount: Decimal | None
+    stream_amount: Decimal | None
+    events_delta: int
+    amount_delta: Decimal
+    explained: tuple[Explanation, ...]
+    unexplained_events: int
+    unexplained_money: Decimal
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """A reconciliation run of one stream (``speed`` or ``kappa:<RUN>``) against the truth."""
+
+    run_id: str
+    against: str
+    days: DayRange
+    windows: str
+    tolerance: Tolerance
+    batch_last_segment: int
+    stream_last_segment: int
+    currencies: tuple[CurrencyReconciliation, ...]
+    largest_gaps: tuple[WindowGap, ...] = ()
+    corrections: int = 0
+    tables: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unexplained_events(self) -> int:
+        return sum(c.unexplained_events for c in self.currencies)
+
+    @property
+    def corrected_equals_truth(self) -> bool:
+        return all(c.corrected_equals_truth for c in self.currencies)
+
+    def breaches(self, max_unexplained_money: Decimal = Decimal(0), max_unexplained_events: int = 0) -> list[str]:
+        """Why the unexplained gap is over the threshold (empty: within it)."""
+        found = []
+        for c in self.currencies:
+            if c.unexplained_money > max_unexplained_money:
+                found.append(f"{c.currency}: unexplained money {c.unexplained_money} exceeds {max_unexplained_money}")
+            if c.unexplained_events > max_unexplained_events:
+                found.append(f"{c.currency}: {c.unexplained_events} unexplained events exceed {max_unexplained_events}")
+        return found

@@ -1,0 +1,93 @@
+"""Days of windows: the unit a batch recompute or a reconciliation works on.
+
+A window belongs to the UTC day its ``window_start`` falls on, so each window is in exactly
+one day even when it ends after midnight. ``DayRange(first, last)`` includes both days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+__all__ = ["DayRange", "parse_day"]
+
+
+def parse_day(text: str, name: str = "date") -> dt.date:
+    """``YYYY-MM-DD`` -> date, or ValueError naming the flag and the expected form."""
+    try:
+        return dt.date.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {text!r} is not a date; expected YYYY-MM-DD, e.g. 2026-01-31") from None
+
+
+@dataclass(frozen=True)
+class DayRange:
+    """UTC days ``first..last`` (inclusive); ``None`` for both means every window."""
+
+    first: dt.date | None = None
+    last: dt.date | None = None
+
+    def __post_init__(self) -> None:
+        if (self.first is None) != (self.last is None):
+            raise ValueError("a day range needs both its first and its last day")
+        if self.first is not None and self.last < self.first:
+            raise ValueError(f"the range ends ({self.last}) before it starts ({self.first})")
+
+    @classmethod
+    def of(cls, day: str | None = None, first: str | None = None, last: str | None = None) -> "DayRange":
+        """From ``--date`` or ``--from``/``--to`` (mutually exclusive; neither = every window)."""
+        if day is not None and (first is not None or last is not None):
+            raise ValueError("give either --date or --from/--to, not both")
+        if day is not None:
+            parsed = parse_day(day)
+            return cls(parsed, parsed)
+        if (first is None) != (last is None):
+            raise ValueError("--from and --to go together")
+        if first is None:
+            return cls()
+        return cls(parse_day(first, "--from"), parse_day(last, "--to"))
+
+    @property
+    def everything(self) -> bool:
+        return self.first is None
+
+    def _bounds(self) -> tuple[str, str]:
+        end = self.last + dt.timedelta(days=1)
+        return f"{self.first.isoformat()}T00:00:00Z", f"{end.isoformat()}T00:00:00Z"
+
+    def select(self, windows: pa.Table) -> pa.Table:
+        """The rows of an Arrow table of windows that start on one of the days."""
+        if self.everything:
+            return windows
+        low = dt.datetime.combine(self.first, dt.time(), dt.timezone.utc)
+        high = dt.datetime.combine(self.last + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+        starts = windows["window_start"]
+        kind = starts.type
+        keep = pc.and_(
+            pc.greater_equal(starts, pa.scalar(low, kind)), pc.less(starts, pa.scalar(high, kind))
+        )
+        return windows.filter(keep)
+
+    def contains(self, window_start: Column) -> Column:
+        """Spark condition: the window starts on one of the days."""
+        if self.everything:
+            return F.lit(True)
+        low, high = self._bounds()
+        return (window_start >= F.to_timestamp(F.lit(low))) & (window_start < F.to_timestamp(F.lit(high)))
+
+    def predicate(self) -> str | None:
+        """The same condition as SQL text for a Delta overwrite (None = the whole table)."""
+        if self.everything:
+            return None
+        low, high = self._bounds()
+        return f"window_start >= '{low}' AND window_start < '{high}'"
+
+    def describe(self) -> str:
+        if self.everything:
+            return "every day"
+        return str(self.first) if self.first == self.last else f"{self.first}..{self.last}"

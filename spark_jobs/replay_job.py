@@ -1,0 +1,116 @@
+"""Kappa replay: the streaming job re-run over the whole log, from the first segment.
+
+A replay named ``RUN`` uses a fresh checkpoint and tables of its own,
+``kappa/RUN/<table>`` (``speed_aggregates``, ``late_events``, ``stream_metrics`` ...), so it
+never touches the speed layer's tables. Its settings (watermark delay, allowed lateness) are the
+run's own. What it cost (wall and CPU seconds, micro-batches, lines) is appended to
+``replay_runs``, next to the batch recompute's ``batch_runs``, so the two can be compared.
+
+Run as ``lklab replay --name RUN`` or ``spark-submit spark_jobs/replay_job.py --name RUN``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from shared.compute_cost import measure_cost
+from shared.config import LabConfig
+from shared.eventlog import EventLog
+from shared.tables import Tables
+from spark_jobs.speed_job import run_speed
+
+__all__ = ["ReplayRun", "ReplayExists", "replay_prefix", "run_replay", "main"]
+
+REPLAY_APP = "replay"
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ReplayExists(FileExistsError):
+    """A replay of that name already has tables or a checkpoint."""
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    name: str
+    segments: int
+    micro_batches: int
+    lines: int
+    wall_seconds: float
+    cpu_seconds: float
+    cost_scope: str
+
+
+def replay_prefix(name: str) -> str:
+    """Table-name prefix of replay ``name`` (``kappa/<name>/``); rejects unusable names."""
+    if not _RUN_NAME.match(name or ""):
+        raise ValueError(
+            f"replay name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return f"kappa/{name}/"
+
+
+def run_replay(
+    spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, segments_per_batch: int = 1
+) -> ReplayRun:
+    """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings."""
+    lake = Path(config.lake).resolve()
+    prefix = replay_prefix(name)
+    tables = Tables(spark, lake, config.table_engine)
+    owned = [tables.root / prefix, lake / "checkpoints" / prefix]
+    if any(path.exists() for path in owned):
+        if not replace:
+            raise ReplayExists(f"replay {name!r} already exists under {owned[0]}; pick another --name or pass --replace")
+        for path in owned:
+            shutil.rmtree(path, ignore_errors=True)
+    segments = EventLog(lake).last_segment()
+    with measure_cost(config.spark_master) as cost:
+        layer = run_speed(
+            spark, config, available_now=True, segments_per_batch=segments_per_batch, app_id=REPLAY_APP, prefix=prefix
+        )
+    metrics = tables.read_arrow(layer.table("stream_metrics")) if tables.exists(layer.table("stream_metrics")) else None
+    run = ReplayRun(
+        name=name,
+        segments=segments,
+        micro_batches=0 if metrics is None else metrics.num_rows,
+        lines=0 if metrics is None else sum(metrics["input_lines"].to_pylist()),
+        wall_seconds=cost.wall_seconds,
+        cpu_seconds=cost.cpu_seconds,
+        cost_scope=cost.scope,
+    )
+    settings = config.describe()
+    row = {
+        "name": [name],
+        "recorded_at": pa.array([dt.datetime.now(dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+        "windows": [config.window.describe()],
+        "watermark_delay": [settings["watermark-delay"]],
+        "allowed_lateness": [settings["allowed-lateness"]],
+        "dedup_horizon": [settings["dedup-horizon"]],
+        "segments": pa.array([run.segments], pa.int64()),
+        "micro_batches": pa.array([run.micro_batches], pa.int64()),
+        "lines": pa.array([run.lines], pa.int64()),
+        "wall_seconds": pa.array([run.wall_seconds], pa.float64()),
+        "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
+        "cost_scope": [run.cost_scope],
+    }
+    existing = tables.read_arrow("replay_runs").num_rows if tables.exists("replay_runs") else 0
+    tables.append("replay_runs", pa.table(row), app_id="replay-runs", version=existing + 1)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spark-submit spark_jobs/replay_job.py --name RUN [lklab replay flags]``."""
+    from lklab.cli import main as lklab
+
+    return lklab(["replay", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
