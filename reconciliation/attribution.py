@@ -87,13 +87,15 @@ def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: 
     return _contributions(events, spec, days)
 
 
-def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
+def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange, fold_late: bool) -> DataFrame:
     accepted = (
         parsed.where(F.col("segment") <= stream.last_segment)
         .transform(valid_events)
         .join(_lines(stream.duplicates, stream.last_segment), LINE, "left_anti")
         .join(_lines(stream.dead_letters, stream.last_segment), LINE, "left_anti")
     )
+    if fold_late:
+        return _contributions(accepted, spec, days)
     if spec.kind == "session":
         # A late event never joined a session: the sessions are those of the others.
         aggregated = accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti")
@@ -124,15 +126,24 @@ def _explained(only: DataFrame, records: LineRecords, sign: int, reasons: list[t
 
 
 def explain_windows(
-    parsed: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
+    parsed: DataFrame,
+    batch: LineRecords,
+    stream: LineRecords,
+    spec: WindowSpec,
+    days: DayRange,
+    *,
+    fold_late: bool = False,
 ) -> DataFrame:
     """Per window and reason: the signed events and money explaining ``truth - stream``.
 
     Columns: ``WINDOW_KEY``, ``reason`` (one of ``REASONS``), ``events``, ``money``; only
-    windows starting on ``days`` and only reasons that contribute.
+    windows starting on ``days`` and only reasons that contribute. With ``fold_late`` the
+    stream side is the corrected one (its side output folded back in), so what remains is why
+    ``corrected_aggregates`` still differs from the truth: e.g. a resent copy whose first copy
+    the stream had forgotten and which then arrived late (``duplicate``).
     """
     truth = _truth_pairs(parsed, batch, spec, days)
-    rebuilt = _stream_pairs(parsed, stream, spec, days)
+    rebuilt = _stream_pairs(parsed, stream, spec, days, fold_late)
     truth_only = truth.join(rebuilt.select(*PAIR), PAIR, "left_anti")
     stream_only = rebuilt.join(truth.select(*PAIR), PAIR, "left_anti")
     missing = _explained(

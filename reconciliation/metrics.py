@@ -34,12 +34,7 @@ def explained_diff(diff: DataFrame, explanations: DataFrame) -> DataFrame:
     )
 
 
-def currency_figures(windows: DataFrame, corrected_diff: DataFrame, late: DataFrame) -> list[CurrencyReconciliation]:
-    """One ``CurrencyReconciliation`` per currency seen on either side or in the side output.
-
-    ``windows``: ``explained_diff`` rows; ``corrected_diff``: ``diff_windows(truth, corrected)``;
-    ``late``: the distinct late events in scope (``currency, amount, lateness_seconds``).
-    """
+def _by_currency(windows: DataFrame) -> dict[str, dict]:
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     rel = F.abs(F.col("amount_delta")) / F.abs(F.col("truth_amount"))
     rows = windows.groupBy("currency").agg(
@@ -57,47 +52,69 @@ def currency_figures(windows: DataFrame, corrected_diff: DataFrame, late: DataFr
         F.sum(F.abs("unexplained_events")).alias("unexplained_events"),
         F.sum(F.abs("unexplained_money")).alias("unexplained_money"),
     ).collect()
-    corrected = {
-        r["currency"]: (r["compared"], r["matched"])
-        for r in corrected_diff.groupBy("currency").agg(
-            F.count(F.lit(1)).alias("compared"), F.sum((F.col("status") == "match").cast("long")).alias("matched")
-        ).collect()
-    }
+    return {r["currency"]: r.asDict() for r in rows}
+
+
+class _Figures:
+    """Typed access to one currency's aggregated row (absent row or null: zero)."""
+
+    def __init__(self, row: dict | None) -> None:
+        self.row = row or {}
+
+    def count(self, name: str) -> int:
+        value = self.row.get(name)
+        return 0 if value is None else int(value)
+
+    def money(self, name: str) -> Decimal:
+        value = self.row.get(name)
+        return Decimal(0) if value is None else Decimal(value)
+
+    def explained(self) -> tuple[Explanation, ...]:
+        return tuple(
+            Explanation(reason, self.count(f"{reason}_events"), self.money(f"{reason}_money"))
+            for reason in REASONS
+            if self.count(f"{reason}_events") or self.money(f"{reason}_money")
+        )
+
+
+def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: DataFrame) -> list[CurrencyReconciliation]:
+    """One ``CurrencyReconciliation`` per currency seen on either side or in the side output.
+
+    ``windows``: ``explained_diff`` of the stream; ``corrected_windows``: the same for
+    ``corrected_aggregates``; ``late``: the distinct late events in scope (``currency, amount,
+    lateness_seconds``).
+    """
+    streamed, corrected = _by_currency(windows), _by_currency(corrected_windows)
     late_by_currency: dict[str, list] = {}
     for row in late.select("currency", "amount", "lateness_seconds").collect():
         late_by_currency.setdefault(row["currency"], []).append(row)
-    by_currency = {r["currency"]: r for r in rows}
     out = []
-    for currency in sorted(set(by_currency) | set(late_by_currency) | set(corrected)):
-        r = by_currency.get(currency)
+    for currency in sorted(set(streamed) | set(corrected) | set(late_by_currency)):
+        f, c = _Figures(streamed.get(currency)), _Figures(corrected.get(currency))
         lates = late_by_currency.get(currency, [])
-        compared, matched = corrected.get(currency, (0, 0))
-        money = lambda name: Decimal(0) if r is None or r[name] is None else Decimal(r[name])
-        count = lambda name: 0 if r is None or r[name] is None else int(r[name])
         out.append(
             CurrencyReconciliation(
                 currency=currency,
-                windows_compared=count("compared"),
-                status_counts={s: count(s) for s in DIFF_STATUSES},
-                truth_events=count("truth_events"),
-                stream_events=count("stream_events"),
-                truth_amount=money("truth_amount"),
-                stream_amount=money("stream_amount"),
-                total_abs_error=money("abs_error"),
-                max_rel_error=None if r is None or r["max_rel"] is None else Decimal(r["max_rel"]),
+                windows_compared=f.count("compared"),
+                status_counts={s: f.count(s) for s in DIFF_STATUSES},
+                truth_events=f.count("truth_events"),
+                stream_events=f.count("stream_events"),
+                truth_amount=f.money("truth_amount"),
+                stream_amount=f.money("stream_amount"),
+                total_abs_error=f.money("abs_error"),
+                max_rel_error=None if f.row.get("max_rel") is None else Decimal(f.row["max_rel"]),
                 late_events=len(lates),
                 late_amount=sum((Decimal(x["amount"]) for x in lates), Decimal(0)),
                 lateness=Lateness.of([Decimal(x["lateness_seconds"]) for x in lates]),
-                explained=tuple(
-                    Explanation(reason, count(f"{reason}_events"), money(f"{reason}_money"))
-                    for reason in REASONS
-                    if count(f"{reason}_events") or money(f"{reason}_money")
-                ),
-                unexplained_windows=count("unexplained_windows"),
-                unexplained_events=count("unexplained_events"),
-                unexplained_money=money("unexplained_money"),
-                corrected_windows_compared=compared,
-                corrected_windows_matched=matched,
+                explained=f.explained(),
+                unexplained_windows=f.count("unexplained_windows"),
+                unexplained_events=f.count("unexplained_events"),
+                unexplained_money=f.money("unexplained_money"),
+                corrected_windows_compared=c.count("compared"),
+                corrected_windows_matched=c.count("match"),
+                corrected_explained=c.explained(),
+                corrected_unexplained_events=c.count("unexplained_events"),
+                corrected_unexplained_money=c.money("unexplained_money"),
             )
         )
     return out

@@ -135,11 +135,13 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
             "unexplained_events": c.unexplained_events,
             "unexplained_amount": c.unexplained_money,
             "corrected_equals_truth": c.corrected_equals_truth,
+            "corrected_unexplained_events": c.corrected_unexplained_events,
+            "corrected_unexplained_amount": c.corrected_unexplained_money,
         }
         explained = {e.reason: e for e in c.explained}
         for reason in REASONS:
-            row[f"{reason}_events"] = explained[reason].events if reason in explained else 0
-            row[f"{reason}_amount"] = explained[reason].money if reason in explained else Decimal(0)
+            row[f"explained_{reason}_events"] = explained[reason].events if reason in explained else 0
+            row[f"explained_{reason}_amount"] = explained[reason].money if reason in explained else Decimal(0)
         rows.append(row)
     types = {
         "recorded_at": pa.timestamp("us", tz="UTC"), "date_from": pa.date32(), "date_to": pa.date32(),
@@ -222,11 +224,12 @@ def reconcile(
         corrected = fold_late_events(stream_all, late_all, spec).where(scope).persist()
     else:
         corrected = fold_late_events(stream, late_all.where(scope), spec).persist()
-    corrected_diff = diff_windows(truth, corrected, tolerance)
+    folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True)
+    corrected_windows = explained_diff(diff_windows(truth, corrected, tolerance), folded)
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
     corrections = window_corrections(stream, corrected).persist()
 
-    figures = currency_figures(windows, corrected_diff, late_in_scope)
+    figures = currency_figures(windows, corrected_windows, late_in_scope)
     result = Reconciliation(
         run_id=run_id,
         against=against,

@@ -86,6 +86,10 @@ def render_text(result: Reconciliation) -> str:
             f"match the truth in {c.corrected_windows_matched:,} of {c.corrected_windows_compared:,} windows"
         )
         lines.append(f"    stream + side output (corrected_aggregates) {verdict}")
+        for e in c.corrected_explained:
+            lines.append(f"      still differing by {e.reason}: {e.events:+,} events, {e.money:+,}")
+        if c.corrected_unexplained_events or c.corrected_unexplained_money:
+            lines.append(f"      unexplained: {c.corrected_unexplained_events:,} events, {c.corrected_unexplained_money:,}")
     if result.largest_gaps:
         lines.append("  largest gaps (truth - stream):")
         for g in result.largest_gaps:

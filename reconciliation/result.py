@@ -75,6 +75,9 @@ class CurrencyReconciliation:
     unexplained_money: Decimal
     corrected_windows_compared: int
     corrected_windows_matched: int
+    corrected_explained: tuple[Explanation, ...] = ()
+    corrected_unexplained_events: int = 0
+    corrected_unexplained_money: Decimal = Decimal(0)
 
     @property
     def windows_matched(self) -> int:
@@ -132,7 +135,8 @@ class Reconciliation:
 
     @property
     def unexplained_events(self) -> int:
-        return sum(c.unexplained_events for c in self.currencies)
+        """Events neither side's records account for, in the stream's or the corrected figures."""
+        return sum(c.unexplained_events + c.corrected_unexplained_events for c in self.currencies)
 
     @property
     def corrected_equals_truth(self) -> bool:
@@ -142,8 +146,12 @@ class Reconciliation:
         """Why the unexplained gap is over the threshold (empty: within it)."""
         found = []
         for c in self.currencies:
-            if c.unexplained_money > max_unexplained_money:
-                found.append(f"{c.currency}: unexplained money {c.unexplained_money} exceeds {max_unexplained_money}")
-            if c.unexplained_events > max_unexplained_events:
-                found.append(f"{c.currency}: {c.unexplained_events} unexplained events exceed {max_unexplained_events}")
+            for what, events, money in (
+                ("stream", c.unexplained_events, c.unexplained_money),
+                ("corrected", c.corrected_unexplained_events, c.corrected_unexplained_money),
+            ):
+                if money > max_unexplained_money:
+                    found.append(f"{c.currency} {what}: unexplained money {money} exceeds {max_unexplained_money}")
+                if events > max_unexplained_events:
+                    found.append(f"{c.currency} {what}: {events} unexplained events exceed {max_unexplained_events}")
         return found
