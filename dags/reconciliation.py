@@ -62,7 +62,7 @@ def reconciliation():
         application=str(SPARK_JOBS / "reconcile_job.py"),
         conn_id="spark_default",
         name="lklab-reconcile",
-        application_args=["--date", RECONCILED_DAY, "--against", "speed", "--max-unexplained", "{{ params.max_unexplained }}"],
+        application_args=["--date", RECONCILED_DAY, "--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"],
         conf=SPARK_CONF,
         jars=SPARK_JARS,
         outlets=[recon_runs],

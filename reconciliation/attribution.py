@@ -12,8 +12,8 @@ sent to the side output for that window, is one it aggregated. Comparing the two
 * ``dead_letter``: one side dead-lettered a line the other counted;
 * ``unread``: the line lies beyond the log position one side had read (the stream's frontier,
   or the segment the batch recorded);
-* ``moved``: both sides counted the line, in different windows (session windows whose
-  boundaries the late events changed).
+* ``moved``: both sides counted the line, in different windows (session windows: the stream
+  had closed a session before the event that would have merged it with the next arrived).
 
 A contribution the truth has and the stream lacks adds ``+1`` event and ``+amount`` to the
 window's ``truth - stream`` delta; the reverse subtracts. Per window, the delta minus the sum
@@ -33,7 +33,7 @@ from shared.events import parse_events, valid_events
 from shared.log_source import SOURCE_NAME
 from shared.partitions import DayRange
 from shared.speed import WINDOW_KEY
-from shared.windows import WindowSpec, assign_windows
+from shared.windows import KEY_COLUMNS, WindowSpec, assign_windows
 
 __all__ = ["REASONS", "LineRecords", "explain_windows", "parsed_log"]
 
@@ -48,12 +48,14 @@ class LineRecords:
 
     ``duplicates`` / ``dead_letters`` / ``late``: frames with at least ``segment, line_number``
     (``late`` is empty for the batch side). ``last_segment``: the last segment the side read.
+    ``windows``: the stream's session windows (``WINDOW_KEY``), needed with session windows only.
     """
 
     last_segment: int
     duplicates: DataFrame
     dead_letters: DataFrame
     late: DataFrame | None = None
+    windows: DataFrame | None = None
 
 
 def parsed_log(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
@@ -77,6 +79,32 @@ def _contributions(events: DataFrame, spec: WindowSpec, days: DayRange) -> DataF
     )
 
 
+def _stream_sessions(aggregated: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
+    """Each aggregated line in the stream session whose events span ``[start, end - gap]`` holds it.
+
+    A stream closes a session once the watermark passes its end; an event that would have
+    bridged it to the next arrives late, so the stream may hold two sessions where the batch
+    holds one, even overlapping as intervals. Their event spans never overlap (any event inside
+    a closed session's span is late), so each line belongs to exactly one.
+    """
+    sessions = stream.windows.select(
+        *KEY_COLUMNS, F.col("window_start").alias("_start"), F.col("window_end").alias("_end")
+    )
+    inside = [aggregated[k] == sessions[k] for k in KEY_COLUMNS] + [
+        aggregated["event_time"] >= sessions["_start"],
+        F.unix_micros(aggregated["event_time"]) <= F.unix_micros(sessions["_end"]) - F.lit(spec.gap),
+    ]
+    placed = aggregated.join(sessions, inside, "left").select(
+        *[aggregated[c] for c in aggregated.columns], sessions["_start"].alias("window_start"), sessions["_end"].alias("window_end")
+    )
+    # A line no session spans is one the stream lost: it still counts on the stream side in
+    # a session of its own, so the loss shows as unexplained.
+    lost = F.col("window_start").isNull()
+    placed = placed.withColumn("window_end", F.when(lost, F.timestamp_micros(F.unix_micros("event_time") + F.lit(spec.gap))).otherwise(F.col("window_end")))
+    placed = placed.withColumn("window_start", F.coalesce("window_start", "event_time"))
+    return placed.where(days.contains(F.col("window_start"))).select(*PAIR, "account_id", "currency", "amount")
+
+
 def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
     events = (
         parsed.where(F.col("segment") <= batch.last_segment)
@@ -97,9 +125,7 @@ def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days
     if fold_late:
         return _contributions(accepted, spec, days)
     if spec.kind == "session":
-        # A late event never joined a session: the sessions are those of the others.
-        aggregated = accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti")
-        return _contributions(aggregated, spec, days)
+        return _stream_sessions(accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days)
     late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
     return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")
 

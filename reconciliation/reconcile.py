@@ -216,6 +216,7 @@ def reconcile(
         _frame(tables, f"{prefix}duplicate_events", line_schema),
         _frame(tables, f"{prefix}dead_letter", line_schema),
         late_all,
+        stream_all.select(*WINDOW_KEY),
     )
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     windows = explained_diff(diff_windows(truth, stream, tolerance), explanations).persist()

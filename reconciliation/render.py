@@ -74,8 +74,9 @@ def render_text(result: Reconciliation) -> str:
             f"  {c.currency}: {c.windows_compared:,} windows ({statuses}); exact-match rate {_rate(c.exact_match_rate)}",
             f"    money: truth {c.truth_amount:,} vs stream {c.stream_amount:,} (completeness {_rate(c.completeness)}); "
             f"total abs error {c.total_abs_error:,}; max relative error {_rate(None if c.max_rel_error is None else float(c.max_rel_error))}",
-            f"    side output: {c.late_events:,} late events, {c.late_amount:,}; lateness p50 {c.lateness.p50} s, "
-            f"p99 {c.lateness.p99} s, p99.9 {c.lateness.p99_9} s, max {c.lateness.max} s",
+            f"    side output: {c.late_events:,} late events, {c.late_amount:,}"
+            + (f"; lateness p50 {c.lateness.p50} s, p99 {c.lateness.p99} s, p99.9 {c.lateness.p99_9} s, max {c.lateness.max} s"
+               if c.late_events else ""),
         ]
         for e in c.explained:
             lines.append(f"    explained by {e.reason}: {e.events:+,} events, {e.money:+,}")

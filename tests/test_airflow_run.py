@@ -110,10 +110,17 @@ def test_dags_test_reconciles_the_logical_date_after_the_batch(dags_test):
 
 
 def assert_reconciled(lake: Path) -> None:
-    """``reconcile_job`` recorded a run for ``DAY`` against the speed layer."""
+    """``reconcile_job`` recorded a run for ``DAY`` against the speed layer, every gap explained."""
     runs = table(lake, "recon_runs").to_pylist()
-    assert len(runs) >= 1
-    assert str(DAY) in json.dumps(runs, default=str)
+    assert runs
+    assert {(r["date_from"], r["date_to"], r["against"]) for r in runs} == {(DAY, DAY, "speed")}
+    assert sum(r["windows_compared"] for r in runs) > 0
+    for r in runs:
+        assert (r["unexplained_events"], r["unexplained_amount"]) == (0, 0), r
+        assert (r["corrected_unexplained_events"], r["corrected_unexplained_amount"]) == (0, 0), r
+    diffs = table(lake, "recon_diffs")
+    assert set(diffs["run_id"].to_pylist()) == {r["run_id"] for r in runs}
+    assert diffs.num_rows == sum(r["windows_compared"] for r in runs)
 
 
 class Api:
