@@ -135,6 +135,6 @@ def test_templated_arguments(dagbag):
         "--replace",
     ]
     reconcile = args("reconciliation", "reconcile")
-    assert reconcile[2:] == ["--against", "speed", "--max-unexplained", "{{ params.max_unexplained }}"]
+    assert reconcile[2:] == ["--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"]
     params = dagbag.dags["kappa_replay"].params
     assert (params["watermark_delay"], params["allowed_lateness"]) == ("1m", "0s")
