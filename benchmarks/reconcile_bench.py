@@ -1,141 +1,204 @@
-"""Window diff of two 1,000,000-row aggregate tables: the lab against datacompy, same process.
+"""Reconciliation of two ~1,000,000-row aggregate tables: the lab against datacompy, same process.
 
-Both sides get the same pair, written as Delta tables: ``truth`` (random windows, accounts,
-currencies and exact decimal totals) and ``stream`` = truth with 1% of the windows missing, 1%
-changed by one event and 0.5% extra. datacompy's ``PandasCompare`` (join on the window key,
-exact) runs on the two tables already loaded into pandas (loading excluded). The lab's side is
-timed from the Delta tables on disk: ``diff_windows`` (full outer join, statuses, deltas under
-the tolerance rule) and ``currency_figures`` (per-currency counts, money, errors), the part of
-``lklab reconcile`` that does not read the log. The line-by-line attribution needs the log
-and is measured by ``lklab reconcile`` on a real lake instead (see the README).
+The pair is ``batch_truth`` and ``speed_aggregates`` of one lake (``stream_from_truth``): a
+``billing`` log with many accounts and 1-minute tumbling windows, the batch recompute run short
+of the log's end, and speed-layer tables derived from the log with known late events, retries
+counted beyond the dedup horizon and unread segments. Three timings on that pair:
 
-    .venv/bin/python benchmarks/reconcile_bench.py [ROWS]
+* datacompy: ``PandasCompare(truth, stream, join_columns=<window key>, abs_tol=0, rel_tol=0)``
+  and its ``report()``. Timed from the Delta tables on disk: loading them into pandas (delta-rs
+  to Arrow to pandas) is included and also shown apart.
+* the lab's diff: ``diff_windows`` (full outer join, status, deltas under the tolerance rule)
+  and the per-currency figures (``explained_diff``, ``currency_figures``), timed from the same
+  Delta tables (read with the lab's ``Tables``, delta-rs to Arrow to Spark).
+* the lab's full ``reconcile(against="speed")``: the diff plus reading and parsing the whole
+  log, attributing every differing (line, window) pair to a reason, folding the side output into
+  ``corrected_aggregates`` and explaining what still separates it from the truth, corrections,
+  figures, and writing ``recon_diffs``, ``recon_runs``, ``recon_corrections`` and
+  ``corrected_aggregates``.
+
+datacompy compares ``DECIMAL`` amounts after converting them to float (its documented rule);
+the lab compares them exactly. Both diffs must agree on every window's status, and the full
+reconcile must attribute exactly the lines the lake was built with, leaving nothing
+unexplained; the script fails otherwise. A small lake built the same way is run through all
+three first (JVM, JIT, Python workers, imports).
+
+    .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--scratch DIR] [--json-out FILE]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+import pandas as pd
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
-from reconciliation.diff import diff_windows
+from reconciliation.diff import DIFF_STATUSES, diff_windows
 from reconciliation.metrics import currency_figures, explained_diff
+from reconciliation.reconcile import reconcile
+from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
 from shared.config import LabConfig
 from shared.spark_session import spark_session
+from shared.speed import WINDOW_KEY
 from shared.tables import Tables
 
-KEY = ["window_start", "window_end", "account_id", "currency"]
-CURRENCIES = np.array(["EUR", "GBP", "JPY", "USD"])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
+
+NO_EXPLANATIONS = "window_start timestamp, window_end timestamp, account_id string, currency string, reason string, events long, money decimal(38,6)"
+NO_LATE_EVENTS = "currency string, amount decimal(20,6), lateness_seconds decimal(20,6)"
 
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def tables_pair(rows: int, seed: int = 7) -> tuple[pa.Table, pa.Table]:
-    """A truth of ``rows`` distinct windows and a stream that differs from it in known ways."""
-    rng = np.random.default_rng(seed)
-    accounts = 2_000
-    slot = np.arange(rows)
-    starts = np.datetime64("2026-01-05T00:00:00", "us") + (slot // accounts) * np.timedelta64(60, "s")
-    account = np.char.add("acct-", (slot % accounts).astype(str))
-    currency = CURRENCIES[slot % accounts % 4]
-    counts = rng.integers(1, 20, rows)
-    units = rng.integers(-100, 5_000, rows)
-
-    def table(idx: np.ndarray, count: np.ndarray, unit: np.ndarray) -> pa.Table:
-        return pa.table({
-            "window_start": pa.array(starts[idx], pa.timestamp("us", tz="UTC")),
-            "window_end": pa.array(starts[idx] + np.timedelta64(60, "s"), pa.timestamp("us", tz="UTC")),
-            "account_id": account[idx], "currency": currency[idx],
-            "event_count": pa.array(count, pa.int64()),
-            # whole units as DECIMAL(38, 6), the lab's total type
-            "amount_total": pa.array(unit, pa.int64()).cast(pa.decimal128(38, 6)),
-        })
-
-    truth = table(slot, counts, units)
-    fate = rng.random(rows)
-    kept = slot[fate >= 0.01]
-    changed = fate[kept] < 0.02
-    stream_counts = counts[kept] - changed.astype(int)
-    stream_units = units[kept] - np.where(changed, rng.integers(1, 1_000, kept.size), 0)
-    stream = table(kept, stream_counts, stream_units)
-    extra = rows // 200
-    stream_extra = table(slot[:extra], counts[:extra], units[:extra])
-    shifted = np.timedelta64(365, "D")
-    stream_extra = stream_extra.set_column(0, "window_start", pa.array(starts[:extra] - shifted, pa.timestamp("us", tz="UTC")))
-    stream_extra = stream_extra.set_column(1, "window_end", pa.array(starts[:extra] - shifted + np.timedelta64(60, "s"), pa.timestamp("us", tz="UTC")))
-    return truth, pa.concat_tables([stream, stream_extra])
-
-
-def ours(spark, lake: Path) -> tuple[float, dict]:
+def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
+    """Seconds for the diff and per-currency figures from the Delta tables; statuses counted."""
     tables = Tables(spark, lake, "deltalake")
     started = time.perf_counter()
-    truth, stream = tables.read("truth"), tables.read("stream")
-    diff = diff_windows(truth, stream, Tolerance())
-    empty = spark.createDataFrame([], "window_start timestamp, window_end timestamp, account_id string, currency string, reason string, events long, money decimal(38,6)")
-    windows = explained_diff(diff, empty).persist()
-    figures = currency_figures(windows, windows, spark.createDataFrame([], "currency string, amount decimal(20,6), lateness_seconds decimal(20,6)"))
-    windows.unpersist()
+    diff = diff_windows(tables.read("batch_truth"), tables.read("speed_aggregates"), Tolerance())
+    windows = explained_diff(diff, spark.createDataFrame([], NO_EXPLANATIONS)).persist()
+    figures = currency_figures(windows, windows.limit(0), spark.createDataFrame([], NO_LATE_EVENTS))
     seconds = time.perf_counter() - started
-    statuses: dict[str, int] = {}
-    for c in figures:
-        for status, n in c.status_counts.items():
-            statuses[status] = statuses.get(status, 0) + n
-    return seconds, statuses
+    windows.unpersist()
+    return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}
 
 
-def theirs(truth_pd, stream_pd) -> tuple[float, dict]:
+def load_pandas(lake: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    read = lambda name: DeltaTable(str(lake / "tables" / name)).to_pyarrow_dataset().to_table().to_pandas()
+    return read("batch_truth"), read("speed_aggregates")
+
+
+def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float, dict[str, int]]:
+    """Seconds for ``PandasCompare`` and its report; statuses in the lab's vocabulary."""
     from datacompy import PandasCompare
 
     started = time.perf_counter()
-    compare = PandasCompare(truth_pd, stream_pd, join_columns=KEY, abs_tol=0, rel_tol=0)
-    matching = compare.intersect_rows[compare.intersect_rows["event_count_match"] & compare.intersect_rows["amount_total_match"]]
-    result = {
-        "match": len(matching),
-        "value_mismatch": len(compare.intersect_rows) - len(matching),
+    compare = PandasCompare(truth, stream, join_columns=list(WINDOW_KEY), abs_tol=0, rel_tol=0,
+                            df1_name="truth", df2_name="stream")
+    compare.report()
+    seconds = time.perf_counter() - started
+    both = compare.intersect_rows
+    matching = int((both["event_count_match"] & both["amount_total_match"]).sum())
+    return seconds, {
+        "match": matching,
+        "value_mismatch": len(both) - matching,
         "missing_in_stream": len(compare.df1_unq_rows),
         "extra_in_stream": len(compare.df2_unq_rows),
     }
-    compare.report()
+
+
+def lab_reconcile(spark: SparkSession, lake: Path) -> tuple[float, Reconciliation]:
+    started = time.perf_counter()
+    result = reconcile(spark, LabConfig(lake=lake, table_engine="deltalake"), against="speed")
     return time.perf_counter() - started, result
 
 
-def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    with tempfile.TemporaryDirectory() as scratch:
-        lake = Path(scratch)
-        progress(f"building two aggregate tables of about {rows:,} rows")
-        truth, stream = tables_pair(rows)
-        write_deltalake(str(lake / "tables" / "truth"), truth)
-        write_deltalake(str(lake / "tables" / "stream"), stream)
-        spark = spark_session(LabConfig(lake=lake, table_engine="deltalake"), "lklab-reconcile-bench")
-        progress("warm-up (small pair)")
-        small_truth, small_stream = tables_pair(10_000, seed=1)
-        write_deltalake(str(lake / "tables" / "warm_truth"), small_truth)
-        write_deltalake(str(lake / "tables" / "warm_stream"), small_stream)
-        ours(spark, lake)
-        progress("measured: lab diff + figures")
-        our_seconds, our_statuses = ours(spark, lake)
-        progress("measured: datacompy PandasCompare (+ report)")
-        truth_pd = DeltaTable(str(lake / "tables" / "truth")).to_pyarrow_dataset().to_table().to_pandas()
-        stream_pd = DeltaTable(str(lake / "tables" / "stream")).to_pyarrow_dataset().to_table().to_pandas()
-        their_seconds, their_statuses = theirs(truth_pd, stream_pd)
+def explained_events(result: Reconciliation, corrected: bool = False) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in result.currencies:
+        for e in c.corrected_explained if corrected else c.explained:
+            out[e.reason] = out.get(e.reason, 0) + e.events
+    return out
+
+
+def check(result: Reconciliation, built: DerivedLake, ours: dict, theirs: dict) -> list[str]:
+    """What does not agree with the known answer (empty: everything does)."""
+    problems = []
+    if ours != theirs:
+        problems.append(f"the two diffs disagree: lab {ours}, datacompy {theirs}")
+    expected = {
+        "late": built.late_events_read_by_batch,
+        "duplicate": -built.counted_retries_read_by_batch,
+        "unread": -built.stream_lines_beyond_batch,
+    }
+    found = explained_events(result)
+    if {r: n for r, n in found.items() if n} != {r: n for r, n in expected.items() if n}:
+        problems.append(f"attributed events {found}, the lake was built with {expected}")
+    if result.unexplained_events or any(c.unexplained_money or c.corrected_unexplained_money for c in result.currencies):
+        problems.append(f"unexplained events {result.unexplained_events}")
+    return problems
+
+
+def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> dict:
+    built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
+    progress(f"{'measured' if measured else 'warm-up'}: lab diff + per-currency figures")
+    diff_seconds, ours = lab_diff(spark, lake)
+    progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")
+    started = time.perf_counter()
+    truth_pd, stream_pd = load_pandas(lake)
+    load_seconds = time.perf_counter() - started
+    compare_seconds, theirs = datacompy_compare(truth_pd, stream_pd)
+    del truth_pd, stream_pd
+    progress(f"{'measured' if measured else 'warm-up'}: lab full reconcile")
+    reconcile_seconds, result = lab_reconcile(spark, lake)
+    problems = check(result, built, ours, theirs)
+    if problems:
+        raise SystemExit("reconcile_bench: " + "; ".join(problems))
+    datacompy_seconds = load_seconds + compare_seconds
+    return {
+        "lake": built.__dict__,
+        "statuses": ours,
+        "explained_events": explained_events(result),
+        "corrected_explained_events": explained_events(result, corrected=True),
+        "corrected_equals_truth": result.corrected_equals_truth,
+        "unexplained_events": result.unexplained_events,
+        "seconds": {
+            "lab_diff": diff_seconds,
+            "lab_reconcile": reconcile_seconds,
+            "datacompy_load": load_seconds,
+            "datacompy_compare": compare_seconds,
+            "datacompy": datacompy_seconds,
+        },
+        "ratio_datacompy_to_lab_diff": datacompy_seconds / diff_seconds,
+        "ratio_datacompy_to_lab_reconcile": datacompy_seconds / reconcile_seconds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_300_000,
+                        help="events to generate (default 1,300,000: about 1,000,000 windows with 20,000 accounts over 24 h)")
+    parser.add_argument("--accounts", type=int, default=20_000, help="accounts (default 20,000)")
+    parser.add_argument("--scratch", default=None, help="directory for the temporary lakes (default: the system's temp dir)")
+    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.events < 1 or args.accounts < 1:
+        parser.error("--events and --accounts must be at least 1")
+
+    with tempfile.TemporaryDirectory(prefix="reconcile-bench-", dir=args.scratch) as scratch:
+        spark = spark_session(LabConfig(lake=Path(scratch), table_engine="deltalake"), "lklab-reconcile-bench")
+        progress("warm-up: a 20,000-event lake through all three")
+        run(spark, Path(scratch) / "warm", LakeShape(events=20_000, accounts=500, span_hours=2, unread_segments=5), measured=False)
+        progress(f"building the measured lake: {args.events:,} events, {args.accounts:,} accounts")
+        figures = run(spark, Path(scratch) / "lake", LakeShape(events=args.events, accounts=args.accounts), measured=True)
         spark.stop()
-    print(f"pair: truth {truth.num_rows:,} rows, stream {stream.num_rows:,} rows")
-    print(f"statuses (lab):       {our_statuses}")
-    print(f"statuses (datacompy): {their_statuses}")
-    assert our_statuses == their_statuses, "the two diffs disagree"
-    print(f"lab diff + per-currency figures (Spark, from Delta): {our_seconds:7.1f}s")
-    print(f"datacompy PandasCompare + report (from pandas):    {their_seconds:7.1f}s")
-    print(f"ratio datacompy / lab (time): {their_seconds / our_seconds:.2f}x")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(figures, indent=2, default=str) + "\n")
+
+    lake, s = figures["lake"], figures["seconds"]
+    print(f"lake: {lake['lines']:,} log lines in {lake['segments']:,} segments; batch read 1..{lake['batch_last_segment']:,}")
+    print(f"pair: batch_truth {lake['truth_windows']:,} rows, speed_aggregates {lake['stream_windows']:,} rows")
+    print(f"statuses (lab = datacompy): {figures['statuses']}")
+    print(f"attributed events by reason: {figures['explained_events']}; unexplained: {figures['unexplained_events']}")
+    print(f"corrected_aggregates equals truth: {figures['corrected_equals_truth']} "
+          f"(still separated by {figures['corrected_explained_events']})")
+    print(f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
+          f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)")
+    print(f"lab diff + per-currency figures, from Delta:   {s['lab_diff']:7.1f}s")
+    print(f"lab full reconcile (diff, attribution of every line, fold, writes): {s['lab_reconcile']:7.1f}s")
+    print(f"ratio datacompy / lab diff (time):       {figures['ratio_datacompy_to_lab_diff']:.2f}x")
+    print(f"ratio datacompy / lab reconcile (time):  {figures['ratio_datacompy_to_lab_reconcile']:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
