@@ -20,6 +20,7 @@ from shared.durations import parse_duration
 __all__ = ["main"]
 
 USAGE, FAILURE, UNHEALTHY = 2, 1, 3
+DEFAULT_DELAYS, DEFAULT_LATENESS = "30s,5m", "0,30m"
 
 
 class UsageError(Exception):
@@ -71,17 +72,32 @@ def _command(sub, name: str, summary: str, example: str) -> argparse.ArgumentPar
     )
 
 
-def _add_generate_options(parser: argparse.ArgumentParser, events_default: int) -> None:
+def _add_compare_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("comparison")
+    group.description = (
+        "--watermark-delay and --allowed-lateness take comma-separated lists to sweep here "
+        f"(default {DEFAULT_DELAYS} and {DEFAULT_LATENESS})"
+    )
+    group.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1)")
+    group.add_argument("--name", help="report name: <lake>/reports/NAME/ (default compare-<UTC time>)")
+
+
+def _add_generate_options(
+    parser: argparse.ArgumentParser, events_default: int, *, span: str = "6h", segment_interval: str = "1m", scenario: str | None = "billing"
+) -> None:
     from lklab.scenarios import SCENARIOS
 
-    parser.add_argument("--scenario", default="billing", help=f"{' | '.join(SCENARIOS)} (default billing)")
+    if scenario is None:
+        parser.add_argument("--scenario", help=f"generate this scenario first: {' | '.join(SCENARIOS)} (default: use the lake's log)")
+    else:
+        parser.add_argument("--scenario", default=scenario, help=f"{' | '.join(SCENARIOS)} (default {scenario})")
     parser.add_argument("--events", type=int, default=events_default, help=f"number of real events (default {events_default:,})")
     parser.add_argument("--seed", type=int, default=7, help="random seed: the same seed writes the same log (default 7)")
-    parser.add_argument("--span", default="6h", help="event-time span of the traffic (default 6h)")
+    parser.add_argument("--span", default=span, help=f"event-time span of the traffic (default {span})")
     parser.add_argument("--accounts", type=int, default=40, help="number of accounts (default 40)")
     parser.add_argument("--duplicate-rate", type=float, default=0.01, help="share of events resent by a retry (default 0.01)")
     parser.add_argument("--malformed-rate", type=float, default=0.001, help="share of extra malformed lines (default 0.001)")
-    parser.add_argument("--segment-interval", default="1m", help="ingest time covered by one log segment (default 1m)")
+    parser.add_argument("--segment-interval", default=segment_interval, help=f"ingest time covered by one log segment (default {segment_interval})")
     parser.add_argument("--overwrite", action="store_true", help="replace the lake's existing log and tables")
 
 
@@ -179,11 +195,70 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    sweep = _sweep(args)
     config = _config(args)
     manifest_file = config.lake / "generator" / "manifest.json"
     args.overwrite = args.overwrite or manifest_file.is_file()
     _generate(args, config)
-    return _run_batch(config)
+    return _compare(args, config, args.scenario, sweep)
+
+
+def _sweep(args: argparse.Namespace) -> tuple[str, str]:
+    """Take the swept lists off ``args`` so the configuration sees single values only."""
+    delays, lateness = args.watermark_delay or DEFAULT_DELAYS, args.allowed_lateness or DEFAULT_LATENESS
+    args.watermark_delay = args.allowed_lateness = None
+    return delays, lateness
+
+
+def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tuple[str, str]) -> int:
+    import datetime as dt
+
+    from lklab.experiment import ComparisonPlan, run_comparison
+    from lklab.report import write_report
+    from shared.spark_session import spark_session
+
+    name = args.name or dt.datetime.now(dt.timezone.utc).strftime("compare-%Y%m%d-%H%M%S")
+    try:
+        plan = ComparisonPlan(
+            name=name,
+            watermark_delays=tuple(v.strip() for v in sweep[0].split(",") if v.strip()),
+            allowed_lateness=tuple(v.strip() for v in sweep[1].split(",") if v.strip()),
+            segments_per_batch=args.segments_per_batch,
+        )
+        from spark_jobs.replay_job import replay_prefix
+
+        replay_prefix(name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    _progress(f"starting Spark ({config.spark_master}); {len(plan.configurations())} configurations to run")
+    spark = spark_session(config, f"lklab-compare-{name}")
+    try:
+        report = run_comparison(spark, config, plan, source=source, progress=_progress)
+    finally:
+        spark.stop()
+    files = write_report(report, Path(config.lake) / "reports" / name)
+    print(f"report: {files.html}")
+    print(f"summary: {files.summary_json}, {files.summary_md}; audit: {files.audit_csv}")
+    for result in report.results:
+        r = result.reconciliation
+        wrong = result.error_series[-1].windows_wrong if result.error_series else 0
+        print(
+            f"  {result.configuration.label}: {r.windows_exact:,}/{r.windows_compared:,} windows exact at the end, "
+            f"{wrong:,} wrong after the last step; side output {result.late.side_output_events:,}, "
+            f"absorbed {result.late.absorbed_events:,}; unexplained {r.unexplained_windows}"
+        )
+    unexplained = sum(r.reconciliation.unexplained_windows for r in report.results)
+    return UNHEALTHY if unexplained else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    sweep = _sweep(args)
+    config = _config(args)
+    if args.scenario:
+        args.overwrite = True
+        _generate(args, config)
+        return _compare(args, config, args.scenario, sweep)
+    return _compare(args, config, str(Path(config.lake).resolve()), sweep)
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -307,10 +382,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    demo = _command(sub, "demo", "Generate a scenario and run the batch truth over it (the main job).", "lklab demo --events 200000")
+    demo = _command(
+        sub, "demo", "Generate a scenario and compare Lambda and Kappa over it (the main job); prints where the report is.",
+        "lklab demo",
+    )
     _common(demo)
-    _add_generate_options(demo, 200_000)
+    _add_generate_options(demo, 3_000, span="2h", segment_interval="10m")
+    _add_compare_options(demo)
     demo.set_defaults(handler=cmd_demo)
+
+    compare = _command(
+        sub, "compare", "Lambda vs Kappa on one log: sweep watermark delays and allowed lateness, write the report.",
+        "lklab compare --scenario billing --events 20000 --watermark-delay 10s,1m,10m --allowed-lateness 0,1h",
+    )
+    _common(compare)
+    _add_generate_options(compare, 3_000, span="2h", segment_interval="10m", scenario=None)
+    _add_compare_options(compare)
+    compare.set_defaults(handler=cmd_compare)
 
     generate = _command(
         sub, "generate", "Write a deterministic scenario log and its ground truth.",
