@@ -17,7 +17,7 @@ def lklab(*args, cwd=None, env=None):
     return subprocess.run([LKLAB, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
 
 
-@pytest.mark.parametrize("command", ["demo", "generate", "ingest", "batch"])
+@pytest.mark.parametrize("command", ["demo", "compare", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health"])
 def test_every_command_explains_itself_with_an_example(command):
     result = lklab(command, "--help")
     assert result.returncode == 0
@@ -33,6 +33,11 @@ def test_every_command_explains_itself_with_an_example(command):
         (["generate", "--span", "forever"], "span: 'forever' is not a duration"),
         (["ingest", "no-such-file.jsonl"], "no such file: no-such-file.jsonl"),
         (["batch", "--table-engine", "csv"], "valid: auto, deltalake, delta-spark"),
+        (["batch", "--date", "2026-02-30"], "2026-02-30"),
+        (["compare", "--watermark-delay", "10s,soon"], "'soon' is not a duration"),
+        (["reconcile", "--against", "kappa"], "use 'speed' or 'kappa:<RUN>'"),
+        (["reconcile", "--abs-tol", "-1"], "abs-tol"),
+        (["replay", "--name", "../x"], "replay name '../x'"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
