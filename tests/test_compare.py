@@ -19,7 +19,7 @@ SECOND = 1_000_000
 @pytest.fixture(scope="module")
 def compared(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("compare")
-    generate(GeneratorParams(events=400, span=30 * 60 * SECOND, accounts=6, segment_interval=120 * SECOND, duplicate_rate=0.02), lake)
+    generate(GeneratorParams(events=400, span=30 * 60 * SECOND, accounts=6, segment_interval=300 * SECOND, duplicate_rate=0.02), lake)
     config = load_config(None, {"lake": str(lake), "table-engine": "deltalake", "dedup-horizon": "30m"}, environ={})
     plan = ComparisonPlan(name="t", watermark_delays=("20s",), allowed_lateness=("10m",))
     stages = []

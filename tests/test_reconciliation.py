@@ -18,6 +18,7 @@ stream and its truth part:
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from datetime import date, datetime, timedelta, timezone
@@ -207,11 +208,11 @@ def test_rerun_on_unchanged_inputs_leaves_tables_identical(spark, known):
 
 
 @pytest.mark.slow
-def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path):
-    write_log(tmp_path)
+def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, known):
+    # The known lake's stream (all 9 segments), with the batch refreshed to the log's end too.
+    shutil.copytree(known[0], tmp_path, dirs_exist_ok=True)
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
-    run_speed(spark, config, available_now=True)
-    run_batch(spark, config, DAY)
+    run_batch(spark, config, DAY, refresh=True)
     # A stream that lost a row nobody recorded as late, duplicate or dead.
     DeltaTable(str(tmp_path / "tables" / "speed_aggregates")).delete(f"window_start = '{BASE + timedelta(seconds=80):%Y-%m-%d %H:%M:%S}'")
     result = reconcile(spark, config, DAY)

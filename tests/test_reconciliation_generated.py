@@ -44,7 +44,7 @@ def test_generated_scenario_is_fully_explained(spark, tmp_path, kind):
     params = GeneratorParams(events=400, span=30 * 60 * SECOND, accounts=6, segment_interval=120 * SECOND, duplicate_rate=0.05, malformed_rate=0.01)
     generate(params, tmp_path)
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **CASES[kind]}, environ={})
-    run_speed(spark, config, available_now=True, segments_per_batch=2)
+    run_speed(spark, config, available_now=True, segments_per_batch=3)
     run_batch(spark, config)
     result = reconcile(spark, config)
 
