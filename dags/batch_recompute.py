@@ -28,6 +28,8 @@ SPARK_CONF = {"spark.pyspark.python": sys.executable}
 # delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
 # executors have them on their classpaths from the start.
 SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
+# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
+DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
 
 batch_truth = Asset("batch_truth")
 
@@ -52,6 +54,7 @@ def batch_recompute():
         application_args=["--date", "{{ ds }}"],
         conf=SPARK_CONF,
         jars=SPARK_JARS,
+        driver_memory=DRIVER_MEMORY,
         outlets=[batch_truth],
         execution_timeout=timedelta(hours=2),
     )

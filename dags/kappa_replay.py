@@ -22,6 +22,8 @@ SPARK_CONF = {"spark.pyspark.python": sys.executable}
 # delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
 # executors have them on their classpaths from the start.
 SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
+# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
+DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
 replay_runs = Asset("replay_runs")
@@ -58,6 +60,7 @@ def kappa_replay():
         ],
         conf=SPARK_CONF,
         jars=SPARK_JARS,
+        driver_memory=DRIVER_MEMORY,
         outlets=[replay_runs],
         execution_timeout=timedelta(hours=4),
     )

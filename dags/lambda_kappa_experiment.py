@@ -31,6 +31,8 @@ SPARK_CONF = {"spark.pyspark.python": sys.executable}
 # delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
 # executors have them on their classpaths from the start.
 SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
+# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
+DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
 STREAM_SETTINGS = [
@@ -49,6 +51,7 @@ def spark_step(task_id: str, job: str, *args: str) -> SparkSubmitOperator:
         application_args=["--lake", "{{ params.lake }}", *args],
         conf=SPARK_CONF,
         jars=SPARK_JARS,
+        driver_memory=DRIVER_MEMORY,
         trigger_rule="none_failed",
     )
 

@@ -29,6 +29,8 @@ SPARK_CONF = {"spark.pyspark.python": sys.executable}
 # delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
 # executors have them on their classpaths from the start.
 SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
+# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
+DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
 
 batch_truth = Asset("batch_truth")
 recon_runs = Asset("recon_runs")
@@ -65,6 +67,7 @@ def reconciliation():
         application_args=["--date", RECONCILED_DAY, "--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"],
         conf=SPARK_CONF,
         jars=SPARK_JARS,
+        driver_memory=DRIVER_MEMORY,
         outlets=[recon_runs],
         execution_timeout=timedelta(hours=1),
     )

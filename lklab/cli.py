@@ -52,6 +52,8 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--allowed-lateness", help="how long after the watermark a window still takes events (default 0s)")
         group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
+        group.add_argument("--driver-memory", help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
+                           "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)")
         group.add_argument("--table-engine", help="auto | deltalake | delta-spark (default auto)")
 
 

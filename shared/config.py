@@ -15,6 +15,7 @@ valid ones.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -45,6 +46,7 @@ class LabConfig:
     allowed_lateness: int = 0
     dedup_horizon: int = parse_duration("1h")
     spark_master: str = "local[2]"
+    driver_memory: str = "4g"
     table_engine: str = "auto"
 
     @property
@@ -72,6 +74,7 @@ _DURATIONS = {
     "allowed_lateness",
     "dedup_horizon",
 }
+_MEMORY = re.compile(r"[1-9][0-9]*[kmgtKMGT]")
 SETTINGS = tuple(f.name.replace("_", "-") for f in fields(LabConfig))
 
 
@@ -86,6 +89,8 @@ def _coerce(name: str, value: Any) -> Any:
         return Path(str(value)).expanduser()
     if name == "window_kind" and value not in WINDOW_KINDS:
         raise ConfigError(f"window-kind: {value!r} is not valid; valid: {', '.join(WINDOW_KINDS)}")
+    if name == "driver_memory" and not (isinstance(value, str) and _MEMORY.fullmatch(value)):
+        raise ConfigError(f"driver-memory: {value!r} is not a JVM memory size; valid: a whole number and k, m, g or t, e.g. 4g")
     if name == "table_engine" and value not in TABLE_ENGINES:
         raise ConfigError(f"table-engine: {value!r} is not valid; valid: {', '.join(TABLE_ENGINES)}")
     if not isinstance(value, str) or not value:

@@ -30,7 +30,8 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        builder = builder.master(config.spark_master)
+        # This process starts the JVM: its heap is ours to size (under spark-submit it is not).
+        builder = builder.master(config.spark_master).config("spark.driver.memory", config.driver_memory)
     builder = (
         builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)

@@ -12,6 +12,7 @@ def test_defaults(tmp_path, monkeypatch):
     assert config == LabConfig()
     assert config.window == TumblingWindows(60_000_000)
     assert config.lake == Path("lake")
+    assert config.driver_memory == "4g"
 
 
 def test_file_then_environment_then_flags(tmp_path):
@@ -40,6 +41,8 @@ def test_config_file_from_environment(tmp_path):
         ({"window-kind": "sliding", "window-size": "1m", "window-slide": "2m"}, "must not exceed window-size"),
         ({"table-engine": "parquet"}, "valid: auto, deltalake, delta-spark"),
         ({"watermark-delay": "soon"}, "watermark-delay"),
+        ({"driver-memory": "4GB"}, "driver-memory: '4GB' is not a JVM memory size"),
+        ({"driver-memory": "0g"}, "driver-memory"),
     ],
 )
 def test_invalid_values_name_what_is_valid(overrides, message):
