@@ -208,20 +208,32 @@ class Tables:
         return True
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
-        """The table (at ``version``, for time travel) as a Spark DataFrame."""
+        """The table (at ``version``, for time travel) as a Spark DataFrame.
+
+        delta-spark reads it itself. With delta-rs, Spark reads the snapshot's Parquet files
+        directly when that returns exactly the table and the files are big
+        (``_plain_parquet_files``), else delta-rs reads it and hands Spark the Arrow data.
+        """
         if self.engine == "delta-spark":
             reader = self.spark.read.format("delta")
             if version is not None:
                 reader = reader.option("versionAsOf", version)
             return reader.load(str(self.path(name)))
-        return self.spark.createDataFrame(self.read_arrow(name, version))
+        table = self._delta(name, version)
+        files = _plain_parquet_files(table)
+        if files:
+            return self.spark.read.parquet(*files)
+        return self.spark.createDataFrame(table.to_pyarrow_dataset().to_table())
 
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""
+        # to_pyarrow_dataset: to_pyarrow_table can abort the interpreter at exit (seen in plain python).
+        return self._delta(name, version).to_pyarrow_dataset().to_table()
+
+    def _delta(self, name: str, version: int | None) -> DeltaTable:
         if not self.exists(name):
             raise FileNotFoundError(f"table {name} does not exist under {self.root}")
-        # to_pyarrow_dataset: to_pyarrow_table can abort the interpreter at exit (seen in plain python).
-        return DeltaTable(str(self.path(name)), version=version).to_pyarrow_dataset().to_table()
+        return DeltaTable(str(self.path(name)), version=version)
 
     @contextmanager
     def _spark_txn(self, app_id: str, version: int):
@@ -249,6 +261,27 @@ class Tables:
         if latest is None:
             return table.to_pyarrow_dataset().to_table().slice(0, 0)
         return DeltaTable(str(self.path(name)), version=latest).to_pyarrow_dataset().to_table()
+
+
+# Below this many rows per data file, handing delta-rs's Arrow to Spark beats Spark opening the
+# files itself (small appends, e.g. one file per micro-batch); above it the native reader wins
+# (about 2x for a million rows in one file, and no copy through the driver).
+_NATIVE_READ_MIN_ROWS_PER_FILE = 10_000
+
+
+def _plain_parquet_files(table: DeltaTable) -> list[str] | None:
+    """The snapshot's data files when Spark's own Parquet reader returns exactly the table:
+    reader protocol 1 (no column mapping, no deletion vectors), not partitioned (partition values
+    live in the log, not the files), row counts recorded, and files big enough to be worth it."""
+    if table.protocol().min_reader_version != 1 or table.metadata().partition_columns:
+        return None
+    files = table.file_uris()
+    if not files:
+        return None
+    records = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    if records.null_count or pa.compute.sum(records).as_py() < _NATIVE_READ_MIN_ROWS_PER_FILE * len(files):
+        return None
+    return files
 
 
 def _arrow(rows: DataFrame | pa.Table) -> pa.Table:

@@ -59,3 +59,43 @@ def test_table_names_are_checked(tables):
         tables.path("../escape")
     with pytest.raises(FileNotFoundError, match="table missing does not exist"):
         tables.read_arrow("missing")
+
+
+def test_spark_reads_the_same_table_natively_and_through_arrow(spark, tables, monkeypatch):
+    """Big files are read by Spark's Parquet reader, small ones through delta-rs: same result."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    import shared.tables as module
+
+    utc = dt.timezone.utc
+    rows = pa.table({
+        "window_start": pa.array([dt.datetime(2026, 1, 5, 10, 0, tzinfo=utc), None], pa.timestamp("us", tz="UTC")),
+        "account_id": ["a", "b"],
+        "amount_total": pa.array([Decimal("1.000001"), Decimal("-2.5")], pa.decimal128(38, 6)),
+        "amounts": pa.array([[("USD", Decimal("1"))], []], pa.map_(pa.string(), pa.decimal128(38, 6))),
+        "n": pa.array([1, 2], pa.int64()),
+    })
+    tables.overwrite("speed_aggregates", rows)
+    tables.overwrite("speed_aggregates", rows.slice(0, 1))
+    read = {}
+    for path, threshold in (("native", 0), ("arrow", 10**12)):
+        monkeypatch.setattr(module, "_NATIVE_READ_MIN_ROWS_PER_FILE", threshold)
+        frames = tables.read("speed_aggregates", version=0), tables.read("speed_aggregates")
+        read[path] = [([(f.name, f.dataType) for f in frame.schema], sorted(frame.collect(), key=lambda r: r.n)) for frame in frames]
+        assert ("Scan parquet" in frames[0]._jdf.queryExecution().simpleString()) == (path == "native")
+    assert read["native"] == read["arrow"]
+    (schema, old), (_, new) = read["native"]
+    assert [name for name, _ in schema] == rows.column_names
+    assert [(r.account_id, r.amount_total, r.amounts, r.window_start) for r in old] == [
+        ("a", Decimal("1.000001"), {"USD": Decimal("1.000000")}, dt.datetime(2026, 1, 5, 10, 0)),
+        ("b", Decimal("-2.500000"), {}, None),
+    ]
+    assert [r.n for r in new] == [1]
+
+    # A partitioned table keeps its partition column: delta-rs reads it, whatever the file size.
+    monkeypatch.setattr(module, "_NATIVE_READ_MIN_ROWS_PER_FILE", 0)
+    tables.overwrite("batch_truth", frame(spark, [("d1", "a", 1), ("d2", "b", 2)]), partition_by=["day"])
+    assert sorted(tuple(r) for r in tables.read("batch_truth").collect()) == [("d1", "a", 1), ("d2", "b", 2)]
