@@ -61,41 +61,50 @@ def test_table_names_are_checked(tables):
         tables.read_arrow("missing")
 
 
-def test_spark_reads_the_same_table_natively_and_through_arrow(spark, tables, monkeypatch):
-    """Big files are read by Spark's Parquet reader, small ones through delta-rs: same result."""
+
+def test_spark_reads_the_same_table_natively_and_through_arrow(spark, tables):
+    """One 10,000-row file is read by Spark's Parquet reader; the same rows in two files of
+    5,000 through delta-rs's Arrow. Same schema and rows either way, time travel included."""
     import datetime as dt
     from decimal import Decimal
 
     import pyarrow as pa
 
-    import shared.tables as module
-
     utc = dt.timezone.utc
+    n = 10_000
     rows = pa.table({
-        "window_start": pa.array([dt.datetime(2026, 1, 5, 10, 0, tzinfo=utc), None], pa.timestamp("us", tz="UTC")),
-        "account_id": ["a", "b"],
-        "amount_total": pa.array([Decimal("1.000001"), Decimal("-2.5")], pa.decimal128(38, 6)),
-        "amounts": pa.array([[("USD", Decimal("1"))], []], pa.map_(pa.string(), pa.decimal128(38, 6))),
-        "n": pa.array([1, 2], pa.int64()),
+        "window_start": pa.array([None if i % 7 == 0 else dt.datetime(2026, 1, 5, tzinfo=utc) + dt.timedelta(seconds=i) for i in range(n)],
+                                 pa.timestamp("us", tz="UTC")),
+        "account_id": [f"a{i % 13}" for i in range(n)],
+        "amount_total": pa.array([Decimal(i) / 1_000_000 - 3 for i in range(n)], pa.decimal128(38, 6)),
+        "amounts": pa.array([[("USD", Decimal(i))] if i % 2 else [] for i in range(n)], pa.map_(pa.string(), pa.decimal128(38, 6))),
+        "n": pa.array(range(n), pa.int64()),
     })
-    tables.overwrite("speed_aggregates", rows)
-    tables.overwrite("speed_aggregates", rows.slice(0, 1))
-    read = {}
-    for path, threshold in (("native", 0), ("arrow", 10**12)):
-        monkeypatch.setattr(module, "_NATIVE_READ_MIN_ROWS_PER_FILE", threshold)
-        frames = tables.read("speed_aggregates", version=0), tables.read("speed_aggregates")
-        read[path] = [([(f.name, f.dataType) for f in frame.schema], sorted(frame.collect(), key=lambda r: r.n)) for frame in frames]
-        assert ("Scan parquet" in frames[0]._jdf.queryExecution().simpleString()) == (path == "native")
-    assert read["native"] == read["arrow"]
-    (schema, old), (_, new) = read["native"]
+    tables.overwrite("speed_aggregates", rows)                      # v0: one file of 10,000 rows
+    tables.overwrite("speed_aggregates", rows.slice(0, n // 2))     # v1: 5,000
+    tables.overwrite("late_events", rows.slice(0, n // 2))          # v0: 5,000
+    tables.append("late_events", rows.slice(n // 2), app_id="t", version=0)  # v1: two files of 5,000
+
+    def read(name, version=None):
+        frame = tables.read(name, version)
+        native = "Scan parquet" in frame._jdf.queryExecution().simpleString()
+        return native, [(f.name, f.dataType) for f in frame.schema], sorted(frame.collect(), key=lambda r: r.n)
+
+    native, schema, whole = read("speed_aggregates", 0)
+    arrow_native, arrow_schema, arrow_whole = read("late_events")
+    assert (native, arrow_native) == (True, False)
+    assert (schema, whole) == (arrow_schema, arrow_whole)
     assert [name for name, _ in schema] == rows.column_names
-    assert [(r.account_id, r.amount_total, r.amounts, r.window_start) for r in old] == [
-        ("a", Decimal("1.000001"), {"USD": Decimal("1.000000")}, dt.datetime(2026, 1, 5, 10, 0)),
-        ("b", Decimal("-2.500000"), {}, None),
+    assert [(r.n, r.account_id, r.amount_total, r.amounts, r.window_start) for r in whole[:2]] == [
+        (0, "a0", Decimal("-3.000000"), {}, None),
+        (1, "a1", Decimal("-2.999999"), {"USD": Decimal("1.000000")}, dt.datetime(2026, 1, 5, 0, 0, 1)),
     ]
-    assert [r.n for r in new] == [1]
+    assert read("speed_aggregates")[0] is False and read("speed_aggregates")[2] == read("late_events", 0)[2] == whole[: n // 2]
 
     # A partitioned table keeps its partition column: delta-rs reads it, whatever the file size.
-    monkeypatch.setattr(module, "_NATIVE_READ_MIN_ROWS_PER_FILE", 0)
-    tables.overwrite("batch_truth", frame(spark, [("d1", "a", 1), ("d2", "b", 2)]), partition_by=["day"])
-    assert sorted(tuple(r) for r in tables.read("batch_truth").collect()) == [("d1", "a", 1), ("d2", "b", 2)]
+    days = pa.table({"day": ["d1"] * n, "account_id": rows["account_id"], "n": rows["n"]})
+    tables.overwrite("batch_truth", days, partition_by=["day"])
+    native, schema, partitioned = read("batch_truth")
+    assert not native
+    assert sorted(name for name, _ in schema) == ["account_id", "day", "n"]
+    assert [(r.day, r.n) for r in partitioned[:2]] == [("d1", 0), ("d1", 1)] and len(partitioned) == n
