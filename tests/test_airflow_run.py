@@ -30,15 +30,11 @@ from lklab.generator import load_events
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
-    AIRFLOW_USER, REPO, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, speed_layer_lake, start, stop_all,
+    AIRFLOW_USER, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, speed_layer_lake, start, stop_all,
     tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
-needs_reconcile_job = pytest.mark.skipif(
-    not (REPO / "spark_jobs" / "reconcile_job.py").is_file(),
-    reason="spark_jobs/reconcile_job.py (the reconciliation entry point) is not in the repository yet",
-)
 AIRFLOW = str(VENV_BIN / "airflow")
 DAY = (datetime.now(timezone.utc) - timedelta(days=1)).date()
 
@@ -99,7 +95,6 @@ def test_dags_test_recomputes_batch_truth_for_the_logical_date(dags_test):
     ]
 
 
-@needs_reconcile_job
 def test_dags_test_reconciles_the_logical_date_after_the_batch(dags_test):
     lake, env, batch = dags_test
     assert batch.returncode == 0
@@ -160,7 +155,6 @@ class Api:
         return self._call("PATCH", path, body)
 
 
-@needs_reconcile_job
 def test_scheduler_runs_reconciliation_when_batch_truth_changes(template, home, tmp_path):
     lake = copy_lake(template, tmp_path / "lake")
     port = free_port()

@@ -122,8 +122,6 @@ def test_spark_tasks_submit_repo_jobs_through_spark_default(dagbag, dag_id, task
     # Spark's 1g default runs a local-mode reconcile of ~1M windows out of heap.
     assert task._driver_memory == os.environ.get("LKLAB_DRIVER_MEMORY", "4g")
     assert Path(task.application) == REPO / "spark_jobs" / SPARK_JOBS[(dag_id, task_id)]
-    if SPARK_JOBS[(dag_id, task_id)] == "reconcile_job.py" and not Path(task.application).is_file():
-        pytest.skip("spark_jobs/reconcile_job.py (the reconciliation entry point) is not in the repository yet")
     assert Path(task.application).is_file(), f"{task.application} does not exist"
 
 
