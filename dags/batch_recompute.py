@@ -14,22 +14,12 @@ this folder).
 
 from __future__ import annotations
 
-import os
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, CronDataIntervalTimetable, dag
 
-SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
-# Driver and Python workers run this interpreter, the one with the project installed.
-SPARK_CONF = {"spark.pyspark.python": sys.executable}
-# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
-# executors have them on their classpaths from the start.
-SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
-# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
-DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
+from lklab.spark_task import spark_job
+
 
 batch_truth = Asset("batch_truth")
 
@@ -46,15 +36,11 @@ batch_truth = Asset("batch_truth")
     doc_md=__doc__,
 )
 def batch_recompute():
-    SparkSubmitOperator(
-        task_id="recompute_batch_truth",
-        application=str(SPARK_JOBS / "batch_job.py"),
-        conn_id="spark_default",
+    spark_job(
+        "recompute_batch_truth",
+        "batch_job",
         name="lklab-batch",
         application_args=["--date", "{{ ds }}"],
-        conf=SPARK_CONF,
-        jars=SPARK_JARS,
-        driver_memory=DRIVER_MEMORY,
         outlets=[batch_truth],
         execution_timeout=timedelta(hours=2),
     )

@@ -9,21 +9,12 @@ again instead of failing on the first attempt's leftovers.
 
 from __future__ import annotations
 
-import os
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag
 
-SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
-SPARK_CONF = {"spark.pyspark.python": sys.executable}
-# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
-# executors have them on their classpaths from the start.
-SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
-# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
-DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
+from lklab.spark_task import spark_job
+
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
 replay_runs = Asset("replay_runs")
@@ -47,10 +38,9 @@ replay_runs = Asset("replay_runs")
     doc_md=__doc__,
 )
 def kappa_replay():
-    SparkSubmitOperator(
-        task_id="replay",
-        application=str(SPARK_JOBS / "replay_job.py"),
-        conn_id="spark_default",
+    spark_job(
+        "replay",
+        "replay_job",
         name="lklab-replay",
         application_args=[
             "--name", "{{ params.run_name }}",
@@ -58,9 +48,6 @@ def kappa_replay():
             "--allowed-lateness", "{{ params.allowed_lateness }}",
             "--replace",
         ],
-        conf=SPARK_CONF,
-        jars=SPARK_JARS,
-        driver_memory=DRIVER_MEMORY,
         outlets=[replay_runs],
         execution_timeout=timedelta(hours=4),
     )

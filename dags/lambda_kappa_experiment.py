@@ -19,20 +19,12 @@ experiment's result, not a failure, so no threshold is applied.
 from __future__ import annotations
 
 import os
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, dag, task
 
-SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
-SPARK_CONF = {"spark.pyspark.python": sys.executable}
-# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
-# executors have them on their classpaths from the start.
-SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
-# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
-DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
+from lklab.spark_task import spark_job
+
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
 STREAM_SETTINGS = [
@@ -41,19 +33,10 @@ STREAM_SETTINGS = [
 ]
 
 
-def spark_step(task_id: str, job: str, *args: str) -> SparkSubmitOperator:
+def spark_step(task_id: str, job: str, *args: str):
     """A step of the experiment: ``spark_jobs/<job>.py --lake <lake> ARGS`` via ``spark_default``."""
-    return SparkSubmitOperator(
-        task_id=task_id,
-        application=str(SPARK_JOBS / f"{job}.py"),
-        conn_id="spark_default",
-        name=f"lklab-experiment-{task_id}",
-        application_args=["--lake", "{{ params.lake }}", *args],
-        conf=SPARK_CONF,
-        jars=SPARK_JARS,
-        driver_memory=DRIVER_MEMORY,
-        trigger_rule="none_failed",
-    )
+    return spark_job(task_id, job, ["--lake", "{{ params.lake }}", *args],
+                     name=f"lklab-experiment-{task_id}", trigger_rule="none_failed")
 
 
 @dag(

@@ -16,21 +16,12 @@ several events to arrive together, the newest one's day is reconciled.
 
 from __future__ import annotations
 
-import os
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, Param, dag
 
-SPARK_JOBS = Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
-SPARK_CONF = {"spark.pyspark.python": sys.executable}
-# delta-spark jars (table engine delta-spark), given to spark-submit --jars so the driver and the
-# executors have them on their classpaths from the start.
-SPARK_JARS = os.environ.get("LKLAB_DELTA_SPARK_JARS") or None
-# The driver's heap (spark-submit --driver-memory); in local mode the executors share it.
-DRIVER_MEMORY = os.environ.get("LKLAB_DRIVER_MEMORY") or "4g"
+from lklab.spark_task import spark_job
+
 
 batch_truth = Asset("batch_truth")
 recon_runs = Asset("recon_runs")
@@ -59,15 +50,11 @@ RECONCILED_DAY = (
     doc_md=__doc__,
 )
 def reconciliation():
-    SparkSubmitOperator(
-        task_id="reconcile",
-        application=str(SPARK_JOBS / "reconcile_job.py"),
-        conn_id="spark_default",
+    spark_job(
+        "reconcile",
+        "reconcile_job",
         name="lklab-reconcile",
         application_args=["--date", RECONCILED_DAY, "--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"],
-        conf=SPARK_CONF,
-        jars=SPARK_JARS,
-        driver_memory=DRIVER_MEMORY,
         outlets=[recon_runs],
         execution_timeout=timedelta(hours=1),
     )
