@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 )
 
 from shared.currencies import CURRENCY_CODES
+from shared.expressions import built_once
 
 __all__ = [
     "AMOUNT_PRECISION",
@@ -100,10 +101,15 @@ def _iso_timestamp(text: Column) -> Column:
 
 
 def _first_failure(checks: list[tuple[Column, str, str | None]]) -> Column:
-    """``struct(reason, detail)`` of the first check that fails, null when none does."""
-    result = F.lit(None).cast("struct<reason:string,detail:string>")
-    for failed, name, field in reversed(checks):
-        result = F.when(failed, F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))).otherwise(result)
+    """``struct(reason, detail)`` of the first check that fails, null when none does.
+
+    One ``CASE`` with a branch per check (a nest of ``CASE`` expressions means the same but
+    takes Spark's analyzer much longer).
+    """
+    result = None
+    for failed, name, field in checks:
+        reason = F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))
+        result = F.when(failed, reason) if result is None else result.when(failed, reason)
     return result
 
 
@@ -113,11 +119,22 @@ def parse_events(raw: DataFrame) -> DataFrame:
     Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
     ``raw_line``, ``reject_reason`` and ``reject_detail``.
     """
+    parsed = raw
+    for columns in _parse_stages():
+        parsed = parsed.select(*columns)
+    return parsed
+
+
+@built_once
+def _parse_stages() -> tuple[list[Column], ...]:
+    """The column lists ``parse_events`` selects one after the other.
+
+    Each stage names its results so that Spark evaluates every extraction once per row instead
+    of once per check that uses it.
+    """
     fields = REQUIRED_FIELDS + ("ingest_time",)
-    # Each stage names its results so that Spark evaluates every extraction once per row
-    # instead of once per check that uses it.
-    variant = raw.withColumn("_v", F.try_parse_json("raw_line"))
-    extracted = variant.select(
+    variant = ["segment", "line_number", "raw_line", F.try_parse_json("raw_line").alias("_v")]
+    extracted = [
         "segment",
         "line_number",
         "raw_line",
@@ -125,15 +142,15 @@ def parse_events(raw: DataFrame) -> DataFrame:
         F.schema_of_variant("_v").startswith("OBJECT").alias("_is_object"),
         *[F.try_variant_get("_v", f"$.{name}", "string").alias(f"_text_{name}") for name in fields],
         *[F.schema_of_variant(F.variant_get("_v", f"$.{name}", "variant")).alias(f"_type_{name}") for name in fields],
-    )
+    ]
     text = {name: F.col(f"_text_{name}") for name in fields}
     kind = {name: F.col(f"_type_{name}") for name in fields}
-    typed = extracted.select(
+    typed = [
         "*",
         F.when(text["amount"].rlike(_DECIMAL_IN_RANGE), text["amount"].cast(AMOUNT_TYPE)).alias("amount"),
         _iso_timestamp(text["event_time"]).alias("event_time"),
         _iso_timestamp(text["ingest_time"]).alias("ingest_time"),
-    )
+    ]
     amount = F.col("amount")
     checks: list[tuple[Column, str, str | None]] = [
         (F.trim(F.col("raw_line")) == "", "empty_line", None),
@@ -162,7 +179,8 @@ def parse_events(raw: DataFrame) -> DataFrame:
             "ingest_time",
         ),
     ]
-    return typed.withColumn("_reject", _first_failure(checks)).select(
+    rejected = ["*", _first_failure(checks).alias("_reject")]
+    result = [
         "segment",
         "line_number",
         *[text[name].alias(name) for name in ("event_id", "account_id", "event_type")],
@@ -173,7 +191,8 @@ def parse_events(raw: DataFrame) -> DataFrame:
         "raw_line",
         F.col("_reject.reason").alias("reject_reason"),
         F.col("_reject.detail").alias("reject_detail"),
-    )
+    ]
+    return variant, extracted, typed, rejected, result
 
 
 def valid_events(parsed: DataFrame) -> DataFrame:
