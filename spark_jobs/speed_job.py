@@ -94,6 +94,12 @@ class SpeedLayer:
         action(self.table(name))
         _crash_point(batch_id, f"after:{name}")
 
+    def _append_rows(self, name: str, rows: pa.Table, batch_id: int) -> None:
+        """Append a batch's rows; a batch without any commits nothing (once the table exists):
+        there is nothing to repeat on a replay, and most batches have no side-output rows."""
+        if rows.num_rows or not self.tables.exists(name):
+            self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+
     def process(self, raw: DataFrame, batch_id: int) -> None:
         """``foreachBatch`` body: classify the batch's lines and commit each result once."""
         self.busy.set()
@@ -106,7 +112,7 @@ class SpeedLayer:
         started = time.monotonic()
         _crash_point(batch_id, "start")
         app, tables = self.app_id, self.tables
-        parsed = raw.transform(parse_events).persist()
+        parsed = raw.transform(parse_events).coalesce(1).persist()
         try:
             previous_max = self._max_event_time_before(batch_id)
             stats = parsed.agg(
@@ -120,7 +126,7 @@ class SpeedLayer:
             max_event = max(maxima) if maxima else None
             watermark = watermark_after(previous_max, self.settings.watermark_delay)
             next_watermark = watermark_after(max_event, self.settings.watermark_delay)
-            state = self._state().persist()
+            state = self._state().coalesce(1).persist()
             step = speed_step(parsed, state, self.settings, batch_id, watermark, next_watermark, reuse=DataFrame.persist)
 
             dead = step.dead_letters.toArrow()
@@ -136,9 +142,8 @@ class SpeedLayer:
             late_updates = step.on_time_windows.where("_late_update").count()
             new_state = step.state.toArrow()
 
-            self._write(batch_id, "dead_letter", lambda n: tables.append(n, dead, app_id=app, version=batch_id))
-            self._write(batch_id, "duplicate_events", lambda n: tables.append(n, duplicates, app_id=app, version=batch_id))
-            self._write(batch_id, "late_events", lambda n: tables.append(n, late, app_id=app, version=batch_id))
+            for name, rows in (("dead_letter", dead), ("duplicate_events", duplicates), ("late_events", late)):
+                self._write(batch_id, name, lambda n, rows=rows: self._append_rows(n, rows, batch_id))
             self._write(
                 batch_id,
                 "speed_aggregates",
