@@ -6,6 +6,10 @@ is a Delta commit tagged ``(app_id, batch_id)`` and skipped when already committ
 state table is written last, so a micro-batch replayed after a crash reads the state from
 before it and commits nothing twice. The same job is the Kappa streaming job with a table
 prefix of its own.
+
+A micro-batch runs as one partition: one segment is small, and a single partition needs no
+shuffle for the step's dedup, joins and aggregates (with one partition per input it took
+about 1.7 s more per batch on a 2-core machine).
 """
 
 from __future__ import annotations
