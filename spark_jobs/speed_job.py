@@ -99,8 +99,8 @@ class SpeedLayer:
         _crash_point(batch_id, f"after:{name}")
 
     def _append_rows(self, name: str, rows: pa.Table, batch_id: int) -> None:
-        """Append a batch's rows; a batch without any commits nothing (once the table exists):
-        there is nothing to repeat on a replay, and most batches have no side-output rows."""
+        """Append a batch's rows once. A batch without rows commits nothing (once the table
+        exists): there is nothing a replay could repeat, and most batches have no side output."""
         if rows.num_rows or not self.tables.exists(name):
             self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
 
