@@ -101,11 +101,8 @@ def _iso_timestamp(text: Column) -> Column:
 
 
 def _first_failure(checks: list[tuple[Column, str, str | None]]) -> Column:
-    """``struct(reason, detail)`` of the first check that fails, null when none does.
-
-    One ``CASE`` with a branch per check (a nest of ``CASE`` expressions means the same but
-    takes Spark's analyzer much longer).
-    """
+    """``struct(reason, detail)`` of the first check that fails, null when none does
+    (one ``CASE`` with a branch per check, in order)."""
     result = None
     for failed, name, field in checks:
         reason = F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))

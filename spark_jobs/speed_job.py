@@ -9,7 +9,7 @@ prefix of its own.
 
 A micro-batch runs as one partition: one segment is small, and a single partition needs no
 shuffle for the step's dedup, joins and aggregates (with one partition per input it took
-about 1.7 s more per batch on a 2-core machine).
+about 1.6 s more per batch on a 2-core machine).
 """
 
 from __future__ import annotations
