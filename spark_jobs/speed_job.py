@@ -55,6 +55,18 @@ def _money_by_currency(table: pa.Table) -> dict[str, Decimal]:
     return {row["currency"]: row["amount_sum"] for row in sorted(rows, key=lambda r: r["currency"])}
 
 
+def _events_by_outcome(on_time_rows: pa.Table, late: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The batch's on-time and late events, one row each (``event_id, currency, amount``).
+
+    ``on_time_rows`` and ``late`` hold one row per (event, window); an event is late when none
+    of its windows took it."""
+    columns = ["event_id", "currency", "amount"]
+    on_time = on_time_rows.group_by(columns).aggregate([])
+    taken = pc.is_in(late["event_id"], value_set=on_time["event_id"].combine_chunks())
+    late_only = late.filter(pc.invert(taken))
+    return on_time, late_only.group_by(columns).aggregate([])
+
+
 def _micros(value) -> int | None:
     if value is None:
         return None
@@ -76,6 +88,8 @@ class SpeedLayer:
             self.config.window, self.config.watermark_delay, self.config.allowed_lateness, self.config.dedup_horizon
         )
         self.busy = threading.Event()
+        # (batch id, max event time of the batches before it), carried from the batch just done.
+        self._max_before: tuple[int, int | None] | None = None
 
     def table(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -86,6 +100,8 @@ class SpeedLayer:
         return self.tables.read(self.table("stream_state")).select(*STATE_COLUMNS)
 
     def _max_event_time_before(self, batch_id: int) -> int | None:
+        if self._max_before is not None and self._max_before[0] == batch_id:
+            return self._max_before[1]
         name = self.table("stream_metrics")
         if not self.tables.exists(name):
             return None
@@ -137,14 +153,10 @@ class SpeedLayer:
             duplicates = step.duplicates.toArrow()
             late = step.late_events.toArrow()
             updates = step.window_updates.toArrow()
-            event_money = ["event_id", "amount", "currency"]
-            on_time = step.on_time_windows.select(*event_money).dropDuplicates(["event_id"]).toArrow()
-            late_money = (
-                step.late_events.join(step.late_event_ids, "event_id", "left_semi")
-                .select(*event_money).dropDuplicates(["event_id"]).toArrow()
-            )
-            late_updates = step.on_time_windows.where("_late_update").count()
+            on_time_rows = step.on_time_windows.select("event_id", "amount", "currency", "_late_update").toArrow()
             new_state = step.state.toArrow()
+            on_time, late_money = _events_by_outcome(on_time_rows, late)
+            late_updates = pc.sum(on_time_rows["_late_update"].cast(pa.int64())).as_py() or 0
 
             for name, rows in (("dead_letter", dead), ("duplicate_events", duplicates), ("late_events", late)):
                 self._write(batch_id, name, lambda n, rows=rows: self._append_rows(n, rows, batch_id))
@@ -198,6 +210,7 @@ class SpeedLayer:
             self._write(
                 batch_id, "stream_state", lambda n: tables.overwrite(n, new_state, app_id=app, version=batch_id)
             )
+            self._max_before = (batch_id + 1, max_event)
         finally:
             self.spark.catalog.clearCache()
 
