@@ -12,13 +12,33 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from shared.expressions import built_once
+
 __all__ = ["PAYLOAD_COLUMNS", "mark_duplicates", "first_copies", "later_copies"]
 
 PAYLOAD_COLUMNS = ("account_id", "event_type", "amount", "currency", "event_time")
 
 
-def _payload(prefix: str = "") -> Column:
-    return F.struct(*[F.col(f"{prefix}{name}").alias(name) for name in PAYLOAD_COLUMNS])
+def _payload() -> Column:
+    return F.struct(*[F.col(name) for name in PAYLOAD_COLUMNS])
+
+
+@built_once
+def _marking_columns() -> tuple[Column, list[Column]]:
+    """The first copy of each row's id, then the marking columns derived from it."""
+    by_id = Window.partitionBy("event_id").orderBy("segment", "line_number")
+    first = F.first(F.struct("segment", "line_number", _payload().alias("payload"))).over(
+        by_id.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    is_duplicate = (F.col("_first.segment") != F.col("segment")) | (
+        F.col("_first.line_number") != F.col("line_number")
+    )
+    return first.alias("_first"), [
+        is_duplicate.alias("is_duplicate"),
+        F.col("_first.segment").alias("first_segment"),
+        F.col("_first.line_number").alias("first_line_number"),
+        (is_duplicate & (F.col("_first.payload") != _payload())).alias("payload_conflict"),
+    ]
 
 
 def mark_duplicates(events: DataFrame) -> DataFrame:
@@ -27,22 +47,8 @@ def mark_duplicates(events: DataFrame) -> DataFrame:
     Works on a complete set of events (the batch view). A stream, which sees the log in pieces,
     compares each new event with the first copies it remembers instead.
     """
-    by_id = Window.partitionBy("event_id").orderBy("segment", "line_number")
-    first = F.first(F.struct("segment", "line_number", _payload().alias("payload"))).over(
-        by_id.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    return (
-        events.withColumn("_first", first)
-        .withColumn(
-            "is_duplicate",
-            (F.col("_first.segment") != F.col("segment"))
-            | (F.col("_first.line_number") != F.col("line_number")),
-        )
-        .withColumn("first_segment", F.col("_first.segment"))
-        .withColumn("first_line_number", F.col("_first.line_number"))
-        .withColumn("payload_conflict", F.col("is_duplicate") & (F.col("_first.payload") != _payload()))
-        .drop("_first")
-    )
+    first, marks = _marking_columns()
+    return events.select("*", first).select("*", *marks).drop("_first")
 
 
 def first_copies(marked: DataFrame) -> DataFrame:

@@ -50,7 +50,6 @@ class SpeedBatch:
     dead_letters: DataFrame
     duplicates: DataFrame
     late_events: DataFrame
-    late_event_ids: DataFrame
     on_time_windows: DataFrame
     window_updates: DataFrame
     state: DataFrame
@@ -100,12 +99,17 @@ def _classify_windows(fresh: DataFrame, pool: DataFrame, settings: SpeedSettings
             "left_semi",
         ).select("event_id", F.lit(True).alias("_merges"))
         flagged = proto.join(joins, "event_id", "left").fillna(False, ["_merges"])
-        return flagged.withColumn("_late", ~F.col("_merges") & is_late(F.col("window_end"), watermark, lateness)).withColumn(
-            "_late_update", F.lit(False)
-        ).drop("_merges")
-    windowed = fresh.transform(assign_windows(spec))
-    return windowed.withColumn("_late", is_late(F.col("window_end"), watermark, lateness)).withColumn(
-        "_late_update", is_late_update(F.col("window_end"), watermark, lateness)
+        return flagged.select(
+            *fresh.columns,
+            "window_start",
+            "window_end",
+            (~F.col("_merges") & is_late("window_end", watermark, lateness)).alias("_late"),
+            F.lit(False).alias("_late_update"),
+        )
+    return fresh.transform(assign_windows(spec)).select(
+        "*",
+        is_late("window_end", watermark, lateness).alias("_late"),
+        is_late_update("window_end", watermark, lateness).alias("_late_update"),
     )
 
 
@@ -137,7 +141,7 @@ def _window_updates(on_time: DataFrame, pool: DataFrame, spec: WindowSpec, next_
         *WINDOW_KEY,
         "event_count",
         "amount_total",
-        window_status(F.col("window_end"), next_watermark).alias("status"),
+        window_status("window_end", next_watermark).alias("status"),
         F.lit(batch_id).cast("long").alias("updated_batch_id"),
         "updated_ingest_time",
         "_delete",
@@ -193,7 +197,7 @@ def speed_step(
         "window_start",
         "window_end",
         _ts(watermark).alias("watermark"),
-        lateness_seconds(F.col("event_time"), watermark).alias("lateness_seconds"),
+        lateness_seconds("event_time", watermark).alias("lateness_seconds"),
         batch.alias("batch_id"),
     )
     on_time_windows = windows.where(~F.col("_late"))
@@ -211,7 +215,6 @@ def speed_step(
         dead_letters=parsed.transform(rejected_lines).withColumn("batch_id", batch),
         duplicates=duplicates,
         late_events=late_events,
-        late_event_ids=late_ids.select("event_id"),
         on_time_windows=on_time_windows,
         window_updates=updates,
         state=_retained(remembered, settings, next_watermark),
