@@ -39,6 +39,7 @@ __all__ = [
     "RAW_LINE_SCHEMA",
     "REJECT_REASONS",
     "EVENT_COLUMNS",
+    "event_columns",
     "parse_events",
     "valid_events",
     "rejected_lines",
@@ -192,13 +193,22 @@ def _parse_stages() -> tuple[list[Column], ...]:
     return variant, extracted, typed, rejected, result
 
 
+@built_once
+def event_columns() -> list[Column]:
+    """The ``EVENT_COLUMNS`` as columns, for selecting them (a micro-batch does so often)."""
+    return [F.col(name) for name in EVENT_COLUMNS]
+
+
+@built_once
+def _dead_letter_columns() -> list[Column]:
+    return [F.col(name) for name in ("segment", "line_number", "raw_line", "reject_reason", "reject_detail")]
+
+
 def valid_events(parsed: DataFrame) -> DataFrame:
     """Lines that passed validation, with the ``EVENT_COLUMNS`` only."""
-    return parsed.where(F.col("reject_reason").isNull()).select(*EVENT_COLUMNS)
+    return parsed.where("reject_reason IS NULL").select(*event_columns())
 
 
 def rejected_lines(parsed: DataFrame) -> DataFrame:
     """Dead-letter rows: ``segment, line_number, raw_line, reject_reason, reject_detail``."""
-    return parsed.where(F.col("reject_reason").isNotNull()).select(
-        "segment", "line_number", "raw_line", "reject_reason", "reject_detail"
-    )
+    return parsed.where("reject_reason IS NOT NULL").select(*_dead_letter_columns())

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, aggregate_windows
 from shared.dedup import mark_duplicates
-from shared.events import EVENT_COLUMNS, rejected_lines, valid_events
+from shared.events import EVENT_COLUMNS, event_columns, rejected_lines, valid_events
 from shared.watermark import is_late, is_late_update, lateness_seconds, window_status
 from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows
 
@@ -119,7 +119,7 @@ def _window_updates(on_time: DataFrame, pool: DataFrame, spec: WindowSpec, next_
         join_key = list(KEY_COLUMNS)
         keys = on_time.select(*KEY_COLUMNS).distinct()
         before = pool.join(keys, list(KEY_COLUMNS), "left_semi")
-        events = before.unionByName(on_time.select(*EVENT_COLUMNS))
+        events = before.unionByName(on_time.select(*event_columns()))
         totals = events.transform(assign_windows(spec)).transform(aggregate_windows)
         merged_away = _open_sessions(before, spec).join(totals, list(WINDOW_KEY), "left_anti")
         upserts = totals.withColumn("_delete", F.lit(False))
@@ -133,8 +133,8 @@ def _window_updates(on_time: DataFrame, pool: DataFrame, spec: WindowSpec, next_
     else:
         join_key = list(WINDOW_KEY)
         touched = on_time.select(*WINDOW_KEY).distinct()
-        windows = pool.transform(assign_windows(spec)).select(*EVENT_COLUMNS, "window_start", "window_end")
-        windows = windows.unionByName(on_time.select(*EVENT_COLUMNS, "window_start", "window_end"))
+        windows = pool.transform(assign_windows(spec)).select(*event_columns(), "window_start", "window_end")
+        windows = windows.unionByName(on_time.select(*event_columns(), "window_start", "window_end"))
         rows = windows.join(touched, list(WINDOW_KEY), "left_semi").transform(aggregate_windows).withColumn("_delete", F.lit(False))
     fresh_times = on_time.groupBy(*join_key).agg(F.max("ingest_time").alias("updated_ingest_time"))
     return rows.join(fresh_times, join_key, "left").select(
@@ -184,16 +184,16 @@ def speed_step(
     materialises every output passes ``DataFrame.persist``).
     """
     batch = F.lit(batch_id).cast("long")
-    prior = state.select(*EVENT_COLUMNS).withColumn("_new", F.lit(False))
+    prior = state.select(*event_columns(), F.lit(False).alias("_new"))
     marked = prior.unionByName(parsed.transform(valid_events).withColumn("_new", F.lit(True))).transform(mark_duplicates)
     marked = reuse(marked.where("_new").drop("_new"))
-    fresh = marked.where(~F.col("is_duplicate")).select(*EVENT_COLUMNS)
+    fresh = marked.where("NOT is_duplicate").select(*event_columns())
     duplicates = marked.where("is_duplicate").drop("is_duplicate").withColumn("batch_id", batch)
 
-    pool = state.where("in_window_state").select(*EVENT_COLUMNS)
+    pool = state.where("in_window_state").select(*event_columns())
     windows = reuse(_classify_windows(fresh, pool, settings, watermark))
     late_events = windows.where("_late").select(
-        *EVENT_COLUMNS,
+        *event_columns(),
         "window_start",
         "window_end",
         _ts(watermark).alias("watermark"),
