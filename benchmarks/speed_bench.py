@@ -4,26 +4,39 @@ Baseline: Spark's own streaming pipeline over the same segments — text file so
 per micro-batch), ``from_json``, ``withWatermark`` + ``groupBy(window, account_id, currency)``
 in append mode, to a no-op sink. It drops late rows silently and keeps no dead letters,
 duplicates or side output. The lab's speed layer runs over the same log with the same windows
-and watermark. Both use Trigger.AvailableNow and one segment per micro-batch, and both first run
-once, unmeasured, over the whole log (the JVM's JIT, the Python workers and delta-rs warm
-up; the lab's warm-up writes tables and a checkpoint of its own, ``warmup_*``).
+and watermark, and commits its tables exactly once. Both use Trigger.AvailableNow and one
+segment per micro-batch.
 
-    .venv/bin/python benchmarks/speed_bench.py [EVENTS] [SEGMENT_MINUTES]
+One unmeasured run of each over the whole log comes first (the JVM's JIT, the Python workers
+and delta-rs warm up); then ``--repeats`` measured runs of each, interleaved (each with a
+checkpoint and, for the lab, tables of its own), and the median of each side. On a shared
+2-core machine single runs of the same code differ by up to ~20%: compare medians.
+
+    .venv/bin/python benchmarks/speed_bench.py [--events N] [--segment-minutes M] [--repeats R] [--json-out FILE]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pyspark.sql import functions as F
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
-from lklab.generator import GeneratorParams, generate
-from shared.config import LabConfig
-from shared.spark_session import spark_session
-from spark_jobs.speed_job import run_speed
+from pyspark.sql import functions as F  # noqa: E402
+
+from lklab.generator import GeneratorParams, generate  # noqa: E402
+from shared.config import LabConfig  # noqa: E402
+from shared.spark_session import spark_session  # noqa: E402
+from spark_jobs.speed_job import run_speed  # noqa: E402
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def bare_spark(spark, lake: Path, checkpoint: Path) -> None:
@@ -41,29 +54,61 @@ def bare_spark(spark, lake: Path, checkpoint: Path) -> None:
     query.awaitTermination()
 
 
-def main() -> None:
-    events = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
-    segment_minutes = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    with tempfile.TemporaryDirectory() as scratch:
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="events to generate (default 20,000)")
+    parser.add_argument("--segment-minutes", type=int, default=30, help="event time per log segment (default 30)")
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs of each side; the median is reported")
+    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
+        parser.error("--events, --segment-minutes and --repeats must be at least 1")
+
+    with tempfile.TemporaryDirectory(prefix="speed-bench-") as scratch:
         lake = Path(scratch) / "lake"
-        manifest = generate(GeneratorParams(events=events, segment_interval=segment_minutes * 60_000_000), lake).manifest
+        progress(f"generating {args.events:,} events")
+        params = GeneratorParams(events=args.events, segment_interval=args.segment_minutes * 60_000_000)
+        manifest = generate(params, lake).manifest
         config = LabConfig(lake=lake, table_engine="deltalake")
         spark = spark_session(config, "lklab-speed-bench")
-        bare_spark(spark, lake, Path(scratch) / "warmup")
+
+        progress("warm-up: one unmeasured run of each")
+        bare_spark(spark, lake, Path(scratch) / "bare-warmup")
         run_speed(spark, config, available_now=True, app_id="warmup", prefix="warmup_")
-        started = time.perf_counter()
-        bare_spark(spark, lake, Path(scratch) / "bare")
-        bare = time.perf_counter() - started
-        started = time.perf_counter()
-        run_speed(spark, config, available_now=True)
-        ours = time.perf_counter() - started
-        lines, segments = manifest["lines"], manifest["segments"]
-        print(f"log: {lines:,} lines in {segments} segments (one micro-batch each)")
-        print(f"bare Spark (withWatermark + groupBy, drops late rows): {bare:7.1f}s  {lines / bare:8,.0f} lines/s  {bare / segments:.2f}s/batch")
-        print(f"lab speed layer (nothing dropped, exactly once):       {ours:7.1f}s  {lines / ours:8,.0f} lines/s  {ours / segments:.2f}s/batch")
-        print(f"ratio (speed layer time / bare Spark time): {ours / bare:.2f}x")
+
+        bare_seconds, lab_seconds = [], []
+        for repeat in range(1, args.repeats + 1):
+            bare_seconds.append(timed(lambda: bare_spark(spark, lake, Path(scratch) / f"bare-{repeat}")))
+            progress(f"run {repeat}/{args.repeats}: bare Spark {bare_seconds[-1]:.1f}s")
+            name = f"run{repeat}"
+            lab_seconds.append(timed(lambda: run_speed(spark, config, available_now=True, app_id=name, prefix=f"{name}_")))
+            progress(f"run {repeat}/{args.repeats}: lab speed layer {lab_seconds[-1]:.1f}s")
         spark.stop()
+
+    lines, segments = manifest["lines"], manifest["segments"]
+    bare, ours = statistics.median(bare_seconds), statistics.median(lab_seconds)
+    figures = {
+        "log": {"lines": lines, "segments": segments},
+        "repeats": args.repeats,
+        "bare_spark": {"seconds": bare_seconds, "median_seconds": bare, "seconds_per_batch": bare / segments},
+        "lab_speed": {"seconds": lab_seconds, "median_seconds": ours, "seconds_per_batch": ours / segments},
+        "time_ratio_lab_to_bare": ours / bare,
+    }
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+    print(f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
+    print(f"bare Spark (withWatermark + groupBy, drops late rows): {bare:7.1f}s  {lines / bare:8,.0f} lines/s  {bare / segments:.2f}s/batch")
+    print(f"lab speed layer (nothing dropped, exactly once):       {ours:7.1f}s  {lines / ours:8,.0f} lines/s  {ours / segments:.2f}s/batch")
+    print(f"ratio (speed layer time / bare Spark time): {ours / bare:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
