@@ -31,15 +31,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from deltalake import write_deltalake
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
-from lklab.generator import GeneratorParams, generate
-from shared.config import LabConfig
-from shared.eventlog import EventLog
-from shared.spark_session import spark_session
-from spark_jobs.batch_job import BatchRun, run_batch
+from deltalake import write_deltalake  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from lklab.generator import GeneratorParams, generate  # noqa: E402
+from shared.config import LabConfig  # noqa: E402
+from shared.eventlog import EventLog  # noqa: E402
+from shared.spark_session import spark_session  # noqa: E402
+from spark_jobs.batch_job import BatchRun, run_batch  # noqa: E402
 
 LOG_SCHEMA = "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
 

@@ -15,9 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
-from lklab.generator import GeneratorParams, generate
+import numpy as np  # noqa: E402
+
+from lklab.generator import GeneratorParams, generate  # noqa: E402
 
 
 def baseline(events: int, path: Path) -> float:

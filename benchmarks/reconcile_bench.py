@@ -35,19 +35,21 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
-from reconciliation.diff import DIFF_STATUSES, diff_windows
-from reconciliation.metrics import currency_figures, explained_diff
-from reconciliation.reconcile import reconcile
-from reconciliation.result import Reconciliation
-from reconciliation.tolerance import Tolerance
-from shared.config import LabConfig
-from shared.spark_session import spark_session
-from shared.speed import WINDOW_KEY
-from shared.tables import Tables
+import pandas as pd  # noqa: E402
+from deltalake import DeltaTable  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+from reconciliation.diff import DIFF_STATUSES, diff_windows  # noqa: E402
+from reconciliation.metrics import currency_figures, explained_diff  # noqa: E402
+from reconciliation.reconcile import reconcile  # noqa: E402
+from reconciliation.result import Reconciliation  # noqa: E402
+from reconciliation.tolerance import Tolerance  # noqa: E402
+from shared.config import LabConfig  # noqa: E402
+from shared.spark_session import spark_session  # noqa: E402
+from shared.speed import WINDOW_KEY  # noqa: E402
+from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
