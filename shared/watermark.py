@@ -10,6 +10,8 @@ are half-open, so a window ending at 15 is complete once the watermark is 15). A
 the watermark whose window is still open is on time. Between the window's end and the end of
 the allowed lateness an event is a *late update*: it is counted and updates the (already final)
 window. A window's status is ``final`` once ``watermark >= window_end``, else ``open``.
+
+The column builders take column names and a watermark in microseconds (None: not known yet).
 """
 
 from __future__ import annotations
