@@ -13,6 +13,10 @@ watermarks before and after ``b``, ``speed_step`` says where each line goes:
 * on-time events, which recompute their windows into ``window_updates`` (rows to upsert into
   ``speed_aggregates``, plus ``_delete`` rows for sessions that merged away).
 
+``event_outcomes`` has one row per first copy (``event_id, amount, currency``): ``late`` when
+none of its windows took it, and ``late_updates``, the windows it updated within the allowed
+lateness.
+
 Sessions merge: an event that overlaps a session still in state joins it even if its own
 would-be session ``[t, t + gap)`` has closed; otherwise it is late when that one has.
 """
@@ -50,7 +54,7 @@ class SpeedBatch:
     dead_letters: DataFrame
     duplicates: DataFrame
     late_events: DataFrame
-    on_time_windows: DataFrame
+    event_outcomes: DataFrame
     window_updates: DataFrame
     state: DataFrame
 
@@ -200,9 +204,11 @@ def speed_step(
         lateness_seconds("event_time", watermark).alias("lateness_seconds"),
         batch.alias("batch_id"),
     )
-    on_time_windows = windows.where(~F.col("_late"))
-    late_ids = windows.groupBy("event_id").agg(F.min(F.col("_late").cast("int")).alias("_all_late")).where("_all_late = 1")
-    on_time = on_time_windows.drop("_late")
+    outcomes = windows.groupBy("event_id", "amount", "currency").agg(
+        F.bool_and("_late").alias("late"), F.sum(F.col("_late_update").cast("long")).alias("late_updates")
+    )
+    late_ids = outcomes.where("late")
+    on_time = windows.where("NOT _late").drop("_late")
     if isinstance(settings.window, SessionWindows):
         on_time = on_time.drop("window_start", "window_end")
     updates = _window_updates(on_time.drop("_late_update"), pool, settings.window, next_watermark, batch_id)
@@ -215,7 +221,7 @@ def speed_step(
         dead_letters=parsed.transform(rejected_lines).withColumn("batch_id", batch),
         duplicates=duplicates,
         late_events=late_events,
-        on_time_windows=on_time_windows,
+        event_outcomes=outcomes,
         window_updates=updates,
         state=_retained(remembered, settings, next_watermark),
     )

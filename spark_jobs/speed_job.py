@@ -55,18 +55,6 @@ def _money_by_currency(table: pa.Table) -> dict[str, Decimal]:
     return {row["currency"]: row["amount_sum"] for row in sorted(rows, key=lambda r: r["currency"])}
 
 
-def _events_by_outcome(on_time_rows: pa.Table, late: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The batch's on-time and late events, one row each (``event_id, currency, amount``).
-
-    ``on_time_rows`` and ``late`` hold one row per (event, window); an event is late when none
-    of its windows took it."""
-    columns = ["event_id", "currency", "amount"]
-    on_time = on_time_rows.group_by(columns).aggregate([])
-    taken = pc.is_in(late["event_id"], value_set=on_time["event_id"].combine_chunks())
-    late_only = late.filter(pc.invert(taken))
-    return on_time, late_only.group_by(columns).aggregate([])
-
-
 def _micros(value) -> int | None:
     if value is None:
         return None
@@ -153,10 +141,10 @@ class SpeedLayer:
             duplicates = step.duplicates.toArrow()
             late = step.late_events.toArrow()
             updates = step.window_updates.toArrow()
-            on_time_rows = step.on_time_windows.select("event_id", "amount", "currency", "_late_update").toArrow()
+            outcomes = step.event_outcomes.toArrow()
             new_state = step.state.toArrow()
-            on_time, late_money = _events_by_outcome(on_time_rows, late)
-            late_updates = pc.sum(on_time_rows["_late_update"].cast(pa.int64())).as_py() or 0
+            on_time, late_money = outcomes.filter(pc.invert(outcomes["late"])), outcomes.filter(outcomes["late"])
+            late_updates = pc.sum(outcomes["late_updates"]).as_py() or 0
 
             for name, rows in (("dead_letter", dead), ("duplicate_events", duplicates), ("late_events", late)):
                 self._write(batch_id, name, lambda n, rows=rows: self._append_rows(n, rows, batch_id))
