@@ -42,29 +42,26 @@ def progress(message: str) -> None:
 
 def bare_spark(spark, lake: Path, checkpoint: Path) -> None:
     """Spark's own pipeline, given the speed layer's layout: one partition per micro-batch (with
-    the session's 4 shuffle partitions its stateful aggregate would run 4 tasks and 4 state
-    stores per batch, slower for batches this small). The setting is fixed into the checkpoint."""
+    the session's shuffle partitions its stateful aggregate would run that many tasks and state
+    stores per batch, slower for batches this small). The setting is fixed into the checkpoint
+    when the query starts, so the session's is restored right after."""
     schema = "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     try:
-        query = _bare_query(spark, lake, checkpoint, schema)
+        query = (
+            spark.readStream.option("maxFilesPerTrigger", 1).text(str(lake / "log"))
+            .select(F.from_json("value", schema).alias("e")).select("e.*")
+            .withColumn("amount", F.col("amount").try_cast("decimal(20,6)"))
+            .withWatermark("event_time", "1 minute")
+            .groupBy(F.window("event_time", "1 minute"), "account_id", "currency")
+            .agg(F.count(F.lit(1)).alias("event_count"), F.sum("amount").alias("amount_total"))
+            .writeStream.format("noop").outputMode("append")
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
     query.awaitTermination()
-
-
-def _bare_query(spark, lake: Path, checkpoint: Path, schema: str):
-    return (
-        spark.readStream.option("maxFilesPerTrigger", 1).text(str(lake / "log"))
-        .select(F.from_json("value", schema).alias("e")).select("e.*")
-        .withColumn("amount", F.col("amount").try_cast("decimal(20,6)"))
-        .withWatermark("event_time", "1 minute")
-        .groupBy(F.window("event_time", "1 minute"), "account_id", "currency")
-        .agg(F.count(F.lit(1)).alias("event_count"), F.sum("amount").alias("amount_total"))
-        .writeStream.format("noop").outputMode("append")
-        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-    )
 
 
 def timed(action) -> float:
