@@ -48,7 +48,7 @@ from reconciliation.result import Reconciliation  # noqa: E402
 from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
-from shared.speed import WINDOW_KEY  # noqa: E402
+from shared.aggregation import WINDOW_KEY  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

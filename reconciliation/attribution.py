@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.aggregation import AMOUNT_TOTAL_TYPE
+from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.events import parse_events, valid_events
 from shared.log_source import SOURCE_NAME
 from shared.partitions import DayRange
-from shared.speed import WINDOW_KEY
 from shared.windows import KEY_COLUMNS, WindowSpec, assign_windows
 
 __all__ = ["REASONS", "LineRecords", "explain_windows", "parsed_log"]

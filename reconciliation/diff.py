@@ -20,8 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from reconciliation.tolerance import Tolerance
-from shared.aggregation import AMOUNT_TOTAL_TYPE
-from shared.speed import WINDOW_KEY
+from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
 __all__ = ["DIFF_STATUSES", "diff_windows"]
 

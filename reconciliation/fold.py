@@ -18,8 +18,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from shared.aggregation import AMOUNT_TOTAL_TYPE
-from shared.speed import WINDOW_KEY
+from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.windows import KEY_COLUMNS, WindowSpec
 
 __all__ = ["fold_late_events", "window_corrections", "CORRECTION_KINDS"]

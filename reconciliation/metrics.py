@@ -10,8 +10,7 @@ from pyspark.sql import functions as F
 from reconciliation.attribution import REASONS
 from reconciliation.diff import DIFF_STATUSES
 from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap
-from shared.aggregation import AMOUNT_TOTAL_TYPE
-from shared.speed import WINDOW_KEY
+from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
 __all__ = ["explained_diff", "currency_figures", "largest_gaps"]
 

@@ -35,9 +35,9 @@ from reconciliation.fold import fold_late_events, window_corrections
 from reconciliation.metrics import currency_figures, explained_diff, largest_gaps
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
+from shared.aggregation import WINDOW_KEY
 from shared.config import LabConfig
 from shared.partitions import DayRange
-from shared.speed import WINDOW_KEY
 from shared.tables import Tables
 from spark_jobs.batch_job import recorded_position
 from spark_jobs.replay_job import replay_prefix

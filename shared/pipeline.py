@@ -8,17 +8,20 @@ source, sink, trigger and checkpoint around these.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from shared.aggregation import aggregate_windows
+from shared.aggregation import AGGREGATE_SCHEMA, aggregate_windows_table
 from shared.dedup import first_copies, later_copies, mark_duplicates
 from shared.events import rejected_lines, valid_events
-from shared.windows import WindowSpec, assign_windows
+from shared.spark_arrow import per_key
+from shared.windows import KEY_COLUMNS, WindowSpec, assign_windows_table
 
-__all__ = ["LineDispositions", "classify_lines", "window_totals"]
+__all__ = ["LineDispositions", "classify_lines", "window_totals", "window_totals_table"]
 
 
 @dataclass(frozen=True)
@@ -45,5 +48,11 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
 
 
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """Events -> one row per window and key with ``event_count`` and ``amount_total``."""
-    return lambda events: events.transform(assign_windows(spec)).transform(aggregate_windows)
+    """Events -> one row per window and key with ``event_count`` and ``amount_total``
+    (windows and totals of an account and currency in one call, see ``window_totals_table``)."""
+    return lambda events: per_key(events, KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+
+
+def window_totals_table(spec: WindowSpec, events: pa.Table) -> pa.Table:
+    """``assign_windows_table`` then ``aggregate_windows_table``."""
+    return aggregate_windows_table(assign_windows_table(spec, events))

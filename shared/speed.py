@@ -1,44 +1,112 @@
-"""One micro-batch of the speed layer, as DataFrames (no I/O).
+"""One micro-batch of the speed layer, in Arrow (no I/O).
 
 Spark's ``withWatermark`` would drop late rows; this step keeps every line instead. Its state is
-the set of remembered first copies (``STATE_COLUMNS``): events whose windows can still change
+the set of remembered first copies (``STATE_SCHEMA``): events whose windows can still change
 (``in_window_state``) and events kept only so that a later copy is recognised as a duplicate
-(within ``dedup_horizon`` of the watermark). Given the lines of batch ``b``, that state and the
-watermarks before and after ``b``, ``speed_step`` says where each line goes:
+(within ``dedup_horizon`` of the watermark). Given the parsed lines of batch ``b``
+(``parse_events`` output, as Arrow), that state and the largest event time of the batches
+before ``b``, ``speed_step`` says where each line goes:
 
 * ``dead_letters``: lines that fail validation;
 * ``duplicates``: later copies of a remembered or earlier-in-batch ``event_id`` (dedup comes
   before lateness: a resent late event is a duplicate, not a second late event);
 * ``late_events``: the side output, one row per (event, window) the watermark had closed;
-* on-time events, which recompute their windows into ``window_updates`` (rows to upsert into
-  ``speed_aggregates``, plus ``_delete`` rows for sessions that merged away).
-
-``event_outcomes`` has one row per first copy (``event_id, amount, currency``): ``late`` when
-none of its windows took it, and ``late_updates``, the windows it updated within the allowed
-lateness.
+* on-time events, which change their windows: ``window_changes`` holds the rows to merge into
+  ``speed_aggregates`` (``Tables.upsert``): recomputed windows, status-only rows for windows the
+  new watermark made final, and ``_delete`` rows for sessions that merged away.
 
 Sessions merge: an event that overlaps a session still in state joins it even if its own
 would-be session ``[t, t + gap)`` has closed; otherwise it is late when that one has.
+
+It uses the rules of ``shared.dedup``, ``shared.windows``, ``shared.aggregation`` and
+``shared.watermark``, which the batch path runs over the whole log through Spark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from shared.aggregation import AMOUNT_TOTAL_TYPE, aggregate_windows
-from shared.dedup import mark_duplicates
-from shared.events import EVENT_COLUMNS, event_columns, rejected_lines, valid_events
-from shared.watermark import is_late, is_late_update, lateness_seconds, window_status
-from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows
+from shared.aggregation import AGGREGATE_COLUMNS, WINDOW_KEY, aggregate_windows_table
+from shared.dedup import mark_duplicates_table
+from shared.events import EVENT_COLUMNS
+from shared.watermark import is_final, is_late, is_late_update, lateness_seconds, watermark_after, window_status
+from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows_table, micros
 
-__all__ = ["SpeedSettings", "SpeedBatch", "STATE_COLUMNS", "WINDOW_KEY", "speed_step", "empty_state"]
+__all__ = [
+    "SpeedSettings",
+    "SpeedBatch",
+    "STATE_SCHEMA",
+    "STATE_COLUMNS",
+    "WINDOW_KEY",
+    "speed_step",
+    "empty_state",
+]
 
-STATE_COLUMNS = EVENT_COLUMNS + ("in_window_state", "batch_id")
-WINDOW_KEY = ("window_start", "window_end") + KEY_COLUMNS
+_TIME = pa.timestamp("us", tz="UTC")
+_BATCH = pa.field("batch_id", pa.int64(), nullable=False)
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("line_number", pa.int64()),
+        pa.field("event_id", pa.string()),
+        pa.field("account_id", pa.string()),
+        pa.field("event_type", pa.string()),
+        pa.field("amount", pa.decimal128(20, 6)),
+        pa.field("currency", pa.string()),
+        pa.field("event_time", _TIME),
+        pa.field("ingest_time", _TIME),
+    ]
+)
+STATE_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("in_window_state", pa.bool_(), nullable=False), pa.field("batch_id", pa.int64())])
+STATE_COLUMNS = tuple(STATE_SCHEMA.names)
+DEAD_LETTER_SCHEMA = pa.schema(
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("line_number", pa.int64()),
+        pa.field("raw_line", pa.string()),
+        pa.field("reject_reason", pa.string()),
+        pa.field("reject_detail", pa.string()),
+        _BATCH,
+    ]
+)
+DUPLICATE_SCHEMA = pa.schema(
+    [
+        *EVENT_SCHEMA,
+        pa.field("first_segment", pa.int64()),
+        pa.field("first_line_number", pa.int64()),
+        pa.field("payload_conflict", pa.bool_()),
+        _BATCH,
+    ]
+)
+LATE_SCHEMA = pa.schema(
+    [
+        *EVENT_SCHEMA,
+        pa.field("window_start", _TIME),
+        pa.field("window_end", _TIME),
+        pa.field("watermark", _TIME),
+        pa.field("lateness_seconds", pa.decimal128(20, 6)),
+        _BATCH,
+    ]
+)
+WINDOW_CHANGE_SCHEMA = pa.schema(
+    [
+        pa.field("window_start", _TIME),
+        pa.field("window_end", _TIME),
+        pa.field("account_id", pa.string()),
+        pa.field("currency", pa.string()),
+        pa.field("event_count", pa.int64(), nullable=False),
+        pa.field("amount_total", pa.decimal128(38, 6)),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("updated_batch_id", pa.int64(), nullable=False),
+        pa.field("updated_ingest_time", _TIME),
+        pa.field("_delete", pa.bool_()),
+        pa.field("_partial", pa.bool_()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -51,177 +119,186 @@ class SpeedSettings:
 
 @dataclass(frozen=True)
 class SpeedBatch:
-    dead_letters: DataFrame
-    duplicates: DataFrame
-    late_events: DataFrame
-    event_outcomes: DataFrame
-    window_updates: DataFrame
-    state: DataFrame
+    """Where the lines of one micro-batch went, and the state after it.
+
+    Watermarks and ``max_event_time`` (the running maximum after the batch) are microseconds.
+    ``event_outcomes``: one row per first copy (``amount, currency, late, late_updates``):
+    ``late`` when none of its windows took it, ``late_updates`` the windows it updated within
+    the allowed lateness.
+    """
+
+    watermark: int | None
+    next_watermark: int | None
+    max_event_time: int | None
+    dead_letters: pa.Table
+    duplicates: pa.Table
+    late_events: pa.Table
+    event_outcomes: pa.Table
+    window_changes: pa.Table
+    state: pa.Table
 
 
-def empty_state(spark) -> DataFrame:
-    schema = (
-        "segment long, line_number long, event_id string, account_id string, event_type string, "
-        "amount decimal(20,6), currency string, event_time timestamp, ingest_time timestamp, "
-        "in_window_state boolean, batch_id long"
-    )
-    return spark.createDataFrame([], schema).select(*STATE_COLUMNS)
+def empty_state() -> pa.Table:
+    return STATE_SCHEMA.empty_table()
 
 
-def _ts(micros: int | None) -> Column:
-    return F.timestamp_micros(F.lit(micros).cast("long"))
+def _with(table: pa.Table, **columns) -> pa.Table:
+    for name, values in columns.items():
+        table = table.append_column(name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values))
+    return table
 
 
-def _last_window_end(spec: WindowSpec) -> Column:
-    """End of the last fixed window an event is in (tumbling and sliding)."""
-    t = F.unix_micros("event_time")
-    step = spec.size if isinstance(spec, TumblingWindows) else spec.slide
-    return F.timestamp_micros(t - F.pmod(t, F.lit(step)) + F.lit(spec.size))
+def _constant(value, count: int, kind: pa.DataType) -> pa.Array:
+    return pa.array([value] * count, kind)
 
 
-def _open_sessions(events: DataFrame, spec: SessionWindows) -> DataFrame:
-    return events.transform(assign_windows(spec)).select(*WINDOW_KEY).distinct()
+def _windows_with(table: pa.Table, keys: pa.Table, join_type: str) -> pa.Table:
+    """Rows of ``table`` whose window key is (``left semi``) or is not (``left anti``) in ``keys``."""
+    return table.join(keys.select(list(WINDOW_KEY)), list(WINDOW_KEY), join_type=join_type)
 
 
-def _classify_windows(fresh: DataFrame, pool: DataFrame, settings: SpeedSettings, watermark: int | None) -> DataFrame:
-    """(event, window) rows of the fresh events with ``_late`` and ``_late_update`` flags."""
+def _classify(fresh: pa.Table, pool: pa.Table, settings: SpeedSettings, watermark: int | None) -> pa.Table:
+    """(event, window) rows of the fresh events (with ``_event``, the event's row) and the
+    ``_late`` and ``_late_update`` flags."""
     spec, lateness = settings.window, settings.allowed_lateness
-    if isinstance(spec, SessionWindows):
-        proto = fresh.withColumn("window_start", F.col("event_time")).withColumn(
-            "window_end", F.timestamp_micros(F.unix_micros("event_time") + F.lit(spec.gap))
-        )
-        sessions = _open_sessions(pool, spec).select(
-            *KEY_COLUMNS, F.col("window_start").alias("_s"), F.col("window_end").alias("_e")
-        )
-        joins = proto.join(
-            sessions,
-            [proto[k] == sessions[k] for k in KEY_COLUMNS]
-            + [
-                proto["event_time"] < sessions["_e"],
-                F.unix_micros(proto["event_time"]) + F.lit(spec.gap) > F.unix_micros(sessions["_s"]),
-            ],
-            "left_semi",
-        ).select("event_id", F.lit(True).alias("_merges"))
-        flagged = proto.join(joins, "event_id", "left").fillna(False, ["_merges"])
-        return flagged.select(
-            *fresh.columns,
-            "window_start",
-            "window_end",
-            (~F.col("_merges") & is_late("window_end", watermark, lateness)).alias("_late"),
-            F.lit(False).alias("_late_update"),
-        )
-    return fresh.transform(assign_windows(spec)).select(
-        "*",
-        is_late("window_end", watermark, lateness).alias("_late"),
-        is_late_update("window_end", watermark, lateness).alias("_late_update"),
+    if not isinstance(spec, SessionWindows):
+        windows = assign_windows_table(spec, fresh)
+        ends = micros(windows["window_end"])
+        return _with(windows, _late=is_late(ends, watermark, lateness), _late_update=is_late_update(ends, watermark, lateness))
+    times = micros(fresh["event_time"])
+    sessions = assign_windows_table(spec, pool).select([*KEY_COLUMNS, "window_start", "window_end"])
+    candidates = fresh.select([*KEY_COLUMNS, "_event"]).append_column("_t", pa.array(times)).join(
+        _with(sessions.select(list(KEY_COLUMNS)), _s=micros(sessions["window_start"]), _e=micros(sessions["window_end"])),
+        list(KEY_COLUMNS),
+    )
+    t, start, end = (candidates[c].to_numpy() for c in ("_t", "_s", "_e"))
+    merging = candidates["_event"].to_numpy()[(t < end) & (t + spec.gap > start)]
+    merges = np.isin(np.arange(fresh.num_rows), merging)
+    kind = fresh.schema.field("event_time").type
+    return _with(
+        fresh,
+        window_start=fresh["event_time"],
+        window_end=pa.array(times + spec.gap).cast(kind),
+        _late=~merges & is_late(times + spec.gap, watermark, lateness),
+        _late_update=np.zeros(fresh.num_rows, dtype=bool),
     )
 
 
-def _window_updates(on_time: DataFrame, pool: DataFrame, spec: WindowSpec, next_watermark: int | None, batch_id: int) -> DataFrame:
-    """Recomputed rows of every window the on-time events touched (+ ``_delete`` rows)."""
+def _window_changes(
+    on_time: pa.Table, pool: pa.Table, spec: WindowSpec, watermark: int | None, next_watermark: int | None, batch_id: int
+) -> pa.Table:
+    """Rows to merge into ``speed_aggregates`` (``WINDOW_CHANGE_SCHEMA``)."""
+    columns = [*EVENT_COLUMNS, "_fresh"]
+    before = _with(pool, _fresh=np.zeros(pool.num_rows, dtype=bool))
+    arrived = _with(on_time.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]), _fresh=np.ones(on_time.num_rows, dtype=bool))
     if isinstance(spec, SessionWindows):
-        join_key = list(KEY_COLUMNS)
-        keys = on_time.select(*KEY_COLUMNS).distinct()
-        before = pool.join(keys, list(KEY_COLUMNS), "left_semi")
-        events = before.unionByName(on_time.select(*event_columns()))
-        totals = events.transform(assign_windows(spec)).transform(aggregate_windows)
-        merged_away = _open_sessions(before, spec).join(totals, list(WINDOW_KEY), "left_anti")
-        upserts = totals.withColumn("_delete", F.lit(False))
-        deletes = merged_away.select(
-            *WINDOW_KEY,
-            F.lit(0).cast("long").alias("event_count"),
-            F.lit(0).cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
-            F.lit(True).alias("_delete"),
-        )
-        rows = upserts.unionByName(deletes)
+        every = assign_windows_table(spec, pa.concat_tables([before, arrived.select(columns)]))
     else:
-        join_key = list(WINDOW_KEY)
-        touched = on_time.select(*WINDOW_KEY).distinct()
-        windows = pool.transform(assign_windows(spec)).select(*event_columns(), "window_start", "window_end")
-        windows = windows.unionByName(on_time.select(*event_columns(), "window_start", "window_end"))
-        rows = windows.join(touched, list(WINDOW_KEY), "left_semi").transform(aggregate_windows).withColumn("_delete", F.lit(False))
-    fresh_times = on_time.groupBy(*join_key).agg(F.max("ingest_time").alias("updated_ingest_time"))
-    return rows.join(fresh_times, join_key, "left").select(
-        *WINDOW_KEY,
-        "event_count",
-        "amount_total",
-        window_status("window_end", next_watermark).alias("status"),
-        F.lit(batch_id).cast("long").alias("updated_batch_id"),
-        "updated_ingest_time",
-        "_delete",
+        every = pa.concat_tables([assign_windows_table(spec, before), arrived.select([*columns, "window_start", "window_end"])])
+    totals = aggregate_windows_table(every)
+    changed = every.filter(every["_fresh"]).group_by(list(WINDOW_KEY), use_threads=False).aggregate([("ingest_time", "max")])
+    upserts = _windows_with(totals, changed, "left semi").join(changed, list(WINDOW_KEY)).rename_columns(
+        {"ingest_time_max": "updated_ingest_time"}
     )
+    ends = micros(totals["window_end"])
+    closing = is_final(ends, next_watermark) & ~is_final(ends, watermark)
+    finals = _windows_with(totals.filter(pa.array(closing)), changed, "left anti")
+    parts = [
+        _change_rows(upserts, next_watermark, batch_id, upserts["updated_ingest_time"], partial=False),
+        _change_rows(finals, next_watermark, batch_id, pa.nulls(finals.num_rows, _TIME), partial=True),
+    ]
+    if isinstance(spec, SessionWindows):
+        old = assign_windows_table(spec, pool).select(list(WINDOW_KEY)).group_by(list(WINDOW_KEY)).aggregate([])
+        gone = _windows_with(old, totals, "left anti")
+        gone = _with(gone, event_count=pa.array(np.zeros(gone.num_rows, dtype=np.int64)), amount_total=pa.nulls(gone.num_rows, pa.decimal128(38, 6)))
+        parts.append(_change_rows(gone, next_watermark, batch_id, pa.nulls(gone.num_rows, _TIME), partial=False, delete=True))
+    return pa.concat_tables(parts)
 
 
-def _retained(state: DataFrame, settings: SpeedSettings, next_watermark: int | None) -> DataFrame:
+def _change_rows(totals: pa.Table, next_watermark, batch_id, ingest, *, partial: bool, delete: bool = False) -> pa.Table:
+    count = totals.num_rows
+    rows = _with(
+        totals.select(list(AGGREGATE_COLUMNS)),
+        status=window_status(micros(totals["window_end"]), next_watermark),
+        updated_batch_id=_constant(batch_id, count, pa.int64()),
+        updated_ingest_time=ingest,
+        _delete=_constant(delete, count, pa.bool_()),
+        _partial=_constant(partial, count, pa.bool_()),
+    )
+    return rows.cast(WINDOW_CHANGE_SCHEMA)
+
+
+def _retained(state: pa.Table, settings: SpeedSettings, next_watermark: int | None) -> pa.Table:
     """State after the batch: drop windows that can no longer change, ids past the horizon."""
     if next_watermark is None:
         return state
-    spec, horizon = settings.window, settings.dedup_horizon
-    limit = F.lit(next_watermark - settings.allowed_lateness).cast("long")
+    spec, limit = settings.window, next_watermark - settings.allowed_lateness
+    in_window = state["in_window_state"].to_numpy(zero_copy_only=False)
     if isinstance(spec, SessionWindows):
-        sessions = state.where("in_window_state").transform(assign_windows(spec))
-        alive = sessions.where(F.unix_micros("window_end") > limit).select("event_id", F.lit(True).alias("_alive"))
-        state = state.join(alive, "event_id", "left")
-        window_alive = F.coalesce(F.col("_alive"), F.lit(False))
+        held = _with(state.filter(pa.array(in_window)), _row=np.flatnonzero(in_window))
+        sessions = assign_windows_table(spec, held)
+        alive = np.zeros(state.num_rows, dtype=bool)
+        alive[sessions["_row"].to_numpy()] = micros(sessions["window_end"]) > limit
     else:
-        window_alive = F.col("in_window_state") & (F.unix_micros(_last_window_end(spec)) > limit)
-    remembered = F.unix_micros("event_time") >= F.lit(next_watermark - horizon).cast("long")
-    return (
-        state.withColumn("in_window_state", window_alive)
-        .where(F.col("in_window_state") | remembered)
-        .select(*STATE_COLUMNS)
+        times = micros(state["event_time"])
+        step = spec.size if isinstance(spec, TumblingWindows) else spec.slide
+        alive = in_window & (times - np.mod(times, step) + spec.size > limit)
+    remembered = micros(state["event_time"]) >= next_watermark - settings.dedup_horizon
+    kept = state.set_column(state.schema.get_field_index("in_window_state"), "in_window_state", pa.array(alive))
+    return kept.filter(pa.array(alive | remembered))
+
+
+def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch_id: int, max_event_before: int | None) -> SpeedBatch:
+    """Where every line of micro-batch ``batch_id`` goes (``parsed``: ``parse_events`` rows)."""
+    rejected = pc.is_valid(parsed["reject_reason"])
+    valid = parsed.filter(pc.invert(rejected)).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
+    dead_letters = parsed.filter(rejected).select(list(DEAD_LETTER_SCHEMA.names[:-1]))
+    dead_letters = _with(dead_letters, batch_id=_constant(batch_id, dead_letters.num_rows, pa.int64())).cast(DEAD_LETTER_SCHEMA)
+    batch_max = int(micros(valid["event_time"]).max()) if valid.num_rows else None
+    seen = [m for m in (max_event_before, batch_max) if m is not None]
+    max_event = max(seen) if seen else None
+    watermark = watermark_after(max_event_before, settings.watermark_delay)
+    next_watermark = watermark_after(max_event, settings.watermark_delay)
+
+    known = state.select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
+    marked = mark_duplicates_table(
+        pa.concat_tables([_with(known, _new=np.zeros(known.num_rows, dtype=bool)), _with(valid, _new=np.ones(valid.num_rows, dtype=bool))])
     )
+    marked = marked.filter(marked["_new"])
+    is_copy = marked["is_duplicate"]
+    fresh = marked.filter(pc.invert(is_copy)).select(list(EVENT_COLUMNS))
+    duplicates = marked.filter(is_copy).select(list(DUPLICATE_SCHEMA.names[:-1]))
+    duplicates = _with(duplicates, batch_id=_constant(batch_id, duplicates.num_rows, pa.int64())).cast(DUPLICATE_SCHEMA)
 
+    pool = state.filter(state["in_window_state"]).select(list(EVENT_COLUMNS))
+    windows = _classify(_with(fresh, _event=np.arange(fresh.num_rows)), pool, settings, watermark)
+    late_flags = windows["_late"].to_numpy(zero_copy_only=False)
+    late = windows.filter(pa.array(late_flags))
+    late_events = _with(
+        late.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]),
+        watermark=pa.array([watermark] * late.num_rows, pa.int64()).cast(_TIME),
+        lateness_seconds=lateness_seconds(micros(late["event_time"]), watermark),
+        batch_id=_constant(batch_id, late.num_rows, pa.int64()),
+    ).cast(LATE_SCHEMA)
 
-def speed_step(
-    parsed: DataFrame,
-    state: DataFrame,
-    settings: SpeedSettings,
-    batch_id: int,
-    watermark: int | None,
-    next_watermark: int | None,
-    reuse: Callable[[DataFrame], DataFrame] = lambda frame: frame,
-) -> SpeedBatch:
-    """Where every line of micro-batch ``batch_id`` goes (``parsed``: ``parse_events`` output).
+    event = windows["_event"].to_numpy()
+    windows_of_event = np.bincount(event, minlength=fresh.num_rows)
+    all_late = np.bincount(event, weights=late_flags, minlength=fresh.num_rows) == windows_of_event
+    late_updates = np.bincount(event, weights=windows["_late_update"].to_numpy(zero_copy_only=False), minlength=fresh.num_rows)
+    outcomes = _with(fresh.select(["event_id", "amount", "currency"]), late=all_late, late_updates=late_updates.astype(np.int64))
 
-    ``reuse`` is applied to the intermediate results several outputs share (a caller that
-    materialises every output passes ``DataFrame.persist``).
-    """
-    batch = F.lit(batch_id).cast("long")
-    prior = state.select(*event_columns(), F.lit(False).alias("_new"))
-    marked = prior.unionByName(parsed.transform(valid_events).withColumn("_new", F.lit(True))).transform(mark_duplicates)
-    marked = reuse(marked.where("_new").drop("_new"))
-    fresh = marked.where("NOT is_duplicate").select(*event_columns())
-    duplicates = marked.where("is_duplicate").drop("is_duplicate").withColumn("batch_id", batch)
-
-    pool = state.where("in_window_state").select(*event_columns())
-    windows = reuse(_classify_windows(fresh, pool, settings, watermark))
-    late_events = windows.where("_late").select(
-        *event_columns(),
-        "window_start",
-        "window_end",
-        _ts(watermark).alias("watermark"),
-        lateness_seconds("event_time", watermark).alias("lateness_seconds"),
-        batch.alias("batch_id"),
-    )
-    outcomes = windows.groupBy("event_id", "amount", "currency").agg(
-        F.bool_and("_late").alias("late"), F.sum(F.col("_late_update").cast("long")).alias("late_updates")
-    )
-    late_ids = outcomes.where("late")
-    on_time = windows.where("NOT _late").drop("_late")
-    if isinstance(settings.window, SessionWindows):
-        on_time = on_time.drop("window_start", "window_end")
-    updates = _window_updates(on_time.drop("_late_update"), pool, settings.window, next_watermark, batch_id)
-
-    flagged = fresh.join(late_ids.select("event_id", F.lit(False).alias("in_window_state")), "event_id", "left")
-    remembered = state.unionByName(
-        flagged.fillna(True, ["in_window_state"]).withColumn("batch_id", batch).select(*STATE_COLUMNS)
-    )
+    on_time = windows.filter(pa.array(~late_flags))
+    changes = _window_changes(on_time, pool, settings.window, watermark, next_watermark, batch_id)
+    arrivals = _with(fresh, in_window_state=~all_late, batch_id=_constant(batch_id, fresh.num_rows, pa.int64()))
+    remembered = pa.concat_tables([state.cast(STATE_SCHEMA), arrivals.cast(STATE_SCHEMA)])
     return SpeedBatch(
-        dead_letters=parsed.transform(rejected_lines).withColumn("batch_id", batch),
+        watermark=watermark,
+        next_watermark=next_watermark,
+        max_event_time=max_event,
+        dead_letters=dead_letters,
         duplicates=duplicates,
         late_events=late_events,
         event_outcomes=outcomes,
-        window_updates=updates,
+        window_changes=changes,
         state=_retained(remembered, settings, next_watermark),
     )

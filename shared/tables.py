@@ -13,6 +13,10 @@ writing, the table's recorded version for ``app_id`` is read; if it is at least 
 append already happened and is skipped. (delta-rs records app transactions but does not skip by
 itself; delta-spark's ``txnAppId``/``txnVersion`` options do, and the check is the same.)
 Reruns replace data with an overwrite restricted by a predicate (e.g. one date).
+
+A writer that commits to the same tables again and again (the speed layer, every micro-batch)
+passes ``keep_open``: each table's snapshot then stays open between calls and only the commits
+made since are read, instead of the whole log each time.
 """
 
 from __future__ import annotations
@@ -64,10 +68,12 @@ def resolve_engine(setting: str) -> str:
 class Tables:
     """Read and write the lake's Delta tables with the configured engine."""
 
-    def __init__(self, spark: SparkSession, lake: str | Path, engine: str = "auto") -> None:
+    def __init__(self, spark: SparkSession, lake: str | Path, engine: str = "auto", *, keep_open: bool = False) -> None:
         self.spark = spark
         self.root = Path(lake).resolve() / "tables"
         self.engine = resolve_engine(engine)
+        self.keep_open = keep_open
+        self._open: dict[str, DeltaTable] = {}
 
     def path(self, name: str) -> Path:
         if not _NAME.match(name):
@@ -81,7 +87,7 @@ class Tables:
         """The highest ``version`` committed for ``app_id`` (None if never)."""
         if not self.exists(name):
             return None
-        return DeltaTable(str(self.path(name))).transaction_version(app_id)
+        return self._latest(name).transaction_version(app_id)
 
     def already_committed(self, name: str, app_id: str, version: int) -> bool:
         committed = self.committed_version(name, app_id)
@@ -110,7 +116,7 @@ class Tables:
             writer.save(str(self.path(name)))
             return True
         write_deltalake(
-            str(self.path(name)),
+            self._target(name),
             _arrow(rows),
             mode="append",
             partition_by=partition_by,
@@ -145,7 +151,7 @@ class Tables:
             writer.save(str(self.path(name)))
             return True
         write_deltalake(
-            str(self.path(name)),
+            self._target(name),
             _arrow(rows),
             mode="overwrite",
             predicate=predicate if self.exists(name) else None,
@@ -155,56 +161,52 @@ class Tables:
         return True
 
     def upsert(
-        self, name: str, rows: DataFrame | pa.Table, *, keys: tuple[str, ...], app_id: str, version: int
+        self,
+        name: str,
+        rows: DataFrame | pa.Table,
+        *,
+        keys: tuple[str, ...],
+        app_id: str,
+        version: int,
+        partial_columns: tuple[str, ...] = (),
+        target_filter: str | None = None,
     ) -> bool:
         """MERGE ``rows`` by ``keys`` once per ``(app_id, version)``.
 
-        A row whose boolean ``_delete`` is true deletes its match; the others update or insert.
+        A row whose boolean ``_delete`` is true deletes its match; one whose boolean
+        ``_partial`` is true (if the column is there) sets only ``partial_columns`` of its match
+        and inserts nothing; the others update or insert. ``target_filter`` (SQL over ``t``) may
+        name a range every match lies in, so that files outside it are not read.
         """
         if self.already_committed(name, app_id, version):
             return False
         source = _arrow(rows)
-        columns = [c for c in source.column_names if c != "_delete"]
+        if "_partial" not in source.column_names:
+            source = source.append_column("_partial", pa.array([False] * source.num_rows, pa.bool_()))
+        columns = [c for c in source.column_names if c not in ("_delete", "_partial")]
+        whole = "NOT s._delete AND NOT s._partial"
         if not self.exists(name):
-            keep = source.filter(pa.compute.invert(source["_delete"])).select(columns)
+            keep = source.filter(pa.compute.invert(pa.compute.or_(source["_delete"], source["_partial"]))).select(columns)
             write_deltalake(str(self.path(name)), keep, mode="append", commit_properties=_txn(app_id, version))
             return True
-        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        on = " AND ".join([*([target_filter] if target_filter else []), *(f"t.{k} = s.{k}" for k in keys)])
         values = {c: f"s.{c}" for c in columns}
+        partial = {c: f"s.{c}" for c in partial_columns}
         if self.engine == "delta-spark":
             from delta.tables import DeltaTable as SparkDeltaTable
 
             with self._spark_txn(app_id, version):
-                (
-                    SparkDeltaTable.forPath(self.spark, str(self.path(name))).alias("t")
-                    .merge(self._frame(source).alias("s"), on)
-                    .whenMatchedDelete("s._delete").whenMatchedUpdate("NOT s._delete", values)
-                    .whenNotMatchedInsert("NOT s._delete", values).execute()
-                )
+                merge = SparkDeltaTable.forPath(self.spark, str(self.path(name))).alias("t").merge(self._frame(source).alias("s"), on)
+                merge = merge.whenMatchedDelete("s._delete")
+                if partial:
+                    merge = merge.whenMatchedUpdate("s._partial", partial)
+                merge.whenMatchedUpdate(whole, values).whenNotMatchedInsert(whole, values).execute()
             return True
-        (
-            DeltaTable(str(self.path(name)))
-            .merge(source, on, source_alias="s", target_alias="t", commit_properties=_txn(app_id, version))
-            .when_matched_delete("s._delete")
-            .when_matched_update(values, "NOT s._delete")
-            .when_not_matched_insert(values, "NOT s._delete")
-            .execute()
-        )
-        return True
-
-    def update_where(
-        self, name: str, updates: dict[str, str], predicate: str, *, app_id: str, version: int
-    ) -> bool:
-        """``UPDATE name SET updates WHERE predicate`` once per ``(app_id, version)`` (SQL text)."""
-        if not self.exists(name) or self.already_committed(name, app_id, version):
-            return False
-        if self.engine == "delta-spark":
-            from delta.tables import DeltaTable as SparkDeltaTable
-
-            with self._spark_txn(app_id, version):
-                SparkDeltaTable.forPath(self.spark, str(self.path(name))).update(predicate, updates)
-            return True
-        DeltaTable(str(self.path(name))).update(updates, predicate=predicate, commit_properties=_txn(app_id, version))
+        merge = self._latest(name).merge(source, on, source_alias="s", target_alias="t", commit_properties=_txn(app_id, version))
+        merge = merge.when_matched_delete("s._delete")
+        if partial:
+            merge = merge.when_matched_update(partial, "s._partial")
+        merge.when_matched_update(values, whole).when_not_matched_insert(values, whole).execute()
         return True
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
@@ -229,6 +231,21 @@ class Tables:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""
         # to_pyarrow_dataset: to_pyarrow_table can abort the interpreter at exit (seen in plain python).
         return self._delta(name, version).to_pyarrow_dataset().to_table()
+
+    def _latest(self, name: str) -> DeltaTable:
+        """The table's latest snapshot (with ``keep_open``, the one kept open, brought up to date)."""
+        table = self._open.get(name)
+        if table is None:
+            table = DeltaTable(str(self.path(name)))
+            if self.keep_open:
+                self._open[name] = table
+        else:
+            table.update_incremental()
+        return table
+
+    def _target(self, name: str) -> str | DeltaTable:
+        """Where delta-rs writes: the open snapshot when there is one (no log to read again)."""
+        return self._latest(name) if self.keep_open and self.exists(name) else str(self.path(name))
 
     def _delta(self, name: str, version: int | None) -> DeltaTable:
         if not self.exists(name):

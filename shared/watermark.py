@@ -1,7 +1,7 @@
 """Watermarks and lateness, with nothing dropped.
 
 The watermark of micro-batch ``b`` is ``max event_time seen in batches before b - watermark_delay``
-(Spark's definition); before any event it is unknown (null) and nothing is late. It never moves
+(Spark's definition); before any event it is unknown (None) and nothing is late. It never moves
 backwards: it derives from a running maximum.
 
 An event is *late for a window* when the watermark has reached that window's end plus the
@@ -11,15 +11,18 @@ the watermark whose window is still open is on time. Between the window's end an
 the allowed lateness an event is a *late update*: it is counted and updates the (already final)
 window. A window's status is ``final`` once ``watermark >= window_end``, else ``open``.
 
-The column builders take column names and a watermark in microseconds (None: not known yet).
+The rules take window ends and event times as integer microseconds (NumPy arrays) and a
+watermark in microseconds (None: not known yet).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from decimal import Decimal
 
-__all__ = ["watermark_after", "is_late", "is_late_update", "window_status", "lateness_seconds"]
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["watermark_after", "is_late", "is_late_update", "is_final", "window_status", "lateness_seconds"]
 
 
 def watermark_after(max_event_micros: int | None, delay: int) -> int | None:
@@ -27,40 +30,32 @@ def watermark_after(max_event_micros: int | None, delay: int) -> int | None:
     return None if max_event_micros is None else max_event_micros - delay
 
 
-def is_late(window_end: str, watermark: int | None, allowed_lateness: int) -> Column:
+def is_late(window_end: np.ndarray, watermark: int | None, allowed_lateness: int) -> np.ndarray:
     """True where the window no longer takes events (false while the watermark is unknown)."""
-    return F.expr(_is_late(window_end, watermark, allowed_lateness))
+    if watermark is None:
+        return np.zeros(len(window_end), dtype=bool)
+    return watermark >= window_end + allowed_lateness
 
 
-def is_late_update(window_end: str, watermark: int | None, allowed_lateness: int) -> Column:
+def is_final(window_end: np.ndarray, watermark: int | None) -> np.ndarray:
+    """True where the watermark has reached the window's end."""
+    if watermark is None:
+        return np.zeros(len(window_end), dtype=bool)
+    return watermark >= window_end
+
+
+def is_late_update(window_end: np.ndarray, watermark: int | None, allowed_lateness: int) -> np.ndarray:
     """True where the window is final but still within the allowed lateness."""
-    if watermark is None:
-        return F.lit(False)
-    final = f"{_long(watermark)} >= unix_micros({window_end})"
-    return F.expr(f"{final} AND NOT ({_is_late(window_end, watermark, allowed_lateness)})")
+    return is_final(window_end, watermark) & ~is_late(window_end, watermark, allowed_lateness)
 
 
-def window_status(window_end: str, watermark: int | None) -> Column:
+def window_status(window_end: np.ndarray, watermark: int | None) -> pa.Array:
     """``final`` once the watermark has reached the window's end, else ``open``."""
+    return pa.array(np.where(is_final(window_end, watermark), "final", "open"), pa.string())
+
+
+def lateness_seconds(event_time: np.ndarray, watermark: int | None) -> pa.Array:
+    """How far each event's time was behind the watermark it missed, in exact seconds."""
     if watermark is None:
-        return F.lit("open")
-    return F.expr(f"CASE WHEN {_long(watermark)} >= unix_micros({window_end}) THEN 'final' ELSE 'open' END")
-
-
-def lateness_seconds(event_time: str, watermark: int | None) -> Column:
-    """How far the event's time was behind the watermark it missed, in exact seconds."""
-    return F.expr(
-        f"CAST(CAST({_long(watermark)} - unix_micros({event_time}) AS DECIMAL(20,0)) / 1000000 AS DECIMAL(20,6))"
-    )
-
-
-# The builders write SQL text: one round trip to the JVM per column instead of one per operator
-# (they run for every micro-batch, with that batch's watermark).
-def _long(value: int | None) -> str:
-    return "CAST(NULL AS BIGINT)" if value is None else f"{int(value)}L"
-
-
-def _is_late(window_end: str, watermark: int | None, allowed_lateness: int) -> str:
-    if watermark is None:
-        return "false"
-    return f"{_long(watermark)} >= unix_micros({window_end}) + {_long(allowed_lateness)}"
+        return pa.nulls(len(event_time), pa.decimal128(20, 6))
+    return pa.array([Decimal(int(watermark - t)).scaleb(-6) for t in event_time], pa.decimal128(20, 6))

@@ -12,17 +12,24 @@ All windows are half-open intervals ``[start, end)`` in UTC on Spark's microseco
   ``[first event time, last event time + gap)``. This matches Spark's ``session_window``.
 
 Windows are aligned to the Unix epoch, as Spark's ``window()`` aligns them with no offset.
+The rule is written once, in Arrow (``assign_windows_table``): the speed layer applies it to a
+micro-batch, ``assign_windows`` runs it over a Spark DataFrame.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructField, TimestampType
 
 from shared.durations import format_duration
+from shared.spark_arrow import per_key, per_partition, with_fields
 
 __all__ = [
     "WINDOW_KINDS",
@@ -31,7 +38,9 @@ __all__ = [
     "SessionWindows",
     "WindowSpec",
     "window_spec",
+    "assign_windows_table",
     "assign_windows",
+    "micros",
     "KEY_COLUMNS",
     "WINDOW_COLUMNS",
 ]
@@ -109,64 +118,84 @@ def window_spec(kind: str, *, size: int, slide: int | None = None, gap: int) -> 
     raise ValueError(f"window-kind: {kind!r} is not a window kind; valid: {', '.join(WINDOW_KINDS)}")
 
 
-def _require_positive(name: str, micros: int) -> None:
-    if micros <= 0:
-        raise ValueError(f"{name} must be longer than zero, e.g. 1m (got {format_duration(micros)})")
+def _require_positive(name: str, value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{name} must be longer than zero, e.g. 1m (got {format_duration(value)})")
 
 
-def _floor_to(micros: Column, step: int) -> Column:
-    """Largest multiple of ``step`` not above ``micros`` (also for times before 1970)."""
-    return micros - F.pmod(micros, F.lit(step))
+def assign_windows_table(spec: WindowSpec, events: pa.Table) -> pa.Table:
+    """``events`` with ``window_start`` and ``window_end`` added (the rule itself, in Arrow).
 
-
-def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """Return a transformation adding ``window_start`` and ``window_end`` to each event.
-
-    Input needs ``event_time`` (timestamp) and the key columns. Tumbling keeps one row per event;
-    sliding emits one row per (event, window); sessions keep one row per event, all rows of a
-    session carrying the same window. Sessions are computed over the rows given: a stream must
-    pass every event of the keys it recomputes.
+    Needs ``event_time`` (a timestamp), and for sessions ``event_id`` and the key columns.
+    Tumbling keeps one row per event; sliding emits one row per (event, window); sessions keep
+    one row per event, all rows of a session carrying the same window, computed over the rows
+    given: a stream must pass every event of the keys it recomputes.
     """
-    if isinstance(spec, TumblingWindows):
-        return lambda events: _with_window(events, _floor_to(F.unix_micros("event_time"), spec.size), spec.size)
-    if isinstance(spec, SlidingWindows):
-        return lambda events: _sliding(events, spec)
     if isinstance(spec, SessionWindows):
-        return lambda events: _sessions(events, spec)
+        return _sessions(events, spec)
+    if isinstance(spec, TumblingWindows):
+        starts = _floor_to(micros(events["event_time"]), spec.size)
+        return _with_window(events, starts, spec.size)
+    if isinstance(spec, SlidingWindows):
+        return _sliding(events, spec)
     raise TypeError(f"not a window spec: {spec!r}")
 
 
-def _with_window(events: DataFrame, start_micros: Column, size: int) -> DataFrame:
-    return events.withColumn("window_start", F.timestamp_micros(start_micros)).withColumn(
-        "window_end", F.timestamp_micros(start_micros + F.lit(size))
+def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
+    """``assign_windows_table`` over a Spark DataFrame: per partition for fixed windows, per
+    key for sessions (every event of a key must be in the same call)."""
+
+    def transform(events: DataFrame) -> DataFrame:
+        schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
+        function = functools.partial(assign_windows_table, spec)
+        if isinstance(spec, SessionWindows):
+            return per_key(events, KEY_COLUMNS, function, schema)
+        return per_partition(events, function, schema)
+
+    return transform
+
+
+def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Timestamps as integer microseconds since the epoch."""
+    return np.asarray(times.cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _floor_to(times: np.ndarray, step: int) -> np.ndarray:
+    """Largest multiple of ``step`` not above ``times`` (also for times before 1970)."""
+    return times - np.mod(times, step)
+
+
+def _with_window(events: pa.Table, starts: np.ndarray, size: int) -> pa.Table:
+    kind = events.schema.field("event_time").type
+    return events.append_column("window_start", pa.array(starts).cast(kind)).append_column(
+        "window_end", pa.array(starts + size).cast(kind)
     )
 
 
-def _sliding(events: DataFrame, spec: SlidingWindows) -> DataFrame:
-    event_micros = F.unix_micros("event_time")
-    last_start = _floor_to(event_micros, spec.slide)
-    offsets = F.sequence(F.lit(0), F.lit(spec.windows_per_event - 1))
-    exploded = events.withColumn("_window_index", F.explode(offsets))
-    start = last_start - F.col("_window_index") * F.lit(spec.slide)
-    return (
-        _with_window(exploded, start, spec.size)
-        .where(F.unix_micros("event_time") < F.unix_micros("window_end"))
-        .drop("_window_index")
-    )
+def _sliding(events: pa.Table, spec: SlidingWindows) -> pa.Table:
+    times = micros(events["event_time"])
+    per_event = spec.windows_per_event
+    rows = np.repeat(np.arange(events.num_rows), per_event)
+    starts = _floor_to(times, spec.slide)[rows] - np.tile(np.arange(per_event), events.num_rows) * spec.slide
+    inside = times[rows] < starts + spec.size
+    return _with_window(events.take(rows[inside]), starts[inside], spec.size)
 
 
-def _sessions(events: DataFrame, spec: SessionWindows) -> DataFrame:
-    by_key = Window.partitionBy(*KEY_COLUMNS).orderBy("event_time", "event_id")
-    event_micros = F.unix_micros("event_time")
-    previous = F.lag(event_micros).over(by_key)
-    starts_session = (previous.isNull() | (event_micros - previous >= F.lit(spec.gap))).cast("long")
-    numbered = events.withColumn("_session", F.sum(starts_session).over(by_key))
-    session = Window.partitionBy(*KEY_COLUMNS, "_session")
-    return (
-        numbered.withColumn("window_start", F.min("event_time").over(session))
-        .withColumn(
-            "window_end",
-            F.timestamp_micros(F.max(F.unix_micros("event_time")).over(session) + F.lit(spec.gap)),
-        )
-        .drop("_session")
+def _sessions(events: pa.Table, spec: SessionWindows) -> pa.Table:
+    order = [(name, "ascending") for name in (*KEY_COLUMNS, "event_time", "event_id")]
+    ordered = events.take(pc.sort_indices(events, sort_keys=order))
+    times = micros(ordered["event_time"])
+    if not len(times):
+        return _with_window(ordered, times, spec.gap)
+    same_key = np.ones(len(times) - 1, dtype=bool)
+    for name in KEY_COLUMNS:
+        column = ordered[name]
+        same_key &= pc.fill_null(pc.equal(column[1:], column[:-1]), False).to_numpy(zero_copy_only=False)
+    opens = np.concatenate([[True], ~same_key | (np.diff(times) >= spec.gap)])
+    firsts = np.flatnonzero(opens)
+    session = np.cumsum(opens) - 1
+    ends = np.maximum.reduceat(times, firsts) + spec.gap
+    kind = ordered.schema.field("event_time").type
+    return ordered.append_column("window_start", pa.array(times[firsts][session]).cast(kind)).append_column(
+        "window_end", pa.array(ends[session]).cast(kind)
     )
