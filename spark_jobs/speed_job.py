@@ -1,9 +1,9 @@
 """The speed layer: an always-on Structured Streaming job over the durable log.
 
-Source: the log, one segment per micro-batch by default, offsets in Spark's checkpoint. Each
-micro-batch is parsed and validated by Spark (``parse_events``) and collected once as Arrow;
-``shared.speed.speed_step`` classifies it against the state carried from the batch before, and
-the results are committed. Exactly once: every write is a Delta commit tagged
+Source: the log, one segment per micro-batch by default, offsets in Spark's checkpoint, parsed
+and validated by ``parse_events`` as part of the streaming query (planned once, not per batch).
+Each micro-batch is collected once as Arrow; ``shared.speed.speed_step`` classifies it against
+the state carried from the batch before, and the results are committed. Exactly once: every write is a Delta commit tagged
 ``(app_id, batch_id)`` and skipped when already committed, and the state table is written last,
 so a micro-batch replayed after a crash reads the state from before it and commits nothing
 twice; one whose state is already committed is skipped whole. The same job is the Kappa
@@ -78,6 +78,7 @@ class SpeedLayer:
             self.config.window, self.config.watermark_delay, self.config.allowed_lateness, self.config.dedup_horizon
         )
         self.busy = threading.Event()
+        self.progress: list = []  # Spark's progress reports of the query's recent micro-batches
         self._carried: _Carried | None = None
         self._writers = ThreadPoolExecutor(max_workers=len(SPEED_TABLES) - 1, thread_name_prefix="lklab-commit")
 
@@ -118,21 +119,21 @@ class SpeedLayer:
                 partial_columns=("status",), target_filter=f"t.window_end >= '{since}'",
             )
 
-    def process(self, raw: DataFrame, batch_id: int) -> None:
-        """``foreachBatch`` body: classify the batch's lines and commit each result once."""
+    def process(self, lines: DataFrame, batch_id: int) -> None:
+        """``foreachBatch`` body: classify the batch's parsed lines and commit each result once."""
         self.busy.set()
         try:
-            self._process(raw, batch_id)
+            self._process(lines, batch_id)
         finally:
             self.busy.clear()
 
-    def _process(self, raw: DataFrame, batch_id: int) -> None:
+    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         _crash_point(batch_id, "start")
         if self.tables.already_committed(self.table("stream_state"), self.app_id, batch_id):
             self._carried = None  # done before a crash; the next batch reads what it left
             return
-        parsed = raw.transform(parse_events).toArrow()
+        parsed = lines.toArrow()
         carried = self._resume(batch_id)
         step = speed_step(parsed, carried.state, self.settings, batch_id, carried.max_event_time)
         metrics = metrics_row(batch_id, parsed, step, time.monotonic() - started)
@@ -185,6 +186,7 @@ def run_speed(
         .option("path", str(lake))
         .option("segmentsPerBatch", segments_per_batch)
         .load()
+        .transform(parse_events)
         .writeStream.foreachBatch(layer.process)
         .option("checkpointLocation", str(checkpoint))
     )
@@ -198,6 +200,7 @@ def run_speed(
                 query.stop()
     finally:
         layer.close()
+        layer.progress = query.recentProgress
     if query.exception() is not None:
         raise RuntimeError(f"speed layer failed: {query.exception()}")
     return layer
