@@ -1,13 +1,13 @@
 """The speed layer: an always-on Structured Streaming job over the durable log.
 
 Source: the log, one segment per micro-batch by default, offsets in Spark's checkpoint, parsed
-and validated by ``parse_events`` as part of the streaming query (planned once, not per batch).
+and validated by ``parse_events`` as part of the streaming query (analysed once, not per batch).
 Each micro-batch is collected once as Arrow; ``shared.speed.speed_step`` classifies it against
-the state carried from the batch before, and the results are committed. Exactly once: every write is a Delta commit tagged
-``(app_id, batch_id)`` and skipped when already committed, and the state table is written last,
-so a micro-batch replayed after a crash reads the state from before it and commits nothing
-twice; one whose state is already committed is skipped whole. The same job is the Kappa
-streaming job with a table prefix of its own.
+the state carried from the batch before, and the results are committed. Exactly once: every
+write is a Delta commit tagged ``(app_id, batch_id)`` and skipped when already committed, and
+the state table is written last, so a micro-batch replayed after a crash reads the state from
+before it and commits nothing twice; one whose state is already committed is skipped whole. The
+same job is the Kappa streaming job with a table prefix of its own.
 
 Per batch that is one Spark query and up to six Delta commits. The state and the largest event
 time stay in memory from one batch to the next (read from the tables only when a process
@@ -23,7 +23,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +30,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from shared.config import LabConfig
+from shared.eventlog import format_timestamp
 from shared.events import parse_events
 from shared.log_source import SOURCE_NAME
 from shared.speed import STATE_COLUMNS, WINDOW_KEY, SpeedSettings, empty_state, speed_step
@@ -40,7 +40,6 @@ from shared.tables import Tables
 __all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES", "main"]
 
 SPEED_TABLES = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_metrics", "stream_state")
-_SIDE_OUTPUTS = ("dead_letter", "duplicate_events", "late_events")
 
 
 def _crash_point(batch_id: int, point: str) -> None:
@@ -48,10 +47,6 @@ def _crash_point(batch_id: int, point: str) -> None:
     this process with SIGKILL there (points: ``start``, ``before:<table>``, ``after:<table>``)."""
     if os.environ.get("LKLAB_CRASH_AT") == f"{batch_id}:{point}":
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _iso(micros: int) -> str:
-    return datetime.fromtimestamp(micros // 1_000_000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{micros % 1_000_000:06d}Z"
 
 
 @dataclass
@@ -113,7 +108,7 @@ class SpeedLayer:
 
     def _merge_windows(self, name: str, changes: pa.Table, batch_id: int) -> None:
         if changes.num_rows:
-            since = _iso(pc.min(changes["window_end"]).cast(pa.int64()).as_py())
+            since = format_timestamp(pc.min(changes["window_end"]).as_py())
             self.tables.upsert(
                 name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id,
                 partial_columns=("status",), target_filter=f"t.window_end >= '{since}'",

@@ -25,22 +25,29 @@ LKLAB = str(Path(sys.executable).parent / "lklab")
 VOLATILE = {"duration_seconds"}
 
 
-def speed(lake: Path, crash_at: str | None = None, kill_after: float | None = None) -> int:
+def speed(lake: Path, crash_at: str | None = None, kill_at_commit: int | None = None) -> int:
+    """Run ``lklab speed --available-now`` on ``lake``; with ``kill_at_commit``, SIGKILL it from
+    outside the moment ``stream_metrics`` gets its commit of that version (the batch's other
+    commits, running side by side, may be anywhere)."""
     env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
     env.pop("LKLAB_CRASH_AT", None)
     if crash_at:
         env["LKLAB_CRASH_AT"] = crash_at
     process = subprocess.Popen([LKLAB, "speed", "--available-now"], env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    commit = lake / "tables" / "stream_metrics" / "_delta_log" / f"{kill_at_commit or 0:020d}.json"
     try:
-        code = process.wait(timeout=kill_after) if kill_after else process.wait(timeout=600)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        code = process.wait()
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # the JVM of a killed driver goes down with it
-    except ProcessLookupError:
-        pass
+        deadline = time.monotonic() + 600
+        while process.poll() is None and time.monotonic() < deadline:
+            if kill_at_commit is not None and commit.exists():
+                os.killpg(process.pid, signal.SIGKILL)
+            time.sleep(0.01)
+        code = process.wait(timeout=5)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the JVM of a killed driver goes down with it
+        except ProcessLookupError:
+            pass
     return code
 
 
@@ -91,8 +98,8 @@ def test_sigkill_at_each_point_in_turn_then_restart_equals_uninterrupted_run(spa
 def test_sigkill_from_outside_twice_then_restart(spark, tmp_path, reference):
     reference_lake, expected = reference
     lake = fresh_copy(reference_lake, tmp_path)
-    for delay in (14.0, 17.0):  # mid-batch, wherever the job happens to be (a commit included)
-        speed(lake, kill_after=delay)
+    for commit in (0, 2):  # after the first batch's metrics landed, then mid-way through the rest
+        assert speed(lake, kill_at_commit=commit) == -signal.SIGKILL
     assert speed(lake) == 0
     assert contents(spark, lake) == expected
 
