@@ -26,11 +26,23 @@ __all__ = ["LineDispositions", "classify_lines", "window_totals", "window_totals
 
 @dataclass(frozen=True)
 class LineDispositions:
-    """Every input line in exactly one of three DataFrames."""
+    """Every input line in exactly one of three DataFrames: ``events``, ``duplicates`` (the two
+    halves of ``marked``, the valid lines with their dedup marks) and ``dead_letters``."""
 
-    events: DataFrame
-    duplicates: DataFrame
+    marked: DataFrame
     dead_letters: DataFrame
+
+    @property
+    def events(self) -> DataFrame:
+        return self.marked.transform(first_copies)
+
+    @property
+    def duplicates(self) -> DataFrame:
+        return self.marked.transform(later_copies)
+
+    def persisted(self) -> "LineDispositions":
+        """The same, with ``marked`` cached: dedup runs once however many results are read."""
+        return LineDispositions(self.marked.persist(), self.dead_letters)
 
 
 def classify_lines(parsed: DataFrame) -> LineDispositions:
@@ -39,10 +51,8 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
     Validation comes first: a rejected line never takes an ``event_id``, so a bad copy cannot
     shadow the good one.
     """
-    marked = parsed.transform(valid_events).transform(mark_duplicates)
     return LineDispositions(
-        events=marked.transform(first_copies),
-        duplicates=marked.transform(later_copies),
+        marked=parsed.transform(valid_events).transform(mark_duplicates),
         dead_letters=parsed.transform(rejected_lines),
     )
 
@@ -50,7 +60,8 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """Events -> one row per window and key with ``event_count`` and ``amount_total``
     (windows and totals of an account and currency in one call, see ``window_totals_table``)."""
-    return lambda events: per_key(events, KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+    needed = ("event_id", "account_id", "currency", "amount", "event_time")  # the rule reads only these
+    return lambda events: per_key(events.select(*needed), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
 
 
 def window_totals_table(spec: WindowSpec, events: pa.Table) -> pa.Table:

@@ -7,9 +7,10 @@ through Spark, over the whole log:
 
 * ``per_partition``: the function sees each Arrow batch of each partition on its own (rules that
   look at one row at a time, e.g. tumbling windows);
-* ``per_key``: rows are hashed on ``keys`` into as many buckets as Spark has shuffle partitions,
-  and the function sees every row of a bucket at once, so all rows sharing a key value are
-  together (dedup by ``event_id``; sessions and totals by account and currency).
+* ``per_key``: rows are hash-partitioned on ``keys`` into as many partitions as Spark has
+  shuffle partitions, and the function sees every row of a partition at once, so all rows
+  sharing a key value are together (dedup by ``event_id``; sessions and totals by account and
+  currency). No sort: a partition is one call.
 
 The functions run in Spark's Python workers, so they must be importable there and pure.
 """
@@ -20,13 +21,11 @@ from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 __all__ = ["TableFunction", "per_partition", "per_key", "with_fields"]
 
 TableFunction = Callable[[pa.Table], pa.Table]
-_BUCKET = "_bucket"
 
 
 def with_fields(schema: StructType, *fields: StructField) -> StructType:
@@ -45,7 +44,12 @@ def per_partition(frame: DataFrame, function: TableFunction, schema: StructType)
 
 
 def per_key(frame: DataFrame, keys: Sequence[str], function: TableFunction, schema: StructType) -> DataFrame:
-    """Apply ``function`` to all rows of each hash bucket of ``keys`` at once."""
+    """Apply ``function`` to all rows of each partition after hash-partitioning on ``keys``."""
     buckets = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    bucketed = frame.withColumn(_BUCKET, F.pmod(F.hash(*keys), F.lit(buckets)))
-    return bucketed.groupBy(_BUCKET).applyInArrow(lambda table: function(table.drop_columns([_BUCKET])), schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = list(batches)
+        if received:
+            yield from function(pa.Table.from_batches(received)).to_batches()
+
+    return frame.repartition(buckets, *keys).mapInArrow(run, schema)

@@ -134,7 +134,7 @@ def run_batch(
     with measure_cost(config.spark_master) as cost:
         raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last).load()
         parsed = raw.transform(parse_events).persist()
-        lines = classify_lines(parsed)
+        lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).toArrow()
         tables.overwrite("batch_truth", truth, predicate=days.predicate())
         tables.upsert("batch_dead_letter", _lines_upsert(lines.dead_letters), keys=LINE_KEY, app_id="batch-lines", version=last)
@@ -152,6 +152,7 @@ def run_batch(
             windows=truth.num_rows,
         )
         parsed.unpersist()
+        lines.marked.unpersist()
     run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
     if days.everything:
         starts = truth["window_start"].to_pylist()
