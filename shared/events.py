@@ -17,6 +17,7 @@ in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -39,6 +40,7 @@ __all__ = [
     "RAW_LINE_SCHEMA",
     "REJECT_REASONS",
     "EVENT_COLUMNS",
+    "EVENT_SCHEMA",
     "event_columns",
     "parse_events",
     "valid_events",
@@ -77,17 +79,21 @@ REJECT_REASONS = {
     "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
 }
 
-EVENT_COLUMNS = (
-    "segment",
-    "line_number",
-    "event_id",
-    "account_id",
-    "event_type",
-    "amount",
-    "currency",
-    "event_time",
-    "ingest_time",
+_TIME = pa.timestamp("us", tz="UTC")
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("line_number", pa.int64()),
+        pa.field("event_id", pa.string()),
+        pa.field("account_id", pa.string()),
+        pa.field("event_type", pa.string()),
+        pa.field("amount", pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)),
+        pa.field("currency", pa.string()),
+        pa.field("event_time", _TIME),
+        pa.field("ingest_time", _TIME),
+    ]
 )
+EVENT_COLUMNS = tuple(EVENT_SCHEMA.names)
 
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
 _DECIMAL_IN_RANGE = (
@@ -132,14 +138,24 @@ def _parse_stages() -> tuple[list[Column], ...]:
     """
     fields = REQUIRED_FIELDS + ("ingest_time",)
     variant = ["segment", "line_number", "raw_line", F.try_parse_json("raw_line").alias("_v")]
-    extracted = [
+    located = [
         "segment",
         "line_number",
         "raw_line",
         F.col("_v").isNull().alias("_not_json"),
-        F.schema_of_variant("_v").startswith("OBJECT").alias("_is_object"),
-        *[F.try_variant_get("_v", f"$.{name}", "string").alias(f"_text_{name}") for name in fields],
-        *[F.schema_of_variant(F.variant_get("_v", f"$.{name}", "variant")).alias(f"_type_{name}") for name in fields],
+        # JSON that parsed is an object exactly when it opens with "{" (after whitespace or a BOM);
+        # cheaper than the schema of the whole object
+        F.col("raw_line").rlike("^[\\s\\x{FEFF}]*[{]").alias("_is_object"),
+        *[F.variant_get("_v", f"$.{name}", "variant").alias(f"_field_{name}") for name in fields],
+    ]
+    extracted = [
+        "segment",
+        "line_number",
+        "raw_line",
+        "_not_json",
+        "_is_object",
+        *[F.try_variant_get(f"_field_{name}", "$", "string").alias(f"_text_{name}") for name in fields],
+        *[F.schema_of_variant(f"_field_{name}").alias(f"_type_{name}") for name in fields],
     ]
     text = {name: F.col(f"_text_{name}") for name in fields}
     kind = {name: F.col(f"_type_{name}") for name in fields}
@@ -190,7 +206,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
         F.col("_reject.reason").alias("reject_reason"),
         F.col("_reject.detail").alias("reject_detail"),
     ]
-    return variant, extracted, typed, rejected, result
+    return variant, located, extracted, typed, rejected, result
 
 
 @built_once

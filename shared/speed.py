@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.aggregation import AGGREGATE_COLUMNS, WINDOW_KEY, aggregate_windows_table
+from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_COLUMNS, WINDOW_KEY, aggregate_windows_table
 from shared.dedup import mark_duplicates_table
-from shared.events import EVENT_COLUMNS
+from shared.events import EVENT_COLUMNS, EVENT_SCHEMA
 from shared.watermark import is_final, is_late, is_late_update, lateness_seconds, watermark_after, window_status
 from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows_table, micros
 
@@ -48,19 +48,6 @@ __all__ = [
 
 _TIME = pa.timestamp("us", tz="UTC")
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
-EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("event_id", pa.string()),
-        pa.field("account_id", pa.string()),
-        pa.field("event_type", pa.string()),
-        pa.field("amount", pa.decimal128(20, 6)),
-        pa.field("currency", pa.string()),
-        pa.field("event_time", _TIME),
-        pa.field("ingest_time", _TIME),
-    ]
-)
 STATE_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("in_window_state", pa.bool_(), nullable=False), pa.field("batch_id", pa.int64())])
 STATE_COLUMNS = tuple(STATE_SCHEMA.names)
 DEAD_LETTER_SCHEMA = pa.schema(
@@ -94,12 +81,7 @@ LATE_SCHEMA = pa.schema(
 )
 WINDOW_CHANGE_SCHEMA = pa.schema(
     [
-        pa.field("window_start", _TIME),
-        pa.field("window_end", _TIME),
-        pa.field("account_id", pa.string()),
-        pa.field("currency", pa.string()),
-        pa.field("event_count", pa.int64(), nullable=False),
-        pa.field("amount_total", pa.decimal128(38, 6)),
+        *AGGREGATE_ARROW_SCHEMA,
         pa.field("status", pa.string(), nullable=False),
         pa.field("updated_batch_id", pa.int64(), nullable=False),
         pa.field("updated_ingest_time", _TIME),
@@ -248,6 +230,20 @@ def _retained(state: pa.Table, settings: SpeedSettings, next_watermark: int | No
     return kept.filter(pa.array(alive | remembered))
 
 
+def _deduplicated(valid: pa.Table, state: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table]:
+    """The batch's first copies, and its duplicates (of a remembered or an earlier line)."""
+    known = state.select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
+    everything = pa.concat_tables(
+        [_with(known, _new=np.zeros(known.num_rows, dtype=bool)), _with(valid, _new=np.ones(valid.num_rows, dtype=bool))]
+    )
+    marked = mark_duplicates_table(everything)
+    marked = marked.filter(marked["_new"])
+    is_copy = marked["is_duplicate"]
+    duplicates = marked.filter(is_copy).select(list(DUPLICATE_SCHEMA.names[:-1]))
+    duplicates = _with(duplicates, batch_id=_constant(batch_id, duplicates.num_rows, pa.int64())).cast(DUPLICATE_SCHEMA)
+    return marked.filter(pc.invert(is_copy)).select(list(EVENT_COLUMNS)), duplicates
+
+
 def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch_id: int, max_event_before: int | None) -> SpeedBatch:
     """Where every line of micro-batch ``batch_id`` goes (``parsed``: ``parse_events`` rows)."""
     rejected = pc.is_valid(parsed["reject_reason"])
@@ -260,16 +256,7 @@ def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch
     watermark = watermark_after(max_event_before, settings.watermark_delay)
     next_watermark = watermark_after(max_event, settings.watermark_delay)
 
-    known = state.select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
-    marked = mark_duplicates_table(
-        pa.concat_tables([_with(known, _new=np.zeros(known.num_rows, dtype=bool)), _with(valid, _new=np.ones(valid.num_rows, dtype=bool))])
-    )
-    marked = marked.filter(marked["_new"])
-    is_copy = marked["is_duplicate"]
-    fresh = marked.filter(pc.invert(is_copy)).select(list(EVENT_COLUMNS))
-    duplicates = marked.filter(is_copy).select(list(DUPLICATE_SCHEMA.names[:-1]))
-    duplicates = _with(duplicates, batch_id=_constant(batch_id, duplicates.num_rows, pa.int64())).cast(DUPLICATE_SCHEMA)
-
+    fresh, duplicates = _deduplicated(valid, state, batch_id)
     pool = state.filter(state["in_window_state"]).select(list(EVENT_COLUMNS))
     windows = _classify(_with(fresh, _event=np.arange(fresh.num_rows)), pool, settings, watermark)
     late_flags = windows["_late"].to_numpy(zero_copy_only=False)

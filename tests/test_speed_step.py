@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.pipeline import window_totals_table
-from shared.speed import EVENT_SCHEMA, SpeedSettings, empty_state, speed_step
+from shared.events import EVENT_SCHEMA
+from shared.speed import SpeedSettings, empty_state, speed_step
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
