@@ -143,9 +143,9 @@ def _parse_stages() -> tuple[list[Column], ...]:
         "line_number",
         "raw_line",
         F.col("_v").isNull().alias("_not_json"),
-        # JSON that parsed is an object exactly when it opens with "{" (after whitespace or a BOM);
-        # cheaper than the schema of the whole object
-        F.col("raw_line").rlike("^[\\s\\x{FEFF}]*[{]").alias("_is_object"),
+        # JSON that parsed is an object exactly when it opens with "{" after whitespace: a regex
+        # is cheaper than the schema of the whole object
+        F.col("raw_line").rlike("^\\s*[{]").alias("_is_object"),
         *[F.variant_get("_v", f"$.{name}", "variant").alias(f"_field_{name}") for name in fields],
     ]
     extracted = [

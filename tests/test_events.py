@@ -13,6 +13,7 @@ CASES = [
     ('{"event_id": "a", ', "not_json", None),
     ("[1, 2]", "not_an_object", None),
     ('"text"', "not_an_object", None),
+    (' \t "{ not an object }"', "not_an_object", None),
     (event_line(currency=None), "missing_field", "currency"),
     (event_line(event_id=""), "missing_field", "event_id"),
     (json.dumps({**json.loads(event_line()), "account_id": None}), "missing_field", "account_id"),
@@ -62,6 +63,11 @@ def test_valid_lines_are_typed_exactly(lines_frame):
     assert rows[1].amount == Decimal("-12.34") and rows[1].ingest_time is None
     assert rows[2].amount == Decimal("-99999999999999.999999")
     assert [(row.segment, row.line_number) for row in rows] == [(7, 1), (7, 2), (7, 3)]
+
+
+def test_whitespace_around_an_object_is_allowed(lines_frame):
+    rows = lines_frame([" \t" + event_line(), "\n" + event_line(event_id="e-2") + "  "]).transform(parse_events).collect()
+    assert [row.reject_reason for row in rows] == [None, None]
 
 
 def test_adjustments_may_be_negative_and_extra_fields_are_ignored(lines_frame):
