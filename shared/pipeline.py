@@ -1,9 +1,11 @@
-"""The transformation chain that batch and streaming share.
+"""The batch view of the chain: the whole log through the rules the stream applies per batch.
 
 ``parse_events`` (in ``shared.events``) types and validates lines; ``classify_lines`` sorts every
-parsed line into exactly one place: a deduplicated event, a
-duplicate, or a dead letter. ``window_totals`` turns events into per-window totals. Jobs add only
-source, sink, trigger and checkpoint around these.
+parsed line into exactly one place: a deduplicated event, a duplicate, or a dead letter.
+``window_totals`` turns events into per-window totals. Dedup, windows and totals are the Arrow
+rules of ``shared.dedup``, ``shared.windows`` and ``shared.aggregation`` run by Spark; the
+speed layer (``shared.speed``) calls the same rules on each micro-batch. Jobs add only source,
+sink, trigger and checkpoint around these.
 """
 
 from __future__ import annotations
