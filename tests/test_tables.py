@@ -53,6 +53,31 @@ def test_empty_frames_create_tables_with_their_schema(spark, tables):
     assert tables.read_arrow("dead_letter").num_rows == 0
 
 
+def test_upsert_deletes_updates_only_given_columns_of_partial_rows_and_inserts(spark, tmp_path):
+    import pyarrow as pa
+
+    tables = Tables(spark, tmp_path, "deltalake", keep_open=True)
+
+    def rows(*values):
+        names = ("day", "account_id", "n", "status", "_delete", "_partial")
+        return pa.table(dict(zip(names, map(list, zip(*values)))))
+
+    keys = ("day", "account_id")
+    tables.upsert("speed_aggregates", rows(("d1", "a", 1, "open", False, False), ("d1", "b", 2, "open", False, False),
+                                           ("d2", "x", 0, "open", False, True)), keys=keys, app_id="s", version=0)
+    changes = rows(
+        ("d1", "a", 99, "final", False, True),  # partial: only the status changes
+        ("d1", "b", 0, "open", True, False),  # deleted
+        ("d2", "c", 3, "open", False, False),  # inserted
+        ("d2", "z", 7, "final", False, True),  # partial without a match: nothing
+    )
+    assert tables.upsert("speed_aggregates", changes, keys=keys, app_id="s", version=1, partial_columns=("status",),
+                         target_filter="t.day >= 'd1'")
+    assert not tables.upsert("speed_aggregates", changes, keys=keys, app_id="s", version=1, partial_columns=("status",))
+    got = sorted((r["day"], r["account_id"], r["n"], r["status"]) for r in tables.read_arrow("speed_aggregates").to_pylist())
+    assert got == [("d1", "a", 1, "final"), ("d2", "c", 3, "open")]
+
+
 def test_table_names_are_checked(tables):
     assert tables.path("kappa/run-1/speed_aggregates").name == "speed_aggregates"
     with pytest.raises(TableNameError):
