@@ -72,7 +72,8 @@ def _lines(frame: DataFrame, last_segment: int) -> DataFrame:
 
 def _contributions(events: DataFrame, spec: WindowSpec, days: DayRange) -> DataFrame:
     return (
-        events.transform(assign_windows(spec))
+        events.select(*LINE, "event_id", "account_id", "currency", "amount", "event_time")
+        .transform(assign_windows(spec))
         .where(days.contains(F.col("window_start")))
         .select(*PAIR, "account_id", "currency", "amount")
     )
