@@ -32,7 +32,7 @@ from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.events import parse_events, valid_events
 from shared.log_source import SOURCE_NAME
 from shared.partitions import DayRange
-from shared.windows import KEY_COLUMNS, WindowSpec, assign_windows
+from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows
 
 __all__ = ["REASONS", "LineRecords", "explain_windows", "parsed_log"]
 
@@ -72,7 +72,7 @@ def _lines(frame: DataFrame, last_segment: int) -> DataFrame:
 
 def _contributions(events: DataFrame, spec: WindowSpec, days: DayRange) -> DataFrame:
     return (
-        events.select(*LINE, "event_id", "account_id", "currency", "amount", "event_time")
+        events.select(*LINE, *RULE_COLUMNS, "amount")
         .transform(assign_windows(spec))
         .where(days.contains(F.col("window_start")))
         .select(*PAIR, "account_id", "currency", "amount")

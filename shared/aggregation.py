@@ -5,30 +5,30 @@ One row per ``(window_start, window_end, account_id, currency)`` with ``event_co
 ``DECIMAL(38, 6)``, wide enough for 10^17 maximal amounts, so no total is ever rounded.
 Currencies are never added together.
 
-The rule is written once, in Arrow (``aggregate_windows_table``); ``aggregate_windows`` runs it
-over a Spark DataFrame, all windows of an account and currency in one call.
+The rule is written once, in Arrow (``aggregate_windows_table``): the speed layer applies it to
+a micro-batch, ``shared.pipeline.window_totals`` runs it through Spark, all windows of an account
+and currency in one call.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
 from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType, TimestampType
 
-from shared.events import AMOUNT_SCALE
-from shared.spark_arrow import per_key
+from shared.events import AMOUNT_SCALE, UTC_MICROS
 
 __all__ = [
     "AMOUNT_TOTAL_TYPE",
+    "AMOUNT_TOTAL_ARROW_TYPE",
     "AGGREGATE_COLUMNS",
     "AGGREGATE_SCHEMA",
     "AGGREGATE_ARROW_SCHEMA",
     "WINDOW_KEY",
     "aggregate_windows_table",
-    "aggregate_windows",
 ]
 
 AMOUNT_TOTAL_TYPE = DecimalType(38, AMOUNT_SCALE)
+AMOUNT_TOTAL_ARROW_TYPE = pa.decimal128(38, AMOUNT_SCALE)
 
 AGGREGATE_SCHEMA = StructType(
     [
@@ -42,15 +42,14 @@ AGGREGATE_SCHEMA = StructType(
 )
 AGGREGATE_COLUMNS = tuple(AGGREGATE_SCHEMA.fieldNames())
 WINDOW_KEY = AGGREGATE_COLUMNS[:4]
-_TIME = pa.timestamp("us", tz="UTC")
 AGGREGATE_ARROW_SCHEMA = pa.schema(
     [
-        pa.field("window_start", _TIME),
-        pa.field("window_end", _TIME),
+        pa.field("window_start", UTC_MICROS),
+        pa.field("window_end", UTC_MICROS),
         pa.field("account_id", pa.string()),
         pa.field("currency", pa.string()),
         pa.field("event_count", pa.int64(), nullable=False),
-        pa.field("amount_total", pa.decimal128(38, AMOUNT_SCALE)),
+        pa.field("amount_total", AMOUNT_TOTAL_ARROW_TYPE),
     ]
 )
 
@@ -64,7 +63,3 @@ def aggregate_windows_table(windowed: pa.Table) -> pa.Table:
         {"count_all": "event_count", "amount_sum": "amount_total"}
     ).select(list(AGGREGATE_COLUMNS)).cast(AGGREGATE_ARROW_SCHEMA)
 
-
-def aggregate_windows(windowed: DataFrame) -> DataFrame:
-    """``aggregate_windows_table`` over a Spark DataFrame (``assign_windows`` output)."""
-    return per_key(windowed, ["account_id", "currency"], aggregate_windows_table, AGGREGATE_SCHEMA)

@@ -41,7 +41,8 @@ __all__ = [
     "REJECT_REASONS",
     "EVENT_COLUMNS",
     "EVENT_SCHEMA",
-    "event_columns",
+    "DEAD_LETTER_COLUMNS",
+    "UTC_MICROS",
     "parse_events",
     "valid_events",
     "rejected_lines",
@@ -79,7 +80,7 @@ REJECT_REASONS = {
     "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
 }
 
-_TIME = pa.timestamp("us", tz="UTC")
+UTC_MICROS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
 EVENT_SCHEMA = pa.schema(
     [
         pa.field("segment", pa.int64()),
@@ -89,11 +90,12 @@ EVENT_SCHEMA = pa.schema(
         pa.field("event_type", pa.string()),
         pa.field("amount", pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)),
         pa.field("currency", pa.string()),
-        pa.field("event_time", _TIME),
-        pa.field("ingest_time", _TIME),
+        pa.field("event_time", UTC_MICROS),
+        pa.field("ingest_time", UTC_MICROS),
     ]
 )
 EVENT_COLUMNS = tuple(EVENT_SCHEMA.names)
+DEAD_LETTER_COLUMNS = ("segment", "line_number", "raw_line", "reject_reason", "reject_detail")
 
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
 _DECIMAL_IN_RANGE = (
@@ -210,19 +212,19 @@ def _parse_stages() -> tuple[list[Column], ...]:
 
 
 @built_once
-def event_columns() -> list[Column]:
-    """The ``EVENT_COLUMNS`` as columns, for selecting them (a micro-batch does so often)."""
+def _event_columns() -> list[Column]:
+    """The ``EVENT_COLUMNS`` as columns, for selecting them."""
     return [F.col(name) for name in EVENT_COLUMNS]
 
 
 @built_once
 def _dead_letter_columns() -> list[Column]:
-    return [F.col(name) for name in ("segment", "line_number", "raw_line", "reject_reason", "reject_detail")]
+    return [F.col(name) for name in DEAD_LETTER_COLUMNS]
 
 
 def valid_events(parsed: DataFrame) -> DataFrame:
     """Lines that passed validation, with the ``EVENT_COLUMNS`` only."""
-    return parsed.where("reject_reason IS NULL").select(*event_columns())
+    return parsed.where("reject_reason IS NULL").select(*_event_columns())
 
 
 def rejected_lines(parsed: DataFrame) -> DataFrame:

@@ -2,9 +2,8 @@
 
 A PySpark ``Column`` is an unresolved expression tree held by the JVM, independent of any
 DataFrame, and every call that builds one is a round trip from Python. Building the columns of
-``parse_events`` takes about 4,000 of them: done for every micro-batch, that was about a second
-of the speed layer's time per batch on a 2-core machine. ``built_once`` keeps what a pure
-builder returns for as long as the Spark context lives.
+``parse_events`` takes thousands of them, and every batch recompute, replay and reconciliation
+parses (tests build many such DataFrames in one session). ``built_once`` keeps what a pure builder returns for as long as the Spark context lives.
 """
 
 from __future__ import annotations

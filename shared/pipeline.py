@@ -21,7 +21,7 @@ from shared.aggregation import AGGREGATE_SCHEMA, aggregate_windows_table
 from shared.dedup import first_copies, later_copies, mark_duplicates
 from shared.events import rejected_lines, valid_events
 from shared.spark_arrow import per_key
-from shared.windows import KEY_COLUMNS, WindowSpec, assign_windows_table
+from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows_table
 
 __all__ = ["LineDispositions", "classify_lines", "window_totals", "window_totals_table"]
 
@@ -62,8 +62,7 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """Events -> one row per window and key with ``event_count`` and ``amount_total``
     (windows and totals of an account and currency in one call, see ``window_totals_table``)."""
-    needed = ("event_id", "account_id", "currency", "amount", "event_time")  # the rule reads only these
-    return lambda events: per_key(events.select(*needed), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+    return lambda events: per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
 
 
 def window_totals_table(spec: WindowSpec, events: pa.Table) -> pa.Table:

@@ -30,35 +30,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_COLUMNS, WINDOW_KEY, aggregate_windows_table
+from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_COLUMNS, AMOUNT_TOTAL_ARROW_TYPE, WINDOW_KEY, aggregate_windows_table
 from shared.dedup import mark_duplicates_table
-from shared.events import EVENT_COLUMNS, EVENT_SCHEMA
-from shared.watermark import is_final, is_late, is_late_update, lateness_seconds, watermark_after, window_status
-from shared.windows import KEY_COLUMNS, SessionWindows, TumblingWindows, WindowSpec, assign_windows_table, micros
+from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
+from shared.watermark import LATENESS_TYPE, is_final, is_late, is_late_update, lateness_seconds, watermark_after, window_status
+from shared.windows import KEY_COLUMNS, SessionWindows, WindowSpec, assign_windows_table, last_window_end, micros
 
 __all__ = [
     "SpeedSettings",
     "SpeedBatch",
     "STATE_SCHEMA",
     "STATE_COLUMNS",
-    "WINDOW_KEY",
+    "DEAD_LETTER_SCHEMA",
+    "DUPLICATE_SCHEMA",
+    "LATE_SCHEMA",
+    "WINDOW_CHANGE_SCHEMA",
     "speed_step",
     "empty_state",
 ]
 
-_TIME = pa.timestamp("us", tz="UTC")
+_TIME = UTC_MICROS
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
 STATE_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("in_window_state", pa.bool_(), nullable=False), pa.field("batch_id", pa.int64())])
 STATE_COLUMNS = tuple(STATE_SCHEMA.names)
 DEAD_LETTER_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("raw_line", pa.string()),
-        pa.field("reject_reason", pa.string()),
-        pa.field("reject_detail", pa.string()),
-        _BATCH,
-    ]
+    [*[pa.field(name, pa.int64() if name in ("segment", "line_number") else pa.string()) for name in DEAD_LETTER_COLUMNS], _BATCH]
 )
 DUPLICATE_SCHEMA = pa.schema(
     [
@@ -75,7 +71,7 @@ LATE_SCHEMA = pa.schema(
         pa.field("window_start", _TIME),
         pa.field("window_end", _TIME),
         pa.field("watermark", _TIME),
-        pa.field("lateness_seconds", pa.decimal128(20, 6)),
+        pa.field("lateness_seconds", LATENESS_TYPE),
         _BATCH,
     ]
 )
@@ -134,9 +130,9 @@ def _constant(value, count: int, kind: pa.DataType) -> pa.Array:
     return pa.array([value] * count, kind)
 
 
-def _windows_with(table: pa.Table, keys: pa.Table, join_type: str) -> pa.Table:
-    """Rows of ``table`` whose window key is (``left semi``) or is not (``left anti``) in ``keys``."""
-    return table.join(keys.select(list(WINDOW_KEY)), list(WINDOW_KEY), join_type=join_type)
+def _windows_without(table: pa.Table, keys: pa.Table) -> pa.Table:
+    """Rows of ``table`` whose window key is not in ``keys``."""
+    return table.join(keys.select(list(WINDOW_KEY)), list(WINDOW_KEY), join_type="left anti")
 
 
 def _classify(fresh: pa.Table, pool: pa.Table, settings: SpeedSettings, watermark: int | None) -> pa.Table:
@@ -152,6 +148,7 @@ def _classify(fresh: pa.Table, pool: pa.Table, settings: SpeedSettings, watermar
     candidates = fresh.select([*KEY_COLUMNS, "_event"]).append_column("_t", pa.array(times)).join(
         _with(sessions.select(list(KEY_COLUMNS)), _s=micros(sessions["window_start"]), _e=micros(sessions["window_end"])),
         list(KEY_COLUMNS),
+        join_type="inner",
     )
     t, start, end = (candidates[c].to_numpy() for c in ("_t", "_s", "_e"))
     merging = candidates["_event"].to_numpy()[(t < end) & (t + spec.gap > start)]
@@ -179,20 +176,20 @@ def _window_changes(
         every = pa.concat_tables([assign_windows_table(spec, before), arrived.select([*columns, "window_start", "window_end"])])
     totals = aggregate_windows_table(every)
     changed = every.filter(every["_fresh"]).group_by(list(WINDOW_KEY), use_threads=False).aggregate([("ingest_time", "max")])
-    upserts = _windows_with(totals, changed, "left semi").join(changed, list(WINDOW_KEY)).rename_columns(
+    upserts = totals.join(changed, list(WINDOW_KEY), join_type="inner").rename_columns(
         {"ingest_time_max": "updated_ingest_time"}
     )
     ends = micros(totals["window_end"])
     closing = is_final(ends, next_watermark) & ~is_final(ends, watermark)
-    finals = _windows_with(totals.filter(pa.array(closing)), changed, "left anti")
+    finals = _windows_without(totals.filter(pa.array(closing)), changed)
     parts = [
         _change_rows(upserts, next_watermark, batch_id, upserts["updated_ingest_time"], partial=False),
         _change_rows(finals, next_watermark, batch_id, pa.nulls(finals.num_rows, _TIME), partial=True),
     ]
     if isinstance(spec, SessionWindows):
         old = assign_windows_table(spec, pool).select(list(WINDOW_KEY)).group_by(list(WINDOW_KEY)).aggregate([])
-        gone = _windows_with(old, totals, "left anti")
-        gone = _with(gone, event_count=pa.array(np.zeros(gone.num_rows, dtype=np.int64)), amount_total=pa.nulls(gone.num_rows, pa.decimal128(38, 6)))
+        gone = _windows_without(old, totals)
+        gone = _with(gone, event_count=pa.array(np.zeros(gone.num_rows, dtype=np.int64)), amount_total=pa.nulls(gone.num_rows, AMOUNT_TOTAL_ARROW_TYPE))
         parts.append(_change_rows(gone, next_watermark, batch_id, pa.nulls(gone.num_rows, _TIME), partial=False, delete=True))
     return pa.concat_tables(parts)
 
@@ -222,9 +219,7 @@ def _retained(state: pa.Table, settings: SpeedSettings, next_watermark: int | No
         alive = np.zeros(state.num_rows, dtype=bool)
         alive[sessions["_row"].to_numpy()] = micros(sessions["window_end"]) > limit
     else:
-        times = micros(state["event_time"])
-        step = spec.size if isinstance(spec, TumblingWindows) else spec.slide
-        alive = in_window & (times - np.mod(times, step) + spec.size > limit)
+        alive = in_window & (last_window_end(spec, micros(state["event_time"])) > limit)
     remembered = micros(state["event_time"]) >= next_watermark - settings.dedup_horizon
     kept = state.set_column(state.schema.get_field_index("in_window_state"), "in_window_state", pa.array(alive))
     return kept.filter(pa.array(alive | remembered))
@@ -263,7 +258,7 @@ def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch
     late = windows.filter(pa.array(late_flags))
     late_events = _with(
         late.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]),
-        watermark=pa.array([watermark] * late.num_rows, pa.int64()).cast(_TIME),
+        watermark=_constant(watermark, late.num_rows, pa.int64()).cast(_TIME),
         lateness_seconds=lateness_seconds(micros(late["event_time"]), watermark),
         batch_id=_constant(batch_id, late.num_rows, pa.int64()),
     ).cast(LATE_SCHEMA)

@@ -16,13 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shared.aggregation import AMOUNT_TOTAL_ARROW_TYPE
+from shared.events import UTC_MICROS
 from shared.speed import SpeedBatch
 from shared.windows import micros
 
 __all__ = ["METRICS_SCHEMA", "metrics_row"]
 
-_TIME = pa.timestamp("us", tz="UTC")
-_MONEY = pa.map_(pa.string(), pa.decimal128(38, 6))
+_TIME = UTC_MICROS
+_MONEY = pa.map_(pa.string(), AMOUNT_TOTAL_ARROW_TYPE)
 METRICS_SCHEMA = pa.schema(
     [
         *[pa.field(name, pa.int64()) for name in ("batch_id", "first_segment", "last_segment", "input_lines", "on_time", "late")],

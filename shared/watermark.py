@@ -22,7 +22,9 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["watermark_after", "is_late", "is_late_update", "is_final", "window_status", "lateness_seconds"]
+__all__ = ["LATENESS_TYPE", "watermark_after", "is_late", "is_late_update", "is_final", "window_status", "lateness_seconds"]
+
+LATENESS_TYPE = pa.decimal128(20, 6)  # seconds, exact to the microsecond
 
 
 def watermark_after(max_event_micros: int | None, delay: int) -> int | None:
@@ -57,5 +59,5 @@ def window_status(window_end: np.ndarray, watermark: int | None) -> pa.Array:
 def lateness_seconds(event_time: np.ndarray, watermark: int | None) -> pa.Array:
     """How far each event's time was behind the watermark it missed, in exact seconds."""
     if watermark is None:
-        return pa.nulls(len(event_time), pa.decimal128(20, 6))
-    return pa.array([Decimal(int(watermark - t)).scaleb(-6) for t in event_time], pa.decimal128(20, 6))
+        return pa.nulls(len(event_time), LATENESS_TYPE)
+    return pa.array([Decimal(int(watermark - t)).scaleb(-6) for t in event_time], LATENESS_TYPE)

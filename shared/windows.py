@@ -40,14 +40,17 @@ __all__ = [
     "window_spec",
     "assign_windows_table",
     "assign_windows",
+    "last_window_end",
     "micros",
     "KEY_COLUMNS",
     "WINDOW_COLUMNS",
+    "RULE_COLUMNS",
 ]
 
 WINDOW_KINDS = ("tumbling", "sliding", "session")
 KEY_COLUMNS = ("account_id", "currency")
 WINDOW_COLUMNS = ("window_start", "window_end")
+RULE_COLUMNS = ("event_id", *KEY_COLUMNS, "event_time")  # all the rule reads, sessions included
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,13 @@ def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
         return per_partition(events, function, schema)
 
     return transform
+
+
+def last_window_end(spec: TumblingWindows | SlidingWindows, times: np.ndarray) -> np.ndarray:
+    """End of the last fixed window holding each event time (microseconds): once the
+    watermark passes it, none of the event's windows can change."""
+    step = spec.size if isinstance(spec, TumblingWindows) else spec.slide
+    return _floor_to(times, step) + spec.size
 
 
 def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -10,8 +10,8 @@ before it and commits nothing twice; one whose state is already committed is ski
 same job is the Kappa streaming job with a table prefix of its own.
 
 Per batch that is one Spark query and up to six Delta commits. The state and the largest event
-time stay in memory from one batch to the next (read from the tables only when a process
-starts), and the five output commits run side by side before the state's.
+time stay in memory from one batch to the next (read from the tables when a process starts and
+after a batch found already committed), and the five output commits run side by side before the state's.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from shared.aggregation import WINDOW_KEY
 from shared.config import LabConfig
 from shared.eventlog import format_timestamp
 from shared.events import parse_events
 from shared.log_source import SOURCE_NAME
-from shared.speed import STATE_COLUMNS, WINDOW_KEY, SpeedSettings, empty_state, speed_step
+from shared.speed import STATE_COLUMNS, SpeedSettings, empty_state, speed_step
 from shared.stream_metrics import metrics_row
 from shared.tables import Tables
 

@@ -3,8 +3,11 @@
 from datetime import datetime
 from decimal import Decimal
 
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_SCHEMA
 from shared.dedup import first_copies, later_copies, mark_duplicates
-from shared.events import parse_events, valid_events
+from shared.events import EVENT_SCHEMA, parse_events, valid_events
 from shared.pipeline import classify_lines, window_totals
 from shared.windows import TumblingWindows
 from tests.conftest import event_line, raw_frame
@@ -59,3 +62,14 @@ def test_currencies_and_accounts_are_never_added_together(spark):
         ("acct-1", "USD", 2, Decimal("7.250000")),
         ("acct-2", "USD", 1, Decimal("1.500000")),
     ]
+
+
+def test_arrow_schemas_have_the_types_spark_gives_the_same_columns(spark):
+    """The speed step (Arrow) and the batch path (Spark) describe the same rows: same names, same types."""
+
+    def types(schema):
+        return [(field.name, field.type) for field in schema]
+
+    parsed = raw_frame(spark, [event_line()]).transform(parse_events).transform(valid_events)
+    assert types(to_arrow_schema(parsed.schema, timezone="UTC")) == types(EVENT_SCHEMA)
+    assert types(to_arrow_schema(AGGREGATE_SCHEMA, timezone="UTC")) == types(AGGREGATE_ARROW_SCHEMA)
