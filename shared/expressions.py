@@ -3,7 +3,8 @@
 A PySpark ``Column`` is an unresolved expression tree held by the JVM, independent of any
 DataFrame, and every call that builds one is a round trip from Python. Building the columns of
 ``parse_events`` takes thousands of them, and every batch recompute, replay and reconciliation
-parses (tests build many such DataFrames in one session). ``built_once`` keeps what a pure builder returns for as long as the Spark context lives.
+parses (tests build many such DataFrames in one session). ``built_once`` keeps what a pure
+builder returns for as long as the Spark context lives.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ __all__ = [
     "empty_state",
 ]
 
-_TIME = UTC_MICROS
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
 STATE_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("in_window_state", pa.bool_(), nullable=False), pa.field("batch_id", pa.int64())])
 STATE_COLUMNS = tuple(STATE_SCHEMA.names)
@@ -68,9 +67,9 @@ DUPLICATE_SCHEMA = pa.schema(
 LATE_SCHEMA = pa.schema(
     [
         *EVENT_SCHEMA,
-        pa.field("window_start", _TIME),
-        pa.field("window_end", _TIME),
-        pa.field("watermark", _TIME),
+        pa.field("window_start", UTC_MICROS),
+        pa.field("window_end", UTC_MICROS),
+        pa.field("watermark", UTC_MICROS),
         pa.field("lateness_seconds", LATENESS_TYPE),
         _BATCH,
     ]
@@ -80,7 +79,7 @@ WINDOW_CHANGE_SCHEMA = pa.schema(
         *AGGREGATE_ARROW_SCHEMA,
         pa.field("status", pa.string(), nullable=False),
         pa.field("updated_batch_id", pa.int64(), nullable=False),
-        pa.field("updated_ingest_time", _TIME),
+        pa.field("updated_ingest_time", UTC_MICROS),
         pa.field("_delete", pa.bool_()),
         pa.field("_partial", pa.bool_()),
     ]
@@ -184,13 +183,13 @@ def _window_changes(
     finals = _windows_without(totals.filter(pa.array(closing)), changed)
     parts = [
         _change_rows(upserts, next_watermark, batch_id, upserts["updated_ingest_time"], partial=False),
-        _change_rows(finals, next_watermark, batch_id, pa.nulls(finals.num_rows, _TIME), partial=True),
+        _change_rows(finals, next_watermark, batch_id, pa.nulls(finals.num_rows, UTC_MICROS), partial=True),
     ]
     if isinstance(spec, SessionWindows):
         old = assign_windows_table(spec, pool).select(list(WINDOW_KEY)).group_by(list(WINDOW_KEY)).aggregate([])
         gone = _windows_without(old, totals)
         gone = _with(gone, event_count=pa.array(np.zeros(gone.num_rows, dtype=np.int64)), amount_total=pa.nulls(gone.num_rows, AMOUNT_TOTAL_ARROW_TYPE))
-        parts.append(_change_rows(gone, next_watermark, batch_id, pa.nulls(gone.num_rows, _TIME), partial=False, delete=True))
+        parts.append(_change_rows(gone, next_watermark, batch_id, pa.nulls(gone.num_rows, UTC_MICROS), partial=False, delete=True))
     return pa.concat_tables(parts)
 
 
@@ -258,7 +257,7 @@ def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch
     late = windows.filter(pa.array(late_flags))
     late_events = _with(
         late.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]),
-        watermark=_constant(watermark, late.num_rows, pa.int64()).cast(_TIME),
+        watermark=_constant(watermark, late.num_rows, pa.int64()).cast(UTC_MICROS),
         lateness_seconds=lateness_seconds(micros(late["event_time"]), watermark),
         batch_id=_constant(batch_id, late.num_rows, pa.int64()),
     ).cast(LATE_SCHEMA)

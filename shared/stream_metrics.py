@@ -23,13 +23,12 @@ from shared.windows import micros
 
 __all__ = ["METRICS_SCHEMA", "metrics_row"]
 
-_TIME = UTC_MICROS
 _MONEY = pa.map_(pa.string(), AMOUNT_TOTAL_ARROW_TYPE)
 METRICS_SCHEMA = pa.schema(
     [
         *[pa.field(name, pa.int64()) for name in ("batch_id", "first_segment", "last_segment", "input_lines", "on_time", "late")],
         *[pa.field(name, pa.int64()) for name in ("late_updates", "duplicates", "dead_letters")],
-        *[pa.field(name, _TIME) for name in ("watermark", "next_watermark", "max_event_time")],
+        *[pa.field(name, UTC_MICROS) for name in ("watermark", "next_watermark", "max_event_time")],
         pa.field("watermark_lag_seconds", pa.float64()),
         pa.field("state_rows", pa.int64()),
         *[pa.field(name, _MONEY) for name in ("on_time_amounts", "late_amounts", "duplicate_amounts")],
@@ -81,8 +80,8 @@ def metrics_row(batch_id: int, parsed: pa.Table, batch: SpeedBatch, duration_sec
     columns = {}
     for field in METRICS_SCHEMA:
         value = row[field.name]
-        if field.type == _TIME:
-            columns[field.name] = pa.array([value], pa.int64()).cast(_TIME)
+        if field.type == UTC_MICROS:
+            columns[field.name] = pa.array([value], pa.int64()).cast(UTC_MICROS)
         else:
             columns[field.name] = pa.array([value], field.type)
     return pa.table(columns, schema=METRICS_SCHEMA)

@@ -11,7 +11,8 @@ same job is the Kappa streaming job with a table prefix of its own.
 
 Per batch that is one Spark query and up to six Delta commits. The state and the largest event
 time stay in memory from one batch to the next (read from the tables when a process starts and
-after a batch found already committed), and the five output commits run side by side before the state's.
+after a batch found already committed), and the five output commits run side by side before
+the state's.
 """
 
 from __future__ import annotations
