@@ -29,7 +29,7 @@ from lklab.report import (
     ArrivalDelay, Configuration, ConfigurationResult, FinanceAudit, GapHeatMap, LateBillingEvent, LateSummary,
     PathCost, ReconciliationSummary, Report,
 )
-from reconciliation.attribution import parsed_log
+from shared.log_source import parsed_log
 from reconciliation.reconcile import reconcile
 from shared.config import LabConfig
 from shared.durations import parse_duration

@@ -69,7 +69,8 @@ def render_text(summary: BatchSummary) -> str:
     lines = [
         f"days: {run.days.describe()}; log: segments 1..{run.last_segment}, {run.lines:,} lines",
         f"  = {run.events:,} events + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters"
-        f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",
+        + (f" + {run.heartbeats:,} heartbeats" if run.heartbeats else "")
+        + f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",
     ]
     for reason, count in summary.dead_letters_by_reason.items():
         lines.append(f"    dead letter {reason}: {count:,}")

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
-from shared.events import parse_events, valid_events
-from shared.log_source import SOURCE_NAME
+from shared.events import valid_events
+from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows
 
-__all__ = ["REASONS", "LineRecords", "explain_windows", "parsed_log"]
+__all__ = ["REASONS", "LineRecords", "explain_windows"]
 
 REASONS = ("late", "duplicate", "dead_letter", "unread", "moved")
 LINE = ["segment", "line_number"]
@@ -55,15 +55,6 @@ class LineRecords:
     dead_letters: DataFrame
     late: DataFrame | None = None
     windows: DataFrame | None = None
-
-
-def parsed_log(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
-    """Segments ``1..last_segment`` of the log, parsed and validated (``parse_events`` output)."""
-    if last_segment < 1:
-        schema = "segment long, line_number long, raw_line string"
-        return spark.createDataFrame([], schema).transform(parse_events)
-    raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last_segment).load()
-    return raw.transform(parse_events)
 
 
 def _lines(frame: DataFrame, last_segment: int) -> DataFrame:

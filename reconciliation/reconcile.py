@@ -29,7 +29,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciliation.attribution import REASONS, LineRecords, explain_windows, parsed_log
+from reconciliation.attribution import REASONS, LineRecords, explain_windows
+from shared.log_source import parsed_log
 from reconciliation.diff import diff_windows
 from reconciliation.fold import fold_late_events, window_corrections
 from reconciliation.metrics import currency_figures, explained_diff, largest_gaps

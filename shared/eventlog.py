@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["EventLog", "Segment", "LogDamaged", "stamp_ingest_time", "format_timestamp"]
+__all__ = ["EventLog", "Segment", "LogDamaged", "stamp_ingest_time", "format_timestamp", "heartbeat_line"]
 
 _NAME = re.compile(r"^segment-(\d{12})\.jsonl$")
 
@@ -47,6 +47,11 @@ class Segment:
 def format_timestamp(moment: datetime) -> str:
     """ISO-8601 in UTC with microseconds and ``Z``: the log's timestamp format."""
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def heartbeat_line(moment: datetime) -> str:
+    """A heartbeat: no event, only a moment of processing time (see ``shared.events``)."""
+    return json.dumps({"heartbeat": True, "ingest_time": format_timestamp(moment)})
 
 
 def stamp_ingest_time(line: bytes, ingest_time: str) -> bytes:
@@ -115,6 +120,11 @@ class EventLog:
             return self._publish(temporary)
         finally:
             temporary.unlink(missing_ok=True)
+
+    def append_heartbeat(self, moment: datetime | None = None) -> Segment:
+        """Append a segment holding one heartbeat at ``moment`` (default: now), so that the
+        log's clock moves on while no traffic arrives."""
+        return self.append([heartbeat_line(moment or datetime.now(timezone.utc))], stamp=False)
 
     def append_file(self, path: str | Path, ingest_time: datetime | None = None) -> Segment:
         """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim)."""

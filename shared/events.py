@@ -13,6 +13,13 @@ adjustments either. Times are ISO-8601 with ``Z`` or an offset and are held in U
 ``parse_events`` keeps every line: a valid line gets the typed columns and a null
 ``reject_reason``; any other line gets the first failing reason of ``REJECT_REASONS`` (checked
 in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
+
+A *heartbeat* is a line ``{"heartbeat": true, "ingest_time": "..."}`` written by the log's
+writer (or the always-on speed layer) when nothing arrived for a while: it carries no event,
+only a moment of processing time, so the log's clock moves on while the traffic is idle (see
+``shared.clock``). It parses with ``heartbeat`` true and a null ``reject_reason`` (its other
+fields are ignored); one without a valid ``ingest_time`` is a dead letter like any bad line.
+Every line is therefore exactly one of: an event, a heartbeat, a dead letter.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ __all__ = [
     "EVENT_SCHEMA",
     "DEAD_LETTER_COLUMNS",
     "UTC_MICROS",
+    "HEARTBEAT_FIELD",
     "parse_events",
     "valid_events",
     "rejected_lines",
@@ -97,6 +105,8 @@ EVENT_SCHEMA = pa.schema(
 EVENT_COLUMNS = tuple(EVENT_SCHEMA.names)
 DEAD_LETTER_COLUMNS = ("segment", "line_number", "raw_line", "reject_reason", "reject_detail")
 
+HEARTBEAT_FIELD = "heartbeat"
+
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
 _DECIMAL_IN_RANGE = (
     rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
@@ -123,7 +133,9 @@ def parse_events(raw: DataFrame) -> DataFrame:
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
 
     Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
-    ``raw_line``, ``reject_reason`` and ``reject_detail``.
+    ``raw_line``, ``reject_reason``, ``reject_detail`` and ``heartbeat`` (true for a valid
+    heartbeat line; of its columns only ``segment``, ``line_number`` and ``ingest_time`` mean
+    anything).
     """
     parsed = raw
     for columns in _parse_stages():
@@ -149,6 +161,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
         # is cheaper than the schema of the whole object
         F.col("raw_line").rlike("^\\s*[{]").alias("_is_object"),
         *[F.variant_get("_v", f"$.{name}", "variant").alias(f"_field_{name}") for name in fields],
+        F.try_variant_get("_v", f"$.{HEARTBEAT_FIELD}", "variant").alias("_field_heartbeat"),
     ]
     extracted = [
         "segment",
@@ -156,8 +169,14 @@ def _parse_stages() -> tuple[list[Column], ...]:
         "raw_line",
         "_not_json",
         "_is_object",
+        "_field_heartbeat",
         *[F.try_variant_get(f"_field_{name}", "$", "string").alias(f"_text_{name}") for name in fields],
         *[F.schema_of_variant(f"_field_{name}").alias(f"_type_{name}") for name in fields],
+        # a heartbeat is exactly the JSON value true (not "true", not 1)
+        F.coalesce(
+            (F.schema_of_variant("_field_heartbeat") == "BOOLEAN") & F.try_variant_get("_field_heartbeat", "$", "boolean"),
+            F.lit(False),
+        ).alias("_heartbeat"),
     ]
     text = {name: F.col(f"_text_{name}") for name in fields}
     kind = {name: F.col(f"_type_{name}") for name in fields}
@@ -168,16 +187,22 @@ def _parse_stages() -> tuple[list[Column], ...]:
         _iso_timestamp(text["ingest_time"]).alias("ingest_time"),
     ]
     amount = F.col("amount")
+    heartbeat = F.col("_heartbeat")
+    ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
     checks: list[tuple[Column, str, str | None]] = [
         (F.trim(F.col("raw_line")) == "", "empty_line", None),
         (F.col("_not_json"), "not_json", None),
         (~F.col("_is_object"), "not_an_object", None),
+        (heartbeat & ~ingest_present, "missing_field", "ingest_time"),
+        (heartbeat & ((kind["ingest_time"] != "STRING") | F.col("ingest_time").isNull()), "invalid_ingest_time", "ingest_time"),
     ]
-    checks += [(kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS]
-    checks += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
-    checks += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
-    ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks += [
+    # past this point a heartbeat has passed every check that applies to it
+    event = [
+        (kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS
+    ]
+    event += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
+    event += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
+    event += [
         (~text["event_type"].isin(*EVENT_TYPES), "invalid_event_type", "event_type"),
         (~text["amount"].rlike(_DECIMAL), "invalid_amount", "amount"),
         (amount.isNull(), "amount_out_of_range", "amount"),
@@ -195,6 +220,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
             "ingest_time",
         ),
     ]
+    checks += [(~heartbeat & failed, name, field) for failed, name, field in event]
     rejected = ["*", _first_failure(checks).alias("_reject")]
     result = [
         "segment",
@@ -207,6 +233,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
         "raw_line",
         F.col("_reject.reason").alias("reject_reason"),
         F.col("_reject.detail").alias("reject_detail"),
+        (heartbeat & F.col("_reject").isNull()).alias(HEARTBEAT_FIELD),
     ]
     return variant, located, extracted, typed, rejected, result
 
@@ -223,8 +250,8 @@ def _dead_letter_columns() -> list[Column]:
 
 
 def valid_events(parsed: DataFrame) -> DataFrame:
-    """Lines that passed validation, with the ``EVENT_COLUMNS`` only."""
-    return parsed.where("reject_reason IS NULL").select(*_event_columns())
+    """Lines that are events (passed validation, not heartbeats), with the ``EVENT_COLUMNS`` only."""
+    return parsed.where(f"reject_reason IS NULL AND NOT {HEARTBEAT_FIELD}").select(*_event_columns())
 
 
 def rejected_lines(parsed: DataFrame) -> DataFrame:

@@ -25,10 +25,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from shared.eventlog import EventLog
-from shared.events import RAW_LINE_SCHEMA
+from pyspark.sql import DataFrame
 
-__all__ = ["LogDataSource", "register_log_source", "SOURCE_NAME"]
+from shared.eventlog import EventLog
+from shared.events import RAW_LINE_SCHEMA, parse_events
+
+__all__ = ["LogDataSource", "register_log_source", "parsed_log", "SOURCE_NAME"]
 
 SOURCE_NAME = "lklab_log"
 _ARROW_SCHEMA = pa.schema(
@@ -171,3 +173,12 @@ class LogDataSource(DataSource):
 def register_log_source(spark: SparkSession) -> None:
     """Make ``format("lklab_log")`` available in this session."""
     spark.dataSource.register(LogDataSource)
+
+
+def parsed_log(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
+    """Segments ``1..last_segment`` of the log, parsed and validated (``parse_events`` output):
+    the one way the batch paths (recompute, replay, reconciliation) read the log."""
+    if last_segment < 1:
+        return spark.createDataFrame([], RAW_LINE_SCHEMA).transform(parse_events)
+    raw = spark.read.format(SOURCE_NAME).option("path", str(lake)).option("end", last_segment).load()
+    return raw.transform(parse_events)

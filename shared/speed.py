@@ -241,7 +241,7 @@ def _deduplicated(valid: pa.Table, state: pa.Table, batch_id: int) -> tuple[pa.T
 def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch_id: int, max_event_before: int | None) -> SpeedBatch:
     """Where every line of micro-batch ``batch_id`` goes (``parsed``: ``parse_events`` rows)."""
     rejected = pc.is_valid(parsed["reject_reason"])
-    valid = parsed.filter(pc.invert(rejected)).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
+    valid = parsed.filter(pc.invert(pc.or_(rejected, parsed["heartbeat"]))).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
     dead_letters = parsed.filter(rejected).select(list(DEAD_LETTER_SCHEMA.names[:-1]))
     dead_letters = _with(dead_letters, batch_id=_constant(batch_id, dead_letters.num_rows, pa.int64())).cast(DEAD_LETTER_SCHEMA)
     batch_max = int(micros(valid["event_time"]).max()) if valid.num_rows else None

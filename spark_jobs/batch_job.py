@@ -27,8 +27,7 @@ from pyspark.sql import functions as F
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.eventlog import EventLog
-from shared.events import parse_events
-from shared.log_source import SOURCE_NAME
+from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.pipeline import classify_lines, window_totals
 from shared.tables import Tables
@@ -51,6 +50,7 @@ class BatchRun:
     events: int
     duplicates: int
     dead_letters: int
+    heartbeats: int = 0
     days: DayRange = DayRange()
     windows: int = 0
     wall_seconds: float = 0.0
@@ -58,8 +58,8 @@ class BatchRun:
 
     @property
     def conserved(self) -> bool:
-        """Every line is an event, a duplicate or a dead letter, exactly once."""
-        return self.lines == self.events + self.duplicates + self.dead_letters
+        """Every line is an event, a duplicate, a dead letter or a heartbeat, exactly once."""
+        return self.lines == self.events + self.duplicates + self.dead_letters + self.heartbeats
 
 
 def recorded_position(tables: Tables, days: DayRange) -> int | None:
@@ -104,6 +104,7 @@ def _record(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, d
         "events": pa.array([run.events], pa.int64()),
         "duplicates": pa.array([run.duplicates], pa.int64()),
         "dead_letters": pa.array([run.dead_letters], pa.int64()),
+        "heartbeats": pa.array([run.heartbeats], pa.int64()),
         "windows": pa.array([run.windows], pa.int64()),
         "wall_seconds": pa.array([run.wall_seconds], pa.float64()),
         "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
@@ -132,8 +133,7 @@ def run_batch(
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
     with measure_cost(config.spark_master) as cost:
-        raw = spark.read.format(SOURCE_NAME).option("path", lake).option("end", last).load()
-        parsed = raw.transform(parse_events).persist()
+        parsed = parsed_log(spark, lake, last).persist()
         lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).toArrow()
         tables.overwrite("batch_truth", truth, predicate=days.predicate())
@@ -148,6 +148,7 @@ def run_batch(
             events=lines.events.count(),
             duplicates=counted(dups),
             dead_letters=counted(dead),
+            heartbeats=parsed.where("heartbeat").count(),
             days=days,
             windows=truth.num_rows,
         )

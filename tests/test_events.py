@@ -74,3 +74,30 @@ def test_adjustments_may_be_negative_and_extra_fields_are_ignored(lines_frame):
     line = json.dumps({**json.loads(event_line(event_type="adjustment", amount="-3")), "note": {"x": 1}})
     row = lines_frame([line]).transform(parse_events).first()
     assert row.reject_reason is None and row.amount == Decimal("-3")
+
+
+def test_heartbeats_are_neither_events_nor_dead_letters(lines_frame):
+    """A heartbeat is the JSON value true under "heartbeat" with a valid ingest_time; anything
+    that looks like one but is not gets a dead-letter reason."""
+    from shared.events import valid_events
+
+    lines = [
+        '{"heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}',
+        '{"heartbeat": true}',
+        '{"heartbeat": true, "ingest_time": 5}',
+        '{"heartbeat": "true", "ingest_time": "2026-01-05T10:00:02Z"}',
+        '{"heartbeat": false, "ingest_time": "2026-01-05T10:00:02Z"}',
+        event_line(),
+    ]
+    parsed = lines_frame(lines).transform(parse_events)
+    rows = [(r.line_number, r.heartbeat, r.reject_reason, r.reject_detail) for r in parsed.orderBy("line_number").collect()]
+    assert rows == [
+        (1, True, None, None),
+        (2, False, "missing_field", "ingest_time"),
+        (3, False, "invalid_ingest_time", "ingest_time"),
+        (4, False, "missing_field", "event_id"),
+        (5, False, "missing_field", "event_id"),
+        (6, False, None, None),
+    ]
+    assert parsed.where("line_number = 1").first().ingest_time == datetime(2026, 1, 5, 10, 0, 2)
+    assert [r.line_number for r in parsed.transform(valid_events).collect()] == [6]
