@@ -49,8 +49,12 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--window-slide", help="sliding windows: start every, e.g. 30s")
         group.add_argument("--session-gap", help="session windows: inactivity that ends one (default 5m)")
         group.add_argument("--watermark-delay", help="how far the watermark trails the max event time (default 1m)")
+        group.add_argument("--watermark-interval", help="the watermark moves once per tick of this much processing time "
+                           "(ingest time), ticks aligned to the epoch (default 1s; 0: after every line)")
         group.add_argument("--allowed-lateness", help="how long after the watermark a window still takes events (default 0s)")
         group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
+        group.add_argument("--heartbeat-interval", help="always-on speed layer: append a heartbeat after the log has been "
+                           "quiet this long, so open windows still become final (default 1m; 0: never)")
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
         group.add_argument("--driver-memory", help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
                            "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)")

@@ -43,8 +43,10 @@ class LabConfig:
     window_slide: int | None = None
     session_gap: int = parse_duration("5m")
     watermark_delay: int = parse_duration("1m")
+    watermark_interval: int = parse_duration("1s")
     allowed_lateness: int = 0
     dedup_horizon: int = parse_duration("1h")
+    heartbeat_interval: int = parse_duration("1m")
     spark_master: str = "local[2]"
     driver_memory: str = "4g"
     table_engine: str = "auto"
@@ -71,8 +73,10 @@ _DURATIONS = {
     "window_slide",
     "session_gap",
     "watermark_delay",
+    "watermark_interval",
     "allowed_lateness",
     "dedup_horizon",
+    "heartbeat_interval",
 }
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtKMGT]")
 SETTINGS = tuple(f.name.replace("_", "-") for f in fields(LabConfig))

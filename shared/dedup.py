@@ -6,12 +6,23 @@ event; every later copy is a duplicate. A later copy whose payload differs is st
 duplicate, but is flagged ``payload_conflict`` so that nobody mistakes a collision of ids for a
 harmless retry. ``ingest_time`` is not payload: a retry lands later by nature.
 
-The rule is written once, in Arrow (``mark_duplicates_table``). The speed layer applies it to
-the first copies it remembers plus a micro-batch; ``mark_duplicates`` runs it over a Spark
-DataFrame, every copy of an id in one call.
+The batch rule is written once, in Arrow (``mark_duplicates_table``); ``mark_duplicates`` runs
+it over a Spark DataFrame, every copy of an id in one call.
+
+The stream cannot remember every id forever. It remembers a first copy for ``dedup_horizon``
+behind the watermark, counted from the later of its event time and the watermark it arrived
+at (``remembered_from``: a resend that is itself late is remembered as long as any other): a
+later copy whose watermark ``W`` (the clock's, ``shared.clock``) has passed ``remembered_from +
+dedup_horizon`` is not recognised and becomes a first copy again (only the batch path, which
+sees the whole log, counts the event once).
+``deduplicate_stream`` applies this rule to lines in log order, given the first copies
+remembered from before; the speed layer calls it on a micro-batch, the Kappa replay on every
+copy of a set of ids at once (an empty memory), and both decide the same for every line.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +31,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField
 
+from shared.clock import NO_TIME
+from shared.events import EVENT_SCHEMA, UTC_MICROS
 from shared.spark_arrow import per_key, with_fields
 
-__all__ = ["PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "mark_duplicates", "first_copies", "later_copies"]
+__all__ = [
+    "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "mark_duplicates", "first_copies", "later_copies",
+    "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_rows", "still_remembered",
+]
+
+REMEMBERED_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
 
 PAYLOAD_COLUMNS = ("account_id", "event_type", "amount", "currency", "event_time")
 MARK_FIELDS = (
@@ -72,3 +90,89 @@ def first_copies(marked: DataFrame) -> DataFrame:
 def later_copies(marked: DataFrame) -> DataFrame:
     """The duplicates, each pointing at the first copy it repeats."""
     return marked.where(F.col("is_duplicate")).drop("is_duplicate")
+
+
+@dataclass(frozen=True)
+class StreamDedup:
+    """``deduplicate_stream``'s answer: the ``firsts`` (lines that are first copies, to be
+    remembered) and the ``duplicates`` (lines with ``first_segment``, ``first_line_number`` and
+    ``payload_conflict`` of the remembered copy they repeat), each in log order."""
+
+    firsts: pa.Table
+    duplicates: pa.Table
+
+
+def _payloads(table: pa.Table, rows: np.ndarray) -> list[tuple]:
+    chosen = table.select(list(PAYLOAD_COLUMNS)).take(pa.array(rows, pa.int64())).to_pylist()
+    return [tuple(row.values()) for row in chosen]
+
+
+def _remembered_from(times: np.ndarray, watermarks: np.ndarray) -> np.ndarray:
+    return np.maximum(times, watermarks)  # NO_TIME is the smallest int64: an unknown watermark adds nothing
+
+
+def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> StreamDedup:
+    """Mark copies among ``lines`` (events in log order with ``_w``, the int64 watermark each was
+    judged by) against ``remembered`` (``REMEMBERED_SCHEMA``: first copies from before, at most
+    one per id).
+
+    A copy is a duplicate when its id's remembered copy has ``remembered_from >= _w - horizon``
+    (an unknown watermark forgets nothing); otherwise it is a first copy and is remembered
+    instead.
+    """
+    count, known_count = lines.num_rows, remembered.num_rows
+    ids = pa.chunked_array([*remembered["event_id"].chunks, *lines["event_id"].chunks], pa.string())
+    codes = pc.dictionary_encode(ids.combine_chunks()).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    copies = np.bincount(codes) if len(codes) else np.zeros(0, dtype=np.int64)
+    new_codes = codes[known_count:]
+    is_copy = np.zeros(count, dtype=bool)
+    first_segment = lines["segment"].to_numpy().copy()
+    first_line = lines["line_number"].to_numpy().copy()
+    conflict = np.zeros(count, dtype=bool)
+    contested = np.flatnonzero(copies[new_codes] > 1)  # ids seen more than once: decide in order
+    if contested.size:
+        old_row = {int(code): row for row, code in enumerate(codes[:known_count])}
+        old_rows = np.array(sorted(old_row[int(c)] for c in set(new_codes[contested].tolist()) if int(c) in old_row), dtype=np.int64)
+        old_payload = dict(zip(old_rows.tolist(), _payloads(remembered, old_rows)))
+        old_time = remembered["remembered_from"].cast(pa.int64()).to_numpy(zero_copy_only=False)
+        old_segment, old_line = remembered["segment"].to_numpy(), remembered["line_number"].to_numpy()
+        new_payload = dict(zip(contested.tolist(), _payloads(lines, contested)))
+        watermarks = lines["_w"].to_numpy()
+        times = _remembered_from(lines["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), watermarks)
+        segments, numbers = lines["segment"].to_numpy(), lines["line_number"].to_numpy()
+        held: dict[int, tuple] = {}  # code -> (event_time, segment, line_number, payload)
+        for code in set(new_codes[contested].tolist()):
+            row = old_row.get(code)
+            if row is not None:
+                held[code] = (int(old_time[row]), int(old_segment[row]), int(old_line[row]), old_payload[row])
+        for row in contested.tolist():  # log order
+            code = int(new_codes[row])
+            first = held.get(code)
+            mark = int(watermarks[row])
+            if first is not None and (mark == NO_TIME or first[0] >= mark - horizon):
+                is_copy[row] = True
+                first_segment[row], first_line[row] = first[1], first[2]
+                conflict[row] = first[3] != new_payload[row]
+            else:
+                held[code] = (int(times[row]), int(segments[row]), int(numbers[row]), new_payload[row])
+    copy_rows = pa.array(is_copy)
+    duplicates = lines.filter(copy_rows)
+    for name, values in (("first_segment", first_segment), ("first_line_number", first_line), ("payload_conflict", conflict)):
+        duplicates = duplicates.append_column(name, pa.array(values[is_copy]))
+    return StreamDedup(firsts=lines.filter(pc.invert(copy_rows)), duplicates=duplicates)
+
+
+def remembered_rows(firsts: pa.Table) -> pa.Table:
+    """First copies (with ``_w``) as ``REMEMBERED_SCHEMA`` rows."""
+    since = _remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
+    rows = firsts.select(list(EVENT_SCHEMA.names)).append_column("remembered_from", pa.array(since, pa.int64()).cast(UTC_MICROS))
+    return rows.cast(REMEMBERED_SCHEMA)
+
+
+def still_remembered(remembered: pa.Table, watermark_after: int | None, horizon: int) -> pa.Table:
+    """The remembered copies a later line can still be recognised against once the watermark is
+    ``watermark_after``: ``remembered_from >= watermark_after - horizon`` (all while it is unknown)."""
+    if watermark_after is None:
+        return remembered
+    since = remembered["remembered_from"].cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return remembered.filter(pa.array(since >= watermark_after - horizon))

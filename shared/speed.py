@@ -1,25 +1,23 @@
-"""One micro-batch of the speed layer, in Arrow (no I/O).
+"""One micro-batch of the stream, in Arrow (no I/O): where every line goes.
 
-Spark's ``withWatermark`` would drop late rows; this step keeps every line instead. Its state is
-the set of remembered first copies (``STATE_SCHEMA``): events whose windows can still change
-(``in_window_state``) and events kept only so that a later copy is recognised as a duplicate
-(within ``dedup_horizon`` of the watermark). Given the parsed lines of batch ``b``
-(``parse_events`` output, as Arrow), that state and the largest event time of the batches
-before ``b``, ``speed_step`` says where each line goes:
+Spark's ``withWatermark`` would drop late rows; this step keeps every line. Given the parsed
+lines of a micro-batch (``parse_events`` output, as Arrow) and the ``StreamState`` left by the
+batch before, ``stream_step``
 
-* ``dead_letters``: lines that fail validation;
-* ``duplicates``: later copies of a remembered or earlier-in-batch ``event_id`` (dedup comes
-  before lateness: a resent late event is a duplicate, not a second late event);
-* ``late_events``: the side output, one row per (event, window) the watermark had closed;
-* on-time events, which change their windows: ``window_changes`` holds the rows to merge into
-  ``speed_aggregates`` (``Tables.upsert``): recomputed windows, status-only rows for windows the
-  new watermark made final, and ``_delete`` rows for sessions that merged away.
+1. runs the log's clock over the lines (``shared.clock``): each line's processing time, the
+   watermark it is judged by and the one in force after it;
+2. deduplicates the events against the first copies remembered (``shared.dedup``: the dedup
+   horizon is judged against each copy's watermark; dedup comes before lateness, so a resent
+   late event is a duplicate, not a second late event);
+3. judges every (event, window) pair against its line's watermark (``shared.stream_windows``):
+   the side output gets the late ones, the others change their windows, and the watermark
+   finalises windows (``open`` -> ``final``) at the line after which it reaches their end.
 
-Sessions merge: an event that overlaps a session still in state joins it even if its own
-would-be session ``[t, t + gap)`` has closed; otherwise it is late when that one has.
-
-It uses the rules of ``shared.dedup``, ``shared.windows``, ``shared.aggregation`` and
-``shared.watermark``, which the batch path runs over the whole log through Spark.
+and returns the dead letters, duplicates, late events, per-event outcomes, the window rows to
+merge into ``speed_aggregates``, and the state to carry on. Every decision depends on the lines
+and the state alone, so a log cut into other micro-batches, a restart from a committed state, or
+the Kappa replay (which runs steps 1-3 through Spark over the whole log: ``shared.replay``) give
+the same rows.
 """
 
 from __future__ import annotations
@@ -30,28 +28,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_COLUMNS, AMOUNT_TOTAL_ARROW_TYPE, WINDOW_KEY, aggregate_windows_table
-from shared.dedup import mark_duplicates_table
-from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
-from shared.watermark import LATENESS_TYPE, is_final, is_late, is_late_update, lateness_seconds, watermark_after, window_status
-from shared.windows import KEY_COLUMNS, SessionWindows, WindowSpec, assign_windows_table, last_window_end, micros
+from shared.clock import NO_TIME, Advances, ClockRun, ClockSettings, ClockState, advance, line_keys
+from shared.dedup import deduplicate_stream, remembered_rows, still_remembered
+from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
+from shared.stream_state import StreamState
+from shared.stream_windows import LATE_SCHEMA, WINDOW_CHANGE_SCHEMA, window_step
+from shared.windows import WindowSpec
 
 __all__ = [
-    "SpeedSettings",
-    "SpeedBatch",
-    "STATE_SCHEMA",
-    "STATE_COLUMNS",
-    "DEAD_LETTER_SCHEMA",
-    "DUPLICATE_SCHEMA",
-    "LATE_SCHEMA",
-    "WINDOW_CHANGE_SCHEMA",
-    "speed_step",
-    "empty_state",
+    "StreamSettings", "StreamBatch", "ClockedLines", "DEAD_LETTER_SCHEMA", "DUPLICATE_SCHEMA", "LATE_SCHEMA",
+    "WINDOW_CHANGE_SCHEMA", "clocked_lines", "dead_letter_rows", "duplicate_rows", "stream_step",
 ]
 
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
-STATE_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("in_window_state", pa.bool_(), nullable=False), pa.field("batch_id", pa.int64())])
-STATE_COLUMNS = tuple(STATE_SCHEMA.names)
 DEAD_LETTER_SCHEMA = pa.schema(
     [*[pa.field(name, pa.int64() if name in ("segment", "line_number") else pa.string()) for name in DEAD_LETTER_COLUMNS], _BATCH]
 )
@@ -64,222 +53,118 @@ DUPLICATE_SCHEMA = pa.schema(
         _BATCH,
     ]
 )
-LATE_SCHEMA = pa.schema(
-    [
-        *EVENT_SCHEMA,
-        pa.field("window_start", UTC_MICROS),
-        pa.field("window_end", UTC_MICROS),
-        pa.field("watermark", UTC_MICROS),
-        pa.field("lateness_seconds", LATENESS_TYPE),
-        _BATCH,
-    ]
-)
-WINDOW_CHANGE_SCHEMA = pa.schema(
-    [
-        *AGGREGATE_ARROW_SCHEMA,
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("updated_batch_id", pa.int64(), nullable=False),
-        pa.field("updated_ingest_time", UTC_MICROS),
-        pa.field("_delete", pa.bool_()),
-        pa.field("_partial", pa.bool_()),
-    ]
-)
 
 
 @dataclass(frozen=True)
-class SpeedSettings:
+class StreamSettings:
+    """The stream's settings; durations in microseconds."""
+
     window: WindowSpec
     watermark_delay: int
     allowed_lateness: int
     dedup_horizon: int
+    watermark_interval: int = 1_000_000
+
+    @property
+    def clock(self) -> ClockSettings:
+        return ClockSettings(self.watermark_delay, self.watermark_interval)
+
+    @classmethod
+    def of(cls, config) -> "StreamSettings":
+        """From a ``LabConfig``."""
+        return cls(config.window, config.watermark_delay, config.allowed_lateness, config.dedup_horizon, config.watermark_interval)
 
 
 @dataclass(frozen=True)
-class SpeedBatch:
+class ClockedLines:
+    """Lines in log order after the clock ran over them: the ``events`` (``EVENT_SCHEMA`` plus
+    ``_line``, ``_p``, ``_w``, ``_w_after``: line key, processing time and the two watermarks as
+    int64 microseconds, and ``batch_id``), and what the clock says of every line."""
+
+    events: pa.Table
+    keys: np.ndarray
+    batch_ids: np.ndarray
+    clock: ClockRun
+    advances: Advances
+
+
+def _micros_or_none(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return column.cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
+
+
+def clocked_lines(parsed: pa.Table, clock: ClockState, settings: ClockSettings, batch_ids: np.ndarray) -> ClockedLines:
+    """Run the clock over ``parsed`` (``parse_events`` rows in log order) from ``clock``."""
+    keys = line_keys(parsed["segment"].to_numpy(), parsed["line_number"].to_numpy())
+    is_event = pc.and_(pc.is_null(parsed["reject_reason"]), pc.invert(parsed["heartbeat"]))
+    event_flags = is_event.to_numpy(zero_copy_only=False) if parsed.num_rows else np.zeros(0, dtype=bool)
+    times = np.where(event_flags, _micros_or_none(parsed["event_time"]), NO_TIME)
+    run = advance(clock, settings, keys, _micros_or_none(parsed["ingest_time"]), times)
+    events = parsed.filter(is_event).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
+    for name, values in (("_line", keys), ("_p", run.processing_time), ("_w", run.watermark), ("_w_after", run.watermark_after), ("batch_id", batch_ids)):
+        events = events.append_column(name, pa.array(np.asarray(values, dtype=np.int64)[event_flags], pa.int64()))
+    advances = Advances.of(keys, run, batch_ids, clock.watermark_after(settings))
+    return ClockedLines(events, keys, np.asarray(batch_ids, dtype=np.int64), run, advances)
+
+
+def dead_letter_rows(parsed: pa.Table, batch_ids: np.ndarray) -> pa.Table:
+    """The rejected lines of ``parsed`` as ``dead_letter`` rows."""
+    rejected = pc.is_valid(parsed["reject_reason"])
+    rows = parsed.filter(rejected).select(list(DEAD_LETTER_COLUMNS))
+    batch = np.asarray(batch_ids, dtype=np.int64)[rejected.to_numpy(zero_copy_only=False)] if parsed.num_rows else np.zeros(0, np.int64)
+    return rows.append_column("batch_id", pa.array(batch, pa.int64())).cast(DEAD_LETTER_SCHEMA)
+
+
+def duplicate_rows(duplicates: pa.Table) -> pa.Table:
+    return duplicates.select(DUPLICATE_SCHEMA.names).cast(DUPLICATE_SCHEMA)
+
+
+@dataclass(frozen=True)
+class StreamBatch:
     """Where the lines of one micro-batch went, and the state after it.
 
-    Watermarks and ``max_event_time`` (the running maximum after the batch) are microseconds.
-    ``event_outcomes``: one row per first copy (``amount, currency, late, late_updates``):
-    ``late`` when none of its windows took it, ``late_updates`` the windows it updated within
-    the allowed lateness.
+    ``watermark``: what the batch's first line was judged by; ``next_watermark``: in force after
+    its last line (microseconds, None: unknown). ``outcomes``: one row per first copy (``late``
+    when none of its windows took it; ``late_updates``: windows it updated within the allowed
+    lateness). ``history``: with ``history=True``, every change of a window row, line by line.
     """
 
+    input_lines: int
+    heartbeats: int
     watermark: int | None
     next_watermark: int | None
-    max_event_time: int | None
     dead_letters: pa.Table
     duplicates: pa.Table
     late_events: pa.Table
-    event_outcomes: pa.Table
+    outcomes: pa.Table
     window_changes: pa.Table
-    state: pa.Table
+    history: pa.Table | None
+    state: StreamState
+
+    @property
+    def max_event_time(self) -> int | None:
+        return self.state.clock.max_event_time
 
 
-def empty_state() -> pa.Table:
-    return STATE_SCHEMA.empty_table()
-
-
-def _with(table: pa.Table, **columns) -> pa.Table:
-    for name, values in columns.items():
-        table = table.append_column(name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values))
-    return table
-
-
-def _constant(value, count: int, kind: pa.DataType) -> pa.Array:
-    return pa.array([value] * count, kind)
-
-
-def _windows_without(table: pa.Table, keys: pa.Table) -> pa.Table:
-    """Rows of ``table`` whose window key is not in ``keys``."""
-    return table.join(keys.select(list(WINDOW_KEY)), list(WINDOW_KEY), join_type="left anti")
-
-
-def _classify(fresh: pa.Table, pool: pa.Table, settings: SpeedSettings, watermark: int | None) -> pa.Table:
-    """(event, window) rows of the fresh events (with ``_event``, the event's row) and the
-    ``_late`` and ``_late_update`` flags."""
-    spec, lateness = settings.window, settings.allowed_lateness
-    if not isinstance(spec, SessionWindows):
-        windows = assign_windows_table(spec, fresh)
-        ends = micros(windows["window_end"])
-        return _with(windows, _late=is_late(ends, watermark, lateness), _late_update=is_late_update(ends, watermark, lateness))
-    times = micros(fresh["event_time"])
-    sessions = assign_windows_table(spec, pool).select([*KEY_COLUMNS, "window_start", "window_end"])
-    candidates = fresh.select([*KEY_COLUMNS, "_event"]).append_column("_t", pa.array(times)).join(
-        _with(sessions.select(list(KEY_COLUMNS)), _s=micros(sessions["window_start"]), _e=micros(sessions["window_end"])),
-        list(KEY_COLUMNS),
-        join_type="inner",
-    )
-    t, start, end = (candidates[c].to_numpy() for c in ("_t", "_s", "_e"))
-    merging = candidates["_event"].to_numpy()[(t < end) & (t + spec.gap > start)]
-    merges = np.isin(np.arange(fresh.num_rows), merging)
-    kind = fresh.schema.field("event_time").type
-    return _with(
-        fresh,
-        window_start=fresh["event_time"],
-        window_end=pa.array(times + spec.gap).cast(kind),
-        _late=~merges & is_late(times + spec.gap, watermark, lateness),
-        _late_update=np.zeros(fresh.num_rows, dtype=bool),
-    )
-
-
-def _window_changes(
-    on_time: pa.Table, pool: pa.Table, spec: WindowSpec, watermark: int | None, next_watermark: int | None, batch_id: int
-) -> pa.Table:
-    """Rows to merge into ``speed_aggregates`` (``WINDOW_CHANGE_SCHEMA``)."""
-    columns = [*EVENT_COLUMNS, "_fresh"]
-    before = _with(pool, _fresh=np.zeros(pool.num_rows, dtype=bool))
-    arrived = _with(on_time.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]), _fresh=np.ones(on_time.num_rows, dtype=bool))
-    if isinstance(spec, SessionWindows):
-        every = assign_windows_table(spec, pa.concat_tables([before, arrived.select(columns)]))
-    else:
-        every = pa.concat_tables([assign_windows_table(spec, before), arrived.select([*columns, "window_start", "window_end"])])
-    totals = aggregate_windows_table(every)
-    changed = every.filter(every["_fresh"]).group_by(list(WINDOW_KEY), use_threads=False).aggregate([("ingest_time", "max")])
-    upserts = totals.join(changed, list(WINDOW_KEY), join_type="inner").rename_columns(
-        {"ingest_time_max": "updated_ingest_time"}
-    )
-    ends = micros(totals["window_end"])
-    closing = is_final(ends, next_watermark) & ~is_final(ends, watermark)
-    finals = _windows_without(totals.filter(pa.array(closing)), changed)
-    parts = [
-        _change_rows(upserts, next_watermark, batch_id, upserts["updated_ingest_time"], partial=False),
-        _change_rows(finals, next_watermark, batch_id, pa.nulls(finals.num_rows, UTC_MICROS), partial=True),
-    ]
-    if isinstance(spec, SessionWindows):
-        old = assign_windows_table(spec, pool).select(list(WINDOW_KEY)).group_by(list(WINDOW_KEY)).aggregate([])
-        gone = _windows_without(old, totals)
-        gone = _with(gone, event_count=pa.array(np.zeros(gone.num_rows, dtype=np.int64)), amount_total=pa.nulls(gone.num_rows, AMOUNT_TOTAL_ARROW_TYPE))
-        parts.append(_change_rows(gone, next_watermark, batch_id, pa.nulls(gone.num_rows, UTC_MICROS), partial=False, delete=True))
-    return pa.concat_tables(parts)
-
-
-def _change_rows(totals: pa.Table, next_watermark, batch_id, ingest, *, partial: bool, delete: bool = False) -> pa.Table:
-    count = totals.num_rows
-    rows = _with(
-        totals.select(list(AGGREGATE_COLUMNS)),
-        status=window_status(micros(totals["window_end"]), next_watermark),
-        updated_batch_id=_constant(batch_id, count, pa.int64()),
-        updated_ingest_time=ingest,
-        _delete=_constant(delete, count, pa.bool_()),
-        _partial=_constant(partial, count, pa.bool_()),
-    )
-    return rows.cast(WINDOW_CHANGE_SCHEMA)
-
-
-def _retained(state: pa.Table, settings: SpeedSettings, next_watermark: int | None) -> pa.Table:
-    """State after the batch: drop windows that can no longer change, ids past the horizon."""
-    if next_watermark is None:
-        return state
-    spec, limit = settings.window, next_watermark - settings.allowed_lateness
-    in_window = state["in_window_state"].to_numpy(zero_copy_only=False)
-    if isinstance(spec, SessionWindows):
-        held = _with(state.filter(pa.array(in_window)), _row=np.flatnonzero(in_window))
-        sessions = assign_windows_table(spec, held)
-        alive = np.zeros(state.num_rows, dtype=bool)
-        alive[sessions["_row"].to_numpy()] = micros(sessions["window_end"]) > limit
-    else:
-        alive = in_window & (last_window_end(spec, micros(state["event_time"])) > limit)
-    remembered = micros(state["event_time"]) >= next_watermark - settings.dedup_horizon
-    kept = state.set_column(state.schema.get_field_index("in_window_state"), "in_window_state", pa.array(alive))
-    return kept.filter(pa.array(alive | remembered))
-
-
-def _deduplicated(valid: pa.Table, state: pa.Table, batch_id: int) -> tuple[pa.Table, pa.Table]:
-    """The batch's first copies, and its duplicates (of a remembered or an earlier line)."""
-    known = state.select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
-    everything = pa.concat_tables(
-        [_with(known, _new=np.zeros(known.num_rows, dtype=bool)), _with(valid, _new=np.ones(valid.num_rows, dtype=bool))]
-    )
-    marked = mark_duplicates_table(everything)
-    marked = marked.filter(marked["_new"])
-    is_copy = marked["is_duplicate"]
-    duplicates = marked.filter(is_copy).select(list(DUPLICATE_SCHEMA.names[:-1]))
-    duplicates = _with(duplicates, batch_id=_constant(batch_id, duplicates.num_rows, pa.int64())).cast(DUPLICATE_SCHEMA)
-    return marked.filter(pc.invert(is_copy)).select(list(EVENT_COLUMNS)), duplicates
-
-
-def speed_step(parsed: pa.Table, state: pa.Table, settings: SpeedSettings, batch_id: int, max_event_before: int | None) -> SpeedBatch:
-    """Where every line of micro-batch ``batch_id`` goes (``parsed``: ``parse_events`` rows)."""
-    rejected = pc.is_valid(parsed["reject_reason"])
-    valid = parsed.filter(pc.invert(pc.or_(rejected, parsed["heartbeat"]))).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
-    dead_letters = parsed.filter(rejected).select(list(DEAD_LETTER_SCHEMA.names[:-1]))
-    dead_letters = _with(dead_letters, batch_id=_constant(batch_id, dead_letters.num_rows, pa.int64())).cast(DEAD_LETTER_SCHEMA)
-    batch_max = int(micros(valid["event_time"]).max()) if valid.num_rows else None
-    seen = [m for m in (max_event_before, batch_max) if m is not None]
-    max_event = max(seen) if seen else None
-    watermark = watermark_after(max_event_before, settings.watermark_delay)
-    next_watermark = watermark_after(max_event, settings.watermark_delay)
-
-    fresh, duplicates = _deduplicated(valid, state, batch_id)
-    pool = state.filter(state["in_window_state"]).select(list(EVENT_COLUMNS))
-    windows = _classify(_with(fresh, _event=np.arange(fresh.num_rows)), pool, settings, watermark)
-    late_flags = windows["_late"].to_numpy(zero_copy_only=False)
-    late = windows.filter(pa.array(late_flags))
-    late_events = _with(
-        late.select(list(EVENT_COLUMNS) + ["window_start", "window_end"]),
-        watermark=_constant(watermark, late.num_rows, pa.int64()).cast(UTC_MICROS),
-        lateness_seconds=lateness_seconds(micros(late["event_time"]), watermark),
-        batch_id=_constant(batch_id, late.num_rows, pa.int64()),
-    ).cast(LATE_SCHEMA)
-
-    event = windows["_event"].to_numpy()
-    windows_of_event = np.bincount(event, minlength=fresh.num_rows)
-    all_late = np.bincount(event, weights=late_flags, minlength=fresh.num_rows) == windows_of_event
-    late_updates = np.bincount(event, weights=windows["_late_update"].to_numpy(zero_copy_only=False), minlength=fresh.num_rows)
-    outcomes = _with(fresh.select(["event_id", "amount", "currency"]), late=all_late, late_updates=late_updates.astype(np.int64))
-
-    on_time = windows.filter(pa.array(~late_flags))
-    changes = _window_changes(on_time, pool, settings.window, watermark, next_watermark, batch_id)
-    arrivals = _with(fresh, in_window_state=~all_late, batch_id=_constant(batch_id, fresh.num_rows, pa.int64()))
-    remembered = pa.concat_tables([state.cast(STATE_SCHEMA), arrivals.cast(STATE_SCHEMA)])
-    return SpeedBatch(
-        watermark=watermark,
-        next_watermark=next_watermark,
-        max_event_time=max_event,
-        dead_letters=dead_letters,
-        duplicates=duplicates,
-        late_events=late_events,
-        event_outcomes=outcomes,
-        window_changes=changes,
-        state=_retained(remembered, settings, next_watermark),
+def stream_step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, *, history: bool = False) -> StreamBatch:
+    """Where every line of micro-batch ``batch_id`` goes (``parsed``: its ``parse_events`` rows)."""
+    parsed = parsed.take(pc.sort_indices(parsed, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
+    batch_ids = np.full(parsed.num_rows, batch_id, dtype=np.int64)
+    lines = clocked_lines(parsed, state.clock, settings.clock, batch_ids)
+    dedup = deduplicate_stream(lines.events, state.remembered, settings.dedup_horizon)
+    windows = window_step(settings.window, settings.allowed_lateness, dedup.firsts, state.windows, lines.advances, history=history)
+    remembered = pa.concat_tables([state.remembered, remembered_rows(dedup.firsts)])
+    after = lines.advances.after
+    first_watermark = int(lines.clock.watermark[0]) if parsed.num_rows else NO_TIME
+    return StreamBatch(
+        input_lines=parsed.num_rows,
+        heartbeats=int(pc.sum(parsed["heartbeat"]).as_py() or 0) if parsed.num_rows else 0,
+        watermark=(None if first_watermark == NO_TIME else first_watermark) if parsed.num_rows else after,
+        next_watermark=after,
+        dead_letters=dead_letter_rows(parsed, batch_ids),
+        duplicates=duplicate_rows(dedup.duplicates),
+        late_events=windows.late,
+        outcomes=windows.outcomes,
+        window_changes=windows.changes,
+        history=windows.history,
+        state=StreamState(lines.clock.state, still_remembered(remembered, after, settings.dedup_horizon), windows.held),
     )

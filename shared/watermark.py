@@ -1,8 +1,8 @@
-"""Watermarks and lateness, with nothing dropped.
+"""Lateness rules against a watermark, with nothing dropped.
 
-The watermark of micro-batch ``b`` is ``max event_time seen in batches before b - watermark_delay``
-(Spark's definition); before any event it is unknown (None) and nothing is late. It never moves
-backwards: it derives from a running maximum.
+The watermark a line is judged by is the log clock's (``shared.clock``): ``max event time of the
+lines before the current processing-time tick - watermark_delay``, never decreasing; before any
+event it is unknown (``NO_TIME``) and nothing is late.
 
 An event is *late for a window* when the watermark has reached that window's end plus the
 allowed lateness: ``watermark >= window_end + allowed_lateness`` (the Flink/Beam rule; windows
@@ -11,53 +11,55 @@ the watermark whose window is still open is on time. Between the window's end an
 the allowed lateness an event is a *late update*: it is counted and updates the (already final)
 window. A window's status is ``final`` once ``watermark >= window_end``, else ``open``.
 
-The rules take window ends and event times as integer microseconds (NumPy arrays) and a
-watermark in microseconds (None: not known yet).
+The rules take window ends and event times as integer microseconds (NumPy arrays) and the
+watermark per row (an array) or for all rows (a scalar); ``NO_TIME`` or None is unknown.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["LATENESS_TYPE", "watermark_after", "is_late", "is_late_update", "is_final", "window_status", "lateness_seconds"]
+from shared.clock import NO_TIME
+
+__all__ = ["LATENESS_TYPE", "is_late", "is_late_update", "is_final", "window_status", "lateness_seconds"]
 
 LATENESS_TYPE = pa.decimal128(20, 6)  # seconds, exact to the microsecond
+_MICROS = pa.scalar(1_000_000, pa.decimal128(7, 0))
 
 
-def watermark_after(max_event_micros: int | None, delay: int) -> int | None:
-    """The watermark (microseconds) once events up to ``max_event_micros`` have been seen."""
-    return None if max_event_micros is None else max_event_micros - delay
+def _per_row(watermark, count: int) -> np.ndarray:
+    if watermark is None:
+        return np.full(count, NO_TIME, dtype=np.int64)
+    return np.broadcast_to(np.asarray(watermark, dtype=np.int64), (count,))
 
 
-def is_late(window_end: np.ndarray, watermark: int | None, allowed_lateness: int) -> np.ndarray:
+def is_late(window_end: np.ndarray, watermark, allowed_lateness: int) -> np.ndarray:
     """True where the window no longer takes events (false while the watermark is unknown)."""
-    if watermark is None:
-        return np.zeros(len(window_end), dtype=bool)
-    return watermark >= window_end + allowed_lateness
+    marks = _per_row(watermark, len(window_end))
+    return (marks != NO_TIME) & (marks >= np.asarray(window_end) + allowed_lateness)
 
 
-def is_final(window_end: np.ndarray, watermark: int | None) -> np.ndarray:
+def is_final(window_end: np.ndarray, watermark) -> np.ndarray:
     """True where the watermark has reached the window's end."""
-    if watermark is None:
-        return np.zeros(len(window_end), dtype=bool)
-    return watermark >= window_end
+    marks = _per_row(watermark, len(window_end))
+    return (marks != NO_TIME) & (marks >= np.asarray(window_end))
 
 
-def is_late_update(window_end: np.ndarray, watermark: int | None, allowed_lateness: int) -> np.ndarray:
+def is_late_update(window_end: np.ndarray, watermark, allowed_lateness: int) -> np.ndarray:
     """True where the window is final but still within the allowed lateness."""
     return is_final(window_end, watermark) & ~is_late(window_end, watermark, allowed_lateness)
 
 
-def window_status(window_end: np.ndarray, watermark: int | None) -> pa.Array:
+def window_status(window_end: np.ndarray, watermark) -> pa.Array:
     """``final`` once the watermark has reached the window's end, else ``open``."""
     return pa.array(np.where(is_final(window_end, watermark), "final", "open"), pa.string())
 
 
-def lateness_seconds(event_time: np.ndarray, watermark: int | None) -> pa.Array:
-    """How far each event's time was behind the watermark it missed, in exact seconds."""
-    if watermark is None:
-        return pa.nulls(len(event_time), LATENESS_TYPE)
-    return pa.array([Decimal(int(watermark - t)).scaleb(-6) for t in event_time], LATENESS_TYPE)
+def lateness_seconds(event_time: np.ndarray, watermark) -> pa.Array:
+    """How far each event's time was behind the watermark it missed, in exact seconds (null
+    where the watermark is unknown)."""
+    marks = _per_row(watermark, len(event_time))
+    behind = pa.array(marks - np.asarray(event_time, dtype=np.int64), pa.int64(), mask=marks == NO_TIME)
+    return pc.divide(behind.cast(pa.decimal128(26, 6)), _MICROS).cast(LATENESS_TYPE)

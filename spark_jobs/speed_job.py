@@ -2,17 +2,22 @@
 
 Source: the log, one segment per micro-batch by default, offsets in Spark's checkpoint, parsed
 and validated by ``parse_events`` as part of the streaming query (analysed once, not per batch).
-Each micro-batch is collected once as Arrow; ``shared.speed.speed_step`` classifies it against
-the state carried from the batch before, and the results are committed. Exactly once: every
-write is a Delta commit tagged ``(app_id, batch_id)`` and skipped when already committed, and
-the state table is written last, so a micro-batch replayed after a crash reads the state from
-before it and commits nothing twice; one whose state is already committed is skipped whole. The
-same job is the Kappa streaming job with a table prefix of its own.
+Each micro-batch is collected once as Arrow; ``shared.speed.stream_step`` classifies it against
+the state carried from the batch before (the log's clock, the remembered first copies, the
+windows held), and the results are committed. What it decides depends on the log alone, not
+on how the log is cut into micro-batches. Exactly once: every write is a Delta commit tagged
+``(app_id, batch_id)`` and skipped when already committed, and the state table is written last,
+so a micro-batch replayed after a crash reads the state from before it and commits nothing
+twice; one whose state is already committed is skipped whole.
 
-Per batch that is one Spark query and up to six Delta commits. The state and the largest event
-time stay in memory from one batch to the next (read from the tables when a process starts and
-after a batch found already committed), and the five output commits run side by side before
-the state's.
+Per batch that is one Spark query and up to six Delta commits. The state stays in memory from
+one batch to the next (read from ``stream_state`` when a process starts and after a batch found
+already committed), and the five output commits run side by side before the state's.
+
+An always-on layer keeps the log's clock moving while no traffic arrives: once it has read
+everything, holds open windows, and the log has not grown for ``heartbeat-interval``, it
+appends a heartbeat line (``shared.events``) to the log, which it then reads like any other, as
+a replay will.
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from shared.aggregation import WINDOW_KEY
 from shared.config import LabConfig
-from shared.eventlog import format_timestamp
+from shared.eventlog import EventLog, format_timestamp
 from shared.events import parse_events
 from shared.log_source import SOURCE_NAME
-from shared.speed import STATE_COLUMNS, SpeedSettings, empty_state, speed_step
-from shared.stream_metrics import metrics_row
+from shared.speed import StreamSettings, stream_step
+from shared.stream_metrics import batch_figures, metrics_table
+from shared.stream_state import StreamState, state_from_table, state_table
 from shared.tables import Tables
 
 __all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES", "main"]
@@ -53,11 +59,10 @@ def _crash_point(batch_id: int, point: str) -> None:
 
 @dataclass
 class _Carried:
-    """What the next micro-batch starts from: the state and the largest event time so far."""
+    """What micro-batch ``batch_id`` starts from."""
 
     batch_id: int
-    state: pa.Table
-    max_event_time: int | None
+    state: StreamState
 
 
 @dataclass
@@ -71,12 +76,11 @@ class SpeedLayer:
 
     def __post_init__(self) -> None:
         self.tables = Tables(self.spark, self.config.lake, self.config.table_engine, keep_open=True)
-        self.settings = SpeedSettings(
-            self.config.window, self.config.watermark_delay, self.config.allowed_lateness, self.config.dedup_horizon
-        )
+        self.settings = StreamSettings.of(self.config)
         self.busy = threading.Event()
         self.progress: list = []  # Spark's progress reports of the query's recent micro-batches
         self._carried: _Carried | None = None
+        self.last_segment_read = 0
         self._writers = ThreadPoolExecutor(max_workers=len(SPEED_TABLES) - 1, thread_name_prefix="lklab-commit")
 
     def table(self, name: str) -> str:
@@ -86,16 +90,18 @@ class SpeedLayer:
         self._writers.shutdown()
 
     def _resume(self, batch_id: int) -> _Carried:
-        """The state and largest event time before ``batch_id``: carried, or read once."""
+        """The state before ``batch_id``: carried, or read once."""
         if self._carried is not None and self._carried.batch_id == batch_id:
             return self._carried
-        state_name, metrics_name = self.table("stream_state"), self.table("stream_metrics")
-        state = self.tables.read_arrow(state_name).select(list(STATE_COLUMNS)) if self.tables.exists(state_name) else empty_state()
-        largest = None
-        if self.tables.exists(metrics_name):
-            metrics = self.tables.read_arrow(metrics_name).filter(pc.field("batch_id") < batch_id)
-            largest = pc.max(metrics["max_event_time"]).cast(pa.int64()).as_py() if metrics.num_rows else None
-        return _Carried(batch_id, state, largest)
+        name = self.table("stream_state")
+        state = state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else StreamState.empty()
+        return _Carried(batch_id, state)
+
+    @property
+    def holds_open_windows(self) -> bool:
+        """Windows the watermark has not finalised yet are held (what a heartbeat can move on)."""
+        carried = self._carried
+        return carried is not None and bool(pc.any(pc.equal(carried.state.windows["status"], "open")).as_py())
 
     def _write(self, batch_id: int, name: str, action) -> None:
         _crash_point(batch_id, f"before:{name}")
@@ -112,8 +118,7 @@ class SpeedLayer:
         if changes.num_rows:
             since = format_timestamp(pc.min(changes["window_end"]).as_py())
             self.tables.upsert(
-                name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id,
-                partial_columns=("status",), target_filter=f"t.window_end >= '{since}'",
+                name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id, target_filter=f"t.window_end >= '{since}'",
             )
 
     def process(self, lines: DataFrame, batch_id: int) -> None:
@@ -131,9 +136,11 @@ class SpeedLayer:
             self._carried = None  # done before a crash; the next batch reads what it left
             return
         parsed = lines.toArrow()
+        if parsed.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
         carried = self._resume(batch_id)
-        step = speed_step(parsed, carried.state, self.settings, batch_id, carried.max_event_time)
-        metrics = metrics_row(batch_id, parsed, step, time.monotonic() - started)
+        step = stream_step(parsed, carried.state, self.settings, batch_id)
+        metrics = metrics_table([batch_figures(batch_id, parsed, step, time.monotonic() - started)])
         writes = {
             "dead_letter": lambda n: self._append_rows(n, step.dead_letters, batch_id),
             "duplicate_events": lambda n: self._append_rows(n, step.duplicates, batch_id),
@@ -147,9 +154,9 @@ class SpeedLayer:
         self._write(
             batch_id,
             "stream_state",
-            lambda n: self.tables.overwrite(n, step.state, app_id=self.app_id, version=batch_id),
+            lambda n: self.tables.overwrite(n, state_table(step.state), app_id=self.app_id, version=batch_id),
         )
-        self._carried = _Carried(batch_id + 1, step.state, step.max_event_time)
+        self._carried = _Carried(batch_id + 1, step.state)
 
 
 def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
@@ -160,6 +167,31 @@ def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
             f"checkpoint {checkpoint} is missing: batch ids would restart and be skipped as done. "
             "Restore the checkpoint, or start over with new tables (another --name or a fresh lake)."
         )
+
+
+class _Heartbeats:
+    """Appends a heartbeat once the log has been quiet for ``interval`` (wall clock), the layer
+    has read all of it and holds open windows, and the last line is not a heartbeat already."""
+
+    def __init__(self, layer: SpeedLayer, log: EventLog, interval: int) -> None:
+        self.layer, self.log, self.interval = layer, log, interval / 1e6
+        self.seen, self.since = log.last_segment(), time.monotonic()
+
+    def check(self) -> None:
+        last = self.log.last_segment()
+        if last != self.seen:
+            self.seen, self.since = last, time.monotonic()
+            return
+        quiet = time.monotonic() - self.since >= self.interval
+        if not quiet or last == 0 or self.layer.busy.is_set() or not self.layer.holds_open_windows:
+            return
+        if self.layer.last_segment_read >= last and not _is_heartbeat_segment(self.log.segment_path(last)):
+            self.log.append_heartbeat()
+
+
+def _is_heartbeat_segment(path: Path) -> bool:
+    lines = EventLog.read_lines(path)
+    return len(lines) == 1 and '"heartbeat": true' in lines[0]
 
 
 def run_speed(
@@ -190,11 +222,14 @@ def run_speed(
     stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
     query = stream.start()
     stop = stop or threading.Event()
+    heartbeats = None if available_now or not config.heartbeat_interval else _Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
     try:
         while query.isActive:
             query.awaitTermination(0.5)
             if stop.is_set() and not layer.busy.is_set():
                 query.stop()
+            elif heartbeats is not None:
+                heartbeats.check()
     finally:
         layer.close()
         layer.progress = query.recentProgress

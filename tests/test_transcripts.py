@@ -2,8 +2,15 @@
 
 Each ``tests/transcripts/*.yaml`` lists events per log segment (arrival order; ``t`` in seconds
 after ``BASE``), the settings, and what must come out: the speed layer's windows with their
-status, snapshots after given micro-batches, the late side output, duplicates, late updates,
-and the batch truth.
+status, snapshots of statuses, the late side output, duplicates, late updates, and the batch
+truth.
+
+Segment ``k`` is ingested at ``10_000 + k`` seconds: with the default one-second watermark
+interval each segment is a tick of its own, so the watermark a segment's lines are judged by is
+the largest event time of the segments before it minus the delay. The log ends with a heartbeat
+one second after the last segment, so that the clock passes the last tick and the watermark
+takes the last segment in: the expected statuses are those once it has. ``after_batch: b``
+gives the statuses once the clock has passed segment ``b`` (as of the next micro-batch).
 """
 
 from datetime import datetime, timedelta, timezone
@@ -38,6 +45,7 @@ def offset(moment: datetime) -> int:
 
 
 def write_log(lake: Path, segments: list) -> None:
+    """The segments, then a heartbeat one second (one tick) after the last one."""
     log = EventLog(lake)
     for index, events in enumerate(segments):
         lines = [
@@ -51,6 +59,7 @@ def write_log(lake: Path, segments: list) -> None:
             for e in events
         ]
         log.append(lines, stamp=False)
+    log.append_heartbeat(at(10_000 + len(segments)))
 
 
 def window_rows(table, with_status=True):
@@ -77,7 +86,7 @@ def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
     tables, expect = Tables(spark, tmp_path, "deltalake"), transcript["expect"]
 
     metrics = tables.read_arrow("stream_metrics").sort_by("batch_id")
-    assert metrics["batch_id"].to_pylist() == list(range(len(transcript["segments"])))
+    assert metrics["batch_id"].to_pylist() == list(range(len(transcript["segments"]) + 1))
     assert window_rows(tables.read_arrow("speed_aggregates")) == expected_windows(expect["windows"])
 
     late = sorted(
@@ -88,12 +97,12 @@ def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
     duplicates = tables.read_arrow("duplicate_events")["event_id"].to_pylist() if tables.exists("duplicate_events") else []
     assert sorted(duplicates) == sorted(expect.get("duplicates", []))
     assert sum(metrics["late_updates"].to_pylist()) == expect["late_updates"]
-    lines = sum(len(s) for s in transcript["segments"])
-    counted = [sum(metrics[c].to_pylist()) for c in ("on_time", "late", "duplicates", "dead_letters")]
+    lines = sum(len(s) for s in transcript["segments"]) + 1
+    counted = [sum(metrics[c].to_pylist()) for c in ("on_time", "late", "duplicates", "dead_letters", "heartbeats")]
     assert sum(metrics["input_lines"].to_pylist()) == lines == sum(counted)
 
     for batch, statuses in expect.get("after_batch", {}).items():
-        snapshot = tables.as_of("speed_aggregates", batch)
+        snapshot = tables.as_of("speed_aggregates", batch + 1)
         for status, windows in statuses.items():
             for start, end in windows:
                 chosen = snapshot.filter(pc.field("window_start") == at(start)).filter(pc.field("window_end") == at(end))
