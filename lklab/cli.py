@@ -310,20 +310,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         replay_prefix(args.name)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    if args.segments_per_batch < 1:
-        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
     settings = config.describe()
     _progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
               f"allowed lateness {settings['allowed-lateness']}")
     spark = spark_session(config, f"lklab-replay-{args.name}")
     try:
-        run = run_replay(spark, config, args.name, replace=args.replace, segments_per_batch=args.segments_per_batch)
+        run = run_replay(spark, config, args.name, replace=args.replace, history=args.history)
     except ReplayExists as err:
         raise UsageError(str(err)) from None
     finally:
         spark.stop()
     print(
-        f"replay {run.name}: {run.lines:,} lines in {run.micro_batches:,} micro-batches over {run.segments:,} segments; "
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments; "
         f"{run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); "
         f"tables under {Path(config.lake) / 'tables' / 'kappa' / run.name}"
     )
@@ -447,7 +445,8 @@ def _parser() -> argparse.ArgumentParser:
     _common(replay)
     replay.add_argument("--name", required=True, help="run name: its tables are kappa/NAME/...")
     replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
-    replay.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1)")
+    replay.add_argument("--history", action="store_true", help="also write window_history: every change of a window row, "
+                        "line by line, at its processing time")
     replay.set_defaults(handler=cmd_replay)
 
     reconcile = _command(

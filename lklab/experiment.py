@@ -150,7 +150,7 @@ def run_comparison(
         if settings not in streams:
             # Lambda's speed layer and Kappa without allowed lateness are the same streaming job.
             run_name = f"{plan.name}-w{settings[0]}-l{settings[1]}"
-            streams[settings] = (run_name, run_replay(spark, run_config, run_name, replace=True, segments_per_batch=plan.segments_per_batch))
+            streams[settings] = (run_name, run_replay(spark, run_config, run_name, replace=True))
         run_name, stream = streams[settings]
         prefix = f"kappa/{run_name}/"
         recon = reconcile(spark, run_config, against=f"kappa:{run_name}")

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "NO_TIME", "ClockSettings", "ClockState", "ClockRun", "Advances", "advance", "line_keys", "split_line_keys", "known", "latest",
+    "NO_TIME", "ClockSettings", "ClockState", "ClockRun", "Advances", "advance", "tick_summary", "line_keys", "split_line_keys",
+    "known", "latest",
 ]
 
 NO_TIME = np.iinfo(np.int64).min  # an unknown time (before any event, or a line without one)
@@ -141,6 +142,39 @@ def _minus(values: np.ndarray, delay: int) -> np.ndarray:
     return np.where(known(values), values - delay, NO_TIME)
 
 
+def _runs(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray):
+    """Per line: processing time, tick, and the index of its run of equal ticks (0: the tick the
+    state was in)."""
+    processing = np.maximum.accumulate(np.concatenate([[_time(state.processing_time)], ingest]))[1:]
+    if settings.watermark_interval > 0:
+        interval = settings.watermark_interval
+        ticks = np.where(known(processing), processing - np.mod(processing, interval), NO_TIME)
+    else:
+        ticks = keys
+    previous = np.concatenate([[_time(state.tick)], ticks[:-1]])
+    return processing, ticks, np.cumsum(ticks != previous)
+
+
+def tick_summary(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray):
+    """At most two pseudo-lines standing for a run of lines: ``(keys, processing_times,
+    event_times)``, the largest of each over the lines before the last tick, then over the last
+    tick.
+
+    ``advance`` over them, from any state with this ``processing_time``, ends in exactly the
+    state it ends in over the lines (the clock remembers only the last tick apart from the rest):
+    how the replay finds the clock at every segment boundary without a pass in log order. Only
+    ``state.processing_time`` matters here: ticks follow from processing time alone."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if not len(keys):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    processing, _, run = _runs(state, settings, keys, np.asarray(ingest, dtype=np.int64))
+    last = run == run[-1]
+    event_time = np.asarray(event_time, dtype=np.int64)
+    parts = [part for part in (~last, last) if part.any()]
+    return tuple(np.array([values[part].max() for part in parts], dtype=np.int64) for values in (keys, processing, event_time))
+
+
 def advance(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray) -> ClockRun:
     """Run the clock over lines in log order.
 
@@ -155,14 +189,8 @@ def advance(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest
     if not len(keys):
         empty = np.zeros(0, dtype=np.int64)
         return ClockRun(empty, empty, empty, np.zeros(0, dtype=bool), state)
-    processing = np.maximum.accumulate(np.concatenate([[_time(state.processing_time)], ingest]))[1:]
+    processing, ticks, run = _runs(state, settings, keys, ingest)
     interval = settings.watermark_interval
-    if interval > 0:
-        ticks = np.where(known(processing), processing - np.mod(processing, interval), NO_TIME)
-    else:
-        ticks = keys
-    previous = np.concatenate([[_time(state.tick)], ticks[:-1]])
-    run = np.cumsum(ticks != previous)  # 0: the tick the state was in
     maxima = np.full(int(run[-1]) + 1, NO_TIME, dtype=np.int64)
     np.maximum.at(maxima, run, event_time)
     maxima[0] = max(maxima[0], _time(state.max_in_tick))

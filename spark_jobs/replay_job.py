@@ -1,10 +1,13 @@
-"""Kappa replay: the streaming job re-run over the whole log, from the first segment.
+"""Kappa replay: the stream's rules re-run over the whole log, at batch speed.
 
-A replay named ``RUN`` uses a fresh checkpoint and tables of its own,
-``kappa/RUN/<table>`` (``speed_aggregates``, ``late_events``, ``stream_metrics`` ...), so it
-never touches the speed layer's tables. Its settings (watermark delay, allowed lateness) are the
-run's own. What it cost (wall and CPU seconds, micro-batches, lines) is appended to
-``replay_runs``, next to the batch recompute's ``batch_runs``, so the two can be compared.
+A replay named ``RUN`` writes tables of its own, ``kappa/RUN/<table>`` (``speed_aggregates``,
+``late_events``, ``duplicate_events``, ``dead_letter``, ``stream_metrics``, ``stream_state``,
+and with ``history`` ``window_history``), so it never touches the speed layer's tables. Its
+settings (watermark delay, allowed lateness ...) are the run's own. It does not stream: it
+computes, through Spark over the whole log (``shared.replay``), exactly the rows a live stream
+with the same settings writes, whatever micro-batches that stream read. What it cost (wall and
+CPU seconds, segments, lines) is appended to ``replay_runs``, next to the batch recompute's
+``batch_runs``, so the two can be compared.
 
 Run as ``lklab replay --name RUN`` or ``spark-submit spark_jobs/replay_job.py --name RUN``.
 """
@@ -24,12 +27,13 @@ from pyspark.sql import SparkSession
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.eventlog import EventLog
+from shared.log_source import parsed_log
+from shared.replay import replay
+from shared.speed import StreamSettings
 from shared.tables import Tables
-from spark_jobs.speed_job import run_speed
 
 __all__ = ["ReplayRun", "ReplayExists", "replay_prefix", "run_replay", "main"]
 
-REPLAY_APP = "replay"
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -39,6 +43,9 @@ class ReplayExists(FileExistsError):
 
 @dataclass(frozen=True)
 class ReplayRun:
+    """``segments``: how many the replay read; ``micro_batches``: the ``stream_metrics`` rows it
+    wrote (one per segment with lines, as a live run reading one segment per micro-batch)."""
+
     name: str
     segments: int
     micro_batches: int
@@ -57,9 +64,7 @@ def replay_prefix(name: str) -> str:
     return f"kappa/{name}/"
 
 
-def run_replay(
-    spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, segments_per_batch: int = 1
-) -> ReplayRun:
+def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, history: bool = False) -> ReplayRun:
     """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings."""
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
@@ -72,15 +77,28 @@ def run_replay(
             shutil.rmtree(path, ignore_errors=True)
     segments = EventLog(lake).last_segment()
     with measure_cost(config.spark_master) as cost:
-        layer = run_speed(
-            spark, config, available_now=True, segments_per_batch=segments_per_batch, app_id=REPLAY_APP, prefix=prefix
-        )
-    metrics = tables.read_arrow(layer.table("stream_metrics")) if tables.exists(layer.table("stream_metrics")) else None
+        parsed = parsed_log(spark, str(lake), segments).persist()
+        result = replay(parsed, StreamSettings.of(config), history=history)
+        outputs = {
+            "dead_letter": result.dead_letters,
+            "duplicate_events": result.duplicates,
+            "late_events": result.late_events,
+            "speed_aggregates": result.windows,
+            "stream_metrics": result.metrics,
+            "stream_state": result.state,
+        }
+        if result.history is not None:
+            outputs["window_history"] = result.history
+        for table, rows in outputs.items():
+            tables.overwrite(prefix + table, rows)
+        result.release()
+        parsed.unpersist()
+    metrics = result.metrics
     run = ReplayRun(
         name=name,
         segments=segments,
-        micro_batches=0 if metrics is None else metrics.num_rows,
-        lines=0 if metrics is None else sum(metrics["input_lines"].to_pylist()),
+        micro_batches=metrics.num_rows,
+        lines=sum(metrics["input_lines"].to_pylist()),
         wall_seconds=cost.wall_seconds,
         cpu_seconds=cost.cpu_seconds,
         cost_scope=cost.scope,

@@ -237,3 +237,25 @@ def test_fixed_windows_plus_side_output_equal_the_batch_rule(spec, drawn, per_se
         count, total = combined.get((r["window_start"], r["window_end"], r["account_id"], "USD"), [0, Decimal(0)])
         combined[(r["window_start"], r["window_end"], r["account_id"], "USD")] = [count + 1, total + r["amount"]]
     assert {k: tuple(v) for k, v in combined.items()} == truth
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines_, st.integers(1, 5), st.sampled_from([0, SECOND, 7 * SECOND]))
+def test_the_clock_at_every_segment_boundary_follows_from_two_pseudo_lines_per_segment(drawn, per_segment, interval):
+    """How the replay finds the clock's state without a pass in log order: per segment, the two
+    pseudo-lines of ``tick_summary`` carry the state exactly as the lines do."""
+    import numpy as np
+
+    from shared.clock import ClockSettings, ClockState, advance, line_keys, tick_summary
+
+    settings_ = ClockSettings(10 * SECOND, interval)
+    state, summary_state = ClockState(), ClockState()
+    for segment in random_log(drawn, per_segment):
+        keys = line_keys(segment["segment"].to_numpy(), segment["line_number"].to_numpy())
+        ingest = segment["ingest_time"].cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
+        events = np.where(segment["event_id"].is_valid().to_numpy(zero_copy_only=False) & ~segment["heartbeat"].to_numpy(zero_copy_only=False),
+                          segment["event_time"].cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.iinfo(np.int64).min)
+        pseudo = tick_summary(ClockState(processing_time=state.processing_time), settings_, keys, ingest, events)
+        summary_state = advance(summary_state, settings_, *pseudo).state
+        state = advance(state, settings_, keys, ingest, events).state
+        assert summary_state == state
