@@ -278,7 +278,10 @@ def _windows(settings: StreamSettings, advances: Advances, segments: np.ndarray,
 
 @dataclass(frozen=True)
 class Replay:
-    """The replay's output: frames for the stream's tables, plus the metrics and the end state."""
+    """The replay's output: frames for the stream's tables, plus the metrics and the end state.
+
+    ``first_copies``: the events the stream counted once (``EVENT_SCHEMA`` plus
+    ``processing_time``, the line's moment on the log's clock), valid until ``release``."""
 
     dead_letters: DataFrame
     duplicates: DataFrame
@@ -287,6 +290,7 @@ class Replay:
     history: DataFrame | None
     metrics: pa.Table
     state: pa.Table
+    first_copies: DataFrame
     cached: tuple[DataFrame, ...]
 
     def release(self) -> None:
@@ -357,6 +361,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
         metrics=metrics,
         state=state_table(end_state),
+        first_copies=firsts.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time")),
         cached=(clocked, deduped, windowed),
     )
 
