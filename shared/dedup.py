@@ -37,7 +37,8 @@ from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
     "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "mark_duplicates", "first_copies", "later_copies",
-    "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_rows", "still_remembered",
+    "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_from", "remembered_from_column", "remembered_rows",
+    "still_remembered",
 ]
 
 REMEMBERED_SCHEMA = pa.schema([*EVENT_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
@@ -107,8 +108,15 @@ def _payloads(table: pa.Table, rows: np.ndarray) -> list[tuple]:
     return [tuple(row.values()) for row in chosen]
 
 
-def _remembered_from(times: np.ndarray, watermarks: np.ndarray) -> np.ndarray:
-    return np.maximum(times, watermarks)  # NO_TIME is the smallest int64: an unknown watermark adds nothing
+def remembered_from(times: np.ndarray, watermarks: np.ndarray) -> np.ndarray:
+    """From when a first copy is remembered (microseconds): the later of its event time and the
+    watermark its line was judged by (an unknown watermark, ``NO_TIME``, adds nothing)."""
+    return np.maximum(times, watermarks)
+
+
+def remembered_from_column(event_time: str, watermark: str):
+    """``remembered_from`` as a Spark column (microseconds), for a replay that filters in Spark."""
+    return F.greatest(F.unix_micros(event_time), F.col(watermark))
 
 
 def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> StreamDedup:
@@ -138,7 +146,7 @@ def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> S
         old_segment, old_line = remembered["segment"].to_numpy(), remembered["line_number"].to_numpy()
         new_payload = dict(zip(contested.tolist(), _payloads(lines, contested)))
         watermarks = lines["_w"].to_numpy()
-        times = _remembered_from(lines["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), watermarks)
+        times = remembered_from(lines["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), watermarks)
         segments, numbers = lines["segment"].to_numpy(), lines["line_number"].to_numpy()
         held: dict[int, tuple] = {}  # code -> (event_time, segment, line_number, payload)
         for code in set(new_codes[contested].tolist()):
@@ -164,7 +172,7 @@ def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> S
 
 def remembered_rows(firsts: pa.Table) -> pa.Table:
     """First copies (with ``_w``) as ``REMEMBERED_SCHEMA`` rows."""
-    since = _remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
+    since = remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
     rows = firsts.select(list(EVENT_SCHEMA.names)).append_column("remembered_from", pa.array(since, pa.int64()).cast(UTC_MICROS))
     return rows.cast(REMEMBERED_SCHEMA)
 

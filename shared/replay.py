@@ -11,10 +11,14 @@ computes the same rows without ever holding a micro-batch:
 2. Each segment's lines run through the clock from that state (``speed.clocked_lines``, as the
    live step runs a micro-batch), segments in parallel; the watermark's advances over the whole
    log are collected (at most one per tick).
-3. **Dedup**, partitioned by ``event_id`` (``dedup.deduplicate_stream`` from an empty memory:
-   every copy of an id is in one task, in log order).
-4. **Windows**, partitioned by ``account_id, currency`` (``stream_windows.window_step`` with
-   nothing held, against the advances of the whole log).
+3. **Dedup**: the ids seen more than once are found by Spark; only their copies are
+   partitioned by ``event_id`` (``dedup.deduplicate_stream`` from an empty memory: every copy
+   of an id in one task, in log order); every other line is a first copy as it stands.
+4. **Windows**: with fixed windows every (event, window) pair is judged where the event is
+   (``stream_windows.judge_pairs``: no pair depends on another) and Spark sums the pairs that
+   count per window; sessions (and a history, line by line) are partitioned by ``account_id,
+   currency`` (``stream_windows.window_step`` with nothing held, against the advances of the
+   whole log).
 5. **Figures**: one ``stream_metrics`` row per segment, as a live run reading one segment per
    micro-batch would write, from aggregates of the above; and the state such a run ends with.
 
@@ -41,16 +45,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.clock import NO_TIME, Advances, ClockState, advance, latest, line_keys, split_line_keys, tick_summary
-from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_rows, still_remembered
+from shared.clock import NO_TIME, Advances, ClockState, advance, line_keys, split_line_keys, tick_summary
+from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_from, remembered_from_column
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
 from shared.money import MONEY_TYPE
-from shared.spark_arrow import per_key
+from shared.aggregation import WINDOW_KEY
+from shared.spark_arrow import per_key, per_partition
 from shared.speed import DUPLICATE_SCHEMA, StreamSettings, clocked_lines
 from shared.stream_metrics import BatchFigures, metrics_table
 from shared.stream_state import StreamState, state_table
-from shared.stream_windows import HISTORY_SCHEMA, LATE_SCHEMA, WINDOW_ROW_SCHEMA, empty_held, window_step
-from shared.windows import KEY_COLUMNS
+from shared.stream_windows import HISTORY_SCHEMA, LATE_SCHEMA, WINDOW_ROW_SCHEMA, empty_held, judge_pairs, window_step
+from shared.windows import KEY_COLUMNS, SessionWindows, micros
 
 __all__ = ["Replay", "replay"]
 
@@ -154,10 +159,11 @@ def _clock_states(lines: DataFrame, stats: pa.Table, settings: StreamSettings) -
     largest = np.maximum.accumulate(stats["max_ingest"].fill_null(NO_TIME).to_numpy(zero_copy_only=False))
     before = np.concatenate([[NO_TIME], largest[:-1]])
     starts_p = {int(s): (None if p == NO_TIME else int(p)) for s, p in zip(segments, before)}
-    summary = _summary(lines, segments, starts_p, settings)
+    narrow = ["segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat"]
+    summary = _summary(lines.select(*narrow), segments, starts_p, settings)
     if summary is None:
         lines = lines.repartition(max(1, lines.rdd.getNumPartitions()), "segment")
-        summary = _summary(lines, segments, starts_p, settings)
+        summary = _summary(lines.select(*narrow), segments, starts_p, settings)
     per_segment = summary["segment"].to_numpy()
     keys, p, e = (summary[c].to_numpy() for c in ("key", "p", "e"))
     bounds = np.searchsorted(per_segment, segments, side="left").tolist() + [len(per_segment)]
@@ -195,7 +201,8 @@ def _clock_lines(starts: dict[int, ClockState], settings, batches: Iterator[pa.R
 
 # ------------------------------------------------------------------------------ 3. dedup
 
-_DEDUP = _union(DUPLICATE_SCHEMA, REMEMBERED_SCHEMA, pa.schema([*_CLOCK, _BATCH, pa.field("_delta", pa.int64()), _ROLE]))
+_DEDUP = _union(DUPLICATE_SCHEMA, pa.schema([*_CLOCK, _BATCH, _ROLE]))
+_DELTAS = pa.schema([pa.field("segment", pa.int64()), pa.field("_delta", pa.int64())])
 
 
 def _state_deltas(created: np.ndarray, gone: np.ndarray, segments: np.ndarray) -> pa.Table:
@@ -206,21 +213,20 @@ def _state_deltas(created: np.ndarray, gone: np.ndarray, segments: np.ndarray) -
     return pa.table({"segment": pa.array(segments[rows], pa.int64()), "_delta": pa.array(change[rows], pa.int64())})
 
 
-def _dedup(settings: StreamSettings, segments: np.ndarray, ends: np.ndarray, final: int | None, table: pa.Table) -> pa.Table:
+def _dedup(horizon: int, table: pa.Table) -> pa.Table:
+    """Every copy of the ids in ``table`` (ids seen more than once), in log order."""
     lines = _by_line(table).select([*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"])
-    result = deduplicate_stream(lines, REMEMBERED_SCHEMA.empty_table(), settings.dedup_horizon)
-    remembered = remembered_rows(result.firsts)
-    since = remembered["remembered_from"].cast(pa.int64()).to_numpy(zero_copy_only=False)
-    created = np.searchsorted(segments, result.firsts["segment"].to_numpy())
-    # forgotten at the end of the first segment whose watermark has passed remembered_from + horizon
-    gone = np.maximum(np.searchsorted(ends, since + settings.dedup_horizon, side="right"), created)
-    parts = [
-        ("first", result.firsts),
-        ("duplicate", result.duplicates),
-        ("remembered", still_remembered(remembered, final, settings.dedup_horizon)),
-        ("state", _state_deltas(created, gone, segments)),
-    ]
-    return pa.concat_tables([_pack(role, part, _DEDUP) for role, part in parts])
+    result = deduplicate_stream(lines, REMEMBERED_SCHEMA.empty_table(), horizon)
+    return pa.concat_tables([_pack("first", result.firsts, _DEDUP), _pack("duplicate", result.duplicates, _DEDUP)])
+
+
+def _forgotten(horizon: int, segments: np.ndarray, ends: np.ndarray, firsts: pa.Table) -> pa.Table:
+    """Per segment, how many first copies the stream holds in memory: each is forgotten at the
+    end of the first segment whose watermark has passed ``remembered_from + horizon``."""
+    since = remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
+    created = np.searchsorted(segments, firsts["segment"].to_numpy())
+    gone = np.maximum(np.searchsorted(ends, since + horizon, side="right"), created)
+    return _state_deltas(created, gone, segments)
 
 
 # ------------------------------------------------------------------------------ 4. windows
@@ -230,6 +236,7 @@ _OUTCOMES = pa.schema(
      pa.field("_late_updates", pa.int64()), pa.field("_on_time_amount", MONEY_TYPE), pa.field("_late_amount", MONEY_TYPE)]
 )
 _WINDOWS = _union(WINDOW_ROW_SCHEMA, LATE_SCHEMA, HISTORY_SCHEMA, _OUTCOMES, pa.schema([pa.field("_delta", pa.int64()), _ROLE]))
+_PAIRS = _union(LATE_SCHEMA, _OUTCOMES, pa.schema([pa.field("_line", pa.int64()), pa.field("_p", pa.int64()), _ROLE]))
 
 
 def _outcome_sums(outcomes: pa.Table) -> pa.Table:
@@ -253,6 +260,7 @@ def _outcome_sums(outcomes: pa.Table) -> pa.Table:
 
 
 def _windows(settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool, table: pa.Table) -> pa.Table:
+    """Every event of the keys in ``table``, line by line (sessions, or the history asked for)."""
     events = _by_line(table).select([*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"])
     run = window_step(settings.window, settings.allowed_lateness, events, empty_held(), advances, history=history)
     rows = run.changes.filter(pc.invert(run.changes["_delete"]))
@@ -273,6 +281,79 @@ def _windows(settings: StreamSettings, advances: Advances, segments: np.ndarray,
     return pa.concat_tables([_pack(role, part, _WINDOWS) for role, part in parts])
 
 
+def _judge(settings: StreamSettings, table: pa.Table) -> pa.Table:
+    """Fixed windows: the pairs of any slice of the first copies, judged on their own."""
+    judged = judge_pairs(settings.window, settings.allowed_lateness, table)
+    pairs = judged.on_time.select([*WINDOW_KEY, "amount", "_p", "batch_id", "_line"])
+    return pa.concat_tables(
+        [_pack("pair", pairs, _PAIRS), _pack("late", judged.late, _PAIRS), _pack("outcome", _outcome_sums(judged.outcomes), _PAIRS)]
+    )
+
+
+@dataclass(frozen=True)
+class _WindowFrames:
+    windows: pa.Table
+    late: DataFrame
+    outcomes: DataFrame
+    held: pa.Table
+    history: DataFrame | None
+    state: DataFrame | pa.Table
+    cached: DataFrame
+
+
+def _fixed_windows(firsts: DataFrame, settings: StreamSettings, segments: np.ndarray, ends: np.ndarray, final: int | None) -> _WindowFrames:
+    """Fixed windows without a history: pairs judged where the events are (no shuffle of the
+    events), on-time pairs summed per window by Spark."""
+    judged = per_partition(firsts, functools.partial(_judge, settings), from_arrow_schema(_PAIRS)).persist()
+    totals = judged.where("_role = 'pair'").groupBy(*WINDOW_KEY).agg(
+        F.count(F.lit(1)).alias("event_count"),
+        F.sum("amount").cast("decimal(38,6)").alias("amount_total"),
+        F.max("batch_id").alias("updated_batch_id"),
+        F.max("_p").alias("_p"),
+        F.min("_line").alias("_line"),
+    ).toArrow()
+    ends_of = micros(totals["window_end"])
+    final_or_none = NO_TIME if final is None else final
+    rows = pa.table(
+        {
+            **{name: totals[name] for name in WINDOW_KEY},
+            "event_count": totals["event_count"],
+            "amount_total": totals["amount_total"],
+            "status": pa.array(np.where((final_or_none != NO_TIME) & (final_or_none >= ends_of), "final", "open"), pa.string()),
+            "updated_batch_id": totals["updated_batch_id"],
+            "updated_ingest_time": totals["_p"].cast(pa.timestamp("us", tz="UTC")),
+        }
+    ).cast(WINDOW_ROW_SCHEMA)
+    expires = ends_of + settings.allowed_lateness
+    held = rows.filter(pa.array(expires > final_or_none)) if final is not None else rows
+    created = np.searchsorted(segments, split_line_keys(totals["_line"].to_numpy())[0])
+    gone = np.maximum(np.searchsorted(ends, expires, side="left"), created)
+    return _WindowFrames(
+        windows=rows,
+        late=judged.where("_role = 'late'").select(*LATE_SCHEMA.names),
+        outcomes=judged.where("_role = 'outcome'"),
+        held=held,
+        history=None,
+        state=_state_deltas(created, gone, segments),
+        cached=judged,
+    )
+
+
+def _line_by_line(firsts: DataFrame, settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool) -> _WindowFrames:
+    windowed = per_key(
+        firsts, list(KEY_COLUMNS), functools.partial(_windows, settings, advances, segments, ends, history), from_arrow_schema(_WINDOWS)
+    ).persist()
+    return _WindowFrames(
+        windows=windowed.where("_role = 'window'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
+        late=windowed.where("_role = 'late'").select(*LATE_SCHEMA.names),
+        outcomes=windowed.where("_role = 'outcome'"),
+        held=windowed.where("_role = 'held'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
+        history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
+        state=windowed.where("_role = 'state'").select("segment", "_delta"),
+        cached=windowed,
+    )
+
+
 # ------------------------------------------------------------------------------ the whole
 
 
@@ -286,7 +367,7 @@ class Replay:
     dead_letters: DataFrame
     duplicates: DataFrame
     late_events: DataFrame
-    windows: DataFrame
+    windows: pa.Table
     history: DataFrame | None
     metrics: pa.Table
     state: pa.Table
@@ -330,39 +411,53 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         batch_id=steps["batch_id"].to_numpy(), before=None, after=final,
     )
 
-    events = clocked.where("_role = 'event'").select(*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id")
-    deduped = per_key(
-        events, ["event_id"], functools.partial(_dedup, settings, segments, ends, final), from_arrow_schema(_DEDUP)
+    # Dedup: only ids seen more than once need the rule, in log order; every other line is a first copy.
+    columns = [*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"]
+    events = clocked.where("_role = 'event'").select(*columns)
+    repeated = events.groupBy("event_id").count().where("count > 1").select("event_id", F.lit(True).alias("_repeated"))
+    flagged = events.join(F.broadcast(repeated), "event_id", "left")
+    contested = per_key(
+        flagged.where("_repeated").select(*columns), ["event_id"], functools.partial(_dedup, settings.dedup_horizon), from_arrow_schema(_DEDUP)
     ).persist()
-    firsts = deduped.where("_role = 'first'").select(*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id")
-    windowed = per_key(
-        firsts, list(KEY_COLUMNS), functools.partial(_windows, settings, advances, segments, ends, history), from_arrow_schema(_WINDOWS)
-    ).persist()
+    firsts = flagged.where("_repeated IS NULL").select(*columns).unionByName(contested.where("_role = 'first'").select(*columns))
+    horizon = settings.dedup_horizon
+    id_deltas = per_partition(
+        firsts.select("segment", "event_time", "_w"), functools.partial(_forgotten, horizon, segments, ends), from_arrow_schema(_DELTAS)
+    ).groupBy("segment").agg(F.sum("_delta").alias("_delta")).toArrow()
+    since = remembered_from_column("event_time", "_w")
+    kept = firsts.where(F.lit(True) if final is None else since >= F.lit(final - horizon)).select(
+        *EVENT_SCHEMA.names, F.timestamp_micros(since).alias("remembered_from")
+    ).toArrow()
+    if history or isinstance(settings.window, SessionWindows):
+        windows = _line_by_line(firsts, settings, advances, segments, ends, history)
+    else:
+        windows = _fixed_windows(firsts, settings, segments, ends, final)
 
-    duplicates = deduped.where("_role = 'duplicate'").select(*DUPLICATE_SCHEMA.names)
+    duplicates = contested.where("_role = 'duplicate'").select(*DUPLICATE_SCHEMA.names)
     dup_sums = duplicates.groupBy("segment", "currency").agg(F.count(F.lit(1)).alias("n"), F.sum("amount").cast("decimal(38,6)").alias("money")).collect()
-    outcomes = windowed.where("_role = 'outcome'").groupBy("segment", "currency").agg(
+    outcomes = windows.outcomes.groupBy("segment", "currency").agg(
         *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
         *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
     ).collect()
-    deltas = deduped.where("_role = 'state'").select("segment", "_delta").unionByName(windowed.where("_role = 'state'").select("segment", "_delta"))
-    state_change = {r["segment"]: r["d"] for r in deltas.groupBy("segment").agg(F.sum("_delta").alias("d")).collect()}
+    state_change: dict[int, int] = {}
+    window_deltas = windows.state if isinstance(windows.state, pa.Table) else windows.state.toArrow()
+    for part in (window_deltas, id_deltas):
+        for segment, delta in zip(part["segment"].to_pylist(), part["_delta"].to_pylist()):
+            state_change[segment] = state_change.get(segment, 0) + delta
 
     metrics = _metrics(stats, per_segment, dup_sums, outcomes, state_change)
-    remembered = deduped.where("_role = 'remembered'").select(*REMEMBERED_SCHEMA.names).toArrow()
-    held = windowed.where("_role = 'held'").select(*WINDOW_ROW_SCHEMA.names).toArrow()
-    end_state = StreamState(clock.end, remembered.cast(REMEMBERED_SCHEMA), held.cast(WINDOW_ROW_SCHEMA))
+    end_state = StreamState(clock.end, kept.cast(REMEMBERED_SCHEMA), windows.held)
     dead = parsed.where("reject_reason IS NOT NULL").select(*DEAD_LETTER_COLUMNS, (F.col("segment") - 1).alias("batch_id"))
     return Replay(
         dead_letters=dead,
         duplicates=duplicates,
-        late_events=windowed.where("_role = 'late'").select(*LATE_SCHEMA.names),
-        windows=windowed.where("_role = 'window'").select(*WINDOW_ROW_SCHEMA.names),
-        history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
+        late_events=windows.late,
+        windows=windows.windows,
+        history=windows.history,
         metrics=metrics,
         state=state_table(end_state),
         first_copies=firsts.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time")),
-        cached=(clocked, deduped, windowed),
+        cached=(clocked, contested, windows.cached),
     )
 
 

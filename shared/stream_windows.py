@@ -42,7 +42,7 @@ from shared.windows import KEY_COLUMNS, SessionWindows, WindowSpec, assign_windo
 
 __all__ = [
     "WINDOW_ROW_SCHEMA", "WINDOW_CHANGE_SCHEMA", "LATE_SCHEMA", "HISTORY_SCHEMA", "OUTCOME_SCHEMA", "LIFETIME_SCHEMA",
-    "WindowRun", "window_step", "empty_held",
+    "WindowRun", "JudgedPairs", "window_step", "judge_pairs", "empty_held",
 ]
 
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
@@ -158,20 +158,41 @@ def _keys(table: pa.Table) -> list[tuple]:
 # ----------------------------------------------------------------------------- fixed windows
 
 
-def _fixed(spec, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool) -> WindowRun:
+@dataclass(frozen=True)
+class JudgedPairs:
+    """Fixed windows: every (event, window) pair judged on its own (``judge_pairs``).
+
+    ``on_time``: the pairs that count (``_late_update`` where the window was already final);
+    ``late``: the side output (``LATE_SCHEMA``); ``outcomes``: per event (``OUTCOME_SCHEMA``)."""
+
+    on_time: pa.Table
+    late: pa.Table
+    outcomes: pa.Table
+
+
+def judge_pairs(spec, allowed_lateness: int, events: pa.Table) -> JudgedPairs:
+    """Each (event, window) pair of ``events`` (first copies with ``_w``) against its line's
+    watermark: late when ``_w >= window_end + allowed_lateness``, a late update when
+    ``window_end <= _w`` but not late. No pair depends on another: any subset of the events
+    (a micro-batch, a partition of the log) is judged as it would be with all of them."""
     pairs = assign_windows_table(spec, _with(events, _event=np.arange(events.num_rows)))
     ends, marks = micros(pairs["window_end"]), pairs["_w"].to_numpy()
     late_flags = is_late(ends, marks, allowed_lateness)
     update_flags = is_late_update(ends, marks, allowed_lateness)
-    pairs = _with(pairs, _late_update=update_flags)
-    on_time = pairs.filter(pa.array(~late_flags))
-
     event = pairs["_event"].to_numpy()
     per_event = np.bincount(event, minlength=events.num_rows)
     all_late = np.bincount(event, weights=late_flags, minlength=events.num_rows) == per_event
     updates = np.bincount(event, weights=update_flags, minlength=events.num_rows).astype(np.int64)
-    outcomes = _outcomes(events, all_late, updates)
+    return JudgedPairs(
+        on_time=_with(pairs, _late_update=update_flags).filter(pa.array(~late_flags)),
+        late=_late_rows(pairs.filter(pa.array(late_flags))),
+        outcomes=_outcomes(events, all_late, updates),
+    )
 
+
+def _fixed(spec, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool) -> WindowRun:
+    judged = judge_pairs(spec, allowed_lateness, events)
+    on_time = judged.on_time
     touched = aggregate_windows_table(on_time).join(
         on_time.group_by(list(WINDOW_KEY), use_threads=False).aggregate([("_p", "max"), ("batch_id", "max"), ("_line", "min")]),
         list(WINDOW_KEY),
@@ -192,8 +213,8 @@ def _fixed(spec, allowed_lateness: int, events: pa.Table, held: pa.Table, advanc
     )
     return WindowRun(
         changes=changes,
-        late=_late_rows(pairs.filter(pa.array(late_flags))),
-        outcomes=outcomes,
+        late=judged.late,
+        outcomes=judged.outcomes,
         held=kept,
         history=_fixed_history(on_time, held, rows, advances) if history else None,
         lifetimes=lifetimes,

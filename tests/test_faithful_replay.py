@@ -62,12 +62,14 @@ def segments_of(parsed: pa.Table) -> list[pa.Table]:
     return [parsed.filter(pa.compute.equal(parsed["segment"], n)) for n in numbers]
 
 
-def live(settings: StreamSettings, batches: list[pa.Table], restart_after: int | None = None) -> dict[str, pa.Table]:
+def live(settings: StreamSettings, batches: list[pa.Table], restart_after: int | None = None, history: bool = False) -> dict[str, pa.Table]:
     """What the speed layer commits, batch by batch (window rows merged as ``Tables.upsert`` does)."""
-    state, out = StreamState.empty(), {"dead_letter": [], "duplicate_events": [], "late_events": [], "stream_metrics": []}
+    state, out = StreamState.empty(), {"dead_letter": [], "duplicate_events": [], "late_events": [], "stream_metrics": [], "window_history": []}
     windows: dict[tuple, dict] = {}
     for batch_id, lines in enumerate(batches):
-        step = stream_step(lines, state, settings, batch_id)
+        step = stream_step(lines, state, settings, batch_id, history=history)
+        if history:
+            out["window_history"].append(step.history)
         out["dead_letter"].append(step.dead_letters)
         out["duplicate_events"].append(step.duplicates)
         out["late_events"].append(step.late_events)
@@ -81,7 +83,7 @@ def live(settings: StreamSettings, batches: list[pa.Table], restart_after: int |
         state = step.state
         if batch_id == restart_after:
             state = state_from_table(state_table(state))
-    tables = {name: pa.concat_tables(parts) for name, parts in out.items()}
+    tables = {name: pa.concat_tables(parts) for name, parts in out.items() if parts}
     tables["speed_aggregates"] = pa.Table.from_pylist(list(windows.values()))
     tables["stream_state"] = state_table(state)
     return tables
@@ -119,21 +121,28 @@ def test_random_cuts_and_a_restart_write_the_same_rows(logs, scenario, kind):
 @pytest.mark.parametrize("kind", sorted(WINDOWS))
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_spark_replay_writes_the_rows_of_one_segment_per_micro_batch(spark, logs, scenario, kind):
+    """The log as Spark hands it over here (rows spread over partitions regardless of segments)."""
     settings = settings_for(kind)
-    expected = live(settings, segments_of(logs[scenario]))
-    result = replay(spark.createDataFrame(logs[scenario]).persist(), settings)
+    history = scenario == "billing"  # the replay's line-by-line path, which the comparison uses
+    expected = live(settings, segments_of(logs[scenario]), history=history)
+    result = replay(spark.createDataFrame(logs[scenario]).persist(), settings, history=history)
     try:
         got = {
             "dead_letter": result.dead_letters.toArrow(),
             "duplicate_events": result.duplicates.toArrow(),
             "late_events": result.late_events.toArrow(),
-            "speed_aggregates": result.windows.toArrow(),
+            "speed_aggregates": result.windows,
             "stream_state": result.state,
             "stream_metrics": result.metrics,
         }
+        if history:
+            got["window_history"] = result.history.toArrow()
     finally:
         result.release()
-    same(got, expected, {"duration_seconds"}, names=("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state", "stream_metrics"))
+    names = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state", "stream_metrics")
+    same(got, expected, {"duration_seconds"}, names=names + (("window_history",) if history else ()))
+    if history:
+        assert got["window_history"].num_rows > got["speed_aggregates"].num_rows
 
 
 def test_lklab_speed_at_any_batch_size_and_lklab_replay_leave_the_same_tables(spark, tmp_path):
