@@ -4,31 +4,27 @@ A live stream reads the log micro-batch by micro-batch and carries its state fro
 next. Because everything it decides is a function of the log (``shared.clock``), the replay
 computes the same rows without ever holding a micro-batch:
 
-1. **The clock.** Per segment, the largest ingest time gives the processing time at the start
-   of the next one; per segment, two pseudo-lines (``clock.tick_summary``) carry its ticks.
-   Folding ``clock.advance`` over them on the driver gives the clock's state at every segment
-   boundary: a small sequence, shipped to every task.
-2. Each segment's lines run through the clock from that state (``speed.clocked_lines``, as the
-   live step runs a micro-batch), segments in parallel; the watermark's advances over the whole
-   log are collected (at most one per tick).
-3. **Dedup**: the ids seen more than once are found by Spark; only their copies are
-   partitioned by ``event_id`` (``dedup.deduplicate_stream`` from an empty memory: every copy
-   of an id in one task, in log order); every other line is a first copy as it stands.
-4. **Windows**: with fixed windows every (event, window) pair is judged where the event is
-   (``stream_windows.judge_pairs``: no pair depends on another) and Spark sums the pairs that
-   count per window; sessions (and a history, line by line) are partitioned by ``account_id,
-   currency`` (``stream_windows.window_step`` with nothing held, against the advances of the
-   whole log).
+1. **The clock** at every segment boundary (``shared.log_clock``), shipped to every task.
+2. **One pass over the lines**, segments in parallel: each task runs the clock over its lines
+   from that state (``speed.clocked_lines``, as the live step runs a micro-batch) and judges
+   every (event, window) pair on its own (``stream_windows.judge_pairs``: no pair depends on
+   another). Ids seen more than once anywhere in the log are known before the pass; only their
+   copies are kept whole for the next step.
+3. **Dedup** of those copies, partitioned by ``event_id`` (``dedup.deduplicate_stream`` from an
+   empty memory: every copy of an id in one task, in log order). What the pass judged for a
+   line that turns out to be a duplicate is dropped (an anti-join on the line).
+4. **Windows**: Spark sums the on-time pairs per window. Sessions, and the line-by-line
+   history, need every event of a key in order: they are partitioned by ``account_id,
+   currency`` (``stream_windows.window_step`` with nothing held, against the watermark's
+   advances over the whole log).
 5. **Figures**: one ``stream_metrics`` row per segment, as a live run reading one segment per
-   micro-batch would write, from aggregates of the above; and the state such a run ends with.
+   micro-batch writes, from aggregates of the above; and the state such a run ends with.
 
 Rows carry ``batch_id = segment - 1``: the micro-batch that a live run reading one segment per
 micro-batch from the start gives the segment. Every other column is what any live run writes.
 
-Each step's task function is pure (Arrow in, Arrow out); a task's several kinds of output travel
-in one wide Arrow schema, told apart by ``_role``, and are split after the step is cached. The
-clock runs over each segment's lines in one task: the log's reader keeps segments whole in a
-partition; a frame that does not is repartitioned by segment first.
+Each task function is pure (Arrow in, Arrow out); a task's several kinds of output travel in one
+wide Arrow schema, told apart by ``_role``, and are split once the pass is cached.
 """
 
 from __future__ import annotations
@@ -45,12 +41,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.clock import NO_TIME, Advances, ClockState, advance, line_keys, split_line_keys, tick_summary
-from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_from, remembered_from_column
-from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
-from shared.money import MONEY_TYPE
 from shared.aggregation import WINDOW_KEY
-from shared.spark_arrow import per_key, per_partition
+from shared.clock import NO_TIME, Advances, line_keys, split_line_keys
+from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_from, remembered_rows
+from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
+from shared.log_clock import LogClock, by_line, event_times, log_clock, micros_or_unknown, segment_stats
+from shared.money import MONEY_TYPE
+from shared.spark_arrow import per_key
 from shared.speed import DUPLICATE_SCHEMA, StreamSettings, clocked_lines
 from shared.stream_metrics import BatchFigures, metrics_table
 from shared.stream_state import StreamState, state_table
@@ -62,6 +59,7 @@ __all__ = ["Replay", "replay"]
 _CLOCK = [pa.field(name, pa.int64()) for name in ("_line", "_p", "_w", "_w_after")]
 _BATCH = pa.field("batch_id", pa.int64())
 _ROLE = pa.field("_role", pa.string())
+_EVENT_COLUMNS = [*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"]
 _NEEDED = ["segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat"]
 
 
@@ -92,117 +90,139 @@ def _pack(role: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
-def _by_line(table: pa.Table) -> pa.Table:
-    return table.take(pc.sort_indices(table, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
+# ----------------------------------------------------------------------- 2. one pass over the lines
+
+_OUTCOME = pa.schema([pa.field(name, pa.int64()) for name in ("_late", "_late_updates", "_created", "_gone", "_count", "_on_time")])
+_SEGMENT = pa.schema([pa.field(name, pa.int64()) for name in ("_max_event", "_latest_ingest")])
+_SUMS = pa.schema([pa.field(name, MONEY_TYPE) for name in ("amount_total", "_on_time_amount", "_late_amount")])
+_PASS = _union(EVENT_SCHEMA, pa.schema([*_CLOCK, _BATCH]), LATE_SCHEMA, REMEMBERED_SCHEMA, _OUTCOME, _SEGMENT, _SUMS, pa.schema([_ROLE]))
 
 
-def _segments(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
-    """The rows of a partition, one segment at a time, in log order."""
-    received = list(batches)
-    if not received:
-        return
-    rows = _by_line(pa.Table.from_batches(received))
-    segments = rows["segment"].to_numpy()
-    bounds = np.flatnonzero(np.concatenate([[True], segments[1:] != segments[:-1], [True]]))
-    for first, stop in zip(bounds[:-1], bounds[1:]):
-        yield int(segments[first]), rows.slice(first, stop - first)
-
-
-def _micros(column) -> np.ndarray:
-    return column.cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
-
-
-def _event_times(lines: pa.Table) -> np.ndarray:
-    is_event = pc.and_(pc.is_null(lines["reject_reason"]), pc.invert(lines["heartbeat"])).to_numpy(zero_copy_only=False)
-    return np.where(is_event, _micros(lines["event_time"]), NO_TIME)
-
-
-# ----------------------------------------------------------------------------- 1. the clock
-
-_SUMMARY = pa.schema(
-    [pa.field("segment", pa.int64()), pa.field("key", pa.int64()), pa.field("p", pa.int64()), pa.field("e", pa.int64()), pa.field("last", pa.bool_())]
-)
-
-
-def _summarise(starts: dict[int, int | None], settings, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for segment, lines in _segments(batches):
-        keys = line_keys(lines["segment"].to_numpy(), lines["line_number"].to_numpy())
-        state = ClockState(processing_time=starts[segment])
-        pseudo = tick_summary(state, settings, keys, _micros(lines["ingest_time"]), _event_times(lines))
-        count = len(pseudo[0])
-        last = np.arange(count) == count - 1
-        yield pa.RecordBatch.from_arrays([pa.array(np.full(count, segment, np.int64)), *map(pa.array, pseudo), pa.array(last)], schema=_SUMMARY)
+def _sums(table: pa.Table, keys: list[str], aggregations: list[tuple], names: list[str]) -> pa.Table:
+    """``table`` grouped by ``keys`` with ``aggregations`` (Arrow's), renamed to ``names``."""
+    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    columns = {key: out[key] for key in keys}
+    for (column, function), name in zip(aggregations, names):
+        columns[name] = out[f"{column}_{function}" if column else function]
+    return pa.table(columns)
 
 
 @dataclass(frozen=True)
-class _Clock:
-    """The clock at the start of every segment, and at the end of the log."""
+class _Pass:
+    """What the one pass needs to know: the clock at every boundary, the ids seen more than
+    once, and whether the events themselves go on (sessions, history) or only their pairs."""
 
-    starts: dict[int, ClockState]
-    end: ClockState
+    clock: LogClock
+    settings: StreamSettings
+    repeated: frozenset[str]
+    whole_events: bool
 
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = list(batches)
+        if not received:
+            return
+        rows = by_line(pa.Table.from_batches(received))
+        segments = rows["segment"].to_numpy()
+        starts_at = np.flatnonzero(np.concatenate([[True], segments[1:] != segments[:-1]]))
+        present = segments[starts_at]
+        bounds = [*starts_at.tolist(), len(segments)]
+        for first, stop in self.clock.runs(present):
+            lines = rows.slice(bounds[first], bounds[stop] - bounds[first])
+            offsets = np.asarray(bounds[first : stop + 1]) - bounds[first]
+            for role, table in self._run(lines, present[first:stop], offsets):
+                yield from _pack(role, table, _PASS).to_batches()
 
-def _summary(lines: DataFrame, segments: np.ndarray, starts_p: dict, settings: StreamSettings) -> pa.Table | None:
-    """The pseudo-lines of every segment; None when some segment's lines were in two partitions."""
-    task = functools.partial(_summarise, starts_p, settings.clock)
-    summary = lines.mapInArrow(task, from_arrow_schema(_SUMMARY)).toArrow()
-    summary = summary.sort_by([("segment", "ascending"), ("key", "ascending")])
-    lasts = summary["segment"].to_numpy()[summary["last"].to_numpy(zero_copy_only=False)]
-    tasks_per_segment = np.bincount(np.searchsorted(segments, lasts), minlength=len(segments))
-    return None if np.any(tasks_per_segment > 1) else summary
-
-
-def _clock_states(lines: DataFrame, stats: pa.Table, settings: StreamSettings) -> tuple[_Clock, DataFrame]:
-    """The clock at every segment boundary, and ``lines`` with every segment whole in one
-    partition (as the log's reader gives them; repartitioned by segment when they are not)."""
-    segments = stats["segment"].to_numpy()
-    largest = np.maximum.accumulate(stats["max_ingest"].fill_null(NO_TIME).to_numpy(zero_copy_only=False))
-    before = np.concatenate([[NO_TIME], largest[:-1]])
-    starts_p = {int(s): (None if p == NO_TIME else int(p)) for s, p in zip(segments, before)}
-    narrow = ["segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat"]
-    summary = _summary(lines.select(*narrow), segments, starts_p, settings)
-    if summary is None:
-        lines = lines.repartition(max(1, lines.rdd.getNumPartitions()), "segment")
-        summary = _summary(lines.select(*narrow), segments, starts_p, settings)
-    per_segment = summary["segment"].to_numpy()
-    keys, p, e = (summary[c].to_numpy() for c in ("key", "p", "e"))
-    bounds = np.searchsorted(per_segment, segments, side="left").tolist() + [len(per_segment)]
-    state, starts = ClockState(), {}
-    for index, segment in enumerate(segments.tolist()):
-        starts[segment] = state
-        part = slice(bounds[index], bounds[index + 1])
-        state = advance(state, settings.clock, keys[part], p[part], e[part]).state
-    return _Clock(starts, state), lines
-
-
-# ------------------------------------------------------------------- 2. every line on the clock
-
-_CLOCKED = _union(EVENT_SCHEMA, pa.schema([*_CLOCK, _BATCH, pa.field("_max_event", pa.int64()), pa.field("_latest_ingest", pa.int64()), _ROLE]))
-
-
-def _clock_lines(starts: dict[int, ClockState], settings, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for segment, lines in _segments(batches):
-        state = starts[segment]
-        clocked = clocked_lines(lines, state, settings, np.full(lines.num_rows, segment - 1, np.int64))
-        advances = clocked.advances
-        summary = pa.table(
+    def _run(self, lines: pa.Table, present: np.ndarray, offsets: np.ndarray):
+        """One run of consecutive segments, clocked in one call from the state at its first."""
+        state = self.clock.starts[int(present[0])]
+        clocked = clocked_lines(lines, state, self.settings.clock, lines["segment"].to_numpy() - 1)
+        first_line, last_line = offsets[:-1], offsets[1:] - 1
+        largest = np.maximum.accumulate(np.concatenate([[NO_TIME if state.max_event_time is None else state.max_event_time], event_times(lines)]))[1:]
+        yield "segment", pa.table(
             {
-                "segment": [segment],
-                "_w": [int(clocked.clock.watermark[0])],
-                "_w_after": [int(clocked.clock.watermark_after[-1])],
-                "_max_event": [clocked.clock.state.max_event_time],
-                "_latest_ingest": [int(_micros(lines["ingest_time"]).max())],
+                "segment": pa.array(present, pa.int64()),
+                "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
+                "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
+                "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
+                "_latest_ingest": pa.array(np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()),
             }
         )
-        steps = pa.table({"_line": advances.keys, "_p": advances.processing_time, "_w_after": advances.watermark_after, "batch_id": advances.batch_id})
-        for role, table in (("event", clocked.events), ("advance", steps), ("segment", summary)):
-            yield from _pack(role, table, _CLOCKED).to_batches()
+        advances = clocked.advances
+        yield "advance", pa.table({"_line": advances.keys, "_p": advances.processing_time, "_w_after": advances.watermark_after, "batch_id": advances.batch_id})
+        events = clocked.events
+        repeated = pc.is_in(events["event_id"], value_set=self._repeated_array)
+        yield "repeat", events.filter(repeated)
+        horizon, final = self.settings.dedup_horizon, self.clock.final
+        since = remembered_from(micros_or_unknown(events["event_time"]), events["_w"].to_numpy())
+        if final is None or (since >= final - horizon).any():
+            kept = events if final is None else events.filter(pa.array(since >= final - horizon))
+            yield "kept", remembered_rows(kept).append_column("_line", kept["_line"])
+        created = np.searchsorted(self.clock.segments, events["segment"].to_numpy())
+        # forgotten at the end of the first segment whose watermark has passed remembered_from + horizon
+        gone = np.maximum(np.searchsorted(self.clock.ends, since + horizon, side="right"), created)
+        single = pc.invert(repeated)
+        memory = pa.table({"_line": events["_line"], "_created": pa.array(created, pa.int64()), "_gone": pa.array(gone, pa.int64())})
+        # a copy of an id seen once in the log is never a duplicate: its figures can be summed here
+        yield "memory", memory.filter(repeated)
+        yield "memory_sum", _sums(memory.filter(single), ["_created", "_gone"], [([], "count_all")], ["_count"])
+        if self.whole_events:
+            yield "event", events
+            return
+        judged = judge_pairs(self.settings.window, self.settings.allowed_lateness, events)
+        late = judged.late
+        yield "late", late.append_column("_line", pa.array(line_keys(late["segment"].to_numpy(), late["line_number"].to_numpy()), pa.int64()))
+        pairs = judged.on_time.select([*WINDOW_KEY, "event_id", "amount", "_p", "batch_id", "_line"])
+        once = pc.invert(pc.is_in(pairs["event_id"], value_set=self._repeated_array))
+        yield "pair", pairs.filter(pc.invert(once))
+        yield "pair_sum", _sums(
+            pairs.filter(once), list(WINDOW_KEY),
+            [([], "count_all"), ("amount", "sum"), ("_p", "max"), ("batch_id", "max"), ("_line", "min")],
+            ["_count", "amount_total", "_p", "batch_id", "_line"],
+        )
+        outcomes = judged.outcomes
+        per_event = pa.table(
+            {"_line": events["_line"], "segment": outcomes["segment"], "currency": outcomes["currency"], "amount": outcomes["amount"],
+             "_late": pc.cast(outcomes["late"], pa.int64()), "_late_updates": outcomes["late_updates"]}
+        )
+        yield "outcome", per_event.filter(repeated)
+        yield "outcome_sum", _outcome_table(per_event.filter(single))
+
+    @functools.cached_property
+    def _repeated_array(self) -> pa.Array:
+        return pa.array(sorted(self.repeated), pa.string())
+
+
+def _outcome_table(per_event: pa.Table) -> pa.Table:
+    """Per segment and currency: on-time and late events, late updates, and their money."""
+    late = pc.equal(per_event["_late"], 1)
+    zero = pa.scalar(Decimal(0), MONEY_TYPE)
+    money = per_event["amount"].cast(MONEY_TYPE)
+    table = per_event.select(["segment", "currency", "_late", "_late_updates"]).append_column(
+        "_on_time", pc.subtract(pa.scalar(1, pa.int64()), per_event["_late"])
+    ).append_column("_on_time_amount", pc.if_else(late, zero, money)).append_column("_late_amount", pc.if_else(late, money, zero))
+    names = ["_on_time", "_late", "_late_updates", "_on_time_amount", "_late_amount"]
+    return _sums(table, ["segment", "currency"], [(name, "sum") for name in names], names)
 
 
 # ------------------------------------------------------------------------------ 3. dedup
 
 _DEDUP = _union(DUPLICATE_SCHEMA, pa.schema([*_CLOCK, _BATCH, _ROLE]))
-_DELTAS = pa.schema([pa.field("segment", pa.int64()), pa.field("_delta", pa.int64())])
+
+
+def _dedup(horizon: int, table: pa.Table) -> pa.Table:
+    """Every copy of the ids in ``table`` (ids seen more than once), in log order."""
+    lines = by_line(table).select(_EVENT_COLUMNS)
+    result = deduplicate_stream(lines, REMEMBERED_SCHEMA.empty_table(), horizon)
+    return pa.concat_tables([_pack("first", result.firsts, _DEDUP), _pack("duplicate", result.duplicates, _DEDUP)])
+
+
+# ------------------------------------------------------------------------------ 4. windows
+
+_OUTCOME_SUMS = pa.schema(
+    [pa.field("segment", pa.int64()), pa.field("currency", pa.string()), pa.field("_on_time", pa.int64()), pa.field("_late", pa.int64()),
+     pa.field("_late_updates", pa.int64()), pa.field("_on_time_amount", MONEY_TYPE), pa.field("_late_amount", MONEY_TYPE)]
+)
+_WINDOWS = _union(WINDOW_ROW_SCHEMA, LATE_SCHEMA, HISTORY_SCHEMA, _OUTCOME_SUMS, pa.schema([pa.field("_delta", pa.int64()), _ROLE]))
 
 
 def _state_deltas(created: np.ndarray, gone: np.ndarray, segments: np.ndarray) -> pa.Table:
@@ -211,32 +231,6 @@ def _state_deltas(created: np.ndarray, gone: np.ndarray, segments: np.ndarray) -
     change = np.bincount(created, minlength=len(segments) + 1) - np.bincount(gone, minlength=len(segments) + 1)
     rows = np.flatnonzero(change[: len(segments)])
     return pa.table({"segment": pa.array(segments[rows], pa.int64()), "_delta": pa.array(change[rows], pa.int64())})
-
-
-def _dedup(horizon: int, table: pa.Table) -> pa.Table:
-    """Every copy of the ids in ``table`` (ids seen more than once), in log order."""
-    lines = _by_line(table).select([*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"])
-    result = deduplicate_stream(lines, REMEMBERED_SCHEMA.empty_table(), horizon)
-    return pa.concat_tables([_pack("first", result.firsts, _DEDUP), _pack("duplicate", result.duplicates, _DEDUP)])
-
-
-def _forgotten(horizon: int, segments: np.ndarray, ends: np.ndarray, firsts: pa.Table) -> pa.Table:
-    """Per segment, how many first copies the stream holds in memory: each is forgotten at the
-    end of the first segment whose watermark has passed ``remembered_from + horizon``."""
-    since = remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
-    created = np.searchsorted(segments, firsts["segment"].to_numpy())
-    gone = np.maximum(np.searchsorted(ends, since + horizon, side="right"), created)
-    return _state_deltas(created, gone, segments)
-
-
-# ------------------------------------------------------------------------------ 4. windows
-
-_OUTCOMES = pa.schema(
-    [pa.field("segment", pa.int64()), pa.field("currency", pa.string()), pa.field("_on_time", pa.int64()), pa.field("_late", pa.int64()),
-     pa.field("_late_updates", pa.int64()), pa.field("_on_time_amount", MONEY_TYPE), pa.field("_late_amount", MONEY_TYPE)]
-)
-_WINDOWS = _union(WINDOW_ROW_SCHEMA, LATE_SCHEMA, HISTORY_SCHEMA, _OUTCOMES, pa.schema([pa.field("_delta", pa.int64()), _ROLE]))
-_PAIRS = _union(LATE_SCHEMA, _OUTCOMES, pa.schema([pa.field("_line", pa.int64()), pa.field("_p", pa.int64()), _ROLE]))
 
 
 def _outcome_sums(outcomes: pa.Table) -> pa.Table:
@@ -259,18 +253,17 @@ def _outcome_sums(outcomes: pa.Table) -> pa.Table:
     return sums.rename_columns([name.removesuffix("_sum") for name in sums.column_names])
 
 
-def _windows(settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool, table: pa.Table) -> pa.Table:
+def _line_by_line(settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool, table: pa.Table) -> pa.Table:
     """Every event of the keys in ``table``, line by line (sessions, or the history asked for)."""
-    events = _by_line(table).select([*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"])
+    events = by_line(table).select(_EVENT_COLUMNS)
     run = window_step(settings.window, settings.allowed_lateness, events, empty_held(), advances, history=history)
-    rows = run.changes.filter(pc.invert(run.changes["_delete"]))
     lifetimes = run.lifetimes
     created = np.searchsorted(segments, split_line_keys(lifetimes["created"].to_numpy())[0])
     replaced = lifetimes["replaced"].to_numpy()
     expired = np.searchsorted(ends, lifetimes["expires"].to_numpy(), side="left")
     gone = np.where(replaced != NO_TIME, np.searchsorted(segments, split_line_keys(np.maximum(replaced, 0))[0]), expired)
     parts = [
-        ("window", rows),
+        ("window", run.changes.filter(pc.invert(run.changes["_delete"]))),
         ("late", run.late),
         ("held", run.held),
         ("outcome", _outcome_sums(run.outcomes)),
@@ -281,76 +274,71 @@ def _windows(settings: StreamSettings, advances: Advances, segments: np.ndarray,
     return pa.concat_tables([_pack(role, part, _WINDOWS) for role, part in parts])
 
 
-def _judge(settings: StreamSettings, table: pa.Table) -> pa.Table:
-    """Fixed windows: the pairs of any slice of the first copies, judged on their own."""
-    judged = judge_pairs(settings.window, settings.allowed_lateness, table)
-    pairs = judged.on_time.select([*WINDOW_KEY, "amount", "_p", "batch_id", "_line"])
-    return pa.concat_tables(
-        [_pack("pair", pairs, _PAIRS), _pack("late", judged.late, _PAIRS), _pack("outcome", _outcome_sums(judged.outcomes), _PAIRS)]
-    )
-
-
 @dataclass(frozen=True)
-class _WindowFrames:
-    windows: pa.Table
+class _Windows:
+    rows: pa.Table
     late: DataFrame
-    outcomes: DataFrame
+    outcome_sums: list
     held: pa.Table
     history: DataFrame | None
-    state: DataFrame | pa.Table
-    cached: DataFrame
+    window_deltas: pa.Table
+    cached: tuple[DataFrame, ...] = ()
 
 
-def _fixed_windows(firsts: DataFrame, settings: StreamSettings, segments: np.ndarray, ends: np.ndarray, final: int | None) -> _WindowFrames:
-    """Fixed windows without a history: pairs judged where the events are (no shuffle of the
-    events), on-time pairs summed per window by Spark."""
-    judged = per_partition(firsts, functools.partial(_judge, settings), from_arrow_schema(_PAIRS)).persist()
-    totals = judged.where("_role = 'pair'").groupBy(*WINDOW_KEY).agg(
-        F.count(F.lit(1)).alias("event_count"),
-        F.sum("amount").cast("decimal(38,6)").alias("amount_total"),
+def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogClock, settings: StreamSettings) -> _Windows:
+    """Fixed windows: the on-time pairs (partly summed per task, duplicates' already dropped)
+    summed per window by Spark."""
+    totals = pairs.groupBy(*WINDOW_KEY).agg(
+        F.sum("_count").alias("event_count"),
+        F.sum("amount_total").cast("decimal(38,6)").alias("amount_total"),
         F.max("batch_id").alias("updated_batch_id"),
         F.max("_p").alias("_p"),
         F.min("_line").alias("_line"),
     ).toArrow()
-    ends_of = micros(totals["window_end"])
-    final_or_none = NO_TIME if final is None else final
+    ends_of, final = micros(totals["window_end"]), clock.final
+    final_time = NO_TIME if final is None else final
     rows = pa.table(
         {
             **{name: totals[name] for name in WINDOW_KEY},
             "event_count": totals["event_count"],
             "amount_total": totals["amount_total"],
-            "status": pa.array(np.where((final_or_none != NO_TIME) & (final_or_none >= ends_of), "final", "open"), pa.string()),
+            "status": pa.array(np.where((final_time != NO_TIME) & (final_time >= ends_of), "final", "open"), pa.string()),
             "updated_batch_id": totals["updated_batch_id"],
             "updated_ingest_time": totals["_p"].cast(pa.timestamp("us", tz="UTC")),
         }
     ).cast(WINDOW_ROW_SCHEMA)
     expires = ends_of + settings.allowed_lateness
-    held = rows.filter(pa.array(expires > final_or_none)) if final is not None else rows
-    created = np.searchsorted(segments, split_line_keys(totals["_line"].to_numpy())[0])
-    gone = np.maximum(np.searchsorted(ends, expires, side="left"), created)
-    return _WindowFrames(
-        windows=rows,
-        late=judged.where("_role = 'late'").select(*LATE_SCHEMA.names),
-        outcomes=judged.where("_role = 'outcome'"),
-        held=held,
+    created = np.searchsorted(clock.segments, split_line_keys(totals["_line"].to_numpy())[0])
+    gone = np.maximum(np.searchsorted(clock.ends, expires, side="left"), created)
+    sums = outcomes.groupBy("segment", "currency").agg(
+        *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
+        *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
+    ).collect()
+    return _Windows(
+        rows=rows,
+        late=late,
+        outcome_sums=sums,
+        held=rows if final is None else rows.filter(pa.array(expires > final)),
         history=None,
-        state=_state_deltas(created, gone, segments),
-        cached=judged,
+        window_deltas=_state_deltas(created, gone, clock.segments),
     )
 
 
-def _line_by_line(firsts: DataFrame, settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool) -> _WindowFrames:
-    windowed = per_key(
-        firsts, list(KEY_COLUMNS), functools.partial(_windows, settings, advances, segments, ends, history), from_arrow_schema(_WINDOWS)
-    ).persist()
-    return _WindowFrames(
-        windows=windowed.where("_role = 'window'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
+def _ordered(events: DataFrame, clock: LogClock, advances: Advances, settings: StreamSettings, history: bool) -> _Windows:
+    task = functools.partial(_line_by_line, settings, advances, clock.segments, clock.ends, history)
+    windowed = per_key(events, list(KEY_COLUMNS), task, from_arrow_schema(_WINDOWS)).persist()
+    outcomes = windowed.where("_role = 'outcome'").groupBy("segment", "currency").agg(
+        *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
+        *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
+    ).collect()
+    return _Windows(
+        rows=windowed.where("_role = 'window'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
         late=windowed.where("_role = 'late'").select(*LATE_SCHEMA.names),
-        outcomes=windowed.where("_role = 'outcome'"),
+        outcome_sums=outcomes,
         held=windowed.where("_role = 'held'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
         history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
-        state=windowed.where("_role = 'state'").select("segment", "_delta"),
-        cached=windowed,
+        window_deltas=windowed.where("_role = 'state'").groupBy("segment").agg(F.sum("_delta").alias("_delta")).toArrow(),
+        cached=(windowed,),
     )
 
 
@@ -361,8 +349,9 @@ def _line_by_line(firsts: DataFrame, settings: StreamSettings, advances: Advance
 class Replay:
     """The replay's output: frames for the stream's tables, plus the metrics and the end state.
 
-    ``first_copies``: the events the stream counted once (``EVENT_SCHEMA`` plus
-    ``processing_time``, the line's moment on the log's clock), valid until ``release``."""
+    ``first_copies`` (with ``history`` or session windows, else None): the events the stream
+    counted once (``EVENT_SCHEMA`` plus ``processing_time``, the line's moment on the log's
+    clock). Frames are valid until ``release``."""
 
     dead_letters: DataFrame
     duplicates: DataFrame
@@ -371,7 +360,7 @@ class Replay:
     history: DataFrame | None
     metrics: pa.Table
     state: pa.Table
-    first_copies: DataFrame
+    first_copies: DataFrame | None
     cached: tuple[DataFrame, ...]
 
     def release(self) -> None:
@@ -379,86 +368,82 @@ class Replay:
             frame.unpersist()
 
 
-def _stats(parsed: DataFrame) -> pa.Table:
-    stats = parsed.groupBy("segment").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.max(F.unix_micros("ingest_time")).alias("max_ingest"),
-        F.sum(F.col("reject_reason").isNotNull().cast("long")).alias("dead_letters"),
-        F.sum(F.col("heartbeat").cast("long")).alias("heartbeats"),
-    )
-    return stats.toArrow().sort_by("segment")
-
-
-def _money(rows: list[dict], column: str) -> list[tuple[str, Decimal]]:
-    return sorted((r["currency"], r[column]) for r in rows if r[column] is not None and r["currency"] is not None)
+def _repeated_ids(parsed: DataFrame) -> frozenset[str]:
+    """Ids with more than one valid copy anywhere in the log (only these need the dedup rule)."""
+    events = parsed.where("reject_reason IS NULL AND NOT heartbeat")
+    return frozenset(r["event_id"] for r in events.groupBy("event_id").count().where("count > 1").select("event_id").collect())
 
 
 def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False) -> Replay:
     """The stream's rows for the whole log (``parsed``: ``parse_events`` output, cached by the
     caller), as a live run reading one segment per micro-batch writes them."""
-    stats = _stats(parsed)
-    segments = stats["segment"].to_numpy()
-    clock, lines = _clock_states(parsed.select(*_NEEDED), stats, settings)
-    clocked = lines.mapInArrow(
-        functools.partial(_clock_lines, clock.starts, settings.clock), from_arrow_schema(_CLOCKED)
-    ).persist()
-    steps = clocked.where("_role = 'advance'").select("_line", "_p", "_w_after", "batch_id").toArrow().sort_by("_line")
-    per_segment = {r["segment"]: r for r in clocked.where("_role = 'segment'").select("segment", "_w", "_w_after", "_max_event", "_latest_ingest").toArrow().to_pylist()}
-    ends = np.array([per_segment[int(s)]["_w_after"] for s in segments], dtype=np.int64)
-    final = clock.end.watermark_after(settings.clock)
-    advances = Advances(
-        keys=steps["_line"].to_numpy(), processing_time=steps["_p"].to_numpy(), watermark_after=steps["_w_after"].to_numpy(),
-        batch_id=steps["batch_id"].to_numpy(), before=None, after=final,
-    )
+    stats = segment_stats(parsed)
+    clock, lines = log_clock(parsed.select(*_NEEDED), stats, settings.clock)
+    whole_events = history or isinstance(settings.window, SessionWindows)
+    task = _Pass(clock, settings, _repeated_ids(parsed), whole_events)
+    passed = lines.mapInArrow(task, from_arrow_schema(_PASS)).persist()
+    role = lambda name: passed.where(F.col("_role") == name)
 
-    # Dedup: only ids seen more than once need the rule, in log order; every other line is a first copy.
-    columns = [*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"]
-    events = clocked.where("_role = 'event'").select(*columns)
-    repeated = events.groupBy("event_id").count().where("count > 1").select("event_id", F.lit(True).alias("_repeated"))
-    flagged = events.join(F.broadcast(repeated), "event_id", "left")
     contested = per_key(
-        flagged.where("_repeated").select(*columns), ["event_id"], functools.partial(_dedup, settings.dedup_horizon), from_arrow_schema(_DEDUP)
+        role("repeat").select(*_EVENT_COLUMNS), ["event_id"], functools.partial(_dedup, settings.dedup_horizon), from_arrow_schema(_DEDUP)
     ).persist()
-    firsts = flagged.where("_repeated IS NULL").select(*columns).unionByName(contested.where("_role = 'first'").select(*columns))
-    horizon = settings.dedup_horizon
-    id_deltas = per_partition(
-        firsts.select("segment", "event_time", "_w"), functools.partial(_forgotten, horizon, segments, ends), from_arrow_schema(_DELTAS)
-    ).groupBy("segment").agg(F.sum("_delta").alias("_delta")).toArrow()
-    since = remembered_from_column("event_time", "_w")
-    kept = firsts.where(F.lit(True) if final is None else since >= F.lit(final - horizon)).select(
-        *EVENT_SCHEMA.names, F.timestamp_micros(since).alias("remembered_from")
-    ).toArrow()
-    if history or isinstance(settings.window, SessionWindows):
-        windows = _line_by_line(firsts, settings, advances, segments, ends, history)
-    else:
-        windows = _fixed_windows(firsts, settings, segments, ends, final)
-
+    duplicate_lines = F.broadcast(contested.where("_role = 'duplicate'").select("_line"))
+    counted = lambda frame: frame.join(duplicate_lines, "_line", "left_anti")  # what was judged of a duplicate goes
     duplicates = contested.where("_role = 'duplicate'").select(*DUPLICATE_SCHEMA.names)
-    dup_sums = duplicates.groupBy("segment", "currency").agg(F.count(F.lit(1)).alias("n"), F.sum("amount").cast("decimal(38,6)").alias("money")).collect()
-    outcomes = windows.outcomes.groupBy("segment", "currency").agg(
-        *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
-        *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
-    ).collect()
-    state_change: dict[int, int] = {}
-    window_deltas = windows.state if isinstance(windows.state, pa.Table) else windows.state.toArrow()
-    for part in (window_deltas, id_deltas):
-        for segment, delta in zip(part["segment"].to_pylist(), part["_delta"].to_pylist()):
-            state_change[segment] = state_change.get(segment, 0) + delta
 
-    metrics = _metrics(stats, per_segment, dup_sums, outcomes, state_change)
+    first_copies = None
+    if whole_events:
+        steps = role("advance").select("_line", "_p", "_w_after", "batch_id").toArrow().sort_by("_line")
+        advances = Advances(
+            keys=steps["_line"].to_numpy(), processing_time=steps["_p"].to_numpy(), watermark_after=steps["_w_after"].to_numpy(),
+            batch_id=steps["batch_id"].to_numpy(), before=None, after=clock.final,
+        )
+        events = counted(role("event")).select(*_EVENT_COLUMNS)
+        windows = _ordered(events, clock, advances, settings, history)
+        first_copies = events.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time"))
+    else:
+        pairs = counted(role("pair")).select(*WINDOW_KEY, F.lit(1).cast("long").alias("_count"), F.col("amount").cast("decimal(38,6)").alias("amount_total"), "_p", "batch_id", "_line")
+        outcomes = counted(role("outcome")).select("segment", "currency", (1 - F.col("_late")).alias("_on_time"), "_late", "_late_updates",
+                                                  F.when(F.col("_late") == 0, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_on_time_amount"),
+                                                  F.when(F.col("_late") == 1, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_late_amount"))
+        windows = _summed(
+            role("pair_sum").select(*pairs.columns).unionByName(pairs),
+            counted(role("late")).select(*LATE_SCHEMA.names),
+            role("outcome_sum").select(*outcomes.columns).unionByName(outcomes),
+            clock, settings,
+        )
+    memory = role("memory_sum").select("_created", "_gone", "_count").unionByName(
+        counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count"))
+    )
+    arrived = {r["_created"]: r["n"] for r in memory.groupBy("_created").agg(F.sum("_count").alias("n")).collect()}
+    forgotten = {r["_gone"]: r["n"] for r in memory.groupBy("_gone").agg(F.sum("_count").alias("n")).collect()}
+    state_change: dict[int, int] = {}
+    for index, segment in enumerate(clock.segments.tolist()):
+        state_change[segment] = arrived.get(index, 0) - forgotten.get(index, 0)
+    for segment, delta in zip(windows.window_deltas["segment"].to_pylist(), windows.window_deltas["_delta"].to_pylist()):
+        state_change[segment] += delta
+
+    per_segment = {r["segment"]: r for r in role("segment").select("segment", "_w", "_w_after", "_max_event", "_latest_ingest").toArrow().to_pylist()}
+    dup_sums = duplicates.groupBy("segment", "currency").agg(F.count(F.lit(1)).alias("n"), F.sum("amount").cast("decimal(38,6)").alias("money")).collect()
+    metrics = _metrics(stats, per_segment, dup_sums, windows.outcome_sums, state_change)
+    kept = counted(role("kept")).select(*REMEMBERED_SCHEMA.names).toArrow()
     end_state = StreamState(clock.end, kept.cast(REMEMBERED_SCHEMA), windows.held)
     dead = parsed.where("reject_reason IS NOT NULL").select(*DEAD_LETTER_COLUMNS, (F.col("segment") - 1).alias("batch_id"))
     return Replay(
         dead_letters=dead,
         duplicates=duplicates,
         late_events=windows.late,
-        windows=windows.windows,
+        windows=windows.rows,
         history=windows.history,
         metrics=metrics,
         state=state_table(end_state),
-        first_copies=firsts.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time")),
-        cached=(clocked, contested, windows.cached),
+        first_copies=first_copies,
+        cached=(passed, contested, *windows.cached),
     )
+
+
+def _money(rows: list[dict], column: str) -> list[tuple[str, Decimal]]:
+    return sorted((r["currency"], r[column]) for r in rows if r[column] is not None and r["currency"] is not None)
 
 
 def _metrics(stats: pa.Table, per_segment: dict, dup_sums: list, outcomes: list, state_change: dict) -> pa.Table:
