@@ -301,11 +301,31 @@ def cmd_speed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lake_windows(config: LabConfig, purpose: str) -> LabConfig:
+    """``config`` with the windows the lake's batch truth and speed layer were built with, where
+    the user gave none (both must agree; a contradicting flag is refused)."""
+    from shared.table_settings import SettingsConflict, adopt, agreed
+
+    tables = _settings_tables(config)
+    try:
+        windows = agreed(tables, ["batch_truth", "speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        return adopt(config, windows, f"the lake's tables ({purpose})")
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
+
+
+def _settings_tables(config: LabConfig):
+    """The lake's tables, for reading what they recorded (no Spark needed)."""
+    from shared.tables import Tables
+
+    return Tables(None, config.lake, "deltalake")
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from shared.spark_session import spark_session
     from spark_jobs.replay_job import ReplayExists, replay_prefix, run_replay
 
-    config = _config(args)
+    config = _lake_windows(_config(args), "a replay is compared with them")
     try:
         replay_prefix(args.name)
     except ValueError as err:
@@ -337,6 +357,10 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
     config = _config(args)
     days = _days(args)
+    if args.against == "speed":
+        config = _adopt_stream(config, "", "the speed layer")
+    elif args.against.startswith("kappa:"):
+        config = _adopt_stream(config, f"kappa/{args.against.split(':', 1)[1]}/", f"replay {args.against.split(':', 1)[1]}")
     try:
         stream_prefix(args.against)
         tolerance = Tolerance(parse_tolerance(args.abs_tol, "abs-tol"), parse_tolerance(args.rel_tol, "rel-tol"))
@@ -363,6 +387,19 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     for breach in breaches:
         print(f"lklab reconcile: UNEXPLAINED GAP: {breach}", file=sys.stderr)
     return UNHEALTHY if breaches else 0
+
+
+def _adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
+    """``config`` with the settings a stream's tables and the batch truth recorded."""
+    from shared.table_settings import SettingsConflict, adopt, agreed
+
+    tables = _settings_tables(config)
+    try:
+        windows = agreed(tables, ["batch_truth", f"{prefix}speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        stream = agreed(tables, [f"{prefix}speed_aggregates"])
+        return adopt(config, {**stream, **windows}, source)
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
 
 
 def cmd_health(args: argparse.Namespace) -> int:
@@ -484,9 +521,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    from shared.locks import LockHeld
+
     try:
         return handler(args)
-    except UsageError as err:
+    except (UsageError, LockHeld) as err:
         print(f"lklab {args.command}: {err}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:

@@ -25,6 +25,7 @@ import numpy as np
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
+from shared.locks import whole_lake
 
 __all__ = ["GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "load_events", "MALFORMED_KINDS", "EPOCH_START"]
 
@@ -192,8 +193,15 @@ def generate(
     overwrite: bool = False,
     progress: Callable[[str], None] = lambda message: None,
 ) -> GeneratedLog:
-    """Write the scenario's log to ``<lake>/log`` and its manifest; return the real events."""
+    """Write the scenario's log to ``<lake>/log`` and its manifest; return the real events.
+
+    The lake is locked whole while it is written: refused while any writer runs on it."""
     lake = Path(lake)
+    with whole_lake(lake):
+        return _generate(params, lake, overwrite, progress)
+
+
+def _generate(params: GeneratorParams, lake: Path, overwrite: bool, progress: Callable[[str], None]) -> GeneratedLog:
     _prepare_lake(lake, overwrite)
     started = time.monotonic()
     rng = np.random.default_rng(params.seed)

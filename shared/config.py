@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from shared.durations import format_duration, parse_duration
 from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
 
-__all__ = ["LabConfig", "ConfigError", "load_config", "SETTINGS", "TABLE_ENGINES"]
+__all__ = ["LabConfig", "ConfigError", "load_config", "with_settings", "SETTINGS", "TABLE_ENGINES"]
 
 TABLE_ENGINES = ("auto", "deltalake", "delta-spark")
 
@@ -50,6 +50,7 @@ class LabConfig:
     spark_master: str = "local[2]"
     driver_memory: str = "4g"
     table_engine: str = "auto"
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)  # keys a file, the environment or a flag set
 
     @property
     def window(self) -> WindowSpec:
@@ -60,7 +61,7 @@ class LabConfig:
     def describe(self) -> dict[str, str]:
         """Settings as a user would write them (for logs and reports)."""
         out: dict[str, str] = {}
-        for f in fields(self):
+        for f in _SETTING_FIELDS:
             value = getattr(self, f.name)
             if f.name in _DURATIONS:
                 value = "" if value is None else format_duration(value)
@@ -79,7 +80,8 @@ _DURATIONS = {
     "heartbeat_interval",
 }
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtKMGT]")
-SETTINGS = tuple(f.name.replace("_", "-") for f in fields(LabConfig))
+_SETTING_FIELDS = tuple(f for f in fields(LabConfig) if f.name != "explicit")
+SETTINGS = tuple(f.name.replace("_", "-") for f in _SETTING_FIELDS)
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -144,9 +146,16 @@ def load_config(
         if value is not None:
             raw[key] = value
     values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in raw.items()}
-    config = LabConfig(**values)
+    config = LabConfig(**values, explicit=frozenset(raw))
     try:
         config.window
     except ValueError as err:
         raise ConfigError(str(err)) from None
     return config
+
+
+def with_settings(config: LabConfig, settings: Mapping[str, str]) -> LabConfig:
+    """``config`` with ``settings`` (keys and values as a user writes them, e.g.
+    ``{"window-size": "2m"}``) taken where it did not set them itself."""
+    values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in settings.items() if key not in config.explicit}
+    return replace(config, **values)

@@ -27,9 +27,11 @@ from pyspark.sql import SparkSession
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.eventlog import EventLog
+from shared.locks import history_append, writer
 from shared.log_source import parsed_log
 from shared.replay import replay
 from shared.speed import StreamSettings
+from shared.table_settings import record, stream_settings
 from shared.tables import Tables
 
 __all__ = ["ReplayRun", "ReplayExists", "replay_prefix", "run_replay", "main"]
@@ -65,13 +67,23 @@ def replay_prefix(name: str) -> str:
 
 
 def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, history: bool = False) -> ReplayRun:
-    """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings."""
+    """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings.
+
+    One process at a time per replay name: a second one (or ``--replace`` of a running one) is
+    refused (``LockHeld``)."""
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
+    with writer(lake, f"replay-{name}"):
+        return _run_replay(spark, config, lake, name, prefix, replace, history)
+
+
+def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool, history: bool) -> ReplayRun:
     tables = Tables(spark, lake, config.table_engine)
     owned = [tables.root / prefix, lake / "checkpoints" / prefix]
+    completed = tables.exists("replay_runs") and name in tables.read_arrow("replay_runs")["name"].to_pylist()
     if any(path.exists() for path in owned):
-        if not replace:
+        # a replay that never recorded its run was interrupted: it starts over without asking
+        if completed and not replace:
             raise ReplayExists(f"replay {name!r} already exists under {owned[0]}; pick another --name or pass --replace")
         for path in owned:
             shutil.rmtree(path, ignore_errors=True)
@@ -91,6 +103,7 @@ def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bo
             outputs["window_history"] = result.history
         for table, rows in outputs.items():
             tables.overwrite(prefix + table, rows)
+        record(tables, [prefix + table for table in outputs], stream_settings(config))
         result.release()
         parsed.unpersist()
     metrics = result.metrics
@@ -118,8 +131,9 @@ def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bo
         "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
         "cost_scope": [run.cost_scope],
     }
-    existing = tables.read_arrow("replay_runs").num_rows if tables.exists("replay_runs") else 0
-    tables.append("replay_runs", pa.table(row), app_id="replay-runs", version=existing + 1)
+    with history_append(lake, "replay_runs"):
+        existing = tables.read_arrow("replay_runs").num_rows if tables.exists("replay_runs") else 0
+        tables.append("replay_runs", pa.table(row), app_id="replay-runs", version=existing + 1)
     return run
 
 

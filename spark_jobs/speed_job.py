@@ -39,10 +39,12 @@ from shared.aggregation import WINDOW_KEY
 from shared.config import LabConfig
 from shared.eventlog import EventLog, format_timestamp
 from shared.events import parse_events
+from shared.locks import writer
 from shared.log_source import SOURCE_NAME
 from shared.speed import StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
+from shared.table_settings import record, require, stream_settings
 from shared.tables import Tables
 
 __all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES", "main"]
@@ -81,6 +83,8 @@ class SpeedLayer:
         self.progress: list = []  # Spark's progress reports of the query's recent micro-batches
         self._carried: _Carried | None = None
         self.last_segment_read = 0
+        self.bound = stream_settings(self.config)  # recorded on every table the layer writes
+        self._recorded = False
         self._writers = ThreadPoolExecutor(max_workers=len(SPEED_TABLES) - 1, thread_name_prefix="lklab-commit")
 
     def table(self, name: str) -> str:
@@ -157,6 +161,9 @@ class SpeedLayer:
             lambda n: self.tables.overwrite(n, state_table(step.state), app_id=self.app_id, version=batch_id),
         )
         self._carried = _Carried(batch_id + 1, step.state)
+        if not self._recorded:
+            record(self.tables, [self.table(name) for name in SPEED_TABLES], self.bound)
+            self._recorded = True
 
 
 def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
@@ -205,9 +212,17 @@ def run_speed(
     prefix: str = "",
     stop: threading.Event | None = None,
 ) -> SpeedLayer:
-    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set."""
+    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set.
+
+    One process at a time per table prefix and app: a second one is refused (``LockHeld``)."""
     lake = Path(config.lake).resolve()
+    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+        return _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop)
+
+
+def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop) -> "SpeedLayer":
     layer = SpeedLayer(spark, config, app_id, prefix)
+    require(layer.tables, [layer.table(name) for name in SPEED_TABLES], layer.bound)
     checkpoint = lake / "checkpoints" / (prefix + app_id)
     _checkpoint_guard(layer, checkpoint)
     stream = (
