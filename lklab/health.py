@@ -7,7 +7,8 @@ its Delta commit history, and from the log itself, the check derives:
 * **backlog**: log segments published after the last one a micro-batch read, and how long the
   oldest of them has been waiting (seconds since it was published);
 * **watermark lag**: the newest micro-batch's ``watermark_lag_seconds`` (its max ingest time
-  minus the watermark it hands on): how far event time trails arrival.
+  minus the watermark it hands on): how far event time trails arrival. A negative lag (the
+  watermark ahead of arrival) means an event claimed a time in the future: unhealthy.
 
 The stream is **stalled** when it has not committed for longer than ``max_staleness`` *and*
 a segment has waited at least that long: an idle stream over a quiet log is healthy, and a
@@ -147,6 +148,11 @@ def stream_health(
         reasons.append(
             f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} "
             f"(micro-batch {last_batch})"
+        )
+    if lag is not None and lag < 0:
+        reasons.append(
+            f"clock: the watermark is {-lag:,.0f}s ahead of the latest ingest time (micro-batch {last_batch}): "
+            "an event time ahead of its arrival moved it; every event behind it is judged late"
         )
     return StreamHealth(
         table_path=str(path),

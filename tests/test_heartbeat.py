@@ -19,7 +19,7 @@ from shared.eventlog import EventLog
 from shared.tables import Tables
 from spark_jobs.replay_job import run_replay
 from spark_jobs.speed_job import SPEED_TABLES
-from tests.test_transcripts import at, iso, offset
+from tests.test_transcripts import iso, offset
 from tests.conftest import event_line
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ SETTINGS = {"window-kind": "tumbling", "window-size": "5s", "watermark-delay": "
 
 def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     log = EventLog(tmp_path)
-    for index, seconds in enumerate((10, 12, 18, 25, 30)):  # one event per segment, a second apart
+    for index, seconds in enumerate((10, 12, 18, 22, 33)):  # one event per segment, a second apart
         log.append([event_line(event_id=f"e{index}", event_time=iso(seconds), ingest_time=iso(10_000 + index))], stamp=False)
     env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
     argv = [LKLAB, "speed", "--heartbeat-interval", "2s", *[f"--{k}={v}" for k, v in SETTINGS.items()]]
@@ -55,8 +55,9 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     assert process.returncode == 0
 
     windows = {(offset(r["window_start"]), r["status"]) for r in tables.read_arrow("speed_aggregates").to_pylist()}
-    # the heartbeat's tick takes the event at 30 into the watermark: 30 - 5 = 25 closes [20, 25)
-    assert windows == {(10, "final"), (15, "final"), (20, "final"), (25, "open"), (30, "open")}
+    # without the heartbeat the watermark would stay at 22 - 5 = 17 (the event at 33 is in the
+    # last tick); the heartbeat's tick takes it in: 33 - 5 = 28 closes [15, 20) and [20, 25)
+    assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
     assert sum(tables.read_arrow("stream_metrics")["heartbeats"].to_pylist()) == 1
 
     run_replay(spark, load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={}), "after")
