@@ -277,6 +277,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.segments_per_batch < 1:
         raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "

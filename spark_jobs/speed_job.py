@@ -22,6 +22,8 @@ a replay will.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import signal
 import sys
@@ -50,6 +52,7 @@ from shared.tables import Tables
 __all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES", "main"]
 
 SPEED_TABLES = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_metrics", "stream_state")
+log = logging.getLogger("lklab.speed")
 
 
 def _crash_point(batch_id: int, point: str) -> None:
@@ -144,7 +147,8 @@ class SpeedLayer:
             self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
         carried = self._resume(batch_id)
         step = stream_step(parsed, carried.state, self.settings, batch_id)
-        metrics = metrics_table([batch_figures(batch_id, parsed, step, time.monotonic() - started)])
+        figures = batch_figures(batch_id, parsed, step, time.monotonic() - started)
+        metrics = metrics_table([figures])
         writes = {
             "dead_letter": lambda n: self._append_rows(n, step.dead_letters, batch_id),
             "duplicate_events": lambda n: self._append_rows(n, step.duplicates, batch_id),
@@ -161,9 +165,23 @@ class SpeedLayer:
             lambda n: self.tables.overwrite(n, state_table(step.state), app_id=self.app_id, version=batch_id),
         )
         self._carried = _Carried(batch_id + 1, step.state)
+        log.info(_log_line(self.app_id, self.prefix, figures, time.monotonic() - started))
         if not self._recorded:
             record(self.tables, [self.table(name) for name in SPEED_TABLES], self.bound)
             self._recorded = True
+
+
+def _log_line(app_id: str, prefix: str, figures, seconds: float) -> str:
+    """One JSON object per micro-batch: what it read, where the lines went, how far behind."""
+    return json.dumps(
+        {
+            "event": "micro-batch", "stream": prefix + app_id, "batch": figures.batch_id,
+            "segments": [figures.first_segment, figures.last_segment], "lines": figures.input_lines,
+            "on_time": figures.on_time, "late": figures.late, "duplicates": figures.duplicates,
+            "dead_letters": figures.dead_letters, "heartbeats": figures.heartbeats,
+            "watermark_lag_seconds": figures.watermark_lag_seconds, "seconds": round(seconds, 3),
+        }
+    )
 
 
 def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:

@@ -4,6 +4,7 @@ has been quiet, the windows the watermark can then close become final, and a rep
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -46,7 +47,7 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
         time.sleep(6)  # three more quiet intervals: nothing left to close, so no second heartbeat
         assert log.last_segment() == 6
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=120)
+        _, errors = process.communicate(timeout=120)
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)
@@ -59,6 +60,9 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     # last tick); the heartbeat's tick takes it in: 33 - 5 = 28 closes [15, 20) and [20, 25)
     assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
     assert sum(tables.read_arrow("stream_metrics")["heartbeats"].to_pylist()) == 1
+    # one structured log line per micro-batch
+    logged = [json.loads(line[line.index("{"):]) for line in errors.splitlines() if "lklab.speed" in line]
+    assert [(entry["batch"], entry["lines"], entry["heartbeats"]) for entry in logged] == [(b, 1, int(b == 5)) for b in range(6)]
 
     run_replay(spark, load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={}), "after")
     for name in SPEED_TABLES:
