@@ -398,7 +398,7 @@ def _parser() -> argparse.ArgumentParser:
         "lklab demo",
     )
     _common(demo)
-    _add_generate_options(demo, 3_000, span="2h", segment_interval="10m")
+    _add_generate_options(demo, 3_000, span="2h", segment_interval="1m")
     _add_compare_options(demo)
     demo.set_defaults(handler=cmd_demo)
 
@@ -407,7 +407,7 @@ def _parser() -> argparse.ArgumentParser:
         "lklab compare --scenario billing --events 20000 --watermark-delay 10s,1m,10m --allowed-lateness 0,1h",
     )
     _common(compare)
-    _add_generate_options(compare, 3_000, span="2h", segment_interval="10m", scenario=None)
+    _add_generate_options(compare, 3_000, span="2h", segment_interval="1m", scenario=None)
     _add_compare_options(compare)
     compare.set_defaults(handler=cmd_compare)
 
