@@ -174,6 +174,15 @@ def test_audit_lists_the_largest_events_per_currency(report):
     assert "3,545.5 s" not in events and "2,340 s" in events
 
 
+def test_audit_rows_are_per_event_and_window():
+    first = sample_report().audit.events[0]
+    other_window = dataclasses.replace(first, window_start=first.window_end, window_end=first.window_end + dt.timedelta(minutes=1))
+    audit = FinanceAudit((first, other_window))  # sliding windows: late for two windows
+    assert [(t.events, t.amount) for t in audit.currency_totals()] == [(2, 2 * first.amount)]
+    with pytest.raises(ValueError, match="appears twice for one window"):
+        FinanceAudit((first, first))
+
+
 def test_audit_totals_per_currency_and_account(page):
     totals = re.search(r'<table class="currency-totals">.*?</table>', page, re.S).group(0)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", totals)
