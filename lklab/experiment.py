@@ -51,8 +51,7 @@ from lklab.report import (
     StreamRun,
 )
 from reconciliation.reconcile import reconcile
-from shared.aggregation import WINDOW_KEY
-from shared.clock import ClockState, line_keys, split_line_keys
+from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
@@ -138,7 +137,10 @@ def _clocked_log(spark: SparkSession, lake: str, last: int, settings: StreamSett
     segments = split_line_keys(clocked.keys)[0]
     last_lines = np.flatnonzero(np.concatenate([segments[1:] != segments[:-1], [True]]))
     processing = clocked.clock.processing_time
-    return _Log(clocked.events, segments[last_lines], processing[last_lines], int(processing[0]), int(processing[-1]))
+    stamped = processing[known(processing)]  # lines before the first ingest time have none
+    if not len(stamped):
+        raise ValueError(f"no line of the log under {lake} has an ingest time: it has no processing-time clock")
+    return _Log(clocked.events, segments[last_lines], processing[last_lines], int(stamped[0]), int(stamped[-1]))
 
 
 def _midnights(after: int, until: int) -> list[int]:
