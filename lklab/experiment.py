@@ -1,58 +1,91 @@
-"""``lklab compare``: Lambda and Kappa over the same log, measured from the tables they write.
+"""``lklab compare``: Lambda, Kappa and processing-time windows over one log, on the log's clock.
 
-For every watermark delay ``W`` the Lambda speed layer (allowed lateness 0) runs over the log
-in arrival order; for every ``W`` and allowed lateness ``L`` the Kappa streaming job does (with
-``L = 0`` it is the same job as Lambda's speed layer, run once). Each is a full pass from the
-first segment with tables of its own (``kappa/<run>-w<W>-l<L>/``), so a Kappa run's cost is
-also the cost of a full replay. One batch recompute gives the truth (and
-Lambda's batch cost). Every configuration is then reconciled against the truth, and the
-``Report`` is filled from the tables: error over processing time, latency per window, late
-events absorbed or sent to the side output, costs per path, state size, gaps and the finance
-audit.
+**Runs.** Every stream setting the sweep needs — ``(W, 0)`` for Lambda's speed layer at each
+watermark delay ``W``, ``(W, L)`` for each Kappa configuration — runs twice over the log:
+
+* live: ``run_speed``, a Structured Streaming query reading ``segments_per_batch`` segments per
+  micro-batch into ``kappa/<plan>-w<W>-l<L>/``. Its wall and CPU seconds are the speed layer's
+  (Lambda) or the streaming job's (Kappa) cost. It is reconciled against batch truth
+  (``lklab reconcile``): the unexplained figures, and Lambda's reconciliation cost;
+* a full replay with its window history (``run_replay(..., history=True)``) into
+  ``kappa/<plan>-w<W>-l<L>-replay/``: Kappa's replay cost, and its ``window_history`` is what
+  the stream served, line by line.
+
+The stream's rows depend on the log alone, so both must hold the same windows: checked before
+anything is measured (a run that disagrees stops the comparison).
+
+**Lambda's nightly batch.** At each UTC midnight ``M`` of processing time after the log's first
+line, Lambda recomputes every day before ``M`` from the segments complete by then (every line of
+which was processed before ``M``; none complete: no run) and the recompute lands at ``M``: from
+then on Lambda serves its rows for every window starting before ``M``. The last recompute is at
+the first midnight after both the log's last line and every window's start; it reads the whole
+log and is the batch truth every configuration is measured against. All Lambda figures use this
+one rule (``lklab.measure.with_nightly_batches``).
+
+**Processing-time windows** (the naive baseline): the batch's first copies of every event, each
+counted at once in the window its processing time falls in (``shared.clock`` gives every line's
+processing time). It runs no job, so it has no cost, side output or reconciliation.
+
+**The end.** Every figure "at the end" is at the same processing time for every configuration:
+the later of the last recompute's landing and the end of every window served or in truth.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import shutil
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from lklab.measure import error_point, first_result_gaps, late_events_of, latency, served_series, truth_of
+from lklab import measure
 from lklab.report import (
-    ArrivalDelay, Configuration, ConfigurationResult, FinanceAudit, GapHeatMap, LateBillingEvent, LateSummary,
-    PathCost, ReconciliationSummary, Report,
+    ArrivalDelay, Configuration, ConfigurationResult, FinanceAudit, GapHeatMap, PathCost, ReconciliationSummary, Report,
+    StreamRun,
 )
-from shared.log_source import parsed_log
 from reconciliation.reconcile import reconcile
+from shared.clock import ClockState, known, line_keys, split_line_keys
+from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.eventlog import EventLog
-from shared.events import valid_events
+from shared.events import EVENT_COLUMNS
+from shared.log_source import parsed_log
+from shared.partitions import DayRange
+from shared.speed import StreamSettings, clocked_lines
 from shared.tables import Tables
-from shared.windows import assign_windows
 from spark_jobs.batch_job import run_batch
-from spark_jobs.replay_job import run_replay
+from spark_jobs.replay_job import replay_prefix, run_replay
+from spark_jobs.speed_job import run_speed
 
 __all__ = ["ComparisonPlan", "run_comparison"]
 
 Progress = Callable[[str], None]
+DAY = 86_400_000_000
 
 
 @dataclass(frozen=True)
 class ComparisonPlan:
-    """What to sweep. Durations as the user wrote them (``"10s"``, ``"0"``)."""
+    """What to sweep. Durations as the user wrote them (``"10s"``, ``"0"``).
+
+    ``segments_per_batch``: segments per micro-batch of the live runs (the rows do not depend on
+    it; their cost does). ``error_step``: the error series' sampling step. ``processing_time``:
+    add the processing-time baseline.
+    """
 
     name: str
     watermark_delays: tuple[str, ...] = ("10s", "1m")
     allowed_lateness: tuple[str, ...] = ("0", "10m")
-    segments_per_batch: int = 1
+    segments_per_batch: int = 10
+    error_step: str = "10s"
+    processing_time: bool = True
 
     def __post_init__(self) -> None:
         for value in (*self.watermark_delays, *self.allowed_lateness):
@@ -61,62 +94,158 @@ class ComparisonPlan:
             raise ValueError("give at least one watermark delay and one allowed lateness")
         if self.segments_per_batch < 1:
             raise ValueError(f"segments-per-batch must be at least 1, got {self.segments_per_batch}")
+        if parse_duration(self.error_step, name="error-step") <= 0:
+            raise ValueError(f"error-step must be longer than zero, e.g. 10s (got {self.error_step})")
 
     def configurations(self) -> list[Configuration]:
         lambdas = [Configuration("lambda", w, "0") for w in self.watermark_delays]
         kappas = [Configuration("kappa", w, l) for w in self.watermark_delays for l in self.allowed_lateness]
-        return lambdas + kappas
+        return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
 
 
-def _ingest_by_segment(spark: SparkSession, lake: str, last: int) -> dict[int, dt.datetime]:
-    rows = parsed_log(spark, lake, last).groupBy("segment").agg(F.max("ingest_time").alias("t")).collect()
-    return {r["segment"]: r["t"].replace(tzinfo=dt.timezone.utc) for r in rows if r["t"] is not None}
+@dataclass(frozen=True)
+class _Log:
+    """Every valid event copy in log order with ``_p`` (processing time) and ``_line`` (line
+    key), and per segment the processing time of its last line (ascending in both)."""
+
+    events: pa.Table
+    segments: np.ndarray
+    segment_ends: np.ndarray
+    first: int
+    last: int
 
 
-def _arrival(spark: SparkSession, lake: str, last: int) -> ArrivalDelay:
-    parsed = parsed_log(spark, lake, last).transform(valid_events).dropDuplicates(["event_id"])
-    delays = parsed.select(
-        ((F.unix_micros("ingest_time") - F.unix_micros("event_time")).cast("decimal(20,0)") / F.lit(1_000_000)).cast("decimal(20,6)").alias("d")
-    ).collect()
-    return ArrivalDelay.of_delays(r["d"] for r in delays)
+@dataclass(frozen=True)
+class _Stream:
+    """One stream setting, run live and replayed (see the module docstring)."""
+
+    run: StreamRun
+    live: PathCost
+    replay: PathCost
+    reconciliation: PathCost
+    unexplained: ReconciliationSummary
+    served: measure.Served
+    history: pa.Table
+    late_events: pa.Table
+    state_rows_max: int
 
 
-def _absorbed(spark: SparkSession, tables: Tables, lake: str, prefix: str, config: LabConfig, key: str) -> list[LateBillingEvent]:
-    """Late updates: events behind a closed window's end but within the allowed lateness."""
-    if config.allowed_lateness == 0 or config.window.kind == "session":
-        return []
-    metrics = tables.read(f"{prefix}stream_metrics").select("first_segment", "last_segment", "watermark").where("watermark IS NOT NULL")
-    read_up_to = max((s for s in tables.read_arrow(f"{prefix}stream_metrics").column("last_segment").to_pylist() if s is not None), default=0)
-    events = parsed_log(spark, lake, read_up_to)
-    duplicates = tables.read(f"{prefix}duplicate_events").select("segment", "line_number") if tables.exists(f"{prefix}duplicate_events") else None
-    events = events.transform(valid_events)
-    if duplicates is not None:
-        events = events.join(duplicates, ["segment", "line_number"], "left_anti")
-    windowed = events.transform(assign_windows(config.window))
-    joined = windowed.join(metrics, (windowed["segment"] >= metrics["first_segment"]) & (windowed["segment"] <= metrics["last_segment"]))
-    end = F.unix_micros("window_end")
-    late_update = (F.unix_micros("watermark") >= end) & (F.unix_micros("watermark") < end + F.lit(config.allowed_lateness))
-    rows = joined.where(late_update).select(
-        "event_id", "account_id", "amount", "currency", "event_time", "ingest_time", "window_start", "window_end",
-        ((F.unix_micros("watermark") - F.unix_micros("event_time")).cast("decimal(20,0)") / F.lit(1_000_000)).cast("decimal(20,6)").alias("lateness"),
-    ).collect()
-    utc = lambda t: t.replace(tzinfo=dt.timezone.utc)
-    return [
-        LateBillingEvent(key, r["event_id"], r["account_id"], r["amount"], r["currency"], utc(r["event_time"]), utc(r["ingest_time"]),
-                         r["lateness"], utc(r["window_start"]), utc(r["window_end"]), "absorbed")
-        for r in sorted(rows, key=lambda r: (r["ingest_time"], r["event_id"], r["window_start"]))
-    ]
+def _clocked_log(spark: SparkSession, lake: str, last: int, settings: StreamSettings) -> _Log:
+    parsed = parsed_log(spark, lake, last).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
+    lines = parsed.toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    clocked = clocked_lines(lines, ClockState(), settings.clock, np.zeros(lines.num_rows, dtype=np.int64))
+    segments = split_line_keys(clocked.keys)[0]
+    last_lines = np.flatnonzero(np.concatenate([segments[1:] != segments[:-1], [True]]))
+    processing = clocked.clock.processing_time
+    stamped = processing[known(processing)]  # lines before the first ingest time have none
+    if not len(stamped):
+        raise ValueError(f"no line of the log under {lake} has an ingest time: it has no processing-time clock")
+    return _Log(clocked.events, segments[last_lines], processing[last_lines], int(stamped[0]), int(stamped[-1]))
 
 
-def _gross(events: list[LateBillingEvent]) -> tuple[int, dict[str, Decimal]]:
-    """Distinct events and the sum of their ``|amount|`` per currency."""
-    seen: dict[str, LateBillingEvent] = {}
-    for event in events:
-        seen.setdefault(event.event_id, event)
-    money: dict[str, Decimal] = {}
-    for event in seen.values():
-        money[event.currency] = money.get(event.currency, Decimal(0)) + abs(event.amount)
-    return len(seen), money
+def _midnights(after: int, until: int) -> list[int]:
+    """UTC midnights ``M`` with ``after < M <= until`` (microseconds)."""
+    first = (after // DAY + 1) * DAY
+    return list(range(first, until + 1, DAY))
+
+
+def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log: _Log, progress: Progress):
+    """Lambda's recomputes at the midnights inside the log, then the one over the whole log.
+
+    Returns the landings ``(midnight, rows)`` of the runs inside the log, the run over the whole
+    log, and the cost of all of them."""
+    first_event = int(log.events["event_time"].cast(pa.int64()).to_numpy().min()) if log.events.num_rows else log.first
+    first_day = measure.to_utc(first_event - getattr(config.window, "size", 0)).date()
+    landings, runs = [], []
+    for midnight in _midnights(log.first, log.last):
+        complete = log.segments[log.segment_ends < midnight]
+        if not len(complete):
+            continue
+        day = measure.to_utc(midnight).date()
+        days = DayRange(min(first_day, day - dt.timedelta(days=1)), day - dt.timedelta(days=1))
+        progress(f"nightly batch recompute at {measure.to_utc(midnight):%Y-%m-%d %H:%M}Z: days to {days.last}, "
+                 f"segments 1..{int(complete[-1])}")
+        runs.append(run_batch(spark, config, days, last_segment=int(complete[-1])))
+        rows = measure.rows_of(days.select(tables.read_arrow("batch_truth")))
+        landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
+    progress("batch recompute: the truth from the complete log")
+    final = run_batch(spark, config, refresh=True)
+    cost = PathCost("batch", sum(r.cpu_seconds for r in [*runs, final]), sum(r.wall_seconds for r in [*runs, final]))
+    return landings, final, cost
+
+
+def _windows(tables: Tables, prefix: str) -> set[tuple]:
+    name = f"{prefix}speed_aggregates"
+    if not tables.exists(name):
+        return set()
+    rows = tables.read_arrow(name)
+    changed = rows["updated_ingest_time"].cast(pa.int64()).to_pylist()
+    return set(zip(measure.rows_of(rows).items(), rows["status"].to_pylist(), changed)) if rows.num_rows else set()
+
+
+def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
+    """Remove a live run's tables and checkpoint left by an earlier comparison of that name."""
+    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, setting: tuple[str, str],
+            step: Callable[[str], None]) -> _Stream:
+    delay, lateness = setting
+    run_config = dataclasses.replace(
+        config,
+        watermark_delay=parse_duration(delay, name="watermark-delay"),
+        allowed_lateness=parse_duration(lateness, name="allowed-lateness"),
+    )
+    name = f"{plan.name}-w{delay}-l{lateness}"
+    live, replayed = replay_prefix(name), replay_prefix(f"{name}-replay")
+    _fresh(tables, Path(config.lake).resolve(), live)
+    step(f"live stream, {plan.segments_per_batch} segments per micro-batch")
+    with measure_cost(config.spark_master) as live_cost:
+        run_speed(spark, run_config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
+    step("full replay with its window history")
+    replay = run_replay(spark, run_config, f"{name}-replay", replace=True, history=True)
+    windows = _windows(tables, live)
+    if windows != _windows(tables, replayed):
+        differ = len(windows ^ _windows(tables, replayed))
+        raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {differ} window rows; "
+                           f"compare {live}speed_aggregates with {replayed}speed_aggregates")
+    step("reconcile the live stream against batch truth")
+    with measure_cost(config.spark_master) as recon_cost:
+        recon = reconcile(spark, run_config, against=f"kappa:{name}")
+    history = tables.read_arrow(f"{replayed}window_history")
+    late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
+    return _Stream(
+        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows, len(windows)),
+        live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
+        replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
+        reconciliation=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        unexplained=ReconciliationSummary(
+            against=f"kappa:{name}",
+            unexplained_windows=sum(c.unexplained_windows for c in recon.currencies),
+            unexplained_money={c.currency: c.unexplained_money for c in recon.currencies},
+        ),
+        served=measure.served_from_history(history),
+        history=history,
+        late_events=late,
+        state_rows_max=max(tables.read_arrow(f"{replayed}stream_metrics").column("state_rows").to_pylist() or [0]),
+    )
+
+
+def _first_copies(tables: Tables, log: _Log, last: int) -> pa.Table:
+    """The batch's first copies (every valid copy but ``batch_duplicates``) with their
+    processing time and line key."""
+    duplicates = tables.read_arrow("batch_duplicates") if tables.exists("batch_duplicates") else None
+    events = log.events
+    if duplicates is not None and duplicates.num_rows:
+        copies = line_keys(duplicates["segment"].to_numpy(), duplicates["line_number"].to_numpy())
+        events = events.filter(pa.array(~np.isin(events["_line"].to_numpy(), copies[duplicates["segment"].to_numpy() <= last])))
+    return events.rename_columns({"_p": "processing_time", "_line": "line"})
+
+
+def _arrival(firsts: pa.Table) -> ArrivalDelay:
+    delays = firsts["ingest_time"].cast(pa.int64()).to_numpy() - firsts["event_time"].cast(pa.int64()).to_numpy()
+    return ArrivalDelay.of_delays(Decimal(int(d)).scaleb(-6) for d in delays)
 
 
 def run_comparison(
@@ -131,66 +260,65 @@ def run_comparison(
     configurations = plan.configurations()
     started = time.monotonic()
 
-    progress("batch recompute: the truth from the complete log")
-    batch = run_batch(spark, config, refresh=True)
-    truth = truth_of(tables)
-    ingest = _ingest_by_segment(spark, lake, last)
-    results, heat_maps, audit = [], [], []
-    streams: dict[tuple[str, str], tuple[str, object]] = {}
-    for done, configuration in enumerate(configurations):
+    log = _clocked_log(spark, lake, last, StreamSettings.of(config))
+    landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
+    truth = measure.rows_of(tables.read_arrow("batch_truth"))
+    firsts = _first_copies(tables, log, last)
+
+    settings: dict[tuple[int, int], tuple[str, str]] = {}
+    for c in configurations:
+        if not c.is_baseline:
+            settings.setdefault((parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)), (c.watermark_delay, c.allowed_lateness))
+    streams: dict[tuple[int, int], _Stream] = {}
+    for done, (key, setting) in enumerate(settings.items()):
         elapsed = time.monotonic() - started
-        eta = "" if not done else f", about {elapsed / done * (len(configurations) - done):.0f}s left"
-        progress(f"[{done + 1}/{len(configurations)}] {configuration.label}: streaming {last:,} segments{eta}")
-        run_config = dataclasses.replace(
-            config,
-            watermark_delay=parse_duration(configuration.watermark_delay, name="watermark-delay"),
-            allowed_lateness=parse_duration(configuration.allowed_lateness, name="allowed-lateness"),
-        )
-        settings = (configuration.watermark_delay, configuration.allowed_lateness)
-        if settings not in streams:
-            # Lambda's speed layer and Kappa without allowed lateness are the same streaming job.
-            run_name = f"{plan.name}-w{settings[0]}-l{settings[1]}"
-            streams[settings] = (run_name, run_replay(spark, run_config, run_name, replace=True))
-        run_name, stream = streams[settings]
-        prefix = f"kappa/{run_name}/"
-        recon = reconcile(spark, run_config, against=f"kappa:{run_name}")
-        is_lambda = configuration.architecture == "lambda"
-        series = served_series(tables, prefix, ingest, truth, lambda_days=is_lambda)
-        points = [error_point(s, truth) for s in series]
-        if is_lambda and series:
-            # The nightly batch recompute at the end of the last day: Lambda then serves the truth.
-            midnight = dt.datetime.combine(series[-1].processing_time.date() + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
-            points.append(error_point(dataclasses.replace(series[-1], processing_time=midnight, windows=dict(truth)), truth))
-        side_output = late_events_of(tables, prefix, configuration.key, "folded_in" if is_lambda else "side_output")
-        absorbed = _absorbed(spark, tables, lake, prefix, run_config, configuration.key)
-        side_events, side_money = _gross(side_output)
-        absorbed_events, absorbed_money = _gross(absorbed)
-        metrics = tables.read_arrow(f"{prefix}stream_metrics")
-        stream_cost = PathCost("speed" if is_lambda else "streaming", stream.cpu_seconds, stream.wall_seconds)
-        second = PathCost("batch", batch.cpu_seconds, batch.wall_seconds) if is_lambda else PathCost("replay", stream.cpu_seconds, stream.wall_seconds)
-        # At the end of the run Lambda serves the nightly batch's truth; Kappa serves its stream.
-        served_money = {c.currency: (c.truth_amount if is_lambda else c.stream_amount) for c in recon.currencies}
-        results.append(
-            ConfigurationResult(
-                configuration=configuration,
-                error_series=tuple(points),
-                latency=latency(series, truth),
-                late=LateSummary(side_events, side_money, absorbed_events, absorbed_money),
-                costs=(stream_cost, second),
-                state_rows_max=max(metrics.column("state_rows").to_pylist() or [0]),
-                reconciliation=ReconciliationSummary(
-                    windows_compared=sum(c.windows_compared for c in recon.currencies),
-                    windows_exact=sum(c.windows_compared for c in recon.currencies) if is_lambda else sum(c.windows_matched for c in recon.currencies),
-                    served_money=served_money,
-                    truth_money={c.currency: c.truth_amount for c in recon.currencies},
-                    unexplained_windows=sum(c.unexplained_windows for c in recon.currencies),
-                    unexplained_money={c.currency: c.unexplained_money for c in recon.currencies},
-                ),
-            )
-        )
-        for currency, cells in sorted(first_result_gaps(series, truth).items()):
-            heat_maps.append(GapHeatMap(configuration.key, currency, tuple(cells)))
-        audit.extend(absorbed + side_output)
+        eta = "" if not done else f", about {elapsed / done * (len(settings) - done):.0f}s left"
+        label = f"[{done + 1}/{len(settings)}] W={setting[0]} L={setting[1]}"
+        streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
+
+    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
+    latest_start = max((k[0] for k in truth), default=log.last)
+    final_landing = _midnights(max(log.last, latest_start), max(log.last, latest_start) + DAY)[0]
+    landings += [(m, {k: v for k, v in truth.items() if k[0] < m}) for m in _midnights(log.last, final_landing)]
+    served: dict[str, measure.Served] = {}
+    for c in configurations:
+        if c.is_baseline:
+            served[c.key] = measure.served_by_processing_time(config.window, firsts)
+        else:
+            stream = streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
+            served[c.key] = measure.with_nightly_batches(stream.served, landings) if c.architecture == "lambda" else stream.served
+    end = max([final_landing, *(k[1] for k in truth), *(k[1] for s in served.values() for k in s.changes)])
+    step = parse_duration(plan.error_step)
+    kappa_streams = {(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)) for c in configurations if c.architecture == "kappa"}
+
+    results, heat_maps, audit = [], [], []
+    for c in configurations:
+        answer = served[c.key]
+        stream = None if c.is_baseline else streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
+        late, costs = None, ()
+        if c.architecture == "lambda":
+            folded = measure.late_rows(stream.late_events, c.key, "folded_in") if stream.late_events is not None else []
+            late, costs = measure.late_summary(folded, []), (stream.live, batch_cost, stream.reconciliation)
+            audit += folded
+        elif c.architecture == "kappa":
+            side = measure.late_rows(stream.late_events, c.key, "side_output") if stream.late_events is not None else []
+            absorbed = measure.late_rows(stream.history.filter(stream.history["late_update"]), c.key, "absorbed")
+            late, costs = measure.late_summary(side, absorbed), (dataclasses.replace(stream.live, path="streaming"), stream.replay)
+            audit += absorbed + side
+        results.append(ConfigurationResult(
+            configuration=c,
+            error_series=measure.error_series(answer, truth, end, step),
+            latency=measure.latency(answer, truth, completeness=not c.is_baseline),
+            end=measure.at_end(answer, truth, end),
+            late=late,
+            costs=costs,
+            state_rows_max=None if stream is None else stream.state_rows_max,
+            reconciliation=None if stream is None else stream.unexplained,
+        ))
+        # Lambda's speed layer answers as Kappa's stream at L=0 until the batch lands: one map for both.
+        if c.architecture != "lambda" or (parse_duration(c.watermark_delay), 0) not in kappa_streams:
+            for currency, cells in sorted(measure.final_gaps(answer, truth).items()):
+                heat_maps.append(GapHeatMap(c.key, currency, tuple(cells)))
     progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
     return Report(
         run_id=plan.name,
@@ -198,9 +326,13 @@ def run_comparison(
         window=config.window.describe(),
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         events=batch.events,
-        arrival_delay=_arrival(spark, lake, last),
+        arrival_delay=_arrival(firsts),
         results=tuple(results),
         heat_maps=tuple(heat_maps),
         audit=FinanceAudit(tuple(audit)),
-        cost_scope=stream.cost_scope if configurations else "driver and local executors",
+        streams=tuple(s.run for s in streams.values()),
+        log_end=measure.to_utc(log.last),
+        nightly_landings=tuple(measure.to_utc(m) for m, _ in landings),
+        error_step=plan.error_step,
+        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
     )

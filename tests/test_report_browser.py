@@ -165,7 +165,7 @@ def opened_report(tmp_path_factory):
 def test_report_renders_with_its_sections_and_plots(opened_report):
     facts, _, _ = opened_report
     assert facts["title"] == "Lambda vs Kappa — run-20260106T000500Z"
-    assert facts["sections"] == ["side-by-side", "tradeoff", "error", "arrival", "gaps", "audit", "definitions"]
+    assert facts["sections"] == ["side-by-side", "tradeoff", "error", "arrival", "gaps", "audit", "method", "definitions"]
     assert [p["id"] for p in facts["plots"]] == [
         "plot-tradeoff", "plot-error", "plot-arrival-delay", "plot-gaps-0", "plot-gaps-1"
     ]

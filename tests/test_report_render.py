@@ -17,6 +17,7 @@ from lklab.report import (
     ArrivalDelay,
     Configuration,
     ConfigurationResult,
+    EndSummary,
     ErrorPoint,
     FinanceAudit,
     LatencySummary,
@@ -90,25 +91,32 @@ def test_side_by_side_figures_and_winners(page):
     w = lambda text: (text, True)
     n = lambda text: (text, False)
     assert rows["windows exactly right at the end"] == [
-        w("100.00%"), n("95.00%"), w("100.00%"), n("97.50%"), n("higher"), n("Lambda W=10s L=0, Kappa W=10s L=1h")]
+        w("100.00%"), n("95.00%"), w("100.00%"), n("97.50%"), n("87.80%"), n("higher"), n("Lambda W=10s L=0, Kappa W=10s L=1h")]
     # 1970.000001 / 2000 is judged and shown at four places: 98.50%
-    assert rows["money served of truth at the end (USD)"][:4] == [w("100.00%"), n("98.50%"), w("100.00%"), n("99.90%")]
-    assert rows["money served of truth at the end (JPY)"][:4] == [w("100.00%"), n("90.00%"), w("100.00%"), n("95.00%")]
+    assert rows["money served of truth at the end (USD)"][:5] == [w("100.00%"), n("98.50%"), w("100.00%"), n("99.90%"), w("100.00%")]
+    assert rows["money served of truth at the end (JPY)"][:5] == [w("100.00%"), n("90.00%"), w("100.00%"), n("95.00%"), w("100.00%")]
+    # the baseline has no side output at all: not zero, not applicable
     assert rows["late money to side output (USD)"] == [
-        n("30.000001"), n("30.000001"), w("0.00"), n("0.50"), n("lower"), n("Kappa W=10s L=1h")]
-    assert rows["late money to side output (JPY)"][:4] == [n("1,500"), n("1,500"), w("0"), n("300")]
-    assert rows["money wrong at the end (USD)"][:4] == [w("0.00"), n("2.50"), w("0.00"), n("0.001234")]
+        n("30.000001"), n("30.000001"), w("0.00"), n("0.50"), n("—"), n("lower"), n("Kappa W=10s L=1h")]
+    assert rows["late money to side output (JPY)"][:5] == [n("1,500"), n("1,500"), w("0"), n("300"), n("—")]
+    assert rows["money wrong at the end (USD)"][:5] == [w("0.00"), n("2.50"), w("0.00"), n("0.001234"), n("10.50")]
     # a three-way tie; a currency absent from the last point counts as zero
-    assert rows["money wrong at the end (JPY)"][:4] == [w("0"), n("1,200"), w("0"), w("0")]
-    assert rows["CPU, full replay"] == [n("—"), w("20.125 s"), n("24.5 s"), w("20.125 s"), n("lower"),
+    assert rows["money wrong at the end (JPY)"][:5] == [w("0"), n("1,200"), w("0"), w("0"), n("300")]
+    assert rows["CPU, full replay"] == [n("—"), w("20.125 s"), n("24.5 s"), w("20.125 s"), n("—"), n("lower"),
                                         n("Kappa W=10s L=0, Kappa W=1m L=0")]
-    assert rows["unexplained windows"] == [n("0")] * 4 + [n("lower"), n("all equal")]
-    assert rows["CPU, speed layer"] == [n("40.5 s"), n("—"), n("—"), n("—"), n("lower"), n("one value")]
-    assert rows["late events absorbed"] == [n("0"), n("0"), n("3"), n("0"), n(""), n("not judged")]
-    assert rows["time until exactly right, median"][:4] == [n("50,400 s"), w("12.5 s"), n("40 s"), n("60 s")]
-    assert rows["completeness at first emission"][:4] == [n("95.00%"), n("95.00%"), n("95.00%"), w("99.00%")]
-    assert rows["CPU, all paths but replay"][:4] == [n("52.5 s"), w("35.25 s"), n("50.75 s"), n("36 s")]
+    assert rows["unexplained windows"] == [n("0")] * 4 + [n("—"), n("lower"), n("all equal")]
+    assert rows["CPU, speed layer"] == [n("40.5 s"), n("—"), n("—"), n("—"), n("—"), n("lower"), n("one value")]
+    assert rows["CPU, reconciliation"][:5] == [n("20.25 s"), n("—"), n("—"), n("—"), n("—")]
+    assert rows["late events absorbed"] == [n("0"), n("0"), n("3"), n("0"), n("—"), n(""), n("not judged")]
+    assert rows["time until exactly right, median"][:5] == [n("50,400 s"), n("12.5 s"), n("40 s"), n("60 s"), w("0 s")]
+    assert rows["time until final, median"][:5] == [n("35 s"), n("35 s"), n("35 s"), n("85.125 s"), w("0 s")]
+    assert rows["windows never final"][:5] == [n("1"), n("1"), n("1"), n("3"), w("0")]
+    assert rows["completeness when final"][:5] == [n("95.00%"), n("95.00%"), n("95.00%"), w("99.00%"), n("—")]
+    # Lambda: speed layer + batch + reconciliation, each as shown; Kappa: stream + replay
+    assert rows["CPU, everything it runs"][:5] == [n("72.75 s"), n("60.625 s"), n("75.25 s"), w("56.125 s"), n("—")]
+    assert rows["windows wrong at the end"][:5] == [w("0"), n("2"), w("0"), n("1"), n("5")]
     assert "unexplained money (USD)" not in rows  # no configuration has any
+    assert "completeness at first emission" not in rows and "CPU, all paths but replay" not in rows
 
 
 def test_winners_rule():
@@ -145,6 +153,17 @@ def test_plots_are_inline_svg_with_unique_ids(page):
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
 
 
+def test_method_states_the_runs_and_the_clock(page):
+    method = re.search(r'<section id="method">.*?</section>', page, re.S).group(0)
+    streams = re.findall(r"<tr><td[^>]*>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", method)
+    assert streams == [("W=10s L=0", "10", "3", "38"), ("W=10s L=1h", "10", "3", "40"), ("W=1m L=0", "10", "3", "39")]
+    assert "(landed: 2026-01-06T00:00:00Z)" in method and "at 2026-01-06T00:05:00Z" in method
+    assert "processed at 2026-01-05T11:00:00Z" in method and "sampled every 10s" in method
+    assert "no cost is shown for it" in method
+    caption = re.search(r'<svg id="plot-error".*?</svg>\s*<figcaption>(.*?)</figcaption>', page, re.S).group(1)
+    assert "lands later, at 2026-01-06T00:00:00Z" in caption and "(2026-01-06T00:05:00Z): Lambda W=10s L=0: 0." in caption
+
+
 def test_audit_lists_the_largest_events_per_currency(report):
     page = render_html(report, audit_rows_shown=1)
     section = page[page.index('<details class="audit" data-config="kappa-w10s-l0"'):]
@@ -153,6 +172,15 @@ def test_audit_lists_the_largest_events_per_currency(report):
     assert re.findall(r"<tr><td class=\"text\">(e-\d+)</td>", events) == ["e-11", "e-7"]  # JPY, then USD 25.000001
     assert "2 of 3 events: the largest by amount, at most 1 per currency." in section
     assert "3,545.5 s" not in events and "2,340 s" in events
+
+
+def test_audit_rows_are_per_event_and_window():
+    first = sample_report().audit.events[0]
+    other_window = dataclasses.replace(first, window_start=first.window_end, window_end=first.window_end + dt.timedelta(minutes=1))
+    audit = FinanceAudit((first, other_window))  # sliding windows: late for two windows
+    assert [(t.events, t.amount) for t in audit.currency_totals()] == [(2, 2 * first.amount)]
+    with pytest.raises(ValueError, match="appears twice for one window"):
+        FinanceAudit((first, first))
 
 
 def test_audit_totals_per_currency_and_account(page):
@@ -200,7 +228,8 @@ def test_json_carries_every_figure_of_the_side_by_side_table(report, page):
         marked = [i for i, (_, winner) in enumerate(rows[row["metric"]][: len(report.results)]) if winner]
         assert row["winners"] == marked, row["metric"]
     assert document["derived"]["configuration_keys"] == [
-        "lambda-w10s-l0", "kappa-w10s-l0", "kappa-w10s-l1h", "kappa-w1m-l0"]
+        "lambda-w10s-l0", "kappa-w10s-l0", "kappa-w10s-l1h", "kappa-w1m-l0", "processing-time"]
+    assert document["report"]["results"][4]["late"] is None and document["report"]["results"][4]["costs"] == []
 
 
 def test_json_rejects_another_format():
@@ -213,13 +242,16 @@ def test_json_rejects_another_format():
 
 def test_markdown_digest(report):
     text = render_markdown(report)
-    assert "| windows exactly right at the end | **100.00%** ★ | 95.00% | **100.00%** ★ | 97.50% | higher |" in text
-    assert "| CPU, full replay | — | **20.125 s** ★ | 24.5 s | **20.125 s** ★ | lower |" in text
-    assert "| unexplained windows | 0 | 0 | 0 | 0 | lower |" in text
+    assert "| windows exactly right at the end | **100.00%** ★ | 95.00% | **100.00%** ★ | 97.50% | 87.80% | higher |" in text
+    assert "| CPU, full replay | — | **20.125 s** ★ | 24.5 s | **20.125 s** ★ | — | lower |" in text
+    assert "| unexplained windows | 0 | 0 | 0 | 0 | — | lower |" in text
+    assert "| time until final, median | 35 s | 35 s | 35 s | 85.125 s | **0 s** ★ | lower |" in text
+    assert "Figures at the end are at 2026-01-06T00:05:00Z." in text
+    assert "(landed: 2026-01-06T00:00:00Z)" in text
     assert "| Kappa W=10s L=1h | USD | 2 | 20.000001 | 20.000001 | 0.00 | 0.00 |" in text
     assert "source billing &lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "p50 2 s, p99 3,600 s, p99.9 3,600 s, max 3,600 s" in text
-    assert "Reconciliation: every difference from batch truth is explained" in text
+    assert "Reconciliation: every difference between a stream and batch truth is explained" in text
 
 
 def test_audit_csv_is_exact_and_complete(report, tmp_path):
@@ -263,20 +295,41 @@ def test_model_refuses_inexact_or_ambiguous_figures():
         dataclasses.replace(result, error_series=tuple(reversed(result.error_series)))
     with pytest.raises(ValueError, match="unknown configuration keys"):
         dataclasses.replace(sample_report(), results=sample_report().results[:1])
+    with pytest.raises(ValueError, match="no watermark"):
+        Configuration("processing-time", "1m", "0")
+
+
+def test_model_refuses_figures_that_disagree():
+    kappa = sample_report().results[1]  # 40 truth windows, 2 never exact, 38 of 40 exact, 2 wrong at the end
+    with pytest.raises(ValueError, match="39 windows exact at the end, but 40 truth windows of which 2 never exact"):
+        dataclasses.replace(kappa, end=dataclasses.replace(kappa.end, windows_exact=39))
+    with pytest.raises(ValueError, match="1 windows wrong at the end, but 40 compared and 38 exact"):
+        dataclasses.replace(kappa, error_series=(*kappa.error_series[:-1], ErrorPoint(kappa.end.at, 1, {})))
+    with pytest.raises(ValueError, match="the error series ends at"):
+        dataclasses.replace(kappa, error_series=kappa.error_series[:-1])
+    with pytest.raises(ValueError, match="different ends"):
+        moved = dataclasses.replace(kappa, end=dataclasses.replace(kappa.end, at=at(6, 0, 6)), error_series=())
+        dataclasses.replace(sample_report(), results=(sample_report().results[0], moved, *sample_report().results[2:]))
 
 
 def test_configuration_names():
     assert KAPPA.key == "kappa-w10s-l0" and KAPPA.label == "Kappa W=10s L=0"
     assert Configuration("kappa", "1m", "1h").allowed_lateness_seconds == D(3600)
+    baseline = Configuration("processing-time")
+    assert (baseline.key, baseline.label, baseline.is_baseline) == ("processing-time", "Processing-time windows", True)
 
 
 def test_latency_quantiles_are_nearest_rank():
     first = [D(s) for s in ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10")] + [None]
+    final = [D("45")] * 9 + [D("46.5"), None]
     exact = [D("30")] * 5 + [None] * 6
-    summary = LatencySummary.of_windows(first, exact, first_emission_events=90, truth_events=100)
+    summary = LatencySummary.of_windows(first, final, exact, events_when_final=90, truth_events=100)
     assert (summary.windows, summary.first_result_p50, summary.first_result_p95, summary.first_result_max) == (
         11, D(5), D(10), D(10))
+    assert (summary.final_p50, summary.final_p95, summary.final_max, summary.never_final) == (D(45), D("46.5"), D("46.5"), 1)
     assert (summary.never_emitted, summary.exact_p50, summary.never_exact) == (1, D(30), 6)
+    with pytest.raises(ValueError, match="different numbers of windows"):
+        LatencySummary.of_windows(first, final[:3], exact, events_when_final=None, truth_events=100)
 
 
 def test_arrival_delay_quantiles():
@@ -303,14 +356,14 @@ def test_a_report_with_nothing_to_draw_still_renders(tmp_path):
     bare = Report(
         run_id="r-1", source="billing", window="tumbling 1m", generated_at=at(6, 0), events=0,
         arrival_delay=ArrivalDelay.of_delays([]),
-        results=(ConfigurationResult(KAPPA, (), LatencySummary.of_windows([], [], 0, 0), LateSummary(0, {}, 0, {}), (),
-                                     0, ReconciliationSummary(0, 0, {}, {}, 0, {})),),
+        results=(ConfigurationResult(KAPPA, (), LatencySummary.of_windows([], [], [], 0, 0), EndSummary(at(6, 0), 0, 0, {}, {}),
+                                     LateSummary(0, {}, 0, {}), (), 0, ReconciliationSummary("kappa:r-1", 0, {})),),
         heat_maps=(), audit=FinanceAudit(()),
     )
     files = write_report(bare, tmp_path)
     page = files.html.read_text(encoding="utf-8")
     assert "<svg" not in page
-    for note in ("No completeness figures.", "No error series.", "No arrival delays.", "No gaps recorded.",
+    for note in ("No watermark figures.", "No error series.", "No arrival delays.", "No gaps recorded.",
                  "No late billing events."):
         assert note in page
     assert report_from_json(files.summary_json.read_text(encoding="utf-8")) == bare

@@ -24,19 +24,21 @@ from .model import (
     PATHS,
     Configuration,
     ConfigurationResult,
+    EndSummary,
     ErrorPoint,
     LatencySummary,
     LateSummary,
     PathCost,
     ReconciliationSummary,
     Report,
+    StreamRun,
 )
 from .summary_json import report_from_json, to_json
 
 __all__ = [
     "ARCHITECTURES", "PATHS", "DISPOSITIONS", "AUDIT_ROWS_SHOWN",
-    "Configuration", "ConfigurationResult", "ErrorPoint", "LatencySummary", "LateSummary", "PathCost",
-    "ReconciliationSummary", "ArrivalDelay", "DelayQuantile", "WindowGap", "GapHeatMap",
+    "Configuration", "ConfigurationResult", "EndSummary", "ErrorPoint", "LatencySummary", "LateSummary", "PathCost",
+    "ReconciliationSummary", "StreamRun", "ArrivalDelay", "DelayQuantile", "WindowGap", "GapHeatMap",
     "LateBillingEvent", "LateTotal", "FinanceAudit", "Report", "Comparison", "ComparisonRow", "compare",
     "ReportFiles", "write_report", "render_html", "render_markdown", "to_json", "report_from_json",
     "audit_csv", "account_totals_csv",

@@ -1,14 +1,17 @@
 """The finance audit: every late billing event, where it went, and totals per account.
 
-One row per late event of the billing stream and per configuration, because whether an event
-is late, and what happens to it, depends on the watermark delay and the allowed lateness:
+One row per late event of the billing stream, window it was late for, and configuration, because
+whether an event is late, and what happens to it, depends on the watermark delay and the allowed
+lateness (and, with sliding windows, on the window: an event can be late for several windows, or
+absorbed by one and sent to the side output by another):
 
 * ``absorbed`` — a late update the stream still applied within the allowed lateness;
 * ``side_output`` — written to ``late_events`` and left out of the stream's answer;
 * ``folded_in`` — left out by the stream, then counted by the batch recompute (Lambda) or the
   reconciliation, so the served answer holds it in the end.
 
-Amounts are signed (refunds negative) and exact; totals are per account *and* currency.
+Amounts are signed (refunds negative) and exact; totals are per account *and* currency, and add
+an event's amount once per window it was late for (what those windows missed).
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ class LateBillingEvent:
 class LateTotal:
     """Late money in one currency under one configuration, net (signed) and by disposition.
 
-    ``account_id`` is ``None`` for the total over all accounts.
+    ``account_id`` is ``None`` for the total over all accounts. ``events``: audit rows (one per
+    event and window it was late for).
     """
 
     configuration: str
@@ -80,9 +84,9 @@ class FinanceAudit:
 
     def __post_init__(self) -> None:
         freeze(self, "events", tuple(self.events))
-        keys = [(e.configuration, e.event_id) for e in self.events]
+        keys = [(e.configuration, e.event_id, e.window_start, e.window_end) for e in self.events]
         if len(keys) != len(set(keys)):
-            raise ValueError("an event appears twice in the audit of one configuration")
+            raise ValueError("an event appears twice for one window in the audit of one configuration")
 
     def of(self, configuration: str) -> tuple[LateBillingEvent, ...]:
         return tuple(e for e in self.events if e.configuration == configuration)

@@ -5,7 +5,8 @@ shown but not judged). Values are compared exactly as they are shown: ratios as 
 four places (a percentage with two), seconds with three places, money exact. A row's winners
 are every configuration holding the best value (all of them on a tie); a row with fewer than two
 values, or whose values are all equal, has no winner. ``None`` means the figure does not apply
-(a path the architecture does not run, a latency no window reached).
+or was not measured (a path the architecture does not run, a latency no window reached, a
+stream's figure for the processing-time baseline, which runs no stream).
 
 Money rows are one per currency; a currency absent from a configuration's figure counts as zero.
 """
@@ -26,7 +27,10 @@ Value = Decimal | int | None
 
 _RATIO = Decimal("0.0001")
 _SECONDS = Decimal("0.001")
-_PATH_NAMES = {"speed": "speed layer", "batch": "batch recompute", "streaming": "streaming job", "replay": "full replay"}
+_PATH_NAMES = {
+    "speed": "speed layer", "batch": "batch recompute", "reconciliation": "reconciliation", "streaming": "streaming job",
+    "replay": "full replay",
+}
 
 
 @dataclass(frozen=True)
@@ -83,41 +87,53 @@ def _currencies(results: tuple[ConfigurationResult, ...], money: Callable[[Confi
     return sorted({currency for r in results for currency in money(r)})
 
 
+def _total(r: ConfigurationResult, seconds: Callable) -> Decimal | None:
+    """A sum of per-path seconds as each is shown (``None`` when nothing was measured)."""
+    return sum((_seconds(seconds(c)) for c in r.costs), Decimal(0)) if r.costs else None
+
+
 def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
     """(group, metric, unit, better, value of one result) for every row, in display order."""
     rows: list[tuple] = [
         ("correctness", "windows exactly right at the end", "ratio", "higher",
-         lambda r: _ratio(r.reconciliation.windows_exact, r.reconciliation.windows_compared)),
-        ("correctness", "completeness at first emission", "ratio", "higher",
-         lambda r: _ratio(r.latency.first_emission_events, r.latency.truth_events)),
+         lambda r: _ratio(r.end.windows_exact, r.end.windows_compared)),
+        ("correctness", "completeness when final", "ratio", "higher",
+         lambda r: None if r.latency.events_when_final is None else _ratio(r.latency.events_when_final, r.latency.truth_events)),
         ("correctness", "peak windows wrong", "windows", "lower",
          lambda r: max((p.windows_wrong for p in r.error_series), default=None)),
         ("correctness", "windows wrong at the end", "windows", "lower",
          lambda r: r.error_series[-1].windows_wrong if r.error_series else None),
     ]
-    for currency in _currencies(results, lambda r: r.reconciliation.truth_money):
+    for currency in _currencies(results, lambda r: r.end.truth_money):
         rows.append(("correctness", f"money served of truth at the end ({currency})", "ratio", "higher",
-                     lambda r, c=currency: _money_ratio(r.reconciliation.served_money.get(c, Decimal(0)),
-                                                        r.reconciliation.truth_money.get(c, Decimal(0)))))
+                     lambda r, c=currency: _money_ratio(r.end.served_money.get(c, Decimal(0)), r.end.truth_money.get(c, Decimal(0)))))
     final_wrong = lambda r: r.error_series[-1].money_wrong if r.error_series else {}
     for currency in _currencies(results, final_wrong):
         rows.append(("correctness", f"money wrong at the end ({currency})", currency, "lower",
                      lambda r, c=currency: final_wrong(r).get(c, Decimal(0)) if r.error_series else None))
-    rows.append(("correctness", "late events to side output", "events", "lower", lambda r: r.late.side_output_events))
-    for currency in _currencies(results, lambda r: r.late.side_output_money):
+    late = lambda r: r.late.side_output_money if r.late else {}
+    absorbed = lambda r: r.late.absorbed_money if r.late else {}
+    rows.append(("correctness", "late events to side output", "events", "lower", lambda r: r.late.side_output_events if r.late else None))
+    for currency in _currencies(results, late):
         rows.append(("correctness", f"late money to side output ({currency})", currency, "lower",
-                     lambda r, c=currency: r.late.side_output_money.get(c, Decimal(0))))
-    rows.append(("correctness", "late events absorbed", "events", None, lambda r: r.late.absorbed_events))
-    for currency in _currencies(results, lambda r: r.late.absorbed_money):
+                     lambda r, c=currency: r.late.side_output_money.get(c, Decimal(0)) if r.late else None))
+    rows.append(("correctness", "late events absorbed", "events", None, lambda r: r.late.absorbed_events if r.late else None))
+    for currency in _currencies(results, absorbed):
         rows.append(("correctness", f"late money absorbed ({currency})", currency, None,
-                     lambda r, c=currency: r.late.absorbed_money.get(c, Decimal(0))))
-    rows.append(("correctness", "unexplained windows", "windows", "lower", lambda r: r.reconciliation.unexplained_windows))
-    for currency in _currencies(results, lambda r: r.reconciliation.unexplained_money):
+                     lambda r, c=currency: r.late.absorbed_money.get(c, Decimal(0)) if r.late else None))
+    unexplained = lambda r: r.reconciliation.unexplained_money if r.reconciliation else {}
+    rows.append(("correctness", "unexplained windows", "windows", "lower",
+                 lambda r: r.reconciliation.unexplained_windows if r.reconciliation else None))
+    for currency in _currencies(results, unexplained):
         rows.append(("correctness", f"unexplained money ({currency})", currency, "lower",
-                     lambda r, c=currency: r.reconciliation.unexplained_money.get(c, Decimal(0))))
+                     lambda r, c=currency: r.reconciliation.unexplained_money.get(c, Decimal(0)) if r.reconciliation else None))
     rows += [
         ("latency", "time to first result, median", "s", "lower", lambda r: _seconds(r.latency.first_result_p50)),
         ("latency", "time to first result, p95", "s", "lower", lambda r: _seconds(r.latency.first_result_p95)),
+        ("latency", "windows never served", "windows", "lower", lambda r: r.latency.never_emitted),
+        ("latency", "time until final, median", "s", "lower", lambda r: _seconds(r.latency.final_p50)),
+        ("latency", "time until final, p95", "s", "lower", lambda r: _seconds(r.latency.final_p95)),
+        ("latency", "windows never final", "windows", "lower", lambda r: r.latency.never_final),
         ("latency", "time until exactly right, median", "s", "lower", lambda r: _seconds(r.latency.exact_p50)),
         ("latency", "time until exactly right, p95", "s", "lower", lambda r: _seconds(r.latency.exact_p95)),
         ("latency", "windows never exactly right", "windows", "lower", lambda r: r.latency.never_exact),
@@ -128,8 +144,8 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(("cost", f"wall time, {_PATH_NAMES[path]}", "s", "lower",
                      lambda r, p=path: _seconds(r.cost(p).wall_seconds) if r.cost(p) else None))
     rows += [
-        ("cost", "CPU, all paths but replay", "s", "lower",
-         lambda r: sum((_seconds(c.cpu_seconds) for c in r.costs if c.path != "replay"), Decimal(0))),
+        ("cost", "CPU, everything it runs", "s", "lower", lambda r: _total(r, lambda c: c.cpu_seconds)),
+        ("cost", "wall time, everything it runs", "s", "lower", lambda r: _total(r, lambda c: c.wall_seconds)),
         ("cost", "state rows held by the stream, max", "rows", "lower", lambda r: r.state_rows_max),
     ]
     return rows

@@ -1,7 +1,9 @@
-"""Where the streaming answer was wrong: per-window money gaps, for a windows x accounts map.
+"""Where the answer was wrong when declared final: per-window money gaps, for a windows x accounts map.
 
-A gap is ``|first served total - truth total|`` of one window key: how wrong the first answer a
-consumer could read was. Gaps are per currency, so a map holds one currency only.
+A gap is ``|served total - truth total|`` of one window key at the moment the window was declared
+final (a stream's watermark reached its end; a processing-time window's end passed): how wrong
+the answer was that a consumer waiting for completeness got. Gaps are per currency, so a map
+holds one currency only.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ Window = tuple[dt.datetime, dt.datetime]
 
 @dataclass(frozen=True)
 class WindowGap:
-    """One window ``[window_start, window_end)`` of one account whose first result was wrong."""
+    """One window ``[window_start, window_end)`` of one account whose answer when final was wrong."""
 
     window_start: dt.datetime
     window_end: dt.datetime

@@ -37,11 +37,12 @@ td.time{white-space:nowrap}details{margin:.5em 0}summary{cursor:pointer;font-wei
 
 _SECTIONS = (
     ("side-by-side", "Side by side"),
-    ("tradeoff", "Completeness vs watermark delay"),
+    ("tradeoff", "The watermark trade-off"),
     ("error", "Error over processing time"),
     ("arrival", "How late events arrive"),
-    ("gaps", "Where the first answers were wrong"),
+    ("gaps", "Where the answer was wrong when declared final"),
     ("audit", "Finance audit"),
+    ("method", "How it was measured"),
     ("definitions", "How to read the numbers"),
 )
 
@@ -84,12 +85,47 @@ def _comparison_table(comparison: Comparison) -> str:
 
 
 def _reconciliation_banner(report: Report) -> str:
-    bad = [r.configuration.label for r in report.results
-           if r.reconciliation.unexplained_windows or any(r.reconciliation.unexplained_money.values())]
+    bad = [r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained]
     if bad:
         return f'<p class="alarm" id="unexplained">Unexplained differences in: {_e(", ".join(bad))}.</p>'
-    return '<p class="ok" id="unexplained">Reconciliation: every difference from batch truth is explained ' \
-           "(unexplained windows and money are zero in every configuration).</p>"
+    return '<p class="ok" id="unexplained">Reconciliation: every difference between a stream and batch truth is ' \
+           "explained (unexplained windows and money are zero in every configuration with a stream).</p>"
+
+
+def _method(report: Report) -> str:
+    """Which runs the figures come from, and the rules that place them on the clock."""
+    parts = []
+    if report.streams:
+        rows = "".join(
+            f'<tr><td class="text">W={_e(s.watermark_delay)} L={_e(s.allowed_lateness)}</td>'
+            f"<td>{formats.count(s.segments_per_batch)}</td><td>{formats.count(s.micro_batches)}</td>"
+            f"<td>{formats.count(s.windows)}</td></tr>"
+            for s in report.streams
+        )
+        parts.append(
+            '<p class="note">Each stream setting ran twice: live (a Structured Streaming query over the log, its cost '
+            "is the streaming job's or the speed layer's) and as a full replay (its cost is Kappa's replay; the replay "
+            "also wrote the window history every served answer is read from). Before measuring, the two were checked "
+            "to hold the same windows, row for row.</p>"
+            '<table class="streams"><thead><tr><th class="text">stream</th><th>segments per micro-batch</th>'
+            f"<th>micro-batches</th><th>windows, equal in both</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    landings = ", ".join(formats.utc(t) for t in report.nightly_landings) or "none"
+    end = formats.utc(report.end)
+    log_end = "" if report.log_end is None else f" The log's last line was processed at {formats.utc(report.log_end)}."
+    parts.append(
+        f'<p class="note" id="clock">Lambda\'s nightly batch recompute runs at each UTC midnight on the processing-time '
+        "clock over the segments complete by then, and lands at that midnight: from then on Lambda serves its rows for "
+        f"every window starting before it (landed: {_e(landings)}). Every figure \u201cat the end\u201d is at {end}, "
+        f"when the last recompute has landed and every window has ended.{_e(log_end)} The error series is sampled every "
+        f"{_e(report.error_step)} of processing time where it changed.</p>"
+    )
+    if any(r.configuration.is_baseline for r in report.results):
+        parts.append('<p class="note">Processing-time windows: the batch\'s first copies of every event, each counted '
+                     "at once in the window of its processing time, compared with the truth's window of the same "
+                     "bounds. It is computed by this measurement, not run as a job: no cost is shown for it.</p>")
+    parts.append(f'<p class="note">CPU seconds cover the {_e(report.cost_scope)}.</p>')
+    return "\n".join(parts)
 
 
 def _arrival_figures(report: Report) -> str:
@@ -160,16 +196,41 @@ def _audit_section(report: Report, audit: FinanceAudit, limit: int) -> str:
 
 
 _DEFINITIONS = (
-    ("Processing time", "the ingest time the log had reached: a day of traffic replays in minutes, so latency is "
-                        "measured on the simulated clock, from the window's end."),
+    ("Processing time", "the log's clock: each line's ingest time, never earlier than the line before it. A day of "
+                        "traffic replays in minutes, so latency is measured on this clock, from the window's end, "
+                        "at the resolution of a line."),
+    ("Time to first result", "until the served answer first holds the window (partial; 0 when before its end)."),
+    ("Time until final", "until the window is declared complete: a stream's watermark reaches its end (the figure "
+                         "the watermark delay controls; Lambda: its speed layer's watermark); processing-time "
+                         "windows close when the clock passes their end."),
+    ("Time until exactly right", "until the served value equals the truth and keeps it to the end; a window never "
+                                 "exactly right is wrong at the end. Lambda counts its batch correction from the "
+                                 "moment it lands."),
+    ("Completeness when final", "events counted in each window's answer when declared final (none for windows never "
+                                "final), over events in truth."),
     ("Windows wrong", "windows that have ended whose served total differs from batch truth (or is missing)."),
     ("Money wrong", "the sum of |served − truth| over those windows, per currency; currencies are never added together."),
-    ("Completeness at first emission", "events counted in each window's first served result, over events in truth."),
     ("Late money", "gross: the sum of |amount| of late events, per currency. Side output: dropped by the stream; "
                    "absorbed: applied within the allowed lateness; folded in: restored by the batch recompute."),
+    ("Costs", "Lambda: everything it runs — speed layer, nightly batch recomputes, reconciliation. Kappa: its "
+              "streaming job and a separately measured full replay. A stream with allowed lateness 0 is one run, "
+              "shown for both."),
     ("Best (\u2605)", "the best value of a row; every tied configuration is marked; no mark when all are equal, "
                       "when fewer than two configurations have a value, or for rows that are not judged."),
 )
+
+
+def _error_caption(report: Report) -> str:
+    text = (f"Sampled every {report.error_step} of processing time: windows wrong and money wrong per currency, "
+            "log scale above 1 (Lambda solid, Kappa dashed, processing-time windows dotted; a Lambda line lies on "
+            "Kappa's at L=0 until its batch lands).")
+    later = [t for t in report.nightly_landings if report.log_end is not None and t > report.log_end]
+    if later:
+        lambdas = [r for r in report.results if r.configuration.architecture == "lambda" and r.error_series]
+        wrong = "; ".join(f"{r.configuration.label}: {formats.count(r.error_series[-1].windows_wrong)}" for r in lambdas)
+        text += (f" The axis ends after the log's last line; Lambda's nightly recompute lands later, at "
+                 f"{', '.join(formats.utc(t) for t in later)}; windows wrong at the end ({formats.utc(report.end)}): {wrong}.")
+    return text
 
 
 def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str:
@@ -177,25 +238,28 @@ def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str
     comparison = compare(report)
     heat_maps = "".join(
         _figure(plots.gap_heat_map(h, f"plot-gaps-{n}"),
-                f"{report.result(h.configuration_key).configuration.label}, {h.currency}: |first served − truth| per "
-                f"window for the accounts with the largest gaps (windows with a gap: {formats.count(len(h.cells))}).",
+                f"{report.result(h.configuration_key).configuration.label}, {h.currency}: |served − truth| when the "
+                f"window was declared final, for the accounts with the largest gaps (windows with a gap: "
+                f"{formats.count(len(h.cells))}).",
                 f"{h.currency}: no window had a gap.")
         for n, h in enumerate(report.heat_maps)
     ) or '<p class="note">No gaps recorded.</p>'
     sections = {
         "side-by-side": _reconciliation_banner(report) + _comparison_table(comparison)
-        + f'<p class="note">CPU seconds cover the {_e(report.cost_scope)}.</p>',
-        "tradeoff": _figure(plots.completeness_tradeoff(report),
-                            "Share of events in each window's first result; one line per architecture and allowed lateness.",
-                            "No completeness figures."),
-        "error": _figure(plots.error_over_time(report),
-                         "After each micro-batch: windows wrong and money wrong per currency (Lambda solid, Kappa dashed).",
-                         "No error series."),
+        + f'<p class="note">Figures at the end are at {formats.utc(report.end)}; how each is measured: '
+        '<a href="#method">How it was measured</a>. CPU seconds cover the ' + _e(report.cost_scope) + ".</p>",
+        "tradeoff": _figure(plots.watermark_tradeoff(report),
+                            "Per watermark delay: the share of the truth's events in the windows' answers when declared "
+                            "final, and the median time from a window's end until then; one line per architecture and "
+                            "allowed lateness (Lambda's speed layer is the stream with L=0: their lines coincide).",
+                            "No watermark figures."),
+        "error": _figure(plots.error_over_time(report), _error_caption(report), "No error series."),
         "arrival": _arrival_figures(report) + _figure(plots.arrival_delay_cdf(report),
                                                       "Cumulative share of events by arrival delay; grey lines at 1 minute and 1 hour.",
                                                       "No arrival delays."),
         "gaps": heat_maps,
         "audit": _audit_section(report, report.audit, audit_rows_shown),
+        "method": _method(report),
         "definitions": "<dl>" + "".join(f"<dt>{_e(t)}</dt><dd>{_e(d)}</dd>" for t, d in _DEFINITIONS) + "</dl>",
     }
     body = "\n".join(f'<section id="{sid}"><h2>{_e(title)}</h2>\n{sections[sid]}\n</section>' for sid, title in _SECTIONS)

@@ -38,10 +38,10 @@ def render_markdown(report: Report) -> str:
         f"{formats.count(report.events)} events · generated {formats.utc(report.generated_at)}",
         "",
     ]
-    bad = [r.configuration.label for r in report.results
-           if r.reconciliation.unexplained_windows or any(r.reconciliation.unexplained_money.values())]
+    bad = [r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained]
     lines += [f"**Unexplained differences in: {md_escape(', '.join(bad))}.**" if bad else
-              "Reconciliation: every difference from batch truth is explained (unexplained is zero everywhere).", ""]
+              "Reconciliation: every difference between a stream and batch truth is explained "
+              "(unexplained is zero everywhere).", ""]
 
     lines += ["## Side by side", "", "★ marks the best value of a row (every tied one); none when all are equal.", ""]
     rows = []
@@ -55,7 +55,17 @@ def render_markdown(report: Report) -> str:
         rows.append([md_escape(row.metric), *cells, row.better or "—"])
     lines += _table(["metric", *(md_escape(c.label) for c in configurations), "better"], rows,
                     ["l", *["r"] * len(configurations), "l"])
-    lines += ["", f"CPU seconds cover the {md_escape(report.cost_scope)}.", ""]
+    landings = ", ".join(formats.utc(t) for t in report.nightly_landings) or "none"
+    lines += [
+        "",
+        f"Figures at the end are at {formats.utc(report.end)}. Processing time is the log's clock (ingest time made "
+        "monotone in log order); latency is measured from each window's end at the resolution of a line. Lambda's "
+        f"nightly recompute lands at each UTC midnight (landed: {landings}) and from then on Lambda serves its rows "
+        "for every window starting before it. Costs: Lambda's speed layer, batch recomputes and reconciliation; "
+        "Kappa's streaming job and a separately measured full replay; none for processing-time windows (computed by "
+        f"the measurement, not run). CPU seconds cover the {md_escape(report.cost_scope)}.",
+        "",
+    ]
 
     delay = report.arrival_delay
     quoted = [(label, delay.at(p)) for label, p in (("p50", "0.5"), ("p99", "0.99"), ("p99.9", "0.999"), ("max", "1"))]

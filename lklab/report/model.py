@@ -8,8 +8,10 @@ Units and rules that hold throughout:
 * Money is ``Decimal`` with at most six decimal places (the lake's ``DECIMAL(38,6)``), always
   per currency: a money figure is a mapping ``{currency: Decimal}``; a currency absent from a
   mapping means zero. Money of different currencies is never added together.
-* Times are timezone-aware UTC ``datetime``\\s. *Processing time* is the simulated one: the
-  ingest time the log had reached when a micro-batch (or batch recompute) ended.
+* Times are timezone-aware UTC ``datetime``\\s. *Processing time* is the log's clock
+  (``shared.clock``): a line's ingest time made monotone in log order. What a configuration
+  serves changes at the processing time of the line that changed it, so every figure measured
+  on the data has the resolution of a line, whatever the size of the log's segments.
 * Durations measured on the data (latency, lateness, arrival delay) are exact ``Decimal``
   seconds with microsecond resolution; compute cost is ``float`` seconds as measured.
 * Windows are half-open ``[window_start, window_end)`` and keyed by
@@ -19,17 +21,18 @@ Units and rules that hold throughout:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
 from shared.durations import parse_duration
 
-from .arrival import ArrivalDelay, nearest_rank
+from .arrival import ArrivalDelay
 from .audit import FinanceAudit
 from .gaps import GapHeatMap
-from .validation import check_decimal, check_per_currency, check_utc, freeze
+from .latency import LatencySummary
+from .validation import check_per_currency, check_utc, freeze
 
 __all__ = [
     "ARCHITECTURES",
@@ -39,30 +42,43 @@ __all__ = [
     "LatencySummary",
     "LateSummary",
     "PathCost",
+    "EndSummary",
     "ReconciliationSummary",
     "ConfigurationResult",
+    "StreamRun",
     "Report",
 ]
 
-ARCHITECTURES = ("lambda", "kappa")
-PATHS = ("speed", "batch", "streaming", "replay")
-"""Where compute goes: Lambda's speed layer and daily batch recompute; Kappa's streaming job
-(with its allowed lateness) and a full replay of the log (the cost of reprocessing)."""
+ARCHITECTURES = ("lambda", "kappa", "processing-time")
+"""``processing-time`` is the naive baseline: windows by arrival (processing) time, no watermark."""
+PATHS = ("speed", "batch", "reconciliation", "streaming", "replay")
+"""Where compute goes. Lambda: its speed layer, the nightly batch recomputes and the
+reconciliation of the speed layer against them. Kappa: its streaming job (with its allowed
+lateness) and a full replay of the log (the cost of reprocessing), each measured on its own."""
 
 
 @dataclass(frozen=True)
 class Configuration:
-    """One architecture at one setting; durations as the user wrote them (``"10s"``, ``"0"``)."""
+    """One architecture at one setting; durations as the user wrote them (``"10s"``, ``"0"``).
 
-    architecture: Literal["lambda", "kappa"]
-    watermark_delay: str
-    allowed_lateness: str
+    The processing-time baseline has no watermark: both durations are ``"0"``.
+    """
+
+    architecture: Literal["lambda", "kappa", "processing-time"]
+    watermark_delay: str = "0"
+    allowed_lateness: str = "0"
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture {self.architecture!r}: use one of {', '.join(ARCHITECTURES)}")
         parse_duration(self.watermark_delay, name="watermark_delay")
         parse_duration(self.allowed_lateness, name="allowed_lateness")
+        if self.is_baseline and (self.watermark_delay, self.allowed_lateness) != ("0", "0"):
+            raise ValueError("processing-time windows have no watermark: give watermark_delay and allowed_lateness as '0'")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.architecture == "processing-time"
 
     @property
     def watermark_delay_seconds(self) -> Decimal:
@@ -74,21 +90,25 @@ class Configuration:
 
     @property
     def key(self) -> str:
-        """Stable identifier, safe in HTML ids and CSV: ``kappa-w10s-l1h``."""
+        """Stable identifier, safe in HTML ids and CSV: ``kappa-w10s-l1h``, ``processing-time``."""
+        if self.is_baseline:
+            return self.architecture
         return f"{self.architecture}-w{self.watermark_delay}-l{self.allowed_lateness}"
 
     @property
     def label(self) -> str:
+        if self.is_baseline:
+            return "Processing-time windows"
         return f"{self.architecture.capitalize()} W={self.watermark_delay} L={self.allowed_lateness}"
 
 
 @dataclass(frozen=True)
 class ErrorPoint:
-    """The served answer against truth at one processing time (after one micro-batch).
+    """The served answer against truth at one processing time.
 
-    ``windows_wrong``: windows that have ended by ``processing_time`` whose served total differs
-    from truth or is missing. ``money_wrong``: the sum over those windows of
-    ``|served - truth|``, per currency.
+    ``windows_wrong``: windows (of the truth or of the served answer) that have ended by
+    ``processing_time`` whose served total differs from truth or is missing. ``money_wrong``:
+    the sum over those windows of ``|served - truth|``, per currency (absent: zero).
     """
 
     processing_time: dt.datetime
@@ -101,69 +121,12 @@ class ErrorPoint:
 
 
 @dataclass(frozen=True)
-class LatencySummary:
-    """Per-window latency, in seconds of processing time after the window's end.
-
-    ``first_result_*``: until the served answer first holds the window; ``exact_*``: until it
-    holds exactly the truth and keeps it. Quantiles are nearest-rank over the windows that got
-    there (``None`` when none did); ``never_emitted`` and ``never_exact`` count the others.
-    ``first_emission_events`` / ``truth_events`` is the completeness at first emission: events
-    counted in each window's first served result, over events in truth.
-    """
-
-    windows: int
-    first_result_p50: Decimal | None
-    first_result_p95: Decimal | None
-    first_result_max: Decimal | None
-    never_emitted: int
-    exact_p50: Decimal | None
-    exact_p95: Decimal | None
-    exact_max: Decimal | None
-    never_exact: int
-    first_emission_events: int
-    truth_events: int
-
-    def __post_init__(self) -> None:
-        for name in ("first_result_p50", "first_result_p95", "first_result_max", "exact_p50", "exact_p95", "exact_max"):
-            if getattr(self, name) is not None:
-                check_decimal(getattr(self, name), name)
-
-    @classmethod
-    def of_windows(
-        cls,
-        first_result: Iterable[Decimal | None],
-        exact: Iterable[Decimal | None],
-        first_emission_events: int,
-        truth_events: int,
-    ) -> "LatencySummary":
-        """From one value per window (the same windows, in any order; ``None`` = never)."""
-        first, right = list(first_result), list(exact)
-        if len(first) != len(right):
-            raise ValueError(f"{len(first)} first-result latencies but {len(right)} exact latencies")
-        got_first = sorted(v for v in first if v is not None)
-        got_right = sorted(v for v in right if v is not None)
-        return cls(
-            windows=len(first),
-            first_result_p50=nearest_rank(got_first, "0.5"),
-            first_result_p95=nearest_rank(got_first, "0.95"),
-            first_result_max=got_first[-1] if got_first else None,
-            never_emitted=len(first) - len(got_first),
-            exact_p50=nearest_rank(got_right, "0.5"),
-            exact_p95=nearest_rank(got_right, "0.95"),
-            exact_max=got_right[-1] if got_right else None,
-            never_exact=len(right) - len(got_right),
-            first_emission_events=first_emission_events,
-            truth_events=truth_events,
-        )
-
-
-@dataclass(frozen=True)
 class LateSummary:
-    """Late events and their gross money (sum of ``|amount|``, per currency).
+    """Late events and their gross money (sum of ``|amount|``, per currency); distinct events.
 
     ``side_output``: behind the watermark beyond the allowed lateness, written to
     ``late_events`` and left out of the stream's windows. ``absorbed``: late updates the stream
-    still applied thanks to the allowed lateness.
+    still applied thanks to the allowed lateness (the ``late_update`` rows of its window history).
     """
 
     side_output_events: int
@@ -180,7 +143,7 @@ class LateSummary:
 class PathCost:
     """Compute spent on one path, seconds as measured (CPU = user + system of all processes)."""
 
-    path: Literal["speed", "batch", "streaming", "replay"]
+    path: Literal["speed", "batch", "reconciliation", "streaming", "replay"]
     cpu_seconds: float
     wall_seconds: float
 
@@ -192,53 +155,107 @@ class PathCost:
 
 
 @dataclass(frozen=True)
-class ReconciliationSummary:
-    """The served answer at the end of the run reconciled against batch truth.
+class EndSummary:
+    """The served answer at processing time ``at`` (the end of the measurement) against truth.
 
-    ``served_money`` and ``truth_money``: net totals (signed, exact) over all windows, per
-    currency; their ratio is the money completeness. ``unexplained_money``: sum of
-    ``|served - truth|`` over windows whose difference no late event, duplicate or dead letter
-    explains, per currency. Both unexplained figures must be 0.
+    ``windows_compared``: windows in the truth or in the served answer; ``windows_exact``: those
+    served with exactly the truth's count and total. ``served_money`` and ``truth_money``: net
+    totals (signed, exact) over all windows, per currency; their ratio is the money completeness.
     """
 
+    at: dt.datetime
     windows_compared: int
     windows_exact: int
     served_money: Mapping[str, Decimal]
     truth_money: Mapping[str, Decimal]
-    unexplained_windows: int
-    unexplained_money: Mapping[str, Decimal]
 
     def __post_init__(self) -> None:
+        check_utc(self.at, "at")
         if not 0 <= self.windows_exact <= self.windows_compared:
             raise ValueError(f"windows_exact {self.windows_exact} outside 0..{self.windows_compared}")
-        for name in ("served_money", "truth_money", "unexplained_money"):
+        for name in ("served_money", "truth_money"):
             freeze(self, name, check_per_currency(getattr(self, name), name))
 
 
 @dataclass(frozen=True)
+class ReconciliationSummary:
+    """``lklab reconcile`` of the configuration's stream (``against``) with batch truth.
+
+    ``unexplained_money``: sum of ``|stream - truth|`` over windows whose difference no late
+    event, duplicate or dead letter explains, per currency. Both unexplained figures must be 0.
+    """
+
+    against: str
+    unexplained_windows: int
+    unexplained_money: Mapping[str, Decimal]
+
+    def __post_init__(self) -> None:
+        freeze(self, "unexplained_money", check_per_currency(self.unexplained_money, "unexplained_money"))
+
+    @property
+    def explained(self) -> bool:
+        return self.unexplained_windows == 0 and not any(self.unexplained_money.values())
+
+
+@dataclass(frozen=True)
 class ConfigurationResult:
-    """Everything measured for one configuration; ``error_series`` in processing-time order."""
+    """Everything measured for one configuration.
+
+    ``error_series``: in processing-time order, ending at ``end.at``. ``late``, ``state_rows_max``
+    (the most state rows the stream held after any segment) and ``reconciliation``: ``None``
+    where they do not apply (the processing-time baseline has no stream). ``costs``: the paths
+    measured; none for the baseline, which is computed by the measurement, not run as a job.
+
+    The figures must agree: windows exact at the end are the truth's windows minus those never
+    exact, and the last error point's wrong windows are the compared windows minus the exact.
+    """
 
     configuration: Configuration
     error_series: tuple[ErrorPoint, ...]
     latency: LatencySummary
-    late: LateSummary
+    end: EndSummary
+    late: LateSummary | None
     costs: tuple[PathCost, ...]
-    state_rows_max: int
-    reconciliation: ReconciliationSummary
+    state_rows_max: int | None
+    reconciliation: ReconciliationSummary | None
 
     def __post_init__(self) -> None:
+        key = self.configuration.key
         freeze(self, "error_series", tuple(self.error_series))
         freeze(self, "costs", tuple(self.costs))
         times = [p.processing_time for p in self.error_series]
         if times != sorted(times):
-            raise ValueError(f"{self.configuration.key}: error_series is not in processing-time order")
+            raise ValueError(f"{key}: error_series is not in processing-time order")
         paths = [c.path for c in self.costs]
         if len(paths) != len(set(paths)):
-            raise ValueError(f"{self.configuration.key}: a path is costed twice: {paths}")
+            raise ValueError(f"{key}: a path is costed twice: {paths}")
+        if self.end.windows_exact != self.latency.windows - self.latency.never_exact:
+            raise ValueError(f"{key}: {self.end.windows_exact} windows exact at the end, but {self.latency.windows} "
+                             f"truth windows of which {self.latency.never_exact} never exact")
+        if self.error_series:
+            last = self.error_series[-1]
+            if last.processing_time != self.end.at:
+                raise ValueError(f"{key}: the error series ends at {last.processing_time}, the measurement at {self.end.at}")
+            if last.windows_wrong != self.end.windows_compared - self.end.windows_exact:
+                raise ValueError(f"{key}: {last.windows_wrong} windows wrong at the end, but {self.end.windows_compared} "
+                                 f"compared and {self.end.windows_exact} exact")
 
     def cost(self, path: str) -> PathCost | None:
         return next((c for c in self.costs if c.path == path), None)
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """One stream setting measured: the live run and the full replay at one watermark delay and
+    allowed lateness. The live run read ``segments_per_batch`` segments per micro-batch
+    (``micro_batches`` in all); ``windows``: the windows both wrote, checked equal row for row
+    (count, total, status, processing time of the last change) before anything was measured."""
+
+    watermark_delay: str
+    allowed_lateness: str
+    segments_per_batch: int
+    micro_batches: int
+    windows: int
 
 
 @dataclass(frozen=True)
@@ -247,6 +264,9 @@ class Report:
 
     ``source``: the scenario name, or the path of the existing lake that was measured.
     ``events``: events in the log (first copies: duplicates and dead letters not counted).
+    ``log_end``: processing time of the log's last line. ``nightly_landings``: when Lambda's
+    nightly batch recomputes landed (UTC midnights; each serves the batch's rows for every window
+    starting before it). ``error_step``: the error series' sampling step (a duration as written).
     ``cost_scope``: what the CPU seconds cover (``driver and local executors`` or ``driver only``).
     """
 
@@ -259,12 +279,22 @@ class Report:
     results: tuple[ConfigurationResult, ...]
     heat_maps: tuple[GapHeatMap, ...]
     audit: FinanceAudit
+    streams: tuple[StreamRun, ...] = ()
+    log_end: dt.datetime | None = None
+    nightly_landings: tuple[dt.datetime, ...] = ()
+    error_step: str = "10s"
     cost_scope: str = "driver and local executors"
 
     def __post_init__(self) -> None:
         check_utc(self.generated_at, "generated_at")
         freeze(self, "results", tuple(self.results))
         freeze(self, "heat_maps", tuple(self.heat_maps))
+        freeze(self, "streams", tuple(self.streams))
+        freeze(self, "nightly_landings", tuple(self.nightly_landings))
+        for moment in (self.log_end, *self.nightly_landings):
+            if moment is not None:
+                check_utc(moment, "log_end / nightly_landings")
+        parse_duration(self.error_step, name="error_step")
         if not self.results:
             raise ValueError("a report needs at least one configuration")
         keys = [r.configuration.key for r in self.results]
@@ -273,10 +303,18 @@ class Report:
         unknown = {h.configuration_key for h in self.heat_maps} | {e.configuration for e in self.audit.events}
         if unknown - set(keys):
             raise ValueError(f"unknown configuration keys {sorted(unknown - set(keys))}; known: {keys}")
+        ends = {r.end.at for r in self.results}
+        if len(ends) > 1:
+            raise ValueError(f"configurations measured to different ends: {sorted(ends)}")
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
         return tuple(r.configuration for r in self.results)
+
+    @property
+    def end(self) -> dt.datetime:
+        """The processing time every "at the end" figure refers to."""
+        return self.results[0].end.at
 
     def result(self, key: str) -> ConfigurationResult:
         return next(r for r in self.results if r.configuration.key == key)

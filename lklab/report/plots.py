@@ -22,7 +22,7 @@ from .formats import utc
 from .gaps import GapHeatMap
 from .model import Configuration, Report
 
-__all__ = ["PLOT_IDS", "arrival_delay_cdf", "completeness_tradeoff", "error_over_time", "gap_heat_map"]
+__all__ = ["PLOT_IDS", "arrival_delay_cdf", "watermark_tradeoff", "error_over_time", "gap_heat_map"]
 
 PLOT_IDS = ("plot-tradeoff", "plot-error", "plot-arrival-delay")
 """Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
@@ -33,11 +33,14 @@ _DELAY_TICKS = (0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 864
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
 
+_LINES = {"lambda": "-", "kappa": "--", "processing-time": ":"}
+
+
 def _style(configuration: Configuration, index: int) -> dict:
-    """Lambda solid, Kappa dashed; one colour per configuration."""
+    """Lambda solid, Kappa dashed, processing-time windows dotted; one colour per configuration."""
     return {
         "color": _PALETTE[index % len(_PALETTE)],
-        "linestyle": "-" if configuration.architecture == "lambda" else "--",
+        "linestyle": _LINES[configuration.architecture],
         "label": configuration.label,
     }
 
@@ -77,40 +80,56 @@ def arrival_delay_cdf(report: Report, plot_id: str = "plot-arrival-delay") -> st
     return _svg(figure, plot_id)
 
 
-def completeness_tradeoff(report: Report, plot_id: str = "plot-tradeoff") -> str | None:
-    """Completeness at first emission against watermark delay: one line per architecture and
-    allowed lateness (symlog x so a delay of 0 can be drawn)."""
-    lines: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+def watermark_tradeoff(report: Report, plot_id: str = "plot-tradeoff") -> str | None:
+    """The watermark delay's trade-off: completeness when final (left) and the median time until
+    final (right) against the watermark delay; one line per architecture and allowed lateness
+    (symlog x so a delay of 0 can be drawn). The processing-time baseline has no watermark."""
+    lines: dict[tuple[str, str], list[tuple[float, float | None, float | None, int]]] = {}
     for index, result in enumerate(report.results):
-        latency = result.latency
-        if latency.truth_events == 0:
+        configuration, latency = result.configuration, result.latency
+        if configuration.is_baseline:
             continue
-        configuration = result.configuration
-        share = float(Decimal(latency.first_emission_events) / Decimal(latency.truth_events))
+        share = None
+        if latency.events_when_final is not None and latency.truth_events:
+            share = float(Decimal(latency.events_when_final) / Decimal(latency.truth_events)) * 100
+        final = None if latency.final_p50 is None else float(latency.final_p50)
+        if share is None and final is None:
+            continue
         key = (configuration.architecture, configuration.allowed_lateness)
-        lines.setdefault(key, []).append((float(configuration.watermark_delay_seconds), share * 100, index))
+        lines.setdefault(key, []).append((float(configuration.watermark_delay_seconds), share, final, index))
     if not lines:
         return None
-    figure = Figure(figsize=(7, 3.6))
-    axes = figure.subplots()
+    figure = Figure(figsize=(9, 3.6), layout="constrained")
+    left, right = figure.subplots(1, 2)
     for (architecture, lateness), points in lines.items():
         points.sort()
-        first = report.results[points[0][2]].configuration
-        style = _style(first, points[0][2]) | {"label": f"{architecture.capitalize()} L={lateness}"}
-        axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", **style)
-    axes.set_xscale("symlog", linthresh=1)
-    delays = {float(r.configuration.watermark_delay_seconds): r.configuration.watermark_delay for r in report.results}
-    axes.set_xticks(sorted(delays), labels=[delays[d] for d in sorted(delays)])
-    axes.minorticks_off()
-    axes.set_xlabel("watermark delay (seconds)")
-    axes.set_ylabel("events in first result (%)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
+        first = report.results[points[0][3]].configuration
+        style = _style(first, points[0][3]) | {"label": f"{architecture.capitalize()} L={lateness}"}
+        for axes, column in ((left, 1), (right, 2)):
+            drawn = [(p[0], p[column]) for p in points if p[column] is not None]
+            axes.plot([p[0] for p in drawn], [p[1] for p in drawn], marker="o", **style)
+    delays = {float(r.configuration.watermark_delay_seconds): r.configuration.watermark_delay
+              for r in report.results if not r.configuration.is_baseline}
+    for axes in (left, right):
+        axes.set_xscale("symlog", linthresh=1)
+        axes.set_xticks(sorted(delays), labels=[delays[d] for d in sorted(delays)])
+        axes.minorticks_off()
+        axes.set_xlabel("watermark delay")
+        axes.grid(True, alpha=0.3)
+    left.set_ylabel("events in the answer when final (%)")
+    right.set_ylabel("time until final, median (s)")
+    left.legend(fontsize="small")
     return _svg(figure, plot_id)
 
 
 def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
-    """Windows wrong and money wrong (one panel per currency) over processing time."""
+    """Windows wrong and money wrong (one panel per currency) over processing time, on a
+    symmetric log scale (linear below 1).
+
+    The time axis ends a little after the log's last line (``report.log_end``): every series
+    holds its last value from there to the end of the measurement, but for Lambda's nightly
+    recomputes landing later, which the caption states with the figures at the end.
+    """
     if not any(r.error_series for r in report.results):
         return None
     currencies = sorted({c for r in report.results for p in r.error_series for c in p.money_wrong})
@@ -128,11 +147,17 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
         axes[0].step(times, [p.windows_wrong for p in series], where="post", **style)
         for panel, currency in zip(axes[1:], currencies):
             panel.step(times, [float(p.money_wrong.get(currency, 0)) for p in series], where="post", **style)
+    first = min(r.error_series[0].processing_time for r in report.results if r.error_series)
+    if report.log_end is not None and report.log_end < report.end:
+        axes[0].set_xlim(first, report.log_end + (report.log_end - first) / 20)
     axes[0].set_ylabel("windows wrong")
     figure.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize="small")
     for panel, currency in zip(axes[1:], currencies):
         panel.set_ylabel(f"money wrong ({currency})")
     for panel in axes:
+        # Processing-time windows are wrong by an order of magnitude more: a linear axis would flatten the rest.
+        panel.set_yscale("symlog", linthresh=1)
+        panel.set_ylim(bottom=0)
         panel.grid(True, alpha=0.3)
     axes[-1].set_xlabel("processing time (UTC)")
     if len(currencies) > MAX_CURRENCY_PANELS:

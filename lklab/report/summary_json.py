@@ -31,14 +31,14 @@ from .validation import SCALE
 
 __all__ = ["FORMAT", "to_json", "to_document", "report_from_json"]
 
-FORMAT = "lklab-compare-report/1"
+FORMAT = "lklab-compare-report/2"
 
 CONVENTIONS = {
     "exact_numbers": f"strings with {SCALE} decimal places (money, data-measured seconds, ratios, probabilities)",
     "money": "per currency, keyed by ISO 4217 code; never summed across currencies; absent currency = 0",
     "ratios": "fractions (1.000000 = 100%), judged at 4 decimal places",
     "cost_seconds": "JSON numbers, CPU = user + system of all processes of the path",
-    "times": "ISO-8601 UTC, suffix Z",
+    "times": "ISO-8601 UTC, suffix Z; processing time is the log's clock (ingest time made monotone in log order)",
     "comparison_winners": "indexes into comparison.configurations; all tied values win; none when fewer than two values or all equal",
 }
 
