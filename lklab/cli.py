@@ -205,10 +205,20 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     sweep = _sweep(args)
     config = _config(args)
-    manifest_file = config.lake / "generator" / "manifest.json"
-    args.overwrite = args.overwrite or manifest_file.is_file()
-    _generate(args, config)
+    _regenerate(args, config)
     return _compare(args, config, args.scenario, sweep)
+
+
+def _regenerate(args: argparse.Namespace, config: LabConfig) -> None:
+    """Generate the scenario over the lake: over a lake the lab generated itself and no speed
+    layer reads, without asking; over anything else only with ``--overwrite``."""
+    from lklab.generator import unreplaceable
+
+    reason = unreplaceable(config.lake)
+    if reason and not args.overwrite:
+        raise UsageError(f"{config.lake} {reason}; pass --overwrite to replace it, or choose another --lake")
+    args.overwrite = True
+    _generate(args, config)
 
 
 def _sweep(args: argparse.Namespace) -> tuple[str, str]:
@@ -268,8 +278,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sweep = _sweep(args)
     config = _config(args)
     if args.scenario:
-        args.overwrite = True
-        _generate(args, config)
+        _regenerate(args, config)
         return _compare(args, config, args.scenario, sweep)
     return _compare(args, config, str(Path(config.lake).resolve()), sweep)
 

@@ -27,7 +27,9 @@ from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
-__all__ = ["GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "load_events", "MALFORMED_KINDS", "EPOCH_START"]
+__all__ = [
+    "GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "load_events", "unreplaceable", "MALFORMED_KINDS", "EPOCH_START",
+]
 
 EPOCH_START = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()) * SECOND
 _CURRENCIES = ("USD", "USD", "USD", "USD", "EUR", "EUR", "EUR", "GBP", "JPY", "KWD")
@@ -172,6 +174,21 @@ def _malformed_lines(events: GeneratedEvents, rng: np.random.Generator, count: i
 def _quantiles(delays: np.ndarray) -> dict[str, float]:
     points = {"p50": 50, "p99": 99, "p99_9": 99.9, "max": 100}
     return {name: float(np.percentile(delays, q)) / SECOND for name, q in points.items()}
+
+
+def unreplaceable(lake: str | Path) -> str | None:
+    """Why replacing ``lake`` by a generated scenario would lose something (None: nothing
+    would): a log the lab did not generate, or a speed layer's checkpoint (an always-on layer
+    reads this lake)."""
+    lake = Path(lake)
+    log = EventLog(lake)
+    if not (log.root.exists() and any(log.root.iterdir())):
+        return None
+    if not (lake / "generator" / "manifest.json").is_file():
+        return f"holds a log the lab did not generate ({log.last_segment()} segments)"
+    if (lake / "checkpoints" / "speed").exists():
+        return "is read by a speed layer (it has the checkpoint checkpoints/speed)"
+    return None
 
 
 def _prepare_lake(lake: Path, overwrite: bool) -> None:

@@ -88,3 +88,20 @@ def test_readme_example_runs_as_written(tmp_path):
         result = lklab(*args, cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "lake")})
         assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
     assert "equals the generator's ground truth: yes, exactly" in result.stdout
+
+
+def test_compare_scenario_refuses_to_replace_a_lake_it_did_not_generate_or_a_speed_layer_reads(tmp_path):
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"event_id": "x"}\n')
+    foreign = tmp_path / "foreign"
+    assert lklab("ingest", str(events), "--lake", str(foreign)).returncode == 0
+    refused = lklab("compare", "--scenario", "billing", "--lake", str(foreign))
+    assert refused.returncode == 2
+    assert "holds a log the lab did not generate (1 segments); pass --overwrite" in refused.stderr
+    assert '"event_id": "x"' in (foreign / "log" / "segment-000000000001.jsonl").read_text()
+
+    generated = tmp_path / "generated"
+    assert lklab("generate", "--events", "50", "--lake", str(generated)).returncode == 0
+    (generated / "checkpoints" / "speed").mkdir(parents=True)
+    refused = lklab("demo", "--lake", str(generated))
+    assert refused.returncode == 2 and "is read by a speed layer" in refused.stderr

@@ -75,13 +75,11 @@ def fresh_copy(reference_lake: Path, target: Path) -> Path:
     return target
 
 
-CRASH_POINTS = [
-    "1:start",  # before any commit of batch 1
-    "1:after:dead_letter",  # between the tables of one batch
-    "2:after:speed_aggregates",
-    "2:before:stream_state",  # every output committed, the state (commit point) not
-    "2:after:stream_state",  # the batch complete in Delta, not yet in Spark's commit log
-]
+# Every named point of a micro-batch: its start, and before and after the commit of each table
+# (the five outputs run side by side; the state, the commit point, is written last). Each
+# restart replays batch 1, which the process before it left half done, until the last point:
+# after its state, the batch is complete in Delta but not yet in Spark's commit log.
+CRASH_POINTS = ["1:start"] + [f"1:{when}:{table}" for table in SPEED_TABLES for when in ("before", "after")]
 
 
 def test_sigkill_at_each_point_in_turn_then_restart_equals_uninterrupted_run(spark, tmp_path, reference):
