@@ -379,3 +379,23 @@ def test_unexplained_differences_are_flagged(report):
     rows = comparison_cells(render_html(flagged))
     assert rows["unexplained windows"][:4] == [("0", True), ("1", False), ("0", True), ("0", True)]
     assert rows["unexplained money (USD)"][:4] == [("0.00", True), ("0.01", False), ("0.00", True), ("0.00", True)]
+
+
+def test_data_is_shown_literally_in_plots_and_never_evaluated_in_csv(report, tmp_path):
+    """An id that matplotlib would take for mathematics is drawn as written; CSV cells that a
+    spreadsheet would evaluate as a formula are neutralised, amounts stay numbers."""
+    from lklab.report.gaps import GapHeatMap, WindowGap
+    from lklab.report.plots import gap_heat_map
+
+    odd = r"acct$\frac$"
+    svg = gap_heat_map(GapHeatMap(KAPPA.key, "USD", (WindowGap(at(5, 10, 0), at(5, 10, 1), odd, D("3")),)), "plot-gaps-9")
+    assert odd in svg
+
+    events = tuple(dataclasses.replace(e, account_id="=HYPERLINK(\"http://x\")", event_id=f"@{e.event_id}") for e in report.audit.events)
+    files = write_report(dataclasses.replace(report, audit=FinanceAudit(events)), tmp_path)
+    rows = list(csv.DictReader(io.StringIO(files.audit_csv.read_text(encoding="utf-8"))))
+    assert {r["account_id"] for r in rows} == {"'=HYPERLINK(\"http://x\")"}
+    assert all(r["event_id"].startswith("'@e-") for r in rows)
+    assert "-5.000000" in [r["amount"] for r in rows]
+    totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
+    assert {r["account_id"] for r in totals} == {"'=HYPERLINK(\"http://x\")"}

@@ -45,6 +45,12 @@ def _style(configuration: Configuration, index: int) -> dict:
     }
 
 
+def _literal(text: str) -> str:
+    """``text`` drawn as written: matplotlib would read a pair of ``$`` as mathematics (and fail
+    on an id such as ``acct$\\frac$``), so each ``$`` is escaped."""
+    return str(text).replace("$", r"\$")
+
+
 def _svg(figure: Figure, plot_id: str) -> str:
     """Serialise ``figure`` as an inline ``<svg>`` whose ids all start with ``plot_id``."""
     buffer = io.StringIO()
@@ -178,7 +184,7 @@ def gap_heat_map(heat_map: GapHeatMap, plot_id: str, accounts: int = 15, windows
     axes = figure.subplots()
     image = axes.imshow(drawn, aspect="auto", cmap="Reds", interpolation="nearest",
                         norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None)
-    axes.set_yticks(range(len(rows)), labels=list(rows), fontsize="small")
+    axes.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
     step = max(1, len(columns) // 12)
     ticks = list(range(0, len(columns), step))
     axes.set_xticks(ticks, labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
