@@ -72,10 +72,11 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     """``days``, or for 'every day' the days ``batch_truth`` holds."""
     if not days.everything:
         return days
-    starts = tables.read_arrow("batch_truth").column("window_start").to_pylist()
-    if not starts:
+    day = F.to_date("window_start")  # in the session's time zone: UTC
+    first, last = tables.read("batch_truth").agg(F.min(day), F.max(day)).first()
+    if first is None:
         raise ReconcileInputError("batch_truth is empty: run 'lklab batch' first")
-    return DayRange(min(starts).date(), max(starts).date())
+    return DayRange(first, last)
 
 
 def _positions(tables: Tables, prefix: str, days: DayRange) -> tuple[int, int]:

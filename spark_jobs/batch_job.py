@@ -140,7 +140,8 @@ def run_batch(
             F.count("reject_reason").alias("dead_letters"),
         ).first()
         marks = lines.marked.agg(F.count_if(~F.col("is_duplicate")).alias("events"), F.count_if("is_duplicate").alias("duplicates")).first()
-        extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min("window_start").alias("first"), F.max("window_start").alias("last")).first()
+        day = F.to_date("window_start")  # in the session's time zone: UTC
+        extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")).first()
         run = BatchRun(
             last_segment=last,
             lines=counts["lines"],
@@ -155,7 +156,7 @@ def run_batch(
             frame.unpersist()
     run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
     if days.everything:
-        written = (extent["first"].date(), extent["last"].date()) if extent["windows"] else (None, None)
+        written = (extent["first"], extent["last"]) if extent["windows"] else (None, None)
     else:
         written = (days.first, days.last)
     _record(tables, run, written)
