@@ -11,11 +11,13 @@ counted beyond the dedup horizon and unread segments. Three timings on that pair
 * the lab's diff: ``diff_windows`` (full outer join, status, deltas under the tolerance rule)
   and the per-currency figures (``explained_diff``, ``currency_figures``), timed from the same
   Delta tables (read with the lab's ``Tables``, delta-rs to Arrow to Spark).
-* the lab's full ``reconcile(against="speed")``: the diff plus reading and parsing the whole
-  log, attributing every differing (line, window) pair to a reason, folding the side output into
+* the lab's full ``reconcile(against="speed")``: the diff plus attributing every differing
+  (line, window) pair to a reason (from the lines both sides recorded as late, duplicate or
+  dead letter, and the log segments between their two positions), folding the side output into
   ``corrected_aggregates`` and explaining what still separates it from the truth, corrections,
   figures, and writing ``recon_diffs``, ``recon_runs``, ``recon_corrections`` and
-  ``corrected_aggregates``.
+  ``corrected_aggregates``. The peak resident memory of the process tree (this driver, its JVM
+  with the local executors, the Python workers) during it is printed too.
 
 datacompy compares ``DECIMAL`` amounts after converting them to float (its documented rule);
 the lab compares them exactly. Both diffs must agree on every window's status, and the full
@@ -30,14 +32,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
 import pandas as pd  # noqa: E402
+import psutil  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
@@ -98,10 +103,41 @@ def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float,
     }
 
 
-def lab_reconcile(spark: SparkSession, lake: Path) -> tuple[float, Reconciliation]:
-    started = time.perf_counter()
-    result = reconcile(spark, LabConfig(lake=lake, table_engine="deltalake"), against="speed")
-    return time.perf_counter() - started, result
+class PeakMemory:
+    """The largest resident memory of this process tree (and of its largest process) while open."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        self.every, self.tree, self.largest = every, 0, 0
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            sizes = []
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    sizes.append(proc.memory_info().rss)
+                except psutil.Error:
+                    continue
+            self.tree, self.largest = max(self.tree, sum(sizes)), max(self.largest, max(sizes, default=0))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def lab_reconcile(spark: SparkSession, lake: Path) -> tuple[float, Reconciliation, PeakMemory]:
+    with PeakMemory() as memory:
+        started = time.perf_counter()
+        result = reconcile(spark, LabConfig(lake=lake, table_engine="deltalake"), against="speed")
+        seconds = time.perf_counter() - started
+    return seconds, result, memory
 
 
 def explained_events(result: Reconciliation, corrected: bool = False) -> dict[str, int]:
@@ -141,7 +177,7 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     compare_seconds, theirs = datacompy_compare(truth_pd, stream_pd)
     del truth_pd, stream_pd
     progress(f"{'measured' if measured else 'warm-up'}: lab full reconcile")
-    reconcile_seconds, result = lab_reconcile(spark, lake)
+    reconcile_seconds, result, memory = lab_reconcile(spark, lake)
     problems = check(result, built, ours, theirs)
     if problems:
         raise SystemExit("reconcile_bench: " + "; ".join(problems))
@@ -160,6 +196,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
             "datacompy_compare": compare_seconds,
             "datacompy": datacompy_seconds,
         },
+        "peak_rss_mib": {"process_tree": memory.tree / 2**20, "largest_process": memory.largest / 2**20},
+        "driver_memory": LabConfig(lake=lake).driver_memory,
         "ratio_datacompy_to_lab_diff": datacompy_seconds / diff_seconds,
         "ratio_datacompy_to_lab_reconcile": datacompy_seconds / reconcile_seconds,
     }
@@ -196,9 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
           f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)")
     print(f"lab diff + per-currency figures, from Delta:   {s['lab_diff']:7.1f}s")
-    print(f"lab full reconcile (diff, attribution of every line, fold, writes): {s['lab_reconcile']:7.1f}s")
+    print(f"lab full reconcile (diff, attribution, fold, writes): {s['lab_reconcile']:7.1f}s")
+    rss = figures["peak_rss_mib"]
+    print(f"peak RSS during the full reconcile: {rss['process_tree']:,.0f} MiB process tree, "
+          f"{rss['largest_process']:,.0f} MiB largest process (the JVM; driver-memory {figures['driver_memory']})")
     print(f"ratio datacompy / lab diff (time):       {figures['ratio_datacompy_to_lab_diff']:.2f}x")
-    print(f"ratio datacompy / lab reconcile (time):  {figures['ratio_datacompy_to_lab_reconcile']:.2f}x")
+    print(f"ratio datacompy / lab reconcile (time):  {figures['ratio_datacompy_to_lab_reconcile']:.2f}x; "
+          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0
 
 

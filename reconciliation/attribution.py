@@ -19,22 +19,31 @@ A contribution the truth has and the stream lacks adds ``+1`` event and ``+amoun
 window's ``truth - stream`` delta; the reverse subtracts. Per window, the delta minus the sum
 of the explained parts is ``unexplained``: a stream that lost or invented rows, or a table
 edited by hand. It is zero whenever both sides did what they recorded.
+
+Which lines to look at. With tumbling and sliding windows a line's windows depend on the line
+alone, so a disagreement about a line needs one side not to count it (or, for the stream, to
+have sent that pair to the side output): every disagreeing line is one a side recorded as a
+duplicate, a dead letter or late, or one beyond the position of one side and not the other.
+``disputed_lines`` reads exactly those, from the tables both sides wrote and the log segments
+between the two positions, and ``explain_windows`` over them gives the same pairs, reasons and
+figures as over the whole log. A session depends on every event of its key, so with session
+windows the whole log is read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
-from shared.events import valid_events
+from shared.events import EVENT_COLUMNS, HEARTBEAT_FIELD, parse_events, valid_events
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows
 
-__all__ = ["REASONS", "LineRecords", "explain_windows"]
+__all__ = ["REASONS", "LineRecords", "explain_windows", "disputed_lines", "parsed_log"]
 
 REASONS = ("late", "duplicate", "dead_letter", "unread", "moved")
 LINE = ["segment", "line_number"]
@@ -55,6 +64,44 @@ class LineRecords:
     dead_letters: DataFrame
     late: DataFrame | None = None
     windows: DataFrame | None = None
+
+
+def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: LineRecords, spec: WindowSpec) -> DataFrame:
+    """The lines a disagreement can be about (see the module docstring), as ``parse_events`` rows.
+
+    Recorded events (duplicates, late events) come as recorded; dead letters are parsed again
+    from their text (a side may have rejected a line the other accepted); the segments between
+    the two positions are read from the log. Sessions: every line up to the further position.
+    """
+    lake = str(lake)
+    furthest, nearest = max(batch.last_segment, stream.last_segment), min(batch.last_segment, stream.last_segment)
+    if spec.kind == "session":
+        return parsed_log(spark, lake, furthest)
+    recorded = [frame for frame in (stream.duplicates, stream.late, batch.duplicates) if frame is not None]
+    rejected = [frame for frame in (stream.dead_letters, batch.dead_letters) if frame is not None]
+    events = [
+        frame.select(*EVENT_COLUMNS).select(
+            "*",
+            F.lit(None).cast("string").alias("raw_line"),
+            F.lit(None).cast("string").alias("reject_reason"),
+            F.lit(None).cast("string").alias("reject_detail"),
+            F.lit(False).alias(HEARTBEAT_FIELD),
+        )
+        for frame in recorded
+    ]
+    texts = [frame.select("segment", "line_number", "raw_line") for frame in rejected]
+    parsed = [*events]
+    if texts:
+        union = texts[0]
+        for frame in texts[1:]:
+            union = union.unionByName(frame)
+        parsed.append(union.dropDuplicates(LINE).transform(parse_events))
+    if furthest > nearest:
+        parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1))
+    lines = parsed[0]
+    for frame in parsed[1:]:
+        lines = lines.unionByName(frame)
+    return lines.dropDuplicates(LINE)
 
 
 def _lines(frame: DataFrame, last_segment: int) -> DataFrame:

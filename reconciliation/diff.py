@@ -27,20 +27,37 @@ __all__ = ["DIFF_STATUSES", "diff_windows"]
 DIFF_STATUSES = ("match", "value_mismatch", "missing_in_stream", "extra_in_stream")
 
 
-def _side(frame: DataFrame, prefix: str) -> DataFrame:
+def _side(frame: DataFrame, prefix: str, other: str) -> DataFrame:
+    value = lambda column, kind: F.col(column).cast(kind)
+    absent = lambda kind: F.lit(None).cast(kind)
     return frame.select(
         *WINDOW_KEY,
-        F.col("event_count").cast("long").alias(f"{prefix}_count"),
-        F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias(f"{prefix}_amount"),
-        F.lit(True).alias(f"_in_{prefix}"),
+        value("event_count", "long").alias(f"{prefix}_count"),
+        value("amount_total", AMOUNT_TOTAL_TYPE).alias(f"{prefix}_amount"),
+        absent("long").alias(f"{other}_count"),
+        absent(AMOUNT_TOTAL_TYPE).alias(f"{other}_amount"),
+        F.lit(prefix == "truth").alias("_in_truth"),
+        F.lit(prefix == "stream").alias("_in_stream"),
     )
 
 
 def diff_windows(truth: DataFrame, stream: DataFrame, tolerance: Tolerance = Tolerance()) -> DataFrame:
-    """One row per window on either side: both sides' values, deltas and ``status``."""
-    joined = _side(truth, "truth").join(_side(stream, "stream"), list(WINDOW_KEY), "full_outer")
-    in_truth = F.coalesce(F.col("_in_truth"), F.lit(False))
-    in_stream = F.coalesce(F.col("_in_stream"), F.lit(False))
+    """One row per window on either side: both sides' values, deltas and ``status``.
+
+    The outer join is an aggregation of the two sides' rows by window (one shuffle, no sort);
+    each side holds at most one row per window.
+    """
+    joined = (
+        _side(truth, "truth", "stream")
+        .unionByName(_side(stream, "stream", "truth"))
+        .groupBy(*WINDOW_KEY)
+        .agg(
+            *[F.max(c).alias(c) for c in ("truth_count", "truth_amount", "stream_count", "stream_amount")],
+            F.max("_in_truth").alias("_in_truth"),
+            F.max("_in_stream").alias("_in_stream"),
+        )
+    )
+    in_truth, in_stream = F.col("_in_truth"), F.col("_in_stream")
     zero_money = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     equal = (F.col("truth_count") == F.col("stream_count")) & tolerance.amounts_match(
         F.col("stream_amount"), F.col("truth_amount")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reconciliation.attribution import REASONS
@@ -84,13 +84,11 @@ def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: Dat
     lateness_seconds``).
     """
     streamed, corrected = _by_currency(windows), _by_currency(corrected_windows)
-    late_by_currency: dict[str, list] = {}
-    for row in late.select("currency", "amount", "lateness_seconds").collect():
-        late_by_currency.setdefault(row["currency"], []).append(row)
+    late_by_currency = _late_by_currency(late)
     out = []
     for currency in sorted(set(streamed) | set(corrected) | set(late_by_currency)):
         f, c = _Figures(streamed.get(currency)), _Figures(corrected.get(currency))
-        lates = late_by_currency.get(currency, [])
+        late_amount, lateness = late_by_currency.get(currency, (Decimal(0), Lateness(0)))
         out.append(
             CurrencyReconciliation(
                 currency=currency,
@@ -102,9 +100,9 @@ def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: Dat
                 stream_amount=f.money("stream_amount"),
                 total_abs_error=f.money("abs_error"),
                 max_rel_error=None if f.row.get("max_rel") is None else Decimal(f.row["max_rel"]),
-                late_events=len(lates),
-                late_amount=sum((Decimal(x["amount"]) for x in lates), Decimal(0)),
-                lateness=Lateness.of([Decimal(x["lateness_seconds"]) for x in lates]),
+                late_events=lateness.events,
+                late_amount=late_amount,
+                lateness=lateness,
                 explained=f.explained(),
                 unexplained_windows=f.count("unexplained_windows"),
                 unexplained_events=f.count("unexplained_events"),
@@ -116,6 +114,41 @@ def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: Dat
                 corrected_unexplained_money=c.money("unexplained_money"),
             )
         )
+    return out
+
+
+_QUANTILES = {"p50": 0.5, "p99": 0.99, "p99_9": 0.999}
+
+
+def _late_by_currency(late: DataFrame) -> dict[str, tuple[Decimal, Lateness]]:
+    """Per currency: the late money and ``Lateness`` (nearest-rank quantiles, as ``Lateness.of``),
+    computed by Spark: only the ranked values reach the driver, never the late events."""
+    by_currency = Window.partitionBy("currency")
+    ranked = late.select(
+        "currency",
+        "amount",
+        "lateness_seconds",
+        F.row_number().over(by_currency.orderBy("lateness_seconds")).alias("_rank"),
+        F.count(F.lit(1)).over(by_currency).alias("_n"),
+        F.sum("amount").over(by_currency).alias("_money"),
+    )
+    # nearest_rank: max(1, ceil(round(fraction * 10000) * n / 10000)), at most n
+    rank = lambda fraction: F.expr(f"least(_n, greatest(1, ({int(round(fraction * 10_000))} * _n + 9999) div 10000))")
+    wanted = F.col("_rank") == F.col("_n")
+    for fraction in _QUANTILES.values():
+        wanted = wanted | (F.col("_rank") == rank(fraction))
+    rows = ranked.where(wanted).select(
+        "currency", "lateness_seconds", "_rank", "_n", "_money", *[rank(f).alias(name) for name, f in _QUANTILES.items()]
+    ).collect()
+    out: dict[str, tuple[Decimal, Lateness]] = {}
+    for currency in {r["currency"] for r in rows}:
+        mine = [r for r in rows if r["currency"] == currency]
+        at = {r["_rank"]: Decimal(r["lateness_seconds"]) for r in mine}
+        first = mine[0]
+        lateness = Lateness(
+            events=first["_n"], **{name: at[first[name]] for name in _QUANTILES}, max=at[first["_n"]]
+        )
+        out[currency] = (Decimal(first["_money"]), lateness)
     return out
 
 

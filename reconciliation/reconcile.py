@@ -29,8 +29,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciliation.attribution import REASONS, LineRecords, explain_windows
-from shared.log_source import parsed_log
+from reconciliation.attribution import REASONS, LineRecords, disputed_lines, explain_windows
 from reconciliation.diff import diff_windows
 from reconciliation.fold import fold_late_events, window_corrections
 from reconciliation.metrics import currency_figures, explained_diff, largest_gaps
@@ -73,10 +72,11 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     """``days``, or for 'every day' the days ``batch_truth`` holds."""
     if not days.everything:
         return days
-    starts = tables.read_arrow("batch_truth").column("window_start").to_pylist()
-    if not starts:
+    day = F.to_date("window_start")  # in the session's time zone: UTC
+    first, last = tables.read("batch_truth").agg(F.min(day), F.max(day)).first()
+    if first is None:
         raise ReconcileInputError("batch_truth is empty: run 'lklab batch' first")
-    return DayRange(min(starts).date(), max(starts).date())
+    return DayRange(first, last)
 
 
 def _positions(tables: Tables, prefix: str, days: DayRange) -> tuple[int, int]:
@@ -196,11 +196,12 @@ def reconcile(
     run_id = _run_id(tables, prefix, against, days, tolerance, spec.describe())
     scope = days.contains(F.col("window_start"))
 
-    line_schema = "segment long, line_number long"
-    late_schema = (
-        "segment long, line_number long, event_id string, account_id string, currency string, amount decimal(20,6), "
-        "event_time timestamp, window_start timestamp, window_end timestamp, lateness_seconds decimal(20,6)"
+    event_schema = (
+        "segment long, line_number long, event_id string, account_id string, event_type string, amount decimal(20,6), "
+        "currency string, event_time timestamp, ingest_time timestamp"
     )
+    dead_schema = "segment long, line_number long, raw_line string, reject_reason string, reject_detail string"
+    late_schema = f"{event_schema}, window_start timestamp, window_end timestamp, lateness_seconds decimal(20,6)"
     truth = tables.read("batch_truth").where(scope)
     stream_all = tables.read(f"{prefix}speed_aggregates") if tables.exists(f"{prefix}speed_aggregates") else spark.createDataFrame(
         [], "window_start timestamp, window_end timestamp, account_id string, currency string, event_count long, amount_total decimal(38,6)"
@@ -208,17 +209,17 @@ def reconcile(
     late_all = _frame(tables, f"{prefix}late_events", late_schema).where(F.col("segment") <= stream_last)
     stream = stream_all.where(scope)
 
-    parsed = parsed_log(spark, lake, max(batch_last, stream_last)).persist()
     batch_records = LineRecords(
-        batch_last, _frame(tables, "batch_duplicates", line_schema), _frame(tables, "batch_dead_letter", line_schema)
+        batch_last, _frame(tables, "batch_duplicates", event_schema), _frame(tables, "batch_dead_letter", dead_schema)
     )
     stream_records = LineRecords(
         stream_last,
-        _frame(tables, f"{prefix}duplicate_events", line_schema),
-        _frame(tables, f"{prefix}dead_letter", line_schema),
+        _frame(tables, f"{prefix}duplicate_events", event_schema),
+        _frame(tables, f"{prefix}dead_letter", dead_schema),
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
+    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec).persist()
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     windows = explained_diff(diff_windows(truth, stream, tolerance), explanations).persist()
     if spec.kind == "session":

@@ -4,6 +4,10 @@
 ``end``, inclusive, default all) as rows of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number``
 (1-based) and ``raw_line``.
 
+``raw_log`` reads the same rows with Spark's own text reader (each segment whole, split into
+numbered lines in SQL; no Python process), and ``parsed_log`` parses them: the way the batch
+paths (recompute, replay, reconciliation) read the log.
+
 ``spark.readStream.format("lklab_log")`` reads the same rows as a stream. Its offset is the
 number of the last segment read, so Spark's checkpoint records exactly how far the log was
 consumed, and a restarted query goes on from the next segment. Admission control keeps the
@@ -26,11 +30,13 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType
 
 from shared.eventlog import EventLog
 from shared.events import RAW_LINE_SCHEMA, parse_events
 
-__all__ = ["LogDataSource", "register_log_source", "parsed_log", "SOURCE_NAME"]
+__all__ = ["LogDataSource", "register_log_source", "raw_log", "parsed_log", "SOURCE_NAME"]
 
 SOURCE_NAME = "lklab_log"
 _ARROW_SCHEMA = pa.schema(
@@ -175,10 +181,57 @@ def register_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(LogDataSource)
 
 
-def parsed_log(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
-    """Segments ``1..last_segment`` of the log, parsed and validated (``parse_events`` output):
-    the one way the batch paths (recompute, replay, reconciliation) read the log."""
-    if last_segment < 1:
-        return spark.createDataFrame([], RAW_LINE_SCHEMA).transform(parse_events)
-    raw = spark.read.format(SOURCE_NAME).option("path", str(lake)).option("end", last_segment).load()
-    return raw.transform(parse_events)
+def raw_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment: int = 1) -> DataFrame:
+    """Segments ``first_segment..last_segment`` as ``RAW_LINE_SCHEMA`` rows, exactly as
+    ``format("lklab_log")`` gives them, read by Spark's text reader.
+
+    Each segment is read whole and split on ``\\n`` in SQL (a final empty piece is no line), so
+    every line keeps its segment and number however Spark splits the work. A segment that is not
+    valid UTF-8 is split in Python instead, with the log's ``\\xNN`` escapes
+    (``EventLog.read_lines``): rare, and only that segment's bytes go to Python.
+    """
+    log = EventLog(lake)
+    available = log.last_segment()  # also refuses a log with a gap
+    if last_segment > available:
+        raise ValueError(f"{SOURCE_NAME}: segments 1..{last_segment} requested, log has 1..{available}")
+    if last_segment < max(first_segment, 1):
+        return spark.createDataFrame([], RAW_LINE_SCHEMA)
+    segments = (
+        spark.read.option("pathGlobFilter", "segment-*.jsonl")
+        .text(str(log.root), wholetext=True)
+        .select(
+            F.regexp_extract("_metadata.file_name", _SEGMENT_NAME, 1).cast("long").alias("segment"),
+            F.col("value").alias("text"),
+        )
+        .where(F.col("segment").between(first_segment, last_segment))
+        .select("segment", "text", F.is_valid_utf8("text").alias("utf8"))
+    )
+    utf8, text = F.col("utf8"), F.col("text")
+    split = segments.select(
+        "segment",
+        F.when(utf8, F.split(text, "\n", -1)).otherwise(_escaped_lines(F.when(~utf8, text.cast("binary")))).alias("pieces"),
+    )
+    pieces = F.col("pieces")
+    lines = F.when(F.element_at(pieces, -1) == "", F.slice(pieces, 1, F.size(pieces) - 1)).otherwise(pieces)
+    return split.select("segment", F.posexplode(lines).alias("position", "raw_line")).select(
+        "segment", (F.col("position") + 1).cast("long").alias("line_number"), "raw_line"
+    )
+
+
+_SEGMENT_NAME = r"^segment-([0-9]{12})\.jsonl$"
+
+
+def _split_escaped(data: bytes | None) -> list[str] | None:
+    """A segment's bytes split as ``EventLog.read_lines`` splits them (a final empty piece kept,
+    as ``split`` keeps it)."""
+    return None if data is None else bytes(data).decode("utf-8", "backslashreplace").split("\n")
+
+
+_escaped_lines = F.udf(_split_escaped, ArrayType(StringType()), useArrow=False)
+
+
+def parsed_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment: int = 1) -> DataFrame:
+    """Segments ``1..last_segment`` (or from ``first_segment``) of the log, parsed and validated
+    (``parse_events`` output): the one way the batch paths (recompute, replay, reconciliation)
+    read the log."""
+    return raw_log(spark, lake, last_segment, first_segment=first_segment).transform(parse_events)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from shared.aggregation import AGGREGATE_SCHEMA, aggregate_windows_table
 from shared.dedup import first_copies, later_copies, mark_duplicates
@@ -23,7 +24,7 @@ from shared.events import rejected_lines, valid_events
 from shared.spark_arrow import per_key
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows_table
 
-__all__ = ["LineDispositions", "classify_lines", "window_totals", "window_totals_table"]
+__all__ = ["LineDispositions", "classify_lines", "without_event_text", "window_totals", "window_totals_table"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,12 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
         marked=parsed.transform(valid_events).transform(mark_duplicates),
         dead_letters=parsed.transform(rejected_lines),
     )
+
+
+def without_event_text(parsed: DataFrame) -> DataFrame:
+    """``parse_events`` output with ``raw_line`` kept for the rejected lines only: what a batch
+    keeps of every line (an event is its typed columns; a dead letter, its text)."""
+    return parsed.withColumn("raw_line", F.when(F.col("reject_reason").isNotNull(), F.col("raw_line")))
 
 
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:

@@ -14,6 +14,14 @@ append already happened and is skipped. (delta-rs records app transactions but d
 itself; delta-spark's ``txnAppId``/``txnVersion`` options do, and the check is the same.)
 Reruns replace data with an overwrite restricted by a predicate (e.g. one date).
 
+Rows given as a Spark DataFrame are written where they are (``deltalake`` engine): each Spark task
+writes its rows as one Parquet file in the table's directory, and the driver commits the files
+(``AddAction``) with delta-rs in one transaction, so no data passes through the driver. An
+overwrite with a predicate removes the files holding matching rows in the same commit and
+writes their other rows again. Files written by a run whose commit never lands are not part of
+the table (``vacuum`` deletes them). Arrow tables (small, from the driver) go through
+``write_deltalake``.
+
 A writer that commits to the same tables again and again (the speed layer, every micro-batch)
 passes ``keep_open``: each table's snapshot then stays open between calls and only the commits
 made since are read, instead of the whole log each time.
@@ -22,15 +30,23 @@ made since are read, instead of the whole log each time.
 from __future__ import annotations
 
 import glob
-from contextlib import contextmanager
+import json
 import os
 import re
+import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 __all__ = ["Tables", "resolve_engine", "delta_spark_jars", "TableNameError"]
 
@@ -115,6 +131,9 @@ class Tables:
                 writer = writer.partitionBy(*partition_by)
             writer.save(str(self.path(name)))
             return True
+        if isinstance(rows, DataFrame) and not partition_by:
+            self._commit_files(name, rows, None, _txn(app_id, version), replace=False)
+            return True
         write_deltalake(
             self._target(name),
             _arrow(rows),
@@ -149,6 +168,9 @@ class Tables:
             if app_id is not None:
                 writer = writer.option("txnAppId", app_id).option("txnVersion", version)
             writer.save(str(self.path(name)))
+            return True
+        if isinstance(rows, DataFrame) and not partition_by:
+            self._commit_files(name, rows, predicate, _txn(app_id, version) if app_id is not None else None, replace=True)
             return True
         write_deltalake(
             self._target(name),
@@ -208,6 +230,63 @@ class Tables:
             merge = merge.when_matched_update(partial, "s._partial")
         merge.when_matched_update(values, whole).when_not_matched_insert(values, whole).execute()
         return True
+
+    def insert_new(self, name: str, rows: DataFrame, *, keys: tuple[str, ...], app_id: str, version: int) -> bool:
+        """Append the ``rows`` whose ``keys`` the table does not hold yet, once per
+        ``(app_id, version)``: an upsert for rows that never change once written (e.g. what a
+        line of the log is), without sending them through the driver."""
+        if self.already_committed(name, app_id, version):
+            return False
+        if self.exists(name) and self._delta(name, None).file_uris():
+            table = self._delta(name, None)
+            held = self.spark.read.parquet(*table.file_uris()) if _plain(table) else self.read(name)
+            rows = rows.join(held.select(*keys), list(keys), "left_anti")
+        if self.engine == "delta-spark":
+            return self.append(name, rows, app_id=app_id, version=version)
+        self._commit_files(name, rows, None, _txn(app_id, version), replace=False)
+        return True
+
+    def _commit_files(
+        self, name: str, rows: DataFrame, predicate: str | None, commit: CommitProperties | None, *, replace: bool
+    ) -> None:
+        """Spark tasks write ``rows`` as Parquet files in the table; one delta-rs commit adds them.
+
+        ``replace``: the commit also removes every file holding a row that matches ``predicate``
+        (every file when it is None), and the other rows of those files are written again.
+        """
+        root = self.path(name)
+        root.mkdir(parents=True, exist_ok=True)
+        if not self.exists(name):
+            schema = to_arrow_schema(rows.schema, timezone="UTC")
+            adds = _write_files(rows, root, schema)
+            create_table_with_add_actions(str(root), _delta_schema(schema), adds, mode="append", commit_properties=commit)
+            return
+        table = self._latest(name)
+        if not _plain(table):
+            mode, where = ("overwrite", predicate) if replace else ("append", None)
+            write_deltalake(self._target(name), _arrow(rows), mode=mode, predicate=where, commit_properties=commit)
+            return
+        schema = pa.schema(table.schema().to_arrow())
+        current = {Path(p).name: p for p in table.file_uris()}
+        removed: list[str] = []
+        if replace and current:
+            if predicate is None:
+                removed = list(current)
+            else:
+                matches = F.coalesce(F.expr(predicate), F.lit(False))
+                existing = self.spark.read.schema(rows.schema).parquet(*current.values()).withColumn(
+                    "_file", F.regexp_extract("_metadata.file_path", "[^/]+$", 0)
+                )
+                removed = [r["_file"] for r in existing.where(matches).select("_file").distinct().collect()]
+                if removed:
+                    kept = existing.where(F.col("_file").isin(removed) & ~matches).drop("_file")
+                    rows = rows.unionByName(kept)
+        adds = _write_files(rows, root, schema)
+        now = int(time.time() * 1000)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        sizes = dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
+        removes = [RemoveAction(path, True, now, sizes.get(path)) for path in removed]
+        table.create_write_transaction([*adds, *removes], "append", table.schema(), commit_properties=commit)
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table (at ``version``, for time travel) as a Spark DataFrame.
@@ -286,11 +365,17 @@ class Tables:
 _NATIVE_READ_MIN_ROWS_PER_FILE = 10_000
 
 
+def _plain(table: DeltaTable) -> bool:
+    """Its data files hold exactly its rows: reader protocol 1 (no column mapping, no deletion
+    vectors) and not partitioned (partition values live in the log, not the files)."""
+    return table.protocol().min_reader_version == 1 and not table.metadata().partition_columns
+
+
 def _plain_parquet_files(table: DeltaTable) -> list[str] | None:
     """The snapshot's data files when Spark's own Parquet reader returns exactly the table:
     reader protocol 1 (no column mapping, no deletion vectors), not partitioned (partition values
     live in the log, not the files), row counts recorded, and files big enough to be worth it."""
-    if table.protocol().min_reader_version != 1 or table.metadata().partition_columns:
+    if not _plain(table):
         return None
     files = table.file_uris()
     if not files:
@@ -299,6 +384,49 @@ def _plain_parquet_files(table: DeltaTable) -> list[str] | None:
     if records.null_count or pa.compute.sum(records).as_py() < _NATIVE_READ_MIN_ROWS_PER_FILE * len(files):
         return None
     return files
+
+
+def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddAction]:
+    """Each Spark task writes its rows (cast to ``schema``) as one Parquet file under ``root``;
+    returns the files as Delta add actions (with row and null counts as statistics)."""
+    directory = str(root)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+        path = os.path.join(directory, name)
+        writer, records, nulls = None, 0, dict.fromkeys(schema.names, 0)
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                batch = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, schema, compression="snappy")
+                writer.write_table(batch)
+                records += batch.num_rows
+                for column in schema.names:
+                    nulls[column] += batch[column].null_count
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is not None:
+            stats = json.dumps({"numRecords": records, "nullCount": nulls})
+            yield pa.RecordBatch.from_pylist(
+                [{"path": name, "size": os.path.getsize(path), "stats": stats}], schema=_WRITTEN_SCHEMA
+            )
+
+    now = int(time.time() * 1000)
+    written = rows.mapInArrow(write, "path string, size long, stats string").collect()
+    return [AddAction(r["path"], r["size"], {}, now, True, r["stats"]) for r in written]
+
+
+_WRITTEN_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("stats", pa.string())])
+
+
+def _delta_schema(schema: pa.Schema):
+    from deltalake import Schema
+
+    return Schema.from_arrow(schema)
 
 
 def _arrow(rows: DataFrame | pa.Table) -> pa.Table:

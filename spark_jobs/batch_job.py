@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from shared.compute_cost import measure_cost
@@ -29,7 +28,7 @@ from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
-from shared.pipeline import classify_lines, window_totals
+from shared.pipeline import classify_lines, window_totals, without_event_text
 from shared.tables import Tables
 
 __all__ = ["BatchRun", "run_batch", "recorded_position", "PositionError", "main"]
@@ -87,10 +86,6 @@ def recorded_position(tables: Tables, days: DayRange) -> int | None:
     return distinct.pop()
 
 
-def _lines_upsert(rows: DataFrame) -> pa.Table:
-    return rows.withColumn("_delete", F.lit(False)).toArrow()
-
-
 def _record(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
     runs = tables.read_arrow("batch_runs") if tables.exists("batch_runs") else None
     number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
@@ -133,31 +128,35 @@ def run_batch(
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, lake, last).persist()
+        parsed = parsed_log(spark, lake, last).transform(without_event_text).persist()
         lines = classify_lines(parsed).persisted()
-        truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).toArrow()
+        truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
         tables.overwrite("batch_truth", truth, predicate=days.predicate())
-        tables.upsert("batch_dead_letter", _lines_upsert(lines.dead_letters), keys=LINE_KEY, app_id="batch-lines", version=last)
-        tables.upsert("batch_duplicates", _lines_upsert(lines.duplicates), keys=LINE_KEY, app_id="batch-lines", version=last)
-        dead = tables.read_arrow("batch_dead_letter")
-        dups = tables.read_arrow("batch_duplicates")
-        counted = lambda table: int(pc.sum(pc.less_equal(table["segment"], last)).as_py() or 0)
+        tables.insert_new("batch_dead_letter", lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
+        tables.insert_new("batch_duplicates", lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
+        counts = parsed.agg(
+            F.count(F.lit(1)).alias("lines"),
+            F.count_if("heartbeat").alias("heartbeats"),
+            F.count("reject_reason").alias("dead_letters"),
+        ).first()
+        marks = lines.marked.agg(F.count_if(~F.col("is_duplicate")).alias("events"), F.count_if("is_duplicate").alias("duplicates")).first()
+        day = F.to_date("window_start")  # in the session's time zone: UTC
+        extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")).first()
         run = BatchRun(
             last_segment=last,
-            lines=parsed.count(),
-            events=lines.events.count(),
-            duplicates=counted(dups),
-            dead_letters=counted(dead),
-            heartbeats=parsed.where("heartbeat").count(),
+            lines=counts["lines"],
+            events=marks["events"],
+            duplicates=marks["duplicates"],
+            dead_letters=counts["dead_letters"],
+            heartbeats=counts["heartbeats"],
             days=days,
-            windows=truth.num_rows,
+            windows=extent["windows"],
         )
-        parsed.unpersist()
-        lines.marked.unpersist()
+        for frame in (parsed, lines.marked, truth):
+            frame.unpersist()
     run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
     if days.everything:
-        starts = truth["window_start"].to_pylist()
-        written = (min(starts).date(), max(starts).date()) if starts else (None, None)
+        written = (extent["first"], extent["last"]) if extent["windows"] else (None, None)
     else:
         written = (days.first, days.last)
     _record(tables, run, written)

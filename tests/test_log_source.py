@@ -60,3 +60,31 @@ def test_stream_takes_segments_in_order_one_per_batch(spark, log_lake, tmp_path)
     seen.clear()
     run(3, tmp_path / "cp-wide")
     assert seen == [(0, [1, 2, 3], 6), (1, [4], 1)]
+
+
+def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
+    """Spark's text reader split in SQL, and Python's escapes where a segment is not UTF-8."""
+    from shared.log_source import raw_log
+
+    segments = [
+        b'{"x": "\xff"}\nab\xc3\xa9\r\nlast',  # not UTF-8: \xNN escapes; \r kept; no final newline
+        b"ok\n",
+        b"",
+        b"\n\n",
+        b"\xef\xbb\xbfbom\n",
+        b"a\rb\n\xed\xa0\x80surrogate\n\xc0\xafoverlong\n",
+        b"tab\tx\x00nul\n\xe2\x80\xa8sep\n",
+    ]
+    log = EventLog(tmp_path)
+    log.root.mkdir(parents=True)
+    for number, data in enumerate(segments, start=1):
+        log.segment_path(number).write_bytes(data)
+    (log.root / ".incoming-x.tmp").write_bytes(b"not published\n")
+    source = spark.read.format(SOURCE_NAME).option("path", str(tmp_path)).load()
+    assert sorted(map(tuple, raw_log(spark, str(tmp_path), 7).collect())) == sorted(map(tuple, source.collect()))
+    assert sorted(map(tuple, raw_log(spark, str(tmp_path), 1).collect())) == [
+        (1, 1, '{"x": "\\xff"}'), (1, 2, "ab\u00e9\r"), (1, 3, "last"),
+    ]
+    assert raw_log(spark, str(tmp_path), 0).count() == 0
+    with pytest.raises(ValueError, match="segments 1..8 requested, log has 1..7"):
+        raw_log(spark, str(tmp_path), 8)

@@ -270,3 +270,21 @@ def test_nearest_rank():
     values = [Decimal(v) for v in range(1, 1001)]
     assert [nearest_rank(values, p) for p in (0.5, 0.99, 0.999, 1.0)] == [Decimal(500), Decimal(990), Decimal(999), Decimal(1000)]
     assert nearest_rank([], 0.5) is None and nearest_rank([Decimal(7)], 0.01) == Decimal(7)
+
+
+@pytest.mark.parametrize("fold_late", [False, True])
+def test_the_disputed_lines_explain_exactly_what_the_whole_log_explains(spark, known, fold_late):
+    """Attribution over the lines either side recorded (and the segments between the two
+    positions) equals attribution over every line of the log, window by window."""
+    from reconciliation.attribution import disputed_lines
+    from shared.aggregation import WINDOW_KEY
+
+    lake, config, result = known
+    tables = Tables(spark, lake, "deltalake")
+    batch = LineRecords(8, tables.read("batch_duplicates"), tables.read("batch_dead_letter"))
+    stream = LineRecords(9, tables.read("duplicate_events"), tables.read("dead_letter"), tables.read("late_events"), tables.read("speed_aggregates").select(*WINDOW_KEY))
+    disputed = disputed_lines(spark, str(lake), batch, stream, config.window)
+    every_line = parsed_log(spark, str(lake), 9)
+    explain = lambda lines: sorted(tuple(r) for r in explain_windows(lines, batch, stream, config.window, DAY, fold_late=fold_late).collect())
+    assert disputed.count() < every_line.count()
+    assert explain(disputed) == explain(every_line) != []

@@ -133,3 +133,26 @@ def test_spark_reads_the_same_table_natively_and_through_arrow(spark, tables):
     assert not native
     assert sorted(name for name, _ in schema) == ["account_id", "day", "n"]
     assert [(r.day, r.n) for r in partitioned[:2]] == [("d1", 0), ("d1", 1)] and len(partitioned) == n
+
+
+def test_spark_frames_are_written_by_the_tasks_and_committed_once(spark, tables):
+    """An unpartitioned predicate overwrite in one commit: the rows of the days it replaces go,
+    the other rows of the same files are written again, and every file is a part of the table."""
+    two_days = frame(spark, [("d1", "a", 1), ("d2", "a", 2), ("d2", "b", 3)]).repartition(2)
+    assert tables.overwrite("batch_truth", two_days)
+    before = tables.version("batch_truth")
+    assert tables.overwrite("batch_truth", frame(spark, [("d2", "z", 9)]), predicate="day = 'd2'", app_id="run", version=1)
+    assert not tables.overwrite("batch_truth", frame(spark, [("d2", "y", 8)]), predicate="day = 'd2'", app_id="run", version=1)
+    assert tables.version("batch_truth") == before + 1
+    rows = sorted((r["day"], r["account_id"], r["n"]) for r in tables.read_arrow("batch_truth").to_pylist())
+    assert rows == [("d1", "a", 1), ("d2", "z", 9)]
+    in_table = {uri.rsplit("/", 1)[-1] for uri in tables._delta("batch_truth", None).file_uris()}
+    assert in_table and in_table <= {p.name for p in tables.path("batch_truth").glob("*.parquet")}
+
+
+def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
+    lines = lambda rows: spark.createDataFrame(rows, "segment long, line_number long, raw_line string")
+    assert tables.insert_new("dead_letter", lines([(1, 1, "x"), (1, 2, "y")]), keys=("segment", "line_number"), app_id="b", version=1)
+    assert tables.insert_new("dead_letter", lines([(1, 2, "y"), (2, 1, "z")]), keys=("segment", "line_number"), app_id="b", version=2)
+    assert not tables.insert_new("dead_letter", lines([(3, 1, "w")]), keys=("segment", "line_number"), app_id="b", version=2)
+    assert sorted(tuple(r.values()) for r in tables.read_arrow("dead_letter").to_pylist()) == [(1, 1, "x"), (1, 2, "y"), (2, 1, "z")]
