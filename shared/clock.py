@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "NO_TIME", "ClockSettings", "ClockState", "ClockRun", "Advances", "advance", "tick_summary", "line_keys", "split_line_keys",
+    "NO_TIME", "ClockSettings", "ClockState", "ClockRun", "Advances", "advance", "tick_runs", "tick_summary", "line_keys", "split_line_keys",
     "known", "latest",
 ]
 
@@ -153,6 +153,23 @@ def _runs(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: 
         ticks = keys
     previous = np.concatenate([[_time(state.tick)], ticks[:-1]])
     return processing, ticks, np.cumsum(ticks != previous)
+
+
+def tick_runs(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray):
+    """One pseudo-line per run of lines in one tick: ``(keys, processing_times, event_times)``,
+    the largest of each in the run. ``advance`` and ``tick_summary`` over them from any later
+    processing time give what they give over the lines: a later start can only merge runs."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if not len(keys):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    processing, _, run = _runs(state, settings, keys, np.asarray(ingest, dtype=np.int64))
+    first = run - run[0]
+    size = int(first[-1]) + 1
+    out = [np.full(size, NO_TIME, dtype=np.int64) for _ in range(3)]
+    for target, values in zip(out, (keys, processing, np.asarray(event_time, dtype=np.int64))):
+        np.maximum.at(target, first, values)
+    return tuple(out)
 
 
 def tick_summary(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray):

@@ -4,13 +4,15 @@ The live stream carries its ``ClockState`` from one micro-batch to the next. A r
 whole log at once, segments in parallel, so each task needs the state at the start of its
 segments. It follows from two small passes over the log:
 
-1. per segment, the largest ingest time (``segment_stats``): the processing time at the start
-   of a segment is the largest ingest time of every segment before it;
-2. per segment, from that processing time, at most two pseudo-lines (``clock.tick_summary``)
-   that carry the segment's ticks exactly.
+1. per segment, in one pass: its largest ingest time (the processing time at the start of a
+   segment is the largest ingest time of every segment before it) and its runs of lines in one
+   tick, ticked from an unknown start (``clock.tick_runs``: with a known start, runs can only
+   merge);
+2. on the driver, segment after segment: from the processing time at its start, the runs
+   become at most two pseudo-lines (``clock.tick_summary``) that carry the segment's ticks
+   exactly, and ``clock.advance`` over them gives the state at the next boundary.
 
-Folding ``clock.advance`` over the pseudo-lines on the driver gives the state at every segment
-boundary (``LogClock``): a sequence as long as the log has segments, shipped to every task.
+The result (``LogClock``) is a sequence as long as the log has segments, shipped to every task.
 A task clocks its lines with ``LogClock.lines_from``: one ``advance`` per run of consecutive
 segments it holds, from the state at the run's first one.
 """
@@ -25,12 +27,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys, tick_summary
+from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys, tick_runs, tick_summary
 
-__all__ = ["LogClock", "log_clock", "segment_stats", "by_line", "event_times", "micros_or_unknown", "CLOCK_INPUT"]
+__all__ = ["LogClock", "log_clock", "by_line", "event_times", "micros_or_unknown", "CLOCK_INPUT"]
 
 CLOCK_INPUT = ("segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat")
 _SUMMARY = pa.schema(
@@ -54,41 +55,47 @@ def event_times(lines: pa.Table) -> np.ndarray:
     return np.where(is_event, micros_or_unknown(lines["event_time"]), NO_TIME)
 
 
-def segment_stats(parsed: DataFrame) -> pa.Table:
-    """Per segment with lines: ``lines``, ``max_ingest`` (microseconds), ``dead_letters``, ``heartbeats``."""
-    stats = parsed.groupBy("segment").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.max(F.unix_micros("ingest_time")).alias("max_ingest"),
-        F.sum(F.col("reject_reason").isNotNull().cast("long")).alias("dead_letters"),
-        F.sum(F.col("heartbeat").cast("long")).alias("heartbeats"),
-    )
-    return stats.toArrow().sort_by("segment")
+_SUMMARY = pa.schema(
+    [pa.field(name, pa.int64()) for name in ("segment", "key", "p", "e", "lines", "dead_letters", "heartbeats", "max_ingest")]
+    + [pa.field("stats", pa.bool_())]
+)
 
 
-def _summarise(starts: dict[int, int | None], settings: ClockSettings, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _summarise(settings: ClockSettings, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per segment: its figures (a ``stats`` row), and its ticks as pseudo-lines computed from
+    an unknown start (the processing time at the segment's start is not known yet): one per run
+    of lines in one tick (with ``I = 0``, the two of ``tick_summary``; ticks are lines there)."""
     received = list(batches)
     if not received:
         return
     rows = by_line(pa.Table.from_batches(received))
     segments = rows["segment"].to_numpy()
     bounds = np.flatnonzero(np.concatenate([[True], segments[1:] != segments[:-1], [True]]))
+    unknown = ClockState()
     for first, stop in zip(bounds[:-1], bounds[1:]):
         segment, lines = int(segments[first]), rows.slice(first, stop - first)
         keys = line_keys(lines["segment"].to_numpy(), lines["line_number"].to_numpy())
-        state = ClockState(processing_time=starts[segment])
-        pseudo = tick_summary(state, settings, keys, micros_or_unknown(lines["ingest_time"]), event_times(lines))
+        ingest, events = micros_or_unknown(lines["ingest_time"]), event_times(lines)
+        if settings.watermark_interval > 0:
+            pseudo = tick_runs(unknown, settings, keys, ingest, events)
+        else:
+            pseudo = tick_summary(unknown, settings, keys, ingest, events)
         count = len(pseudo[0])
-        last = np.arange(count) == count - 1
-        yield pa.RecordBatch.from_arrays([pa.array(np.full(count, segment, np.int64)), *map(pa.array, pseudo), pa.array(last)], schema=_SUMMARY)
+        zeros = np.zeros(count, np.int64)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(np.full(count, segment, np.int64)), *map(pa.array, pseudo), zeros, zeros, zeros, zeros, pa.array(np.zeros(count, bool))],
+            schema=_SUMMARY,
+        )
+        figures = [segment, 0, 0, 0, lines.num_rows, int(pc.sum(pc.is_valid(lines["reject_reason"])).as_py() or 0),
+                   int(pc.sum(lines["heartbeat"]).as_py() or 0), int(ingest.max())]
+        yield pa.RecordBatch.from_arrays([pa.array([v], pa.int64()) for v in figures] + [pa.array([True])], schema=_SUMMARY)
 
 
-def _summary(lines: DataFrame, segments: np.ndarray, starts_p: dict, settings: ClockSettings) -> pa.Table | None:
-    """The pseudo-lines of every segment; None when some segment's lines were in two partitions."""
-    summary = lines.select(*CLOCK_INPUT).mapInArrow(functools.partial(_summarise, starts_p, settings), from_arrow_schema(_SUMMARY)).toArrow()
-    summary = summary.sort_by([("segment", "ascending"), ("key", "ascending")])
-    lasts = summary["segment"].to_numpy()[summary["last"].to_numpy(zero_copy_only=False)]
-    tasks_per_segment = np.bincount(np.searchsorted(segments, lasts), minlength=len(segments))
-    return None if np.any(tasks_per_segment > 1) else summary
+def _summary(lines: DataFrame, settings: ClockSettings) -> pa.Table | None:
+    """Every segment's figures and pseudo-lines; None when some segment's lines were in two partitions."""
+    summary = lines.select(*CLOCK_INPUT).mapInArrow(functools.partial(_summarise, settings), from_arrow_schema(_SUMMARY)).toArrow()
+    stats = summary.filter(summary["stats"])["segment"].to_numpy()
+    return None if len(np.unique(stats)) < len(stats) else summary.sort_by([("segment", "ascending"), ("key", "ascending")])
 
 
 @dataclass(frozen=True)
@@ -120,23 +127,25 @@ class LogClock:
         return list(zip(bounds[:-1], bounds[1:]))
 
 
-def log_clock(lines: DataFrame, stats: pa.Table, settings: ClockSettings) -> tuple[LogClock, DataFrame]:
-    """The clock at every segment boundary, and ``lines`` with every segment whole in one
-    partition (as the log's reader gives them; repartitioned by segment when they are not)."""
-    segments = stats["segment"].to_numpy()
-    largest = np.maximum.accumulate(stats["max_ingest"].fill_null(NO_TIME).to_numpy(zero_copy_only=False))
-    before = np.concatenate([[NO_TIME], largest[:-1]])
-    starts_p = {int(s): (None if p == NO_TIME else int(p)) for s, p in zip(segments, before)}
-    summary = _summary(lines, segments, starts_p, settings)
+def log_clock(lines: DataFrame, settings: ClockSettings) -> tuple[LogClock, DataFrame, pa.Table]:
+    """The clock at every segment boundary; ``lines`` with every segment whole in one partition
+    (as the log's reader gives them; repartitioned by segment when they are not); and per
+    segment with lines: ``lines``, ``dead_letters``, ``heartbeats``, ``max_ingest``."""
+    summary = _summary(lines, settings)
     if summary is None:
         lines = lines.repartition(max(1, lines.rdd.getNumPartitions()), "segment")
-        summary = _summary(lines, segments, starts_p, settings)
-    per_segment = summary["segment"].to_numpy()
-    keys, p, e = (summary[c].to_numpy() for c in ("key", "p", "e"))
+        summary = _summary(lines, settings)
+    stats = summary.filter(summary["stats"]).select(["segment", "lines", "dead_letters", "heartbeats", "max_ingest"])
+    runs = summary.filter(pc.invert(summary["stats"]))
+    segments = stats["segment"].to_numpy()
+    per_segment = runs["segment"].to_numpy()
+    keys, p, e = (runs[c].to_numpy() for c in ("key", "p", "e"))
     bounds = np.searchsorted(per_segment, segments, side="left").tolist() + [len(per_segment)]
     state, starts = ClockState(), {}
     for index, segment in enumerate(segments.tolist()):
         starts[segment] = state
         part = slice(bounds[index], bounds[index + 1])
-        state = advance(state, settings, keys[part], p[part], e[part]).state
-    return LogClock(settings, segments, starts, state), lines
+        # the runs were ticked from an unknown start: from the true one, ticks may merge
+        pseudo = tick_summary(ClockState(processing_time=state.processing_time), settings, keys[part], p[part], e[part])
+        state = advance(state, settings, *pseudo).state
+    return LogClock(settings, segments, starts, state), lines, stats

@@ -45,7 +45,7 @@ from shared.aggregation import WINDOW_KEY
 from shared.clock import NO_TIME, Advances, line_keys, split_line_keys
 from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_from, remembered_rows
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
-from shared.log_clock import LogClock, by_line, event_times, log_clock, micros_or_unknown, segment_stats
+from shared.log_clock import LogClock, by_line, event_times, log_clock, micros_or_unknown
 from shared.money import MONEY_TYPE
 from shared.spark_arrow import per_key
 from shared.speed import DUPLICATE_SCHEMA, StreamSettings, clocked_lines
@@ -60,7 +60,7 @@ _CLOCK = [pa.field(name, pa.int64()) for name in ("_line", "_p", "_w", "_w_after
 _BATCH = pa.field("batch_id", pa.int64())
 _ROLE = pa.field("_role", pa.string())
 _EVENT_COLUMNS = [*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"]
-_NEEDED = ["segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat"]
+_NEEDED = ["segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat"]  # and _repeated, added before the pass
 
 
 def _union(*schemas: pa.Schema) -> pa.Schema:
@@ -114,7 +114,6 @@ class _Pass:
 
     clock: LogClock
     settings: StreamSettings
-    repeated: frozenset[str]
     whole_events: bool
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -150,7 +149,8 @@ class _Pass:
         advances = clocked.advances
         yield "advance", pa.table({"_line": advances.keys, "_p": advances.processing_time, "_w_after": advances.watermark_after, "batch_id": advances.batch_id})
         events = clocked.events
-        repeated = pc.is_in(events["event_id"], value_set=self._repeated_array)
+        is_event = pc.and_(pc.is_null(lines["reject_reason"]), pc.invert(lines["heartbeat"]))
+        repeated = pc.fill_null(lines.filter(is_event)["_repeated"], False)
         yield "repeat", events.filter(repeated)
         horizon, final = self.settings.dedup_horizon, self.clock.final
         since = remembered_from(micros_or_unknown(events["event_time"]), events["_w"].to_numpy())
@@ -171,8 +171,9 @@ class _Pass:
         judged = judge_pairs(self.settings.window, self.settings.allowed_lateness, events)
         late = judged.late
         yield "late", late.append_column("_line", pa.array(line_keys(late["segment"].to_numpy(), late["line_number"].to_numpy()), pa.int64()))
-        pairs = judged.on_time.select([*WINDOW_KEY, "event_id", "amount", "_p", "batch_id", "_line"])
-        once = pc.invert(pc.is_in(pairs["event_id"], value_set=self._repeated_array))
+        on_time = judged.on_time
+        pairs = on_time.select([*WINDOW_KEY, "amount", "_p", "batch_id", "_line"])
+        once = pa.array(~repeated.to_numpy(zero_copy_only=False)[on_time["_event"].to_numpy()])
         yield "pair", pairs.filter(pc.invert(once))
         yield "pair_sum", _sums(
             pairs.filter(once), list(WINDOW_KEY),
@@ -186,10 +187,6 @@ class _Pass:
         )
         yield "outcome", per_event.filter(repeated)
         yield "outcome_sum", _outcome_table(per_event.filter(single))
-
-    @functools.cached_property
-    def _repeated_array(self) -> pa.Array:
-        return pa.array(sorted(self.repeated), pa.string())
 
 
 def _outcome_table(per_event: pa.Table) -> pa.Table:
@@ -368,20 +365,25 @@ class Replay:
             frame.unpersist()
 
 
-def _repeated_ids(parsed: DataFrame) -> frozenset[str]:
-    """Ids with more than one valid copy anywhere in the log (only these need the dedup rule)."""
-    events = parsed.where("reject_reason IS NULL AND NOT heartbeat")
-    return frozenset(r["event_id"] for r in events.groupBy("event_id").count().where("count > 1").select("event_id").collect())
+def _flag_repeated(lines: DataFrame) -> DataFrame:
+    """``lines`` with ``_repeated``: true where the line's event id may have another copy in
+    the log (only these go through the dedup rule). Ids are grouped by a 64-bit hash: a rare
+    collision marks an id repeated that is not, which costs a little and changes nothing."""
+    hashed = F.xxhash64("event_id")
+    repeated = (
+        lines.where("reject_reason IS NULL AND NOT heartbeat").groupBy(hashed.alias("_id_hash")).count()
+        .where("count > 1").select("_id_hash", F.lit(True).alias("_repeated"))
+    )
+    return lines.withColumn("_id_hash", hashed).join(F.broadcast(repeated), "_id_hash", "left").drop("_id_hash")
 
 
 def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False) -> Replay:
     """The stream's rows for the whole log (``parsed``: ``parse_events`` output, cached by the
     caller), as a live run reading one segment per micro-batch writes them."""
-    stats = segment_stats(parsed)
-    clock, lines = log_clock(parsed.select(*_NEEDED), stats, settings.clock)
+    clock, lines, stats = log_clock(parsed.select(*_NEEDED), settings.clock)
     whole_events = history or isinstance(settings.window, SessionWindows)
-    task = _Pass(clock, settings, _repeated_ids(parsed), whole_events)
-    passed = lines.mapInArrow(task, from_arrow_schema(_PASS)).persist()
+    task = _Pass(clock, settings, whole_events)
+    passed = lines.transform(_flag_repeated).mapInArrow(task, from_arrow_schema(_PASS)).persist()
     role = lambda name: passed.where(F.col("_role") == name)
 
     contested = per_key(
@@ -415,11 +417,11 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
     memory = role("memory_sum").select("_created", "_gone", "_count").unionByName(
         counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count"))
     )
-    arrived = {r["_created"]: r["n"] for r in memory.groupBy("_created").agg(F.sum("_count").alias("n")).collect()}
-    forgotten = {r["_gone"]: r["n"] for r in memory.groupBy("_gone").agg(F.sum("_count").alias("n")).collect()}
-    state_change: dict[int, int] = {}
-    for index, segment in enumerate(clock.segments.tolist()):
-        state_change[segment] = arrived.get(index, 0) - forgotten.get(index, 0)
+    change = F.explode(F.array(
+        F.struct(F.col("_created").alias("at"), F.col("_count").alias("n")), F.struct(F.col("_gone").alias("at"), (-F.col("_count")).alias("n"))
+    ))
+    by_index = {r["at"]: r["n"] for r in memory.select(change.alias("c")).groupBy("c.at").agg(F.sum("c.n").alias("n")).collect()}
+    state_change = {segment: by_index.get(index, 0) for index, segment in enumerate(clock.segments.tolist())}
     for segment, delta in zip(windows.window_deltas["segment"].to_pylist(), windows.window_deltas["_delta"].to_pylist()):
         state_change[segment] += delta
 

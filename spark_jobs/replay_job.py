@@ -29,6 +29,7 @@ from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import history_append, writer
 from shared.log_source import parsed_log
+from shared.pipeline import without_event_text
 from shared.replay import replay
 from shared.speed import StreamSettings
 from shared.table_settings import record, stream_settings
@@ -89,7 +90,7 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
             shutil.rmtree(path, ignore_errors=True)
     segments = EventLog(lake).last_segment()
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, str(lake), segments).persist()
+        parsed = parsed_log(spark, str(lake), segments).transform(without_event_text).persist()
         result = replay(parsed, StreamSettings.of(config), history=history)
         outputs = {
             "dead_letter": result.dead_letters,
