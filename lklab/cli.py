@@ -55,6 +55,9 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
         group.add_argument("--heartbeat-interval", help="always-on speed layer: append a heartbeat after the log has been "
                            "quiet this long, so open windows still become final (default 1m; 0: never)")
+        group.add_argument("--max-clock-skew", help="an event time this much ahead of its ingest time is a dead letter, "
+                           "event_time_in_future (default 5m)")
+        group.add_argument("--max-line-bytes", help="a longer log line is a dead letter, line_too_long (default 1048576)")
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
         group.add_argument("--driver-memory", help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
                            "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)")

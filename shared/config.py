@@ -47,6 +47,8 @@ class LabConfig:
     allowed_lateness: int = 0
     dedup_horizon: int = parse_duration("1h")
     heartbeat_interval: int = parse_duration("1m")
+    max_clock_skew: int = parse_duration("5m")
+    max_line_bytes: int = 1 << 20
     spark_master: str = "local[2]"
     driver_memory: str = "4g"
     table_engine: str = "auto"
@@ -78,6 +80,7 @@ _DURATIONS = {
     "allowed_lateness",
     "dedup_horizon",
     "heartbeat_interval",
+    "max_clock_skew",
 }
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtKMGT]")
 _SETTING_FIELDS = tuple(f for f in fields(LabConfig) if f.name != "explicit")
@@ -93,6 +96,14 @@ def _coerce(name: str, value: Any) -> Any:
             raise ConfigError(str(err)) from None
     if name == "lake":
         return Path(str(value)).expanduser()
+    if name == "max_line_bytes":
+        try:
+            size = int(str(value))
+        except ValueError:
+            size = 0
+        if size < 64:
+            raise ConfigError(f"max-line-bytes: {value!r} is not valid; valid: a whole number of bytes, at least 64, e.g. 1048576")
+        return size
     if name == "window_kind" and value not in WINDOW_KINDS:
         raise ConfigError(f"window-kind: {value!r} is not valid; valid: {', '.join(WINDOW_KINDS)}")
     if name == "driver_memory" and not (isinstance(value, str) and _MEMORY.fullmatch(value)):
