@@ -180,6 +180,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     from shared.spark_session import spark_session
     from shared.tables import Tables
     from shared.partitions import DayRange
+    from shared.table_settings import SettingsConflict
     from spark_jobs.batch_job import PositionError, run_batch
 
     _progress(f"starting Spark ({config.spark_master})")
@@ -188,7 +189,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     try:
         try:
             run = run_batch(spark, config, days or DayRange(), refresh=refresh)
-        except PositionError as err:
+        except (PositionError, SettingsConflict) as err:
             raise UsageError(str(err)) from None
         generated = load_events(config.lake)
         if generated is not None:
@@ -345,6 +346,7 @@ def _settings_tables(config: LabConfig):
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
     from spark_jobs.replay_job import ReplayExists, replay_prefix, run_replay
 
     config = _lake_windows(_config(args), "a replay is compared with them")
@@ -358,7 +360,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     spark = spark_session(config, f"lklab-replay-{args.name}")
     try:
         run = run_replay(spark, config, args.name, replace=args.replace, history=args.history)
-    except ReplayExists as err:
+    except (ReplayExists, SettingsConflict) as err:
         raise UsageError(str(err)) from None
     finally:
         spark.stop()
@@ -372,6 +374,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from reconciliation.reconcile import ReconcileInputError, reconcile, stream_prefix
+    from shared.table_settings import SettingsConflict
     from reconciliation.render import render_json, render_text
     from reconciliation.tolerance import Tolerance, parse_tolerance
     from shared.spark_session import spark_session
@@ -396,7 +399,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     _progress(f"reconciling {args.against} against batch_truth for {days.describe()}: diff, attribution, side-output fold")
     try:
         result = reconcile(spark, config, days, against=args.against, tolerance=tolerance)
-    except (ReconcileInputError, PositionError) as err:
+    except (ReconcileInputError, PositionError, SettingsConflict) as err:
         raise UsageError(str(err)) from None
     finally:
         spark.stop()
@@ -544,10 +547,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit_.code or 0)
     handler: Callable[[argparse.Namespace], int] = args.handler
     from shared.locks import LockHeld
+    from shared.table_settings import SettingsConflict
 
     try:
         return handler(args)
-    except (UsageError, LockHeld) as err:
+    except (UsageError, LockHeld, SettingsConflict) as err:
         print(f"lklab {args.command}: {err}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:

@@ -15,6 +15,13 @@ up to the last segment its micro-batches read. Tables written (Delta, under ``<l
 ``run_id`` is derived from the inputs (days, stream, tolerance, windows and the Delta versions
 of every table read), so a rerun on unchanged inputs writes nothing new: the tables stay
 identical. Any change of input gives a new run and new history rows.
+
+A live speed layer commits each micro-batch as several Delta commits. The stream's tables are
+read at one consistent cut (``shared.stream_cut``): as they stood when its last completed
+micro-batch committed, never half of the one being written; the run records that batch and the
+versions read. The batch tables are read while no recompute writes them (a recompute in progress
+is waited for), and only one reconciliation writes at a time (``LockHeld`` otherwise). The
+stream and the truth must have been built with the same windows (``SettingsConflict``).
 """
 
 from __future__ import annotations
@@ -38,8 +45,11 @@ from reconciliation.tolerance import Tolerance
 from shared.aggregation import WINDOW_KEY
 from shared.config import LabConfig
 from shared.partitions import DayRange
+from shared.locks import hold, writer
+from shared.stream_cut import StreamCut, stream_cut
+from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
-from spark_jobs.batch_job import recorded_position
+from spark_jobs.batch_job import BATCH_TABLES_LOCK, recorded_position
 from spark_jobs.replay_job import replay_prefix
 
 __all__ = ["reconcile", "stream_prefix", "ReconcileInputError"]
@@ -62,7 +72,12 @@ def stream_prefix(against: str) -> str:
     raise ReconcileInputError(f"--against {against!r}: use 'speed' or 'kappa:<RUN>'")
 
 
-def _frame(tables: Tables, name: str, empty_schema: str) -> DataFrame:
+def _frame(tables: Tables, name: str, empty_schema: str, cut: StreamCut | None = None) -> DataFrame:
+    """Table ``name`` (at the cut's version when a cut is given), or an empty frame."""
+    if cut is not None:
+        if name in cut.versions:
+            return tables.read(name, cut.versions[name])
+        return tables.spark.createDataFrame([], empty_schema)
     if tables.exists(name):
         return tables.read(name)
     return tables.spark.createDataFrame([], empty_schema)
@@ -79,23 +94,21 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     return DayRange(first, last)
 
 
-def _positions(tables: Tables, prefix: str, days: DayRange) -> tuple[int, int]:
+def _positions(tables: Tables, prefix: str, days: DayRange, cut: StreamCut) -> tuple[int, int]:
     batch = recorded_position(tables, days)
     if batch is None:
         raise ReconcileInputError(f"no batch truth recorded for {days.describe()}: run 'lklab batch' for those days first")
     metrics = f"{prefix}stream_metrics"
-    if not tables.exists(metrics):
+    if metrics not in cut.versions:
         source = "lklab speed" if not prefix else f"lklab replay --name {prefix.split('/')[1]}"
         raise ReconcileInputError(f"no {metrics} under {tables.root}: run '{source}' first")
-    read = [s for s in tables.read_arrow(metrics).column("last_segment").to_pylist() if s is not None]
+    read = [s for s in tables.read_arrow(metrics, cut.versions[metrics]).column("last_segment").to_pylist() if s is not None]
     return batch, max(read, default=0)
 
 
-def _run_id(tables: Tables, prefix: str, against: str, days: DayRange, tolerance: Tolerance, windows: str) -> str:
-    versions = {
-        name: tables.version(name) if tables.exists(name) else None
-        for name in [*BATCH_TABLES, *(prefix + t for t in STREAM_TABLES)]
-    }
+def _run_id(tables: Tables, prefix: str, against: str, days: DayRange, tolerance: Tolerance, windows: str, cut: StreamCut) -> str:
+    versions = {name: tables.version(name) if tables.exists(name) else None for name in BATCH_TABLES}
+    versions.update({prefix + t: cut.versions.get(prefix + t) for t in STREAM_TABLES})
     key = {"against": against, "days": days.describe(), "tolerance": tolerance.describe(), "windows": windows, "versions": versions}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -117,6 +130,8 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
             "tolerance": result.tolerance.describe(),
             "batch_last_segment": result.batch_last_segment,
             "stream_last_segment": result.stream_last_segment,
+            "stream_batch": result.stream_batch,
+            "stream_versions": json.dumps(dict(result.stream_versions), sort_keys=True),
             "currency": c.currency,
             "windows_compared": c.windows_compared,
             "windows_matched": c.windows_matched,
@@ -149,7 +164,7 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
         "exact_match_rate": pa.float64(), "completeness": pa.float64(), "max_rel_error": pa.float64(),
         "lateness_p50_seconds": pa.decimal128(20, 6), "lateness_p99_seconds": pa.decimal128(20, 6),
         "lateness_p99_9_seconds": pa.decimal128(20, 6), "lateness_max_seconds": pa.decimal128(20, 6),
-        "corrected_equals_truth": pa.bool_(),
+        "corrected_equals_truth": pa.bool_(), "stream_batch": pa.int64(), "stream_versions": pa.string(),
     }
     fields = []
     for name, value in rows[0].items():
@@ -179,9 +194,17 @@ def reconcile(
     No days: every day ``batch_truth`` holds (the result names them).
     """
     lake = str(Path(config.lake).resolve())
-    tables = Tables(spark, lake, config.table_engine)
     prefix = stream_prefix(against)
+    with writer(lake, "reconcile"), hold(lake, BATCH_TABLES_LOCK, shared=True, wait=True):
+        return _reconcile(spark, config, lake, prefix, days, against, tolerance, write, gaps_shown)
+
+
+def _reconcile(spark, config, lake, prefix, days, against, tolerance, write, gaps_shown) -> Reconciliation:
+    tables = Tables(spark, lake, config.table_engine)
     spec = config.window
+    windows_bound = window_settings(config)
+    require(tables, ["batch_truth", f"{prefix}speed_aggregates", f"{prefix}corrected_aggregates"], windows_bound)
+    cut = stream_cut(tables.root, [prefix + t for t in STREAM_TABLES], f"{prefix}stream_state")
     if prefix and tables.exists("replay_runs"):
         runs = [r for r in tables.read_arrow("replay_runs").to_pylist() if f"kappa/{r['name']}/" == prefix]
         if runs and runs[-1]["windows"] != spec.describe():
@@ -192,8 +215,8 @@ def reconcile(
     if not tables.exists("batch_truth"):
         raise ReconcileInputError(f"no batch_truth under {tables.root}: run 'lklab batch' first")
     days = _truth_days(tables, days)
-    batch_last, stream_last = _positions(tables, prefix, days)
-    run_id = _run_id(tables, prefix, against, days, tolerance, spec.describe())
+    batch_last, stream_last = _positions(tables, prefix, days, cut)
+    run_id = _run_id(tables, prefix, against, days, tolerance, spec.describe(), cut)
     scope = days.contains(F.col("window_start"))
 
     event_schema = (
@@ -203,10 +226,11 @@ def reconcile(
     dead_schema = "segment long, line_number long, raw_line string, reject_reason string, reject_detail string"
     late_schema = f"{event_schema}, window_start timestamp, window_end timestamp, lateness_seconds decimal(20,6)"
     truth = tables.read("batch_truth").where(scope)
-    stream_all = tables.read(f"{prefix}speed_aggregates") if tables.exists(f"{prefix}speed_aggregates") else spark.createDataFrame(
-        [], "window_start timestamp, window_end timestamp, account_id string, currency string, event_count long, amount_total decimal(38,6)"
+    stream_all = _frame(
+        tables, f"{prefix}speed_aggregates",
+        "window_start timestamp, window_end timestamp, account_id string, currency string, event_count long, amount_total decimal(38,6)", cut,
     )
-    late_all = _frame(tables, f"{prefix}late_events", late_schema).where(F.col("segment") <= stream_last)
+    late_all = _frame(tables, f"{prefix}late_events", late_schema, cut).where(F.col("segment") <= stream_last)
     stream = stream_all.where(scope)
 
     batch_records = LineRecords(
@@ -214,8 +238,8 @@ def reconcile(
     )
     stream_records = LineRecords(
         stream_last,
-        _frame(tables, f"{prefix}duplicate_events", event_schema),
-        _frame(tables, f"{prefix}dead_letter", dead_schema),
+        _frame(tables, f"{prefix}duplicate_events", event_schema, cut),
+        _frame(tables, f"{prefix}dead_letter", dead_schema, cut),
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
@@ -241,6 +265,8 @@ def reconcile(
         tolerance=tolerance,
         batch_last_segment=batch_last,
         stream_last_segment=stream_last,
+        stream_batch=cut.batch,
+        stream_versions=tuple(sorted(cut.versions.items())),
         currencies=tuple(figures),
         largest_gaps=tuple(largest_gaps(windows, gaps_shown)),
         corrections=corrections.count(),
@@ -256,6 +282,7 @@ def reconcile(
         tables.append("recon_diffs", _tagged(windows, run_id, against), app_id=app, version=1)
         tables.append("recon_corrections", _tagged(corrections, run_id, against), app_id=app, version=1)
         tables.overwrite(f"{prefix}corrected_aggregates", corrected, predicate=days.predicate(), app_id=app, version=1)
+        record(tables, [f"{prefix}corrected_aggregates"], windows_bound)
         if result.currencies:
             tables.append("recon_runs", _runs_rows(result, dt.datetime.now(dt.timezone.utc)), app_id=app, version=1)
     for frame in (parsed, windows, corrected, corrections):

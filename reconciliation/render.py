@@ -33,6 +33,8 @@ def as_dict(result: Reconciliation) -> dict:
         "tolerance": result.tolerance.describe(),
         "batch_last_segment": result.batch_last_segment,
         "stream_last_segment": result.stream_last_segment,
+        "stream_batch": result.stream_batch,
+        "stream_versions": dict(result.stream_versions),
         "corrected_equals_truth": result.corrected_equals_truth,
         "unexplained_events": result.unexplained_events,
         "corrections": result.corrections,
@@ -64,7 +66,8 @@ def render_text(result: Reconciliation) -> str:
     lines = [
         f"reconciliation {result.run_id}: {result.against} vs batch_truth, {result.days.describe()}, "
         f"{result.windows} windows, tolerance {result.tolerance.describe()}",
-        f"  truth read the log up to segment {result.batch_last_segment:,}; the stream up to {result.stream_last_segment:,}",
+        f"  truth read the log up to segment {result.batch_last_segment:,}; the stream up to {result.stream_last_segment:,}"
+        + ("" if result.stream_batch is None else f" (as of its micro-batch {result.stream_batch:,})"),
     ]
     if not result.currencies:
         lines.append("  no windows on either side for these days")

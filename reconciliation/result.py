@@ -119,7 +119,9 @@ class WindowGap:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """A reconciliation run of one stream (``speed`` or ``kappa:<RUN>``) against the truth."""
+    """A reconciliation run of one stream (``speed`` or ``kappa:<RUN>``) against the truth.
+
+    The stream's tables were read as of its micro-batch ``stream_batch`` (``stream_versions``)."""
 
     run_id: str
     against: str
@@ -129,6 +131,8 @@ class Reconciliation:
     batch_last_segment: int
     stream_last_segment: int
     currencies: tuple[CurrencyReconciliation, ...]
+    stream_batch: int | None = None  # the stream's last completed micro-batch read (None: written in one go)
+    stream_versions: tuple[tuple[str, int], ...] = ()  # the Delta version read of each stream table
     largest_gaps: tuple[WindowGap, ...] = ()
     corrections: int = 0
     tables: dict[str, str] = field(default_factory=dict)

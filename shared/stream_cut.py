@@ -27,37 +27,44 @@ _PAGE = 16
 @dataclass(frozen=True)
 class StreamCut:
     """``batch``: the last micro-batch completed (None: no tagged commit); ``versions``: the
-    Delta version to read per table (absent: the table does not exist)."""
+    Delta version to read per table (absent: the table did not exist yet at the cut)."""
 
     batch: int | None
     versions: dict[str, int]
 
 
-# Commits that change no row: compaction, VACUUM, table properties. A version reached from a
-# batch's commit through such commits only holds the same rows (in files VACUUM keeps).
-_NO_DATA_CHANGE = {"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
-
-
-def _tagged_at_most(table: DeltaTable, batch: int) -> int | None:
-    """The newest version holding the rows of the commits tagged with a batch id ``<= batch``
-    (None if none is): the newest such commit, or a version reached from it through commits
-    that change no row."""
+def _before_in_flight(table: DeltaTable, completed: int) -> int:
+    """The newest version without a commit of a batch after ``completed``: the version before
+    the first such commit, or the latest when there is none. A batch's commits follow those of
+    the batches before it, so the history is read backwards only until a commit of a completed
+    batch. (An edit made by hand, or compaction, after the last completed batch is read too.)"""
     newest, limit = table.version(), _PAGE
     while True:
         commits = table.history(limit)  # newest first
-        same_rows = None  # the newest version since which only row-neutral commits came
+        first_in_flight = None
         for commit in commits:
             tagged = commit.get("lklab.version")
-            if tagged is not None and int(tagged) <= batch:
-                return commit["version"] if same_rows is None else same_rows
-            if tagged is None and commit.get("operation") in _NO_DATA_CHANGE:
-                same_rows = commit["version"] if same_rows is None else same_rows
-            else:
-                same_rows = None
-        if len(commits) == limit and limit <= newest:
-            limit *= 4
-            continue
-        return None
+            if tagged is None:
+                continue
+            if int(tagged) <= completed:
+                break
+            first_in_flight = commit["version"]
+        else:
+            if len(commits) == limit and limit <= newest:
+                limit *= 4
+                continue
+        return newest if first_in_flight is None else first_in_flight - 1
+
+
+def _newest_batch(table: DeltaTable) -> int | None:
+    """The batch id of the table's newest tagged commit (None: no commit is tagged)."""
+    newest, limit = table.version(), _PAGE
+    while True:
+        commits = table.history(limit)
+        tagged = next((int(c["lklab.version"]) for c in commits if c.get("lklab.version") is not None), None)
+        if tagged is not None or len(commits) < limit or limit > newest:
+            return tagged
+        limit *= 4
 
 
 def stream_cut(root, names: Iterable[str], state: str) -> StreamCut:
@@ -66,8 +73,7 @@ def stream_cut(root, names: Iterable[str], state: str) -> StreamCut:
     state_path = root / state
     if not DeltaTable.is_deltatable(str(state_path)):
         return StreamCut(None, {})
-    state_table = DeltaTable(str(state_path))
-    completed = next((int(c["lklab.version"]) for c in state_table.history(_PAGE) if c.get("lklab.version") is not None), None)
+    completed = _newest_batch(DeltaTable(str(state_path)))
     if completed is None:  # written in one go (a replay): everything as it stands
         versions = {name: DeltaTable(str(root / name)).version() for name in names if DeltaTable.is_deltatable(str(root / name))}
         return StreamCut(None, versions)
@@ -76,7 +82,7 @@ def stream_cut(root, names: Iterable[str], state: str) -> StreamCut:
         path = root / name
         if not DeltaTable.is_deltatable(str(path)):
             continue
-        version = _tagged_at_most(DeltaTable(str(path)), completed)
-        if version is not None:
+        version = _before_in_flight(DeltaTable(str(path)), completed)
+        if version >= 0:
             versions[name] = version
     return StreamCut(completed, versions)

@@ -26,14 +26,17 @@ from pyspark.sql import functions as F
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.eventlog import EventLog
+from shared.locks import history_append, hold, writer
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.pipeline import classify_lines, window_totals, without_event_text
+from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
 
-__all__ = ["BatchRun", "run_batch", "recorded_position", "PositionError", "main"]
+__all__ = ["BatchRun", "run_batch", "recorded_position", "PositionError", "BATCH_TABLES_LOCK", "main"]
 
 LINE_KEY = ("segment", "line_number")
+BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, shared by the readers that need them still
 
 
 class PositionError(ValueError):
@@ -87,6 +90,11 @@ def recorded_position(tables: Tables, days: DayRange) -> int | None:
 
 
 def _record(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
+    with history_append(tables.root.parent, "batch_runs"):
+        _append_run(tables, run, written_days)
+
+
+def _append_run(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
     runs = tables.read_arrow("batch_runs") if tables.exists("batch_runs") else None
     number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
     row = {
@@ -118,10 +126,19 @@ def run_batch(
     """Recompute ``batch_truth`` for ``days`` from segments ``1..last_segment``.
 
     Without ``last_segment`` the position is the one recorded for these days, else (or with
-    ``refresh``, or for every day) the log's current end.
+    ``refresh``, or for every day) the log's current end. One recompute at a time per lake
+    (``LockHeld`` otherwise); reconciliations wait while its tables change. Windows other than
+    the ones ``batch_truth`` was built with are refused (``SettingsConflict``).
     """
     lake = str(Path(config.lake).resolve())
+    with writer(lake, "batch"), hold(lake, BATCH_TABLES_LOCK, wait=True):
+        return _run_batch(spark, config, lake, days, refresh, last_segment)
+
+
+def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: bool, last_segment: int | None) -> BatchRun:
     tables = Tables(spark, lake, config.table_engine)
+    windows = window_settings(config)
+    require(tables, ["batch_truth"], windows)
     if last_segment is None and not refresh:
         last_segment = recorded_position(tables, days)
     last = EventLog(lake).last_segment() if last_segment is None else last_segment
@@ -132,6 +149,7 @@ def run_batch(
         lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
         tables.overwrite("batch_truth", truth, predicate=days.predicate())
+        record(tables, ["batch_truth"], windows)
         tables.insert_new("batch_dead_letter", lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
         tables.insert_new("batch_duplicates", lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
         counts = parsed.agg(

@@ -102,6 +102,37 @@ def test_sigkill_from_outside_twice_then_restart(spark, tmp_path, reference):
     assert contents(spark, lake) == expected
 
 
+def test_a_reconciliation_after_a_micro_batch_half_committed_reads_the_last_complete_one(spark, tmp_path, reference):
+    """A micro-batch commits table by table. Killed after a batch merged its windows (its other
+    outputs may or may not have landed), the lake is what a reconciliation running at that
+    moment would find: it reads every stream table as the batch before left it, records that
+    cut, and finds nothing unexplained."""
+    from deltalake import DeltaTable
+
+    from reconciliation.reconcile import reconcile
+    from shared.config import LabConfig
+    from spark_jobs.batch_job import run_batch
+
+    def tags(lake: Path) -> dict[int, int]:
+        """Version -> micro-batch of each commit of ``speed_aggregates``."""
+        table = DeltaTable(str(lake / "tables" / "speed_aggregates"))
+        return {c["version"]: int(c["lklab.version"]) for c in table.history() if "lklab.version" in c}
+
+    reference_lake, _ = reference
+    batch = sorted(tags(reference_lake).values())[-2]  # a batch that changed windows, not the last
+    lake = fresh_copy(reference_lake, tmp_path)
+    assert speed(lake, crash_at=f"{batch}:after:speed_aggregates") == -signal.SIGKILL
+    written = tags(lake)
+    assert written[max(written)] == batch  # its windows are in the table's latest version
+    config = LabConfig(lake=lake, table_engine="deltalake")
+    run_batch(spark, config)
+    result = reconcile(spark, config)
+    assert result.stream_batch == batch - 1
+    # the version just before the batch's commit (after the settings recorded on the table)
+    assert dict(result.stream_versions)["speed_aggregates"] == min(v for v, b in written.items() if b == batch) - 1
+    assert result.unexplained_events == 0 and not result.breaches()
+
+
 def test_always_on_picks_up_new_segments_and_stops_cleanly_on_sigterm(spark, tmp_path, reference):
     """The always-on job follows the log as it grows; SIGTERM ends it after the current batch."""
     from shared.eventlog import EventLog
