@@ -6,9 +6,9 @@ reconciles its own logical date). ``spark_jobs/reconcile_job.py`` diffs ``speed_
 against ``batch_truth``, explains the differences by the side outputs (late events,
 duplicates, dead letters), writes ``recon_runs``, ``recon_diffs``, ``corrected_aggregates``
 and ``recon_corrections``, and prints its summary as JSON, which lands in this task's log.
-When the unexplained gap exceeds ``max_unexplained`` the job exits 3 and the run fails. (The
-operator cannot tell exit 3 from a crash, so a breach is retried like one: the run fails after
-the last retry, each attempt's log holding the summary.)
+When the unexplained gap exceeds ``max_unexplained`` the job exits 3: a breach, which fails the
+task at once, without retries, with ``BREACH`` and the job's verdict in the failure message (a
+rerun would find the same gap). A crash (any other failure) is retried.
 
 ``batch_recompute`` runs one date at a time, so each batch event starts its own run here; were
 several events to arrive together, the newest one's day is reconciled.
@@ -25,6 +25,7 @@ from lklab.spark_task import spark_job
 
 batch_truth = Asset("batch_truth")
 recon_runs = Asset("recon_runs")
+BREACH = 3  # reconcile_job's exit code: the unexplained gap exceeds --max-unexplained
 
 RECONCILED_DAY = (
     "{{ (triggering_asset_events.values() | first | last).source_dag_run.logical_date | ds"
@@ -43,7 +44,7 @@ RECONCILED_DAY = (
             "0",
             type="string",
             pattern=r"^\d+(\.\d+)?$",
-            description="largest unexplained difference (money, per currency) before the run fails",
+            description="largest unexplained difference (money, per currency) before the run fails as a breach",
         ),
     },
     tags=["lklab", "lambda", "reconciliation", "spark"],
@@ -55,6 +56,7 @@ def reconciliation():
         "reconcile_job",
         name="lklab-reconcile",
         application_args=["--date", RECONCILED_DAY, "--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"],
+        breach_exit_code=BREACH,
         outlets=[recon_runs],
         execution_timeout=timedelta(hours=1),
     )

@@ -3,6 +3,8 @@ Delta tables checked afterwards.
 
 * ``airflow dags test``: ``batch_recompute`` then ``reconciliation`` for one day, in-process
   runs of the real tasks (each a real ``spark-submit``).
+* Crash or breach: a DAG of two Spark tasks whose job exits 1 (a crash) or 3 (a breach), both
+  with one retry; ``airflow dags test`` runs the crash twice and the breach once.
 * A deployment on one machine: the test starts Airflow's own processes (API server, scheduler
   with the LocalExecutor, DAG processor) on a scratch ``AIRFLOW_HOME`` with SQLite, triggers
   ``batch_recompute`` through the REST API and waits for the ``reconciliation`` run that its
@@ -16,6 +18,7 @@ second run next to the triggered one.
 from __future__ import annotations
 
 import json
+import sqlite3
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -30,8 +33,8 @@ from lklab.generator import load_events
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
-    AIRFLOW_USER, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, speed_layer_lake, start, stop_all,
-    tail, wait_until,
+    AIRFLOW_USER, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, speed_layer_lake, start,
+    stop_all, tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -79,6 +82,66 @@ def dags_test(template, tmp_path_factory):
     env = airflow_env(airflow_home(tmp_path_factory.getbasetemp(), base / "home"), lake)
     batch = run([AIRFLOW, "dags", "test", "batch_recompute", DAY.isoformat()], env=env, timeout=420)
     return lake, env, batch
+
+
+def task_attempts(home: Path, dag_id: str) -> dict[tuple[str, int], tuple[str, int, int]]:
+    """Each task instance of ``dag_id``'s latest run in the metadata database:
+    ``(task_id, map_index) -> (state, try_number, earlier tries kept in the history)``."""
+    with sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True) as db:
+        (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()
+        rows = db.execute(
+            "SELECT task_id, map_index, state, try_number, (SELECT count(*) FROM task_instance_history h WHERE "
+            "h.dag_id = t.dag_id AND h.run_id = t.run_id AND h.task_id = t.task_id AND h.map_index = t.map_index) "
+            "FROM task_instance t WHERE dag_id = ? AND run_id = ?", (dag_id, run_id),
+        ).fetchall()
+    return {(task, index): (state, tries, earlier) for task, index, state, tries, earlier in rows}
+
+
+EXIT_WITH = """import sys
+print(f"lklab exit_with: the verdict of a job exiting {sys.argv[1]}", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+CRASH_OR_BREACH = """from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import dag
+
+from lklab.spark_task import spark_job
+
+
+@dag(schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False,
+     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(seconds=1)})
+def crash_or_breach():
+    spark_job("crash", "exit_with", ["1"], breach_exit_code=3)
+    spark_job("breach", "exit_with", ["3"], breach_exit_code=3)
+
+
+crash_or_breach()
+"""
+
+
+def test_a_breach_fails_at_once_and_a_crash_is_retried(tmp_path_factory, tmp_path):
+    dags, jobs = tmp_path / "dags", tmp_path / "jobs"
+    dags.mkdir()
+    jobs.mkdir()
+    (dags / "crash_or_breach.py").write_text(CRASH_OR_BREACH)
+    (jobs / "exit_with.py").write_text(EXIT_WITH)
+    home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
+    env = airflow_env(home, tmp_path / "lake", spark_master=None)
+    env.update({"AIRFLOW__CORE__DAGS_FOLDER": str(dags), "LKLAB_SPARK_JOBS": str(jobs), "PATH": SYSTEM_PATH})
+    env.pop("PYSPARK_PYTHON")
+    env.pop("PYSPARK_DRIVER_PYTHON")
+
+    done = run([AIRFLOW, "dags", "test", "crash_or_breach", "2026-01-05"], env=env, timeout=600)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "DagRun failed" in output, output[-6000:]
+    assert task_attempts(home, "crash_or_breach") == {
+        ("crash", -1): ("failed", 2, 1),   # a crash: tried again after its retry delay
+        ("breach", -1): ("failed", 1, 0),  # a breach: one attempt
+    }
+    assert output.count("exit_with.py 1. Error code is: 1.") == 2
+    assert ("BREACH: exit_with.py ran and found a problem (exit 3); a breach fails at once, without retries: "
+            "lklab exit_with: the verdict of a job exiting 3") in output
 
 
 def test_dags_test_recomputes_batch_truth_for_the_logical_date(dags_test):

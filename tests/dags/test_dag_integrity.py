@@ -112,17 +112,32 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
     }
 
 
-@pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
-def test_spark_tasks_submit_repo_jobs_through_spark_default(dagbag, dag_id, task_id):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def spark_task_arguments(task) -> dict:
+    """The arguments a Spark task was given."""
+    from lklab.spark_task import LabSparkSubmitOperator
 
-    task = dagbag.dags[dag_id].get_task(task_id)
-    assert isinstance(task, SparkSubmitOperator)
-    assert task._conn_id == "spark_default"
+    assert isinstance(task, LabSparkSubmitOperator)
+    return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._driver_memory,
+            "spark_binary": task._spark_binary, "breach_exit_code": task.breach_exit_code, "env_vars": task.env_vars,
+            "conf": task.conf}
+
+
+@pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
+def test_spark_tasks_submit_repo_jobs_with_the_projects_spark_submit(dagbag, dag_id, task_id):
+    import sys
+
+    arguments = spark_task_arguments(dagbag.dags[dag_id].get_task(task_id))
+    assert arguments["conn_id"] == "spark_default"
+    # The venv's own, wherever PATH points: the Spark the jobs import.
+    assert arguments["spark_binary"] == str(Path(sys.executable).parent / "spark-submit")
+    assert arguments["conf"] == {"spark.pyspark.python": sys.executable}
+    assert arguments["env_vars"] == {"PYSPARK_DRIVER_PYTHON": sys.executable}
     # Spark's 1g default runs a local-mode reconcile of ~1M windows out of heap.
-    assert task._driver_memory == os.environ.get("LKLAB_DRIVER_MEMORY", "4g")
-    assert Path(task.application) == REPO / "spark_jobs" / SPARK_JOBS[(dag_id, task_id)]
-    assert Path(task.application).is_file(), f"{task.application} does not exist"
+    assert arguments["driver_memory"] == os.environ.get("LKLAB_DRIVER_MEMORY", "4g")
+    assert Path(arguments["application"]) == REPO / "spark_jobs" / SPARK_JOBS[(dag_id, task_id)]
+    assert Path(arguments["application"]).is_file(), f"{arguments['application']} does not exist"
+    # Only reconcile_job says "ran and found a breach" by its exit code (3); every other failure is retried.
+    assert arguments.get("breach_exit_code") == (3 if SPARK_JOBS[(dag_id, task_id)] == "reconcile_job.py" else None)
 
 
 def test_templated_arguments(dagbag):
