@@ -184,8 +184,9 @@ def spark_submit(job: str, args: list[str], *, env: Mapping[str, str], master: s
 
 
 def speed_layer_lake(cache: Path, day: date) -> Path:
-    """A small generated lake (2,000 billing events over the first six hours of ``day``, UTC)
-    with the speed layer run over the whole log, built once under ``cache`` and reused.
+    """A small generated lake with the speed layer run over the whole log, built once under
+    ``cache`` and reused: 3,000 billing events over nine hours of event time, from 21:00 UTC the
+    day before ``day`` to 06:00 on ``day`` (two thirds of them on ``day``), in 30-minute segments.
 
     Callers copy it (``copy_lake``) before writing to it.
     """
@@ -195,8 +196,9 @@ def speed_layer_lake(cache: Path, day: date) -> Path:
     if (lake / ".complete").exists():
         return lake
     shutil.rmtree(lake, ignore_errors=True)
-    start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()) * 1_000_000
-    generate(GeneratorParams(events=2_000, seed=11, start=start, segment_interval=30 * 60 * 1_000_000), lake)
+    start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() - 3 * 3600) * 1_000_000
+    generate(GeneratorParams(events=3_000, seed=11, start=start, span=9 * 3600 * 1_000_000,
+                             segment_interval=30 * 60 * 1_000_000), lake)
     env = venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"})
     spark_submit("speed_job", ["--available-now", "--segments-per-batch", "4"], env=env, timeout=400)
     (lake / ".complete").touch()

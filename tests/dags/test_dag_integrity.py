@@ -6,7 +6,7 @@ stores and the scheduler reads).
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ DAGS = REPO / "dags"
 
 SHAPES = {
     "batch_recompute": {"recompute_batch_truth": set()},
-    "reconciliation": {"reconcile": set()},
+    "reconciliation": {"days_covered": {"reconcile"}, "reconcile": set()},
     "kappa_replay": {"replay": set()},
     "speed_layer_health": {"check_stream_metrics": set()},
     "lambda_kappa_experiment": {
@@ -113,9 +113,14 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
 
 
 def spark_task_arguments(task) -> dict:
-    """The arguments a Spark task was given."""
+    """The arguments a Spark task was given (a mapped task's are its ``partial`` ones)."""
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
     from lklab.spark_task import LabSparkSubmitOperator
 
+    if isinstance(task, MappedOperator):
+        assert task.operator_class is LabSparkSubmitOperator
+        return dict(task.partial_kwargs)
     assert isinstance(task, LabSparkSubmitOperator)
     return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._driver_memory,
             "spark_binary": task._spark_binary, "breach_exit_code": task.breach_exit_code, "env_vars": task.env_vars,
@@ -140,6 +145,27 @@ def test_spark_tasks_submit_repo_jobs_with_the_projects_spark_submit(dagbag, dag
     assert arguments.get("breach_exit_code") == (3 if SPARK_JOBS[(dag_id, task_id)] == "reconcile_job.py" else None)
 
 
+def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    reconcile = dagbag.dags["reconciliation"].get_task("reconcile")
+    assert isinstance(reconcile, MappedOperator)
+    assert set(reconcile.expand_input.value) == {"application_args"}
+    assert reconcile.partial_kwargs["max_active_tis_per_dagrun"] == 1
+    assert [t.task_id for t in reconcile.upstream_list] == ["days_covered"]
+
+
+def test_days_covered_gives_each_day_its_reconcile_arguments(dagbag):
+    from types import SimpleNamespace
+
+    days_covered = dagbag.dags["reconciliation"].get_task("days_covered").python_callable
+    manual_run = SimpleNamespace(logical_date=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    assert days_covered(triggering_asset_events={}, dag_run=manual_run, params={"max_unexplained": "0.5"}) == [
+        ["--date", "2026-01-05", "--against", "speed", "--json", "--max-unexplained", "0.5"],
+    ]
+    assert dagbag.dags["reconciliation"].params["max_unexplained"] == "0"
+
+
 def test_templated_arguments(dagbag):
     args = lambda dag_id, task_id: dagbag.dags[dag_id].get_task(task_id).application_args
     assert args("batch_recompute", "recompute_batch_truth") == ["--date", "{{ ds }}"]
@@ -149,7 +175,5 @@ def test_templated_arguments(dagbag):
         "--allowed-lateness", "{{ params.allowed_lateness }}",
         "--replace",
     ]
-    reconcile = args("reconciliation", "reconcile")
-    assert reconcile[2:] == ["--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"]
     params = dagbag.dags["kappa_replay"].params
     assert (params["watermark_delay"], params["allowed_lateness"]) == ("1m", "0s")
