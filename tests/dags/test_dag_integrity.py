@@ -19,6 +19,7 @@ SHAPES = {
     "reconciliation": {"days_covered": {"reconcile"}, "reconcile": set()},
     "kappa_replay": {"replay": set()},
     "speed_layer_health": {"check_stream_metrics": set()},
+    "lake_maintenance": {"compact_and_vacuum": set()},
     "lambda_kappa_experiment": {
         "generate_log": {"speed_layer", "batch_recompute", "kappa_replay"},
         "speed_layer": {"reconcile_speed"},
@@ -90,9 +91,13 @@ def test_schedules(dagbag):
     assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(Asset("batch_truth"))
     health = dagbag.dags["speed_layer_health"].timetable
     assert isinstance(health, CronTriggerTimetable) and health.expression == "*/5 * * * *"
+    maintenance = dagbag.dags["lake_maintenance"].timetable
+    assert isinstance(maintenance, CronTriggerTimetable)
+    assert (maintenance.expression, str(maintenance.timezone)) == ("0 3 * * *", "UTC")
+    assert dagbag.dags["lake_maintenance"].params["retention"] == "7d"
     for manual in ("kappa_replay", "lambda_kappa_experiment"):
         assert dagbag.dags[manual].timetable.can_be_scheduled is False
-    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment"):
+    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment", "lake_maintenance"):
         assert dagbag.dags[one_at_a_time].max_active_runs == 1
 
 
