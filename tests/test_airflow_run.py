@@ -1,8 +1,12 @@
 """Airflow running the lab's DAGs for real: Spark jobs submitted with the project's own
 ``spark-submit``, Delta tables checked afterwards.
 
-* ``airflow dags test``: ``batch_recompute`` then ``reconciliation`` for one day, in-process
-  runs of the real tasks (each a real ``spark-submit``).
+* The README's "Embedded" steps, as written, from a fresh copy of the repository (its files as
+  a clone holds them, and the venv ``make install`` made) in a clean environment: ``HOME``,
+  ``LANG`` and the system ``PATH`` only, so no venv on ``PATH`` and no Spark connection. A
+  small lake, the speed layer, ``airflow db migrate``, then ``airflow dags test`` of
+  ``batch_recompute``, ``reconciliation`` and ``lake_maintenance``: each run must succeed with
+  real tables, Spark running locally.
 * Crash or breach: a DAG of two Spark tasks whose job exits 1 (a crash) or 3 (a breach), both
   with one retry; ``airflow dags test`` runs the crash twice and the breach once.
 * A deployment on one machine: Airflow's own processes (API server, scheduler with the
@@ -19,9 +23,13 @@ process group).
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sqlite3
+import subprocess
 import urllib.error
 import urllib.request
+from collections import Counter
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -31,16 +39,18 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.generator import load_events
+from lklab.maintenance import ALWAYS_ON_TABLES
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
-    AIRFLOW_USER, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run,
+    AIRFLOW_USER, REPO, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, clean_env, copy_lake, free_port, run,
     speed_layer_lake, start, stop_all, tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
 AIRFLOW = str(VENV_BIN / "airflow")
 DAY = (datetime.now(timezone.utc) - timedelta(days=1)).date()
+README_DAY = date(2026, 1, 5)  # the generator's first day, the README's date
 
 
 def table(lake: Path, name: str, version: int | None = None) -> pa.Table:
@@ -70,6 +80,11 @@ def assert_reconciled(lake: Path, day: date) -> list[dict]:
     return runs
 
 
+def row_counts(rows: pa.Table) -> Counter:
+    """A table's rows as a multiset (lists and structs included)."""
+    return Counter(json.dumps(row, sort_keys=True, default=str) for row in rows.to_pylist())
+
+
 def task_attempts(home: Path, dag_id: str) -> dict[tuple[str, int], tuple[str, int, int]]:
     """Each task instance of ``dag_id``'s latest run in the metadata database:
     ``(task_id, map_index) -> (state, try_number, earlier tries kept in the history)``."""
@@ -83,39 +98,92 @@ def task_attempts(home: Path, dag_id: str) -> dict[tuple[str, int], tuple[str, i
     return {(task, index): (state, tries, earlier) for task, index, state, tries, earlier in rows}
 
 
-# --- airflow dags test ---------------------------------------------------------------------------
+def dag_run_states(home: Path) -> dict[str, list[str]]:
+    with sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT dag_id, state FROM dag_run ORDER BY id").fetchall()
+    states: dict[str, list[str]] = {}
+    for dag_id, state in rows:
+        states.setdefault(dag_id, []).append(state)
+    return states
+
+
+# --- The README's embedded steps ---------------------------------------------------------------
+
+def embedded_steps() -> str:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- embedded:start -->\s*```bash\n(.*?)```\s*<!-- embedded:end -->", text, re.S)
+    assert block, "the README's embedded block (<!-- embedded:start --> ... <!-- embedded:end -->) is missing"
+    return block.group(1)
+
+
+def fresh_clone(destination: Path) -> Path:
+    """What a fresh clone after ``make install`` holds: the repository's files (tracked, and new
+    ones not ignored, as they are in the working tree) and the venv."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    (destination / ".venv").symlink_to(VENV_BIN.parent)
+    return destination
+
 
 @pytest.fixture(scope="module")
-def dags_test(tmp_path_factory):
-    """``airflow dags test batch_recompute DAY`` on a copy of the lake: (lake, env, result)."""
-    base = tmp_path_factory.mktemp("dags-test")
-    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY), base / "lake")
-    env = airflow_env(airflow_home(tmp_path_factory.getbasetemp(), base / "home"), lake)
-    batch = run([AIRFLOW, "dags", "test", "batch_recompute", DAY.isoformat()], env=env, timeout=420)
-    return lake, env, batch
+def readme_steps(tmp_path_factory):
+    """The README's embedded block run by ``bash -e`` in a fresh clone: (clone, result)."""
+    base = tmp_path_factory.mktemp("readme")
+    clone = fresh_clone(base / "lab")
+    done = run(["bash", "-e", "-x", "-c", embedded_steps()], env=clean_env(base / "home"), cwd=clone, timeout=1800)
+    return clone, done
 
 
-def test_dags_test_recomputes_batch_truth_for_the_logical_date(dags_test):
-    lake, _, batch = dags_test
-    assert batch.returncode == 0, batch.stdout[-4000:] + batch.stderr[-4000:]
-    assert "state=success" in batch.stdout + batch.stderr
-    assert f"batch_job.py --date {DAY.isoformat()}" in batch.stdout + batch.stderr
-    truth = on_day(table(lake, "batch_truth"), DAY)
-    assert truth == expected_truth(lake, DAY) and len(truth) > 1000
-    runs = table(lake, "batch_runs").to_pylist()
-    manifest = json.loads((lake / "generator" / "manifest.json").read_text())
-    assert [(r["date_from"], r["date_to"], r["lines"], r["events"]) for r in runs] == [
-        (DAY, DAY, manifest["lines"], manifest["events"])
+def test_readme_embedded_steps_run_as_written_in_a_clean_environment(readme_steps):
+    clone, done = readme_steps
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    assert dag_run_states(clone / ".airflow") == {
+        "batch_recompute": ["success"], "reconciliation": ["success"], "lake_maintenance": ["success"],
+    }
+    # No connection configured, no venv on PATH: the project's spark-submit, Spark in local mode.
+    submitted = re.findall(r"Spark-Submit cmd: (\S+) --master (\S+) .*? (\S+\.py) ", output)
+    assert submitted == [
+        (str(VENV_BIN / "spark-submit"), "local[2]", str(REPO / "spark_jobs" / "batch_job.py")),
+        (str(VENV_BIN / "spark-submit"), "local[2]", str(REPO / "spark_jobs" / "reconcile_job.py")),
     ]
+    assert "no 'spark_default' connection is configured: Spark runs on local[2]" in output
+    lake = clone / "lake"
+    truth = on_day(table(lake, "batch_truth"), README_DAY)
+    assert truth == expected_truth(lake, README_DAY) and len(truth) > 1000
+    assert [(r["date_from"], r["date_to"]) for r in table(lake, "batch_runs").to_pylist()] == [(README_DAY, README_DAY)]
+    assert_reconciled(lake, README_DAY)
+    assert task_attempts(clone / ".airflow", "reconciliation") == {
+        ("days_covered", -1): ("success", 1, 0), ("reconcile", 0): ("success", 1, 0),
+    }
 
 
-def test_dags_test_reconciles_the_logical_date_after_the_batch(dags_test):
-    lake, env, batch = dags_test
-    assert batch.returncode == 0
-    reconcile = run([AIRFLOW, "dags", "test", "reconciliation", DAY.isoformat()], env=env, timeout=420)
-    assert reconcile.returncode == 0, reconcile.stdout[-4000:] + reconcile.stderr[-4000:]
-    assert "state=success" in reconcile.stdout + reconcile.stderr
-    assert_reconciled(lake, DAY)
+def test_readme_maintenance_compacts_every_always_on_table_with_its_rows_unchanged(readme_steps):
+    """``lake_maintenance`` ran last: each table's latest version holds the rows of the version
+    before its compaction, which is still readable (time travel within the 7-day retention)."""
+    clone, done = readme_steps
+    assert done.returncode == 0
+    lake = clone / "lake"
+    compacted = {}
+    for name in (t.name for t in ALWAYS_ON_TABLES):
+        delta = DeltaTable(str(lake / "tables" / name))
+        rows = row_counts(table(lake, name))
+        assert len(delta.file_uris()) == 1, name
+        optimize = [c["version"] for c in delta.history() if c["operation"] == "OPTIMIZE"]
+        if optimize:
+            (version,) = optimize
+            assert version == delta.version(), f"{name}: commits after its compaction"
+            before = row_counts(table(lake, name, version - 1))
+            assert rows == before, name
+            compacted[name] = len(DeltaTable(str(lake / "tables" / name), version=version - 1).file_uris())
+    # One append per micro-batch (segments of 30 minutes over six hours): many small files.
+    assert {"late_events", "duplicate_events", "stream_metrics", "speed_aggregates"} <= set(compacted)
+    assert compacted["stream_metrics"] == table(lake, "stream_metrics").num_rows > 10
+    assert f"maintenance of {lake} (retention 7d)" in done.stdout + done.stderr
 
 
 # --- Crash or breach -----------------------------------------------------------------------------
@@ -154,7 +222,7 @@ def test_a_breach_fails_at_once_and_a_crash_is_retried(tmp_path_factory, tmp_pat
     env.pop("PYSPARK_PYTHON")
     env.pop("PYSPARK_DRIVER_PYTHON")
 
-    done = run([AIRFLOW, "dags", "test", "crash_or_breach", "2026-01-05"], env=env, timeout=600)
+    done = run([AIRFLOW, "dags", "test", "crash_or_breach", README_DAY.isoformat()], env=env, timeout=600)
 
     output = done.stdout + done.stderr
     assert done.returncode == 1 and "DagRun failed" in output, output[-6000:]
