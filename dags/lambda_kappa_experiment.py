@@ -12,8 +12,9 @@ configured lake's path with ``-experiment`` appended), never the live one:
 4. ``reconcile_speed`` and ``reconcile_kappa``: each streaming result against the truth.
 
 The steps are the CLI's (``lklab generate``, ``speed``, ``batch``, ``replay``, ``reconcile``):
-the same generator function and the same ``spark_jobs`` entry points. A gap found here is the
-experiment's result, not a failure, so no threshold is applied.
+the same generator function and the same ``spark_jobs`` entry points. An explained gap (late
+events, duplicates, dead letters) is the experiment's result; an unexplained one is a breach
+(``reconcile_job`` exits 3) and fails its task at once, without retries.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from airflow.sdk import Param, dag, task
 from lklab.spark_task import spark_job
 
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
+BREACH = 3  # reconcile_job's exit code: an unexplained gap
 EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
 STREAM_SETTINGS = [
     "--watermark-delay", "{{ params.watermark_delay }}",
@@ -33,10 +35,10 @@ STREAM_SETTINGS = [
 ]
 
 
-def spark_step(task_id: str, job: str, *args: str):
+def spark_step(task_id: str, job: str, *args: str, **operator_args):
     """A step of the experiment: ``spark_jobs/<job>.py --lake <lake> ARGS`` via ``spark_default``."""
     return spark_job(task_id, job, ["--lake", "{{ params.lake }}", *args],
-                     name=f"lklab-experiment-{task_id}", trigger_rule="none_failed")
+                     name=f"lklab-experiment-{task_id}", trigger_rule="none_failed", **operator_args)
 
 
 @dag(
@@ -71,8 +73,9 @@ def lambda_kappa_experiment():
     speed_layer = spark_step("speed_layer", "speed_job", "--available-now", *STREAM_SETTINGS)
     batch = spark_step("batch_recompute", "batch_job")
     replay = spark_step("kappa_replay", "replay_job", "--name", "{{ params.run_name }}", "--replace", *STREAM_SETTINGS)
-    reconcile_speed = spark_step("reconcile_speed", "reconcile_job", "--against", "speed")
-    reconcile_kappa = spark_step("reconcile_kappa", "reconcile_job", "--against", "kappa:{{ params.run_name }}")
+    reconcile_speed = spark_step("reconcile_speed", "reconcile_job", "--against", "speed", breach_exit_code=BREACH)
+    reconcile_kappa = spark_step("reconcile_kappa", "reconcile_job", "--against", "kappa:{{ params.run_name }}",
+                                 breach_exit_code=BREACH)
 
     log >> [speed_layer, batch, replay]
     [speed_layer, batch] >> reconcile_speed

@@ -441,6 +441,20 @@ def cmd_health(args: argparse.Namespace) -> int:
     return 0 if health.healthy else UNHEALTHY
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    import json
+
+    from lklab.maintenance import maintain_lake
+
+    config = _config(args)
+    try:
+        done = maintain_lake(config.lake, args.retention)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(done.as_dict(), indent=2) if args.json else done.describe())
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lklab",
@@ -536,6 +550,17 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--max-watermark-lag", default="15m", help="watermark lag beyond this is lagging (default 15m)")
     health.add_argument("--json", action="store_true", help="print the check as JSON")
     health.set_defaults(handler=cmd_health)
+
+    maintain = _command(
+        sub, "maintain", "Compact and VACUUM the always-on tables (speed layer, reconciliation history); "
+        "time travel stays possible within the retention.",
+        "lklab maintain --retention 7d",
+    )
+    _common(maintain, windows=False)
+    maintain.add_argument("--retention", default="7d", help="keep every version committed this recently readable: "
+                          "whole hours from 1h to 30d (default 7d)")
+    maintain.add_argument("--json", action="store_true", help="print what was done as JSON")
+    maintain.set_defaults(handler=cmd_maintain)
     return parser
 
 

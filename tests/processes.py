@@ -25,12 +25,15 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 __all__ = [
     "Service", "start", "stop", "stop_all", "run", "wait_until", "free_port", "tail", "venv_env",
-    "spark_submit", "speed_layer_lake", "copy_lake", "airflow_env", "airflow_home", "VENV_BIN", "REPO", "AIRFLOW_USER",
+    "spark_submit", "speed_layer_lake", "copy_lake", "airflow_env", "airflow_home", "clean_env", "VENV_BIN", "REPO",
+    "AIRFLOW_USER", "SYSTEM_PATH",
 ]
 
 VENV_BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[1]
 AIRFLOW_USER = "lab"
+# What a login shell's PATH holds before anyone adds a venv to it (Debian's default).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 T = TypeVar("T")
 
 
@@ -57,6 +60,13 @@ def venv_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env.update(extra or {})
     return env
+
+
+def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment as a new login shell has it: ``HOME``, ``LANG`` and the system ``PATH``
+    (no venv, no Spark, Airflow or lab settings), plus ``extra``."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "LANG": "C.UTF-8", "PATH": SYSTEM_PATH, **(extra or {})}
 
 
 def start(name: str, argv: list[str], *, env: Mapping[str, str], log_dir: Path, cwd: Path | None = None) -> Service:
@@ -174,8 +184,9 @@ def spark_submit(job: str, args: list[str], *, env: Mapping[str, str], master: s
 
 
 def speed_layer_lake(cache: Path, day: date) -> Path:
-    """A small generated lake (2,000 billing events over the first six hours of ``day``, UTC)
-    with the speed layer run over the whole log, built once under ``cache`` and reused.
+    """A small generated lake with the speed layer run over the whole log, built once under
+    ``cache`` and reused: 3,000 billing events over nine hours of event time, from 21:00 UTC the
+    day before ``day`` to 06:00 on ``day`` (two thirds of them on ``day``), in 30-minute segments.
 
     Callers copy it (``copy_lake``) before writing to it.
     """
@@ -185,8 +196,9 @@ def speed_layer_lake(cache: Path, day: date) -> Path:
     if (lake / ".complete").exists():
         return lake
     shutil.rmtree(lake, ignore_errors=True)
-    start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()) * 1_000_000
-    generate(GeneratorParams(events=2_000, seed=11, start=start, segment_interval=30 * 60 * 1_000_000), lake)
+    start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() - 3 * 3600) * 1_000_000
+    generate(GeneratorParams(events=3_000, seed=11, start=start, span=9 * 3600 * 1_000_000,
+                             segment_interval=30 * 60 * 1_000_000), lake)
     env = venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"})
     spark_submit("speed_job", ["--available-now", "--segments-per-batch", "4"], env=env, timeout=400)
     (lake / ".complete").touch()
@@ -199,18 +211,14 @@ def copy_lake(template: Path, destination: Path) -> Path:
     return destination
 
 
-def airflow_env(home: Path, lake: Path, *, api_port: int = 8080, spark_master: str = "local[2]") -> dict[str, str]:
+def airflow_env(home: Path, lake: Path, *, api_port: int = 8080, spark_master: str | None = "local[2]") -> dict[str, str]:
     """Everything a one-machine Airflow deployment of the lab needs, from the environment.
 
     The metadata database (SQLite) and the task logs live in ``home``; ``spark_default``
-    points at ``spark_master`` (``local[N]`` or ``spark://host:port``); the lab's jobs read
-    ``LKLAB_LAKE``.
+    points at ``spark_master`` (``local[N]`` or ``spark://host:port``; None: no connection, the
+    DAGs' own default); the lab's jobs read ``LKLAB_LAKE``.
     """
-    if spark_master.startswith("spark://"):
-        connection = spark_master
-    else:
-        connection = json.dumps({"conn_type": "spark", "host": spark_master})
-    return venv_env(
+    env = venv_env(
         {
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
@@ -226,12 +234,16 @@ def airflow_env(home: Path, lake: Path, *, api_port: int = 8080, spark_master: s
             "AIRFLOW__API__PORT": str(api_port),
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
             "AIRFLOW__API_AUTH__JWT_SECRET": f"lklab-test-{home.name}",
-            "AIRFLOW_CONN_SPARK_DEFAULT": connection,
             "LKLAB_LAKE": str(lake),
             "LKLAB_TABLE_ENGINE": "deltalake",
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
     )
+    env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    if spark_master is not None:
+        connection = spark_master if spark_master.startswith("spark://") else json.dumps({"conn_type": "spark", "host": spark_master})
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = connection
+    return env
 
 
 def airflow_home(cache: Path, destination: Path) -> Path:

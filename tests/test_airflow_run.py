@@ -1,24 +1,36 @@
-"""Airflow running the lab's DAGs for real: Spark jobs submitted through ``spark_default``,
-Delta tables checked afterwards.
+"""Airflow running the lab's DAGs for real: Spark jobs submitted with the project's own
+``spark-submit``, Delta tables checked afterwards.
 
-* ``airflow dags test``: ``batch_recompute`` then ``reconciliation`` for one day, in-process
-  runs of the real tasks (each a real ``spark-submit``).
-* A deployment on one machine: the test starts Airflow's own processes (API server, scheduler
-  with the LocalExecutor, DAG processor) on a scratch ``AIRFLOW_HOME`` with SQLite, triggers
-  ``batch_recompute`` through the REST API and waits for the ``reconciliation`` run that its
-  ``batch_truth`` asset event starts. The processes are stopped by PID (and process group).
+* The README's "Embedded" steps, as written, from a fresh copy of the repository (its files as
+  a clone holds them, and the venv ``make install`` made) in a clean environment: ``HOME``,
+  ``LANG`` and the system ``PATH`` only, so no venv on ``PATH`` and no Spark connection. A
+  small lake, the speed layer, ``airflow db migrate``, then ``airflow dags test`` of
+  ``batch_recompute``, ``reconciliation`` and ``lake_maintenance``: each run must succeed with
+  real tables, Spark running locally.
+* Crash or breach: a DAG of two Spark tasks whose job exits 1 (a crash) or 3 (a breach), both
+  with one retry; ``airflow dags test`` runs the crash twice and the breach once.
+* A deployment on one machine: Airflow's own processes (API server, scheduler with the
+  LocalExecutor, DAG processor) on a scratch ``AIRFLOW_HOME`` with SQLite. ``batch_recompute``
+  runs for two days while ``reconciliation`` is paused; unpaused, one more ``batch_truth``
+  event (posted through the REST API) starts one run that consumes all three events and
+  reconciles both days. The speed layer's rows of the first day were edited so that its gap
+  is unexplained: that day's task fails at once as a breach, the other day's succeeds.
 
-Both work on copies of one small lake with the speed layer already run over it, dated
-yesterday (UTC): the day a daily DAG's latest interval covers, so unpausing it creates no
-second run next to the triggered one.
+The Spark jobs read copies of small generated lakes; processes are stopped by PID (and
+process group).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import sqlite3
+import subprocess
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from collections import Counter
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,95 +39,203 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.generator import load_events
+from lklab.maintenance import ALWAYS_ON_TABLES
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
-    AIRFLOW_USER, VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, speed_layer_lake, start, stop_all,
-    tail, wait_until,
+    AIRFLOW_USER, REPO, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, clean_env, copy_lake, free_port, run,
+    speed_layer_lake, start, stop_all, tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
 AIRFLOW = str(VENV_BIN / "airflow")
 DAY = (datetime.now(timezone.utc) - timedelta(days=1)).date()
+README_DAY = date(2026, 1, 5)  # the generator's first day, the README's date
 
 
-def table(lake: Path, name: str) -> pa.Table:
-    return DeltaTable(str(lake / "tables" / name)).to_pyarrow_dataset().to_table()
+def table(lake: Path, name: str, version: int | None = None) -> pa.Table:
+    return DeltaTable(str(lake / "tables" / name), version=version).to_pyarrow_dataset().to_table()
 
 
-def rows_of_day(lake: Path, name: str, column: str = "window_start") -> list[dict]:
-    rows = table(lake, name)
-    day = rows.filter(pc.equal(pc.cast(rows[column], pa.date32()), pa.scalar(DAY, pa.date32())))
-    return sorted(day.to_pylist(), key=lambda row: (row["window_start"], row["account_id"], row["currency"]))
+def on_day(rows: pa.Table, day: date, column: str = "window_start") -> list[dict]:
+    rows = rows.filter(pc.equal(pc.cast(rows[column], pa.date32()), pa.scalar(day, pa.date32())))
+    return sorted(rows.to_pylist(), key=lambda row: (row["window_start"], row["account_id"], row["currency"]))
 
 
-def expected_truth(lake: Path) -> list[dict]:
-    """The generator's own per-window totals (NumPy, not Spark) for ``DAY``, default windows."""
-    truth = truth_windows(load_events(lake), LabConfig().window)
-    day = truth.filter(pc.equal(pc.cast(truth["window_start"], pa.date32()), pa.scalar(DAY, pa.date32())))
-    return sorted(day.to_pylist(), key=lambda row: (row["window_start"], row["account_id"], row["currency"]))
+def expected_truth(lake: Path, day: date) -> list[dict]:
+    """The generator's own per-window totals (NumPy, not Spark) for ``day``, default windows."""
+    return on_day(truth_windows(load_events(lake), LabConfig().window), day)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return speed_layer_lake(tmp_path_factory.getbasetemp(), DAY)
-
-
-@pytest.fixture
-def home(tmp_path_factory, tmp_path):
-    return airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
-
-
-def task_logs(home: Path) -> str:
-    logs = sorted((home / "logs").rglob("*.log")) if (home / "logs").exists() else []
-    return "\n".join(f"--- {path.relative_to(home)} ---\n{tail(path, 60)}" for path in logs)
-
-
-@pytest.fixture(scope="module")
-def dags_test(template, tmp_path_factory):
-    """``airflow dags test batch_recompute DAY`` on a copy of the lake: (lake, env, result)."""
-    base = tmp_path_factory.mktemp("dags-test")
-    lake = copy_lake(template, base / "lake")
-    env = airflow_env(airflow_home(tmp_path_factory.getbasetemp(), base / "home"), lake)
-    batch = run([AIRFLOW, "dags", "test", "batch_recompute", DAY.isoformat()], env=env, timeout=420)
-    return lake, env, batch
-
-
-def test_dags_test_recomputes_batch_truth_for_the_logical_date(dags_test):
-    lake, _, batch = dags_test
-    assert batch.returncode == 0, batch.stdout[-4000:] + batch.stderr[-4000:]
-    assert "state=success" in batch.stdout + batch.stderr
-    assert f"batch_job.py --date {DAY.isoformat()}" in batch.stdout + batch.stderr
-    truth = rows_of_day(lake, "batch_truth")
-    assert truth == expected_truth(lake) and len(truth) > 1000
-    runs = table(lake, "batch_runs").to_pylist()
-    manifest = json.loads((lake / "generator" / "manifest.json").read_text())
-    assert [(r["date_from"], r["date_to"], r["lines"], r["events"]) for r in runs] == [
-        (DAY, DAY, manifest["lines"], manifest["events"])
-    ]
-
-
-def test_dags_test_reconciles_the_logical_date_after_the_batch(dags_test):
-    lake, env, batch = dags_test
-    assert batch.returncode == 0
-    reconcile = run([AIRFLOW, "dags", "test", "reconciliation", DAY.isoformat()], env=env, timeout=420)
-    assert reconcile.returncode == 0, reconcile.stdout[-4000:] + reconcile.stderr[-4000:]
-    assert "state=success" in reconcile.stdout + reconcile.stderr
-    assert_reconciled(lake)
-
-
-def assert_reconciled(lake: Path) -> None:
-    """``reconcile_job`` recorded a run for ``DAY`` against the speed layer, every gap explained."""
-    runs = table(lake, "recon_runs").to_pylist()
-    assert runs
-    assert {(r["date_from"], r["date_to"], r["against"]) for r in runs} == {(DAY, DAY, "speed")}
+def assert_reconciled(lake: Path, day: date) -> list[dict]:
+    """``reconcile_job`` recorded runs for ``day`` against the speed layer, every gap explained."""
+    runs = [r for r in table(lake, "recon_runs").to_pylist() if (r["date_from"], r["date_to"]) == (day, day)]
+    assert runs and {r["against"] for r in runs} == {"speed"}
     assert sum(r["windows_compared"] for r in runs) > 0
     for r in runs:
         assert (r["unexplained_events"], r["unexplained_amount"]) == (0, 0), r
         assert (r["corrected_unexplained_events"], r["corrected_unexplained_amount"]) == (0, 0), r
-    diffs = table(lake, "recon_diffs")
-    assert set(diffs["run_id"].to_pylist()) == {r["run_id"] for r in runs}
+    diffs = table(lake, "recon_diffs").filter(pc.is_in(table(lake, "recon_diffs")["run_id"], pa.array([r["run_id"] for r in runs])))
     assert diffs.num_rows == sum(r["windows_compared"] for r in runs)
+    return runs
+
+
+def row_counts(rows: pa.Table) -> Counter:
+    """A table's rows as a multiset (lists and structs included)."""
+    return Counter(json.dumps(row, sort_keys=True, default=str) for row in rows.to_pylist())
+
+
+def task_attempts(home: Path, dag_id: str) -> dict[tuple[str, int], tuple[str, int, int]]:
+    """Each task instance of ``dag_id``'s latest run in the metadata database:
+    ``(task_id, map_index) -> (state, try_number, earlier tries kept in the history)``."""
+    with sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True) as db:
+        (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()
+        rows = db.execute(
+            "SELECT task_id, map_index, state, try_number, (SELECT count(*) FROM task_instance_history h WHERE "
+            "h.dag_id = t.dag_id AND h.run_id = t.run_id AND h.task_id = t.task_id AND h.map_index = t.map_index) "
+            "FROM task_instance t WHERE dag_id = ? AND run_id = ?", (dag_id, run_id),
+        ).fetchall()
+    return {(task, index): (state, tries, earlier) for task, index, state, tries, earlier in rows}
+
+
+def dag_run_states(home: Path) -> dict[str, list[str]]:
+    with sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT dag_id, state FROM dag_run ORDER BY id").fetchall()
+    states: dict[str, list[str]] = {}
+    for dag_id, state in rows:
+        states.setdefault(dag_id, []).append(state)
+    return states
+
+
+# --- The README's embedded steps ---------------------------------------------------------------
+
+def embedded_steps() -> str:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- embedded:start -->\s*```bash\n(.*?)```\s*<!-- embedded:end -->", text, re.S)
+    assert block, "the README's embedded block (<!-- embedded:start --> ... <!-- embedded:end -->) is missing"
+    return block.group(1)
+
+
+def fresh_clone(destination: Path) -> Path:
+    """What a fresh clone after ``make install`` holds: the repository's files (tracked, and new
+    ones not ignored, as they are in the working tree) and the venv."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    (destination / ".venv").symlink_to(VENV_BIN.parent)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def readme_steps(tmp_path_factory):
+    """The README's embedded block run by ``bash -e`` in a fresh clone: (clone, result)."""
+    base = tmp_path_factory.mktemp("readme")
+    clone = fresh_clone(base / "lab")
+    done = run(["bash", "-e", "-x", "-c", embedded_steps()], env=clean_env(base / "home"), cwd=clone, timeout=1800)
+    return clone, done
+
+
+def test_readme_embedded_steps_run_as_written_in_a_clean_environment(readme_steps):
+    clone, done = readme_steps
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    assert dag_run_states(clone / ".airflow") == {
+        "batch_recompute": ["success"], "reconciliation": ["success"], "lake_maintenance": ["success"],
+    }
+    # No connection configured, no venv on PATH: the project's spark-submit, Spark in local mode.
+    submitted = re.findall(r"Spark-Submit cmd: (\S+) --master (\S+) .*? (\S+\.py) ", output)
+    assert submitted == [
+        (str(VENV_BIN / "spark-submit"), "local[2]", str(REPO / "spark_jobs" / "batch_job.py")),
+        (str(VENV_BIN / "spark-submit"), "local[2]", str(REPO / "spark_jobs" / "reconcile_job.py")),
+    ]
+    assert "no 'spark_default' connection is configured: Spark runs on local[2]" in output
+    lake = clone / "lake"
+    truth = on_day(table(lake, "batch_truth"), README_DAY)
+    assert truth == expected_truth(lake, README_DAY) and len(truth) > 1000
+    assert [(r["date_from"], r["date_to"]) for r in table(lake, "batch_runs").to_pylist()] == [(README_DAY, README_DAY)]
+    assert_reconciled(lake, README_DAY)
+    assert task_attempts(clone / ".airflow", "reconciliation") == {
+        ("days_covered", -1): ("success", 1, 0), ("reconcile", 0): ("success", 1, 0),
+    }
+
+
+def test_readme_maintenance_compacts_every_always_on_table_with_its_rows_unchanged(readme_steps):
+    """``lake_maintenance`` ran last: each table's latest version holds the rows of the version
+    before its compaction, which is still readable (time travel within the 7-day retention)."""
+    clone, done = readme_steps
+    assert done.returncode == 0
+    lake = clone / "lake"
+    compacted = {}
+    for name in (t.name for t in ALWAYS_ON_TABLES):
+        delta = DeltaTable(str(lake / "tables" / name))
+        rows = row_counts(table(lake, name))
+        assert len(delta.file_uris()) == 1, name
+        optimize = [c["version"] for c in delta.history() if c["operation"] == "OPTIMIZE"]
+        if optimize:
+            (version,) = optimize
+            assert version == delta.version(), f"{name}: commits after its compaction"
+            before = row_counts(table(lake, name, version - 1))
+            assert rows == before, name
+            compacted[name] = len(DeltaTable(str(lake / "tables" / name), version=version - 1).file_uris())
+    # One append per micro-batch (segments of 30 minutes over six hours): many small files.
+    assert {"late_events", "duplicate_events", "stream_metrics", "speed_aggregates"} <= set(compacted)
+    assert compacted["stream_metrics"] == table(lake, "stream_metrics").num_rows > 10
+    assert f"maintenance of {lake} (retention 7d)" in done.stdout + done.stderr
+
+
+# --- Crash or breach -----------------------------------------------------------------------------
+
+EXIT_WITH = """import sys
+print(f"lklab exit_with: the verdict of a job exiting {sys.argv[1]}", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+CRASH_OR_BREACH = """from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import dag
+
+from lklab.spark_task import spark_job
+
+
+@dag(schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False,
+     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(seconds=1)})
+def crash_or_breach():
+    spark_job("crash", "exit_with", ["1"], breach_exit_code=3)
+    spark_job("breach", "exit_with", ["3"], breach_exit_code=3)
+
+
+crash_or_breach()
+"""
+
+
+def test_a_breach_fails_at_once_and_a_crash_is_retried(tmp_path_factory, tmp_path):
+    dags, jobs = tmp_path / "dags", tmp_path / "jobs"
+    dags.mkdir()
+    jobs.mkdir()
+    (dags / "crash_or_breach.py").write_text(CRASH_OR_BREACH)
+    (jobs / "exit_with.py").write_text(EXIT_WITH)
+    home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
+    env = airflow_env(home, tmp_path / "lake", spark_master=None)
+    env.update({"AIRFLOW__CORE__DAGS_FOLDER": str(dags), "LKLAB_SPARK_JOBS": str(jobs), "PATH": SYSTEM_PATH})
+    env.pop("PYSPARK_PYTHON")
+    env.pop("PYSPARK_DRIVER_PYTHON")
+
+    done = run([AIRFLOW, "dags", "test", "crash_or_breach", README_DAY.isoformat()], env=env, timeout=600)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "DagRun failed" in output, output[-6000:]
+    assert task_attempts(home, "crash_or_breach") == {
+        ("crash", -1): ("failed", 2, 1),   # a crash: tried again after its retry delay
+        ("breach", -1): ("failed", 1, 0),  # a breach: one attempt
+    }
+    assert output.count("exit_with.py 1. Error code is: 1.") == 2
+    assert ("BREACH: exit_with.py ran and found a problem (exit 3); a breach fails at once, without retries: "
+            "lklab exit_with: the verdict of a job exiting 3") in output
+
+
+# --- A deployment: the scheduler, two days, one breach ----------------------------------------
 
 
 class Api:
@@ -155,8 +275,29 @@ class Api:
         return self._call("PATCH", path, body)
 
 
-def test_scheduler_runs_reconciliation_when_batch_truth_changes(template, home, tmp_path):
-    lake = copy_lake(template, tmp_path / "lake")
+def task_logs(home: Path) -> str:
+    logs = sorted((home / "logs").rglob("*.log")) if (home / "logs").exists() else []
+    return "\n".join(f"--- {path.relative_to(home)} ---\n{tail(path, 60)}" for path in logs)
+
+
+def drop_an_account_from_the_speed_layer(lake: Path, day: date) -> str:
+    """Delete one account's speed-layer windows of ``day``: a gap no side output explains."""
+    windows = table(lake, "speed_aggregates")
+    account = on_day(windows, day)[0]["account_id"]
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    DeltaTable(str(lake / "tables" / "speed_aggregates")).delete(
+        f"account_id = '{account}' AND window_start >= '{start.isoformat()}' "
+        f"AND window_start < '{(start + timedelta(days=1)).isoformat()}'"
+    )
+    assert not [w for w in on_day(table(lake, "speed_aggregates"), day) if w["account_id"] == account]
+    return account
+
+
+def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(tmp_path_factory, tmp_path):
+    first, second = DAY - timedelta(days=1), DAY
+    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY), tmp_path / "lake")
+    drop_an_account_from_the_speed_layer(lake, first)
+    home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
     port = free_port()
     env = airflow_env(home, lake, api_port=port)
     logs = tmp_path / "processes"
@@ -179,42 +320,74 @@ def test_scheduler_runs_reconciliation_when_batch_truth_changes(template, home, 
             lambda: all(api.get(f"/api/v2/dags/{dag}")[0] == 200 for dag in ("batch_recompute", "reconciliation")),
             timeout=180, what="the DAG processor to register the DAGs", services=services,
         )
-        status, body = api.post(
-            "/api/v2/dags/batch_recompute/dagRuns",
-            {"dag_run_id": "lab-test", "logical_date": f"{DAY.isoformat()}T00:00:00Z"},
-        )
+
+        def no_retry_or_failure(dag: str) -> None:
+            # A task waiting for a retry is reported at once: the retry would not fix the test.
+            status, body = api.get(f"/api/v2/dags/{dag}/dagRuns/~/taskInstances?state=up_for_retry&state=failed")
+            assert status == 200 and not body["task_instances"], f"{body}\n{task_logs(home)}"
+
+        # Two batch days while reconciliation is paused: their events wait for its next run.
+        for run_id, day in (("lab-first", first), ("lab-second", second)):
+            status, body = api.post("/api/v2/dags/batch_recompute/dagRuns",
+                                    {"dag_run_id": run_id, "logical_date": f"{day.isoformat()}T00:00:00Z"})
+            assert status == 200, body
+        status, body = api.patch("/api/v2/dags/batch_recompute", {"is_paused": False})
+        assert status == 200 and body["is_paused"] is False, body
+
+        def batches_done():
+            no_retry_or_failure("batch_recompute")
+            status, body = api.get("/api/v2/dags/batch_recompute/dagRuns")
+            runs = sorted((r["dag_run_id"], r["state"]) for r in body.get("dag_runs", []))
+            return runs if status == 200 and all(state == "success" for _, state in runs) and len(runs) == 2 else None
+
+        batches = wait_until(batches_done, timeout=900, interval=3, what="both batch runs", services=services)
+        assert batches == [("lab-first", "success"), ("lab-second", "success")]
+
+        status, body = api.patch("/api/v2/dags/reconciliation", {"is_paused": False})
+        assert status == 200 and body["is_paused"] is False, body
+        status, assets = api.get("/api/v2/assets?name_pattern=batch_truth")
+        assert status == 200 and [a["name"] for a in assets["assets"]] == ["batch_truth"], assets
+        status, body = api.post("/api/v2/assets/events",
+                                {"asset_id": assets["assets"][0]["id"], "extra": {"days": [second.isoformat()]}})
         assert status == 200, body
-        for dag in ("batch_recompute", "reconciliation"):
-            status, body = api.patch(f"/api/v2/dags/{dag}", {"is_paused": False})
-            assert status == 200 and body["is_paused"] is False, body
 
         def finished_reconciliation():
-            # A task waiting for a retry is reported at once: the retry would not fix the test.
-            for dag in ("batch_recompute", "reconciliation"):
-                status, body = api.get(f"/api/v2/dags/{dag}/dagRuns/~/taskInstances?state=up_for_retry&state=failed")
-                if status == 200 and body["task_instances"]:
-                    return [{"state": "task " + body["task_instances"][0]["state"], "dag_run_id": None}]
             status, body = api.get("/api/v2/dags/reconciliation/dagRuns")
             done = [r for r in body.get("dag_runs", []) if r["state"] in ("success", "failed")] if status == 200 else []
             return done or None
 
-        reconciled = wait_until(
-            finished_reconciliation, timeout=600, interval=3, what="the asset-triggered reconciliation run",
-            services=services,
-        )
-        assert [r["state"] for r in reconciled] == ["success"], task_logs(home)
-        run_id = reconciled[0]["dag_run_id"]
-        assert reconciled[0]["run_type"] == "asset_triggered"
-        status, events = api.get(f"/api/v2/dags/reconciliation/dagRuns/{run_id}/upstreamAssetEvents")
+        reconciled = wait_until(finished_reconciliation, timeout=900, interval=3,
+                                what="the asset-triggered reconciliation run", services=services)
+        (recon,) = reconciled
+        assert (recon["run_type"], recon["state"]) == ("asset_triggered", "failed"), task_logs(home)
+        status, events = api.get(f"/api/v2/dags/reconciliation/dagRuns/{recon['dag_run_id']}/upstreamAssetEvents")
         assert status == 200, events
-        assert [(e["name"], e["source_dag_id"], e["source_run_id"]) for e in events["asset_events"]] == [
-            ("batch_truth", "batch_recompute", "lab-test")
+        consumed = [(e["name"], e["source_dag_id"], e["source_run_id"], e["extra"]) for e in events["asset_events"]]
+        assert sorted(consumed, key=str) == [
+            ("batch_truth", "batch_recompute", "lab-first", {}),
+            ("batch_truth", "batch_recompute", "lab-second", {}),
+            ("batch_truth", None, None, {"days": [second.isoformat()], "from_rest_api": True}),
         ]
-        status, batch = api.get("/api/v2/dags/batch_recompute/dagRuns")
-        assert [(r["dag_run_id"], r["state"]) for r in batch["dag_runs"]] == [("lab-test", "success")]
+        status, body = api.get(f"/api/v2/dags/reconciliation/dagRuns/{recon['dag_run_id']}/taskInstances")
+        assert status == 200, body
+        attempts = {(t["task_id"], t["map_index"]): (t["state"], t["try_number"]) for t in body["task_instances"]}
+        assert attempts == {
+            ("days_covered", -1): ("success", 1),
+            ("reconcile", 0): ("failed", 1),   # the first day: a breach, not retried
+            ("reconcile", 1): ("success", 1),  # the second day
+        }, task_logs(home)
+        status, body = api.get("/api/v2/dags/batch_recompute/dagRuns")
+        assert sorted((r["dag_run_id"], r["state"]) for r in body["dag_runs"]) == batches
     finally:
         stop_all(services)
 
     assert all(not s.alive() for s in services)
-    assert rows_of_day(lake, "batch_truth") == expected_truth(lake)
-    assert_reconciled(lake)
+    breach_log = next((home / "logs").glob(f"dag_id=reconciliation/**/task_id=reconcile/map_index=0/attempt=1.log")).read_text()
+    assert f"--date {first.isoformat()} --against speed" in breach_log
+    assert "BREACH: reconcile_job.py ran and found a problem (exit 3); a breach fails at once, without retries: " in breach_log
+    assert "lklab reconcile: UNEXPLAINED GAP: " in breach_log
+    for day in (first, second):
+        assert on_day(table(lake, "batch_truth"), day) == expected_truth(lake, day)
+    assert_reconciled(lake, second)
+    breached = [r for r in table(lake, "recon_runs").to_pylist() if r["date_from"] == first]
+    assert breached and sum(r["unexplained_events"] for r in breached) > 0

@@ -6,7 +6,7 @@ stores and the scheduler reads).
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,10 @@ DAGS = REPO / "dags"
 
 SHAPES = {
     "batch_recompute": {"recompute_batch_truth": set()},
-    "reconciliation": {"reconcile": set()},
+    "reconciliation": {"days_covered": {"reconcile"}, "reconcile": set()},
     "kappa_replay": {"replay": set()},
     "speed_layer_health": {"check_stream_metrics": set()},
+    "lake_maintenance": {"compact_and_vacuum": set()},
     "lambda_kappa_experiment": {
         "generate_log": {"speed_layer", "batch_recompute", "kappa_replay"},
         "speed_layer": {"reconcile_speed"},
@@ -90,9 +91,13 @@ def test_schedules(dagbag):
     assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(Asset("batch_truth"))
     health = dagbag.dags["speed_layer_health"].timetable
     assert isinstance(health, CronTriggerTimetable) and health.expression == "*/5 * * * *"
+    maintenance = dagbag.dags["lake_maintenance"].timetable
+    assert isinstance(maintenance, CronTriggerTimetable)
+    assert (maintenance.expression, str(maintenance.timezone)) == ("0 3 * * *", "UTC")
+    assert dagbag.dags["lake_maintenance"].params["retention"] == "7d"
     for manual in ("kappa_replay", "lambda_kappa_experiment"):
         assert dagbag.dags[manual].timetable.can_be_scheduled is False
-    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment"):
+    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment", "lake_maintenance"):
         assert dagbag.dags[one_at_a_time].max_active_runs == 1
 
 
@@ -112,17 +117,58 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
     }
 
 
-@pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
-def test_spark_tasks_submit_repo_jobs_through_spark_default(dagbag, dag_id, task_id):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def spark_task_arguments(task) -> dict:
+    """The arguments a Spark task was given (a mapped task's are its ``partial`` ones)."""
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
 
-    task = dagbag.dags[dag_id].get_task(task_id)
-    assert isinstance(task, SparkSubmitOperator)
-    assert task._conn_id == "spark_default"
+    from lklab.spark_task import LabSparkSubmitOperator
+
+    if isinstance(task, MappedOperator):
+        assert task.operator_class is LabSparkSubmitOperator
+        return dict(task.partial_kwargs)
+    assert isinstance(task, LabSparkSubmitOperator)
+    return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._driver_memory,
+            "spark_binary": task._spark_binary, "breach_exit_code": task.breach_exit_code, "env_vars": task.env_vars,
+            "conf": task.conf}
+
+
+@pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
+def test_spark_tasks_submit_repo_jobs_with_the_projects_spark_submit(dagbag, dag_id, task_id):
+    import sys
+
+    arguments = spark_task_arguments(dagbag.dags[dag_id].get_task(task_id))
+    assert arguments["conn_id"] == "spark_default"
+    # The venv's own, wherever PATH points: the Spark the jobs import.
+    assert arguments["spark_binary"] == str(Path(sys.executable).parent / "spark-submit")
+    assert arguments["conf"] == {"spark.pyspark.python": sys.executable}
+    assert arguments["env_vars"] == {"PYSPARK_DRIVER_PYTHON": sys.executable}
     # Spark's 1g default runs a local-mode reconcile of ~1M windows out of heap.
-    assert task._driver_memory == os.environ.get("LKLAB_DRIVER_MEMORY", "4g")
-    assert Path(task.application) == REPO / "spark_jobs" / SPARK_JOBS[(dag_id, task_id)]
-    assert Path(task.application).is_file(), f"{task.application} does not exist"
+    assert arguments["driver_memory"] == os.environ.get("LKLAB_DRIVER_MEMORY", "4g")
+    assert Path(arguments["application"]) == REPO / "spark_jobs" / SPARK_JOBS[(dag_id, task_id)]
+    assert Path(arguments["application"]).is_file(), f"{arguments['application']} does not exist"
+    # Only reconcile_job says "ran and found a breach" by its exit code (3); every other failure is retried.
+    assert arguments.get("breach_exit_code") == (3 if SPARK_JOBS[(dag_id, task_id)] == "reconcile_job.py" else None)
+
+
+def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    reconcile = dagbag.dags["reconciliation"].get_task("reconcile")
+    assert isinstance(reconcile, MappedOperator)
+    assert set(reconcile.expand_input.value) == {"application_args"}
+    assert reconcile.partial_kwargs["max_active_tis_per_dagrun"] == 1
+    assert [t.task_id for t in reconcile.upstream_list] == ["days_covered"]
+
+
+def test_days_covered_gives_each_day_its_reconcile_arguments(dagbag):
+    from types import SimpleNamespace
+
+    days_covered = dagbag.dags["reconciliation"].get_task("days_covered").python_callable
+    manual_run = SimpleNamespace(logical_date=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    assert days_covered(triggering_asset_events={}, dag_run=manual_run, params={"max_unexplained": "0.5"}) == [
+        ["--date", "2026-01-05", "--against", "speed", "--json", "--max-unexplained", "0.5"],
+    ]
+    assert dagbag.dags["reconciliation"].params["max_unexplained"] == "0"
 
 
 def test_templated_arguments(dagbag):
@@ -134,7 +180,5 @@ def test_templated_arguments(dagbag):
         "--allowed-lateness", "{{ params.allowed_lateness }}",
         "--replace",
     ]
-    reconcile = args("reconciliation", "reconcile")
-    assert reconcile[2:] == ["--against", "speed", "--json", "--max-unexplained", "{{ params.max_unexplained }}"]
     params = dagbag.dags["kappa_replay"].params
     assert (params["watermark_delay"], params["allowed_lateness"]) == ("1m", "0s")

@@ -1,0 +1,206 @@
+"""Compaction and VACUUM of the lake's always-on tables, keeping time travel within a retention.
+
+The speed layer commits to its tables every micro-batch and reconciliation appends to its
+history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
+replaced behind for time travel. Maintenance does two things to every always-on table:
+
+* **Compaction** (delta-rs ``optimize.compact``): small files are rewritten into bigger ones in
+  one commit that changes no row (``dataChange=false``). Readers of the new version open fewer
+  files; readers of older versions still find the old ones.
+* **VACUUM** (``vacuum(full=True)``): files the latest version does not reference and that were
+  removed more than the *retention* ago are deleted (so are files no commit ever referenced,
+  left by a writer that died, once older than the retention). Every version committed within
+  the retention stays readable: its files were removed, if at all, after it was committed, so
+  less than the retention ago. Older versions may no longer be.
+
+The retention is whole hours from ``1h`` to ``30d``, default ``7d`` (Delta's own default). Below
+an hour a reader holding an older snapshot could lose its files (the speed layer reads the
+latest version before each micro-batch; a reconciliation runs minutes); beyond 30 days Delta's
+default log retention may have removed the commits themselves.
+
+Concurrency (delta-rs 1.6.6):
+
+* a compaction and a blind append commit in either order without conflict, so the tables only
+  ever appended to (the speed layer's side outputs and metrics, the reconciliation history) are
+  compacted while their writers run;
+* a compaction next to an in-place rewrite is not safe: a MERGE that commits after it fails (the
+  speed layer would stop), and an overwrite that commits after it keeps the compacted file next
+  to its own (the overwritten rows come back). ``speed_aggregates`` (merged) and
+  ``stream_state`` (overwritten) are therefore compacted only while the speed layer's lock is
+  free, and under it, so that none starts meanwhile; while one runs they are skipped (every
+  micro-batch rewrites them, so they hold one or two live files anyway: what they need is VACUUM);
+* VACUUM changes no data; a commit landing during it makes its closing commit fail, and it is
+  tried again on the new version.
+
+One maintenance at a time per lake (the ``maintenance`` writer lock); the lake cannot be
+replaced meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+
+from shared.durations import UNITS, format_duration, parse_duration
+from shared.locks import LockHeld, hold, writer
+
+__all__ = [
+    "ALWAYS_ON_TABLES", "AlwaysOnTable", "DEFAULT_RETENTION", "LakeMaintenance", "TableMaintenance",
+    "maintain_lake", "retention_hours",
+]
+
+DEFAULT_RETENTION = "7d"
+MINIMUM_RETENTION_HOURS, MAXIMUM_RETENTION_HOURS = 1, 30 * 24
+# The lock the live speed layer holds while it runs (spark_jobs/speed_job.run_speed: no prefix, app "speed").
+SPEED_LAYER_LOCK = "stream-speed"
+COMMIT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class AlwaysOnTable:
+    """A table written while the lab runs; ``rewritten_by``: the lock of the writer that rewrites
+    it in place (None: it is only ever appended to)."""
+
+    name: str
+    rewritten_by: str | None = None
+
+
+ALWAYS_ON_TABLES = (
+    AlwaysOnTable("speed_aggregates", rewritten_by=SPEED_LAYER_LOCK),
+    AlwaysOnTable("stream_state", rewritten_by=SPEED_LAYER_LOCK),
+    AlwaysOnTable("late_events"),
+    AlwaysOnTable("duplicate_events"),
+    AlwaysOnTable("dead_letter"),
+    AlwaysOnTable("stream_metrics"),
+    AlwaysOnTable("recon_runs"),
+    AlwaysOnTable("recon_diffs"),
+    AlwaysOnTable("recon_corrections"),
+)
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What maintenance did to one table: live files before and after compaction, files deleted
+    by VACUUM, the table's version afterwards; ``skipped`` says why compaction did not run."""
+
+    table: str
+    files_before: int
+    files_after: int
+    vacuumed_files: int
+    version: int
+    skipped: str | None = None
+
+    def describe(self) -> str:
+        compaction = f"not compacted: {self.skipped}" if self.skipped else f"{self.files_before} -> {self.files_after} files"
+        return f"{self.table}: {compaction}; vacuum deleted {self.vacuumed_files} files; version {self.version}"
+
+
+@dataclass(frozen=True)
+class LakeMaintenance:
+    """One maintenance of a lake; ``missing``: always-on tables the lake does not have yet."""
+
+    lake: str
+    retention: str
+    tables: tuple[TableMaintenance, ...]
+    missing: tuple[str, ...]
+    seconds: float
+
+    def describe(self) -> str:
+        lines = [f"maintenance of {self.lake} (retention {self.retention}) in {self.seconds:.1f} s"]
+        lines += [f"  {table.describe()}" for table in self.tables]
+        if self.missing:
+            lines.append(f"  not in this lake yet: {', '.join(self.missing)}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def retention_hours(text: str, *, enforce_retention_duration: bool = True) -> int:
+    """The retention ``text`` (a duration) in whole hours, from 1h to 30d; without
+    ``enforce_retention_duration`` any whole number of hours, 0 included (no reader may run)."""
+    micros = parse_duration(text, name="retention")
+    hours, rest = divmod(micros, UNITS["h"])
+    if rest:
+        raise ValueError(f"retention: {text!r} is not a whole number of hours; use e.g. 12h, 7d")
+    if enforce_retention_duration and not MINIMUM_RETENTION_HOURS <= hours <= MAXIMUM_RETENTION_HOURS:
+        raise ValueError(
+            f"retention: {text!r} is out of range; use 1h to 30d (shorter: a reader's snapshot may lose its "
+            "files; longer: Delta's 30-day log retention may lose the commits)"
+        )
+    return hours
+
+
+def maintain_lake(
+    lake: str | Path | None = None, retention: str = DEFAULT_RETENTION, *, enforce_retention_duration: bool = True
+) -> LakeMaintenance:
+    """Compact and VACUUM every always-on table of ``lake`` (default: the configured lake).
+
+    Raises ``LockHeld`` when another maintenance runs or the lake is being replaced.
+    """
+    if lake is None:
+        from shared.config import load_config
+
+        lake = load_config().lake
+    lake = Path(lake).resolve()
+    if not lake.is_dir():
+        raise ValueError(f"lake {lake}: no such directory (LKLAB_LAKE or --lake names the lake)")
+    hours = retention_hours(retention, enforce_retention_duration=enforce_retention_duration)
+    started = time.monotonic()
+    done, missing = [], []
+    with writer(lake, "maintenance"):
+        present = [t for t in ALWAYS_ON_TABLES if DeltaTable.is_deltatable(str(lake / "tables" / t.name))]
+        missing = [t.name for t in ALWAYS_ON_TABLES if t not in present]
+        for role in dict.fromkeys(t.rewritten_by for t in present):
+            group = [t for t in present if t.rewritten_by == role]
+            with ExitStack() as stack:
+                skipped = None
+                if role is not None:
+                    try:
+                        stack.enter_context(hold(lake, role))
+                    except LockHeld as held:
+                        skipped = f"its writer is running ({held})"
+                done += [_maintain_table(lake / "tables" / t.name, hours, skipped) for t in group]
+    order = [t.name for t in ALWAYS_ON_TABLES]
+    return LakeMaintenance(
+        lake=str(lake),
+        retention=format_duration(hours * UNITS["h"]),
+        tables=tuple(sorted(done, key=lambda t: order.index(t.table))),
+        missing=tuple(missing),
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _maintain_table(path: Path, hours: int, skipped: str | None) -> TableMaintenance:
+    before = len(DeltaTable(str(path)).file_uris())
+    if skipped is None:
+        _committed(lambda: DeltaTable(str(path)).optimize.compact())
+    after = len(DeltaTable(str(path)).file_uris())
+    vacuumed = _vacuum(path, hours)
+    return TableMaintenance(path.name, before, after, vacuumed, DeltaTable(str(path)).version(), skipped)
+
+
+def _vacuum(path: Path, hours: int) -> int:
+    """VACUUM the table; the number of files it deletes. Nothing to delete: no commit."""
+    options = {"retention_hours": hours, "enforce_retention_duration": False, "full": True}
+    doomed = DeltaTable(str(path)).vacuum(dry_run=True, **options)
+    if doomed:
+        _committed(lambda: DeltaTable(str(path)).vacuum(dry_run=False, **options))
+    return len(doomed)
+
+
+def _committed(operation):
+    """Run ``operation`` (which opens the table's latest version itself) until its commit is not
+    refused by a concurrent one; a conflict ``COMMIT_ATTEMPTS`` times running is raised."""
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return operation()
+        except CommitFailedError:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            time.sleep(0.2 * attempt)
