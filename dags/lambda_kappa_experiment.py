@@ -3,6 +3,8 @@
 Manual. On a lake of its own (``lake``, default ``$LKLAB_EXPERIMENT_LAKE``, else the
 configured lake's path with ``-experiment`` appended), never the live one:
 
+0. ``claim_lake`` refuses the configured live lake and any lake holding data the experiment
+   did not make (``lklab.experiment_lake``): the steps below overwrite what they find;
 1. ``generate_log`` writes a scenario log (skipped with ``generate: false`` to use the log
    already in that lake);
 2. Lambda: ``speed_layer`` (the streaming job over the whole log, then stops) and
@@ -61,6 +63,13 @@ def spark_step(task_id: str, job: str, *args: str, **operator_args):
     doc_md=__doc__,
 )
 def lambda_kappa_experiment():
+    @task
+    def claim_lake(params=None) -> str:
+        """Refuse a lake the experiment did not make (the live one, or any with data of its own)."""
+        from lklab.experiment_lake import claim
+
+        return str(claim(params["lake"], os.environ.get("LKLAB_LAKE")))
+
     @task.run_if(lambda context: context["params"]["generate"], skip_message="using the log already in the lake")
     @task
     def generate_log(params=None) -> dict:
@@ -70,6 +79,7 @@ def lambda_kappa_experiment():
         return generate(scenario, params["lake"], overwrite=True).manifest
 
     log = generate_log()
+    claim_lake() >> log
     speed_layer = spark_step("speed_layer", "speed_job", "--available-now", *STREAM_SETTINGS)
     batch = spark_step("batch_recompute", "batch_job")
     replay = spark_step("kappa_replay", "replay_job", "--name", "{{ params.run_name }}", "--replace", *STREAM_SETTINGS)

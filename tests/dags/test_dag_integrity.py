@@ -21,6 +21,7 @@ SHAPES = {
     "speed_layer_health": {"check_stream_metrics": set()},
     "lake_maintenance": {"compact_and_vacuum": set()},
     "lambda_kappa_experiment": {
+        "claim_lake": {"generate_log"},
         "generate_log": {"speed_layer", "batch_recompute", "kappa_replay"},
         "speed_layer": {"reconcile_speed"},
         "batch_recompute": {"reconcile_speed", "reconcile_kappa"},
