@@ -37,11 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 
 from pyspark.sql import SparkSession  # noqa: E402
 
+from lklab.batch_recompute import run_batch  # noqa: E402
 from lklab.generator import GeneratorParams, generate  # noqa: E402
+from shared.batch_runs import BatchRun  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.eventlog import EventLog  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
-from spark_jobs.batch_job import BatchRun, run_batch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_batch import run_bare  # noqa: E402

@@ -29,6 +29,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.scenarios import HOUR
 from shared.config import LabConfig
@@ -38,7 +39,6 @@ from shared.log_source import SOURCE_NAME
 from shared.pipeline import classify_lines, window_totals
 from shared.tables import Tables
 from shared.windows import assign_windows
-from spark_jobs.batch_job import run_batch
 
 __all__ = ["LakeShape", "DerivedLake", "build_lake"]
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from shared import catalog
 from shared.config import SETTINGS, ConfigError, LabConfig, load_config
 from shared.durations import parse_duration
 
@@ -174,14 +175,15 @@ def _days(args: argparse.Namespace):
 
 
 def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
+    from lklab.batch_recompute import run_batch
     from lklab.generator import load_events
     from lklab.summary import batch_summary, render_text
     from lklab.truth import write_truth
-    from shared.spark_session import spark_session
-    from shared.tables import Tables
+    from shared.batch_runs import PositionError
     from shared.partitions import DayRange
+    from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
-    from spark_jobs.batch_job import PositionError, run_batch
+    from shared.tables import Tables
 
     _progress(f"starting Spark ({config.spark_master})")
     spark = spark_session(config, "lklab-batch")
@@ -248,7 +250,7 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
             segments_per_batch=args.segments_per_batch,
             error_step=args.error_step,
         )
-        from spark_jobs.replay_job import replay_prefix
+        from shared.catalog import replay_prefix
 
         replay_prefix(name)
     except ValueError as err:
@@ -291,8 +293,8 @@ def cmd_speed(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from lklab.speed_layer import run_speed
     from shared.spark_session import spark_session
-    from spark_jobs.speed_job import run_speed
 
     config = _config(args)
     if args.segments_per_batch < 1:
@@ -309,7 +311,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
         layer = run_speed(
             spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
         )
-        name = layer.table("stream_metrics")
+        name = layer.table(catalog.STREAM_METRICS)
         metrics = layer.tables.read_arrow(name) if layer.tables.exists(name) else None
     finally:
         # Stopping Spark shuts down the foreachBatch callback server before the interpreter exits.
@@ -331,7 +333,7 @@ def _lake_windows(config: LabConfig, purpose: str) -> LabConfig:
 
     tables = _settings_tables(config)
     try:
-        windows = agreed(tables, ["batch_truth", "speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name], ("window-kind", "window-size", "window-slide", "session-gap"))
         return adopt(config, windows, f"the lake's tables ({purpose})")
     except SettingsConflict as err:
         raise UsageError(str(err)) from None
@@ -345,9 +347,10 @@ def _settings_tables(config: LabConfig):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from lklab.kappa_replay import ReplayExists, run_replay
+    from shared.catalog import replay_prefix
     from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
-    from spark_jobs.replay_job import ReplayExists, replay_prefix, run_replay
 
     config = _lake_windows(_config(args), "a replay is compared with them")
     try:
@@ -374,18 +377,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from reconciliation.reconcile import ReconcileInputError, reconcile, stream_prefix
-    from shared.table_settings import SettingsConflict
     from reconciliation.render import render_json, render_text
     from reconciliation.tolerance import Tolerance, parse_tolerance
+    from shared.batch_runs import PositionError
     from shared.spark_session import spark_session
-    from spark_jobs.batch_job import PositionError
+    from shared.table_settings import SettingsConflict
 
     config = _config(args)
     days = _days(args)
     if args.against == "speed":
         config = _adopt_stream(config, "", "the speed layer")
     elif args.against.startswith("kappa:"):
-        config = _adopt_stream(config, f"kappa/{args.against.split(':', 1)[1]}/", f"replay {args.against.split(':', 1)[1]}")
+        config = _adopt_stream(config, catalog.stream_prefix(args.against), f"replay {args.against.split(':', 1)[1]}")
     try:
         stream_prefix(args.against)
         tolerance = Tolerance(parse_tolerance(args.abs_tol, "abs-tol"), parse_tolerance(args.rel_tol, "rel-tol"))
@@ -420,7 +423,7 @@ def _adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
 
     tables = _settings_tables(config)
     try:
-        windows = agreed(tables, ["batch_truth", f"{prefix}speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)], ("window-kind", "window-size", "window-slide", "session-gap"))
         stream = agreed(tables, [f"{prefix}speed_aggregates"])
         return adopt(config, {**stream, **windows}, source)
     except SettingsConflict as err:

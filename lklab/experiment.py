@@ -46,11 +46,22 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab import measure
+from lklab.batch_recompute import run_batch
+from lklab.kappa_replay import run_replay
 from lklab.report import (
-    ArrivalDelay, Configuration, ConfigurationResult, FinanceAudit, GapHeatMap, PathCost, ReconciliationSummary, Report,
+    ArrivalDelay,
+    Configuration,
+    ConfigurationResult,
+    FinanceAudit,
+    GapHeatMap,
+    PathCost,
+    ReconciliationSummary,
+    Report,
     StreamRun,
 )
+from lklab.speed_layer import run_speed
 from reconciliation.reconcile import reconcile
+from shared.catalog import BATCH_DUPLICATES, BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -61,9 +72,6 @@ from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.speed import StreamSettings, clocked_lines
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.replay_job import replay_prefix, run_replay
-from spark_jobs.speed_job import run_speed
 
 __all__ = ["ComparisonPlan", "run_comparison"]
 
@@ -166,7 +174,7 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
         progress(f"nightly batch recompute at {measure.to_utc(midnight):%Y-%m-%d %H:%M}Z: days to {days.last}, "
                  f"segments 1..{int(complete[-1])}")
         runs.append(run_batch(spark, config, days, last_segment=int(complete[-1])))
-        rows = measure.rows_of(days.select(tables.read_arrow("batch_truth")))
+        rows = measure.rows_of(days.select(tables.read_arrow(BATCH_TRUTH.name)))
         landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
     progress("batch recompute: the truth from the complete log")
     final = run_batch(spark, config, refresh=True)
@@ -213,7 +221,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     step("reconcile the live stream against batch truth")
     with measure_cost(config.spark_master) as recon_cost:
         recon = reconcile(spark, run_config, against=f"kappa:{name}")
-    history = tables.read_arrow(f"{replayed}window_history")
+    history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
     return _Stream(
         run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows, len(windows)),
@@ -235,7 +243,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
 def _first_copies(tables: Tables, log: _Log, last: int) -> pa.Table:
     """The batch's first copies (every valid copy but ``batch_duplicates``) with their
     processing time and line key."""
-    duplicates = tables.read_arrow("batch_duplicates") if tables.exists("batch_duplicates") else None
+    duplicates = tables.read_arrow(BATCH_DUPLICATES.name) if tables.exists(BATCH_DUPLICATES.name) else None
     events = log.events
     if duplicates is not None and duplicates.num_rows:
         copies = line_keys(duplicates["segment"].to_numpy(), duplicates["line_number"].to_numpy())
@@ -262,7 +270,7 @@ def run_comparison(
 
     log = _clocked_log(spark, lake, last, StreamSettings.of(config))
     landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
-    truth = measure.rows_of(tables.read_arrow("batch_truth"))
+    truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)
 
     settings: dict[tuple[int, int], tuple[str, str]] = {}

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from shared.catalog import STREAM_METRICS
 from shared.durations import MICROS_PER_SECOND, parse_duration
 from shared.eventlog import EventLog
 
@@ -102,7 +103,7 @@ def stream_health(
     *,
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
-    table: str = "stream_metrics",
+    table: str = STREAM_METRICS.name,
     now: float | None = None,
 ) -> StreamHealth:
     """Check the speed layer writing ``<lake>/tables/<table>`` (lake: the configured one).
@@ -176,7 +177,7 @@ def require_healthy_stream(
     *,
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
-    table: str = "stream_metrics",
+    table: str = STREAM_METRICS.name,
     now: float | None = None,
 ) -> StreamHealth:
     """``stream_health``, raising ``SpeedLayerUnhealthy`` (message: the description) when unhealthy."""

@@ -46,6 +46,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
+from shared import catalog
 from shared.durations import UNITS, format_duration, parse_duration
 from shared.locks import LockHeld, hold, writer
 
@@ -71,15 +72,15 @@ class AlwaysOnTable:
 
 
 ALWAYS_ON_TABLES = (
-    AlwaysOnTable("speed_aggregates", rewritten_by=SPEED_LAYER_LOCK),
-    AlwaysOnTable("stream_state", rewritten_by=SPEED_LAYER_LOCK),
-    AlwaysOnTable("late_events"),
-    AlwaysOnTable("duplicate_events"),
-    AlwaysOnTable("dead_letter"),
-    AlwaysOnTable("stream_metrics"),
-    AlwaysOnTable("recon_runs"),
-    AlwaysOnTable("recon_diffs"),
-    AlwaysOnTable("recon_corrections"),
+    AlwaysOnTable(catalog.SPEED_AGGREGATES.name, rewritten_by=SPEED_LAYER_LOCK),
+    AlwaysOnTable(catalog.STREAM_STATE.name, rewritten_by=SPEED_LAYER_LOCK),
+    AlwaysOnTable(catalog.LATE_EVENTS.name),
+    AlwaysOnTable(catalog.DUPLICATE_EVENTS.name),
+    AlwaysOnTable(catalog.DEAD_LETTER.name),
+    AlwaysOnTable(catalog.STREAM_METRICS.name),
+    AlwaysOnTable(catalog.RECON_RUNS.name),
+    AlwaysOnTable(catalog.RECON_DIFFS.name),
+    AlwaysOnTable(catalog.RECON_CORRECTIONS.name),
 )
 
 

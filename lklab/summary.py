@@ -12,8 +12,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_jobs.batch_job import BatchRun
 from shared.aggregation import AGGREGATE_COLUMNS
+from shared.batch_runs import BatchRun
 from shared.tables import Tables
 
 __all__ = ["BatchSummary", "batch_summary", "render_text", "same_rows"]

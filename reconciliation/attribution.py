@@ -75,7 +75,7 @@ def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: L
     """
     lake = str(lake)
     furthest, nearest = max(batch.last_segment, stream.last_segment), min(batch.last_segment, stream.last_segment)
-    if spec.kind == "session":
+    if spec.merges:  # any line of a key can reshape its windows
         return parsed_log(spark, lake, furthest)
     recorded = [frame for frame in (stream.duplicates, stream.late, batch.duplicates) if frame is not None]
     rejected = [frame for frame in (stream.dead_letters, batch.dead_letters) if frame is not None]
@@ -162,7 +162,7 @@ def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days
     )
     if fold_late:
         return _contributions(accepted, spec, days)
-    if spec.kind == "session":
+    if spec.merges:
         return _stream_sessions(accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days)
     late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
     return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")

@@ -15,11 +15,11 @@ never seen) and ``retract`` (a session the fold merged into a larger one: subtra
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
-from shared.windows import KEY_COLUMNS, WindowSpec
+from shared.windows import WindowSpec
 
 __all__ = ["fold_late_events", "window_corrections", "CORRECTION_KINDS"]
 
@@ -31,46 +31,23 @@ def _rows(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> DataFrame:
         *WINDOW_KEY, "event_count", F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
         F.lit(0).cast("long").alias("late_events"), F.lit(0).cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
     )
-    if spec.kind == "session":
-        late = late.dropDuplicates(["segment", "line_number"]).withColumn("window_start", F.col("event_time")).withColumn(
-            "window_end", F.timestamp_micros(F.unix_micros("event_time") + F.lit(spec.gap))
-        )
-    folded = late.select(
+    folded = spec.late_windows(late).select(
         *WINDOW_KEY, F.lit(1).cast("long").alias("event_count"), F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
         F.lit(1).cast("long").alias("late_events"), F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
     )
     return served.unionByName(folded)
 
 
-def _merge_intervals(rows: DataFrame) -> DataFrame:
-    """Per key, merge overlapping ``[window_start, window_end)`` intervals into one window."""
-    ordered = Window.partitionBy(*KEY_COLUMNS).orderBy("window_start", "window_end")
-    reach = F.max(F.unix_micros("window_end")).over(ordered.rowsBetween(Window.unboundedPreceding, -1))
-    starts = (reach.isNull() | (F.unix_micros("window_start") >= reach)).cast("long")
-    numbered = rows.withColumn("_starts", starts).withColumn("_group", F.sum("_starts").over(ordered))
-    return numbered.groupBy(*KEY_COLUMNS, "_group").agg(
-        F.min("window_start").alias("window_start"),
-        F.max("window_end").alias("window_end"),
+def fold_late_events(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> DataFrame:
+    """Stream window rows + side output -> corrected rows (``WINDOW_KEY``, ``event_count``,
+    ``amount_total``, and the folded-in share: ``late_events``, ``late_amount``): each late event
+    added to the windows ``spec`` says it belongs to once folded (merged sessions summed as one)."""
+    merged = spec.merged(_rows(stream, late, spec)).groupBy(*WINDOW_KEY).agg(
         F.sum("event_count").alias("event_count"),
         F.sum("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
         F.sum("late_events").alias("late_events"),
         F.sum("late_amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
     )
-
-
-def fold_late_events(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> DataFrame:
-    """Stream window rows + side output -> corrected rows (``WINDOW_KEY``, ``event_count``,
-    ``amount_total``, and the folded-in share: ``late_events``, ``late_amount``)."""
-    rows = _rows(stream, late, spec)
-    if spec.kind == "session":
-        merged = _merge_intervals(rows)
-    else:
-        merged = rows.groupBy(*WINDOW_KEY).agg(
-            F.sum("event_count").alias("event_count"),
-            F.sum("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
-            F.sum("late_events").alias("late_events"),
-            F.sum("late_amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
-        )
     return merged.select(*WINDOW_KEY, "event_count", "amount_total", "late_events", "late_amount")
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -36,27 +37,46 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciliation.attribution import REASONS, LineRecords, disputed_lines, explain_windows
+from reconciliation.attribution import (
+    REASONS,
+    LineRecords,
+    disputed_lines,
+    explain_windows,
+)
 from reconciliation.diff import diff_windows
 from reconciliation.fold import fold_late_events, window_corrections
 from reconciliation.metrics import currency_figures, explained_diff, largest_gaps
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
-from shared.aggregation import WINDOW_KEY
+from shared import catalog
+from shared.aggregation import AGGREGATE_COLUMNS, AMOUNT_TOTAL_ARROW_TYPE, WINDOW_KEY
+from shared.batch_runs import BATCH_TABLES_LOCK, recorded_position
+from shared.catalog import (
+    BATCH_DEAD_LETTER,
+    BATCH_DUPLICATES,
+    BATCH_TRUTH,
+    CORRECTED_AGGREGATES,
+    DEAD_LETTER,
+    DUPLICATE_EVENTS,
+    LATE_EVENTS,
+    RECON_CORRECTIONS,
+    RECON_DIFFS,
+    RECON_RUNS,
+    REPLAY_RUNS,
+    SPEED_AGGREGATES,
+    STREAM_METRICS,
+    STREAM_STATE,
+)
 from shared.config import LabConfig
-from shared.partitions import DayRange
 from shared.locks import hold, writer
+from shared.partitions import DayRange
 from shared.stream_cut import StreamCut, stream_cut
 from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
-from spark_jobs.batch_job import BATCH_TABLES_LOCK, recorded_position
-from spark_jobs.replay_job import replay_prefix
 
-__all__ = ["reconcile", "stream_prefix", "ReconcileInputError"]
+__all__ = ["reconcile", "compute", "commit", "Outputs", "stream_prefix", "ReconcileInputError"]
 
-STREAM_TABLES = ("speed_aggregates", "late_events", "duplicate_events", "dead_letter", "stream_metrics")
-BATCH_TABLES = ("batch_truth", "batch_duplicates", "batch_dead_letter", "batch_runs")
-MONEY = pa.decimal128(38, 6)
+MONEY = AMOUNT_TOTAL_ARROW_TYPE
 
 
 class ReconcileInputError(ValueError):
@@ -64,23 +84,19 @@ class ReconcileInputError(ValueError):
 
 
 def stream_prefix(against: str) -> str:
-    """``speed`` -> ``""``; ``kappa:<RUN>`` -> ``kappa/<RUN>/``."""
-    if against == "speed":
-        return ""
-    if against.startswith("kappa:"):
-        return replay_prefix(against.split(":", 1)[1])
-    raise ReconcileInputError(f"--against {against!r}: use 'speed' or 'kappa:<RUN>'")
+    """``speed`` -> ``""``; ``kappa:<RUN>`` -> ``kappa/<RUN>/`` (``shared.catalog``)."""
+    try:
+        return catalog.stream_prefix(against)
+    except catalog.StreamChoiceError as err:
+        raise ReconcileInputError(str(err)) from None
 
 
-def _frame(tables: Tables, name: str, empty_schema: str, cut: StreamCut | None = None) -> DataFrame:
-    """Table ``name`` (at the cut's version when a cut is given), or an empty frame."""
+def _frame(tables: Tables, table: catalog.Table, prefix: str = "", cut: StreamCut | None = None) -> DataFrame:
+    """``table`` under ``prefix`` (at the cut's version when a cut is given), or no rows."""
+    name = table.at(prefix)
     if cut is not None:
-        if name in cut.versions:
-            return tables.read(name, cut.versions[name])
-        return tables.spark.createDataFrame([], empty_schema)
-    if tables.exists(name):
-        return tables.read(name)
-    return tables.spark.createDataFrame([], empty_schema)
+        return tables.read(name, cut.versions[name]) if name in cut.versions else table.empty(tables.spark)
+    return tables.read(name) if tables.exists(name) else table.empty(tables.spark)
 
 
 def _truth_days(tables: Tables, days: DayRange) -> DayRange:
@@ -88,7 +104,7 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     if not days.everything:
         return days
     day = F.to_date("window_start")  # in the session's time zone: UTC
-    first, last = tables.read("batch_truth").agg(F.min(day), F.max(day)).first()
+    first, last = tables.read(BATCH_TRUTH.name).agg(F.min(day), F.max(day)).first()
     if first is None:
         raise ReconcileInputError("batch_truth is empty: run 'lklab batch' first")
     return DayRange(first, last)
@@ -98,17 +114,17 @@ def _positions(tables: Tables, prefix: str, days: DayRange, cut: StreamCut) -> t
     batch = recorded_position(tables, days)
     if batch is None:
         raise ReconcileInputError(f"no batch truth recorded for {days.describe()}: run 'lklab batch' for those days first")
-    metrics = f"{prefix}stream_metrics"
+    metrics = STREAM_METRICS.at(prefix)
     if metrics not in cut.versions:
-        source = "lklab speed" if not prefix else f"lklab replay --name {prefix.split('/')[1]}"
+        source = "lklab speed" if not prefix else f"lklab replay --name {catalog.replay_name(prefix)}"
         raise ReconcileInputError(f"no {metrics} under {tables.root}: run '{source}' first")
     read = [s for s in tables.read_arrow(metrics, cut.versions[metrics]).column("last_segment").to_pylist() if s is not None]
     return batch, max(read, default=0)
 
 
 def _run_id(tables: Tables, prefix: str, against: str, days: DayRange, tolerance: Tolerance, windows: str, cut: StreamCut) -> str:
-    versions = {name: tables.version(name) if tables.exists(name) else None for name in BATCH_TABLES}
-    versions.update({prefix + t: cut.versions.get(prefix + t) for t in STREAM_TABLES})
+    versions = {t.name: tables.version(t.name) if tables.exists(t.name) else None for t in catalog.BATCH_TABLES}
+    versions.update({t.at(prefix): cut.versions.get(t.at(prefix)) for t in catalog.STREAM_OUTPUTS})
     key = {"against": against, "days": days.describe(), "tolerance": tolerance.describe(), "windows": windows, "versions": versions}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -179,6 +195,21 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """What a run writes beside its ``Reconciliation``: the diff of every window, the corrections
+    to apply to the stream's rows, and the stream's windows with the late events folded in."""
+
+    windows: DataFrame
+    corrections: DataFrame
+    corrected: DataFrame
+    scratch: tuple[DataFrame, ...]  # cached frames, released by ``release``
+
+    def release(self) -> None:
+        for frame in (self.windows, self.corrections, self.corrected, *self.scratch):
+            frame.unpersist()
+
+
 def reconcile(
     spark: SparkSession,
     config: LabConfig,
@@ -189,65 +220,64 @@ def reconcile(
     write: bool = True,
     gaps_shown: int = 10,
 ) -> Reconciliation:
-    """Reconcile ``against`` with the batch truth for ``days`` (see the module docstring).
+    """Reconcile ``against`` with the batch truth for ``days`` (see the module docstring):
+    ``compute``, then (with ``write``) ``commit`` the result.
 
     No days: every day ``batch_truth`` holds (the result names them).
     """
     lake = str(Path(config.lake).resolve())
     prefix = stream_prefix(against)
     with writer(lake, "reconcile"), hold(lake, BATCH_TABLES_LOCK, shared=True, wait=True):
-        return _reconcile(spark, config, lake, prefix, days, against, tolerance, write, gaps_shown)
+        tables = Tables(spark, lake, config.table_engine)
+        result, outputs = compute(tables, config, prefix, days, against, tolerance, gaps_shown)
+        try:
+            if write:
+                commit(tables, config, prefix, result, outputs)
+        finally:
+            outputs.release()
+    return result
 
 
-def _reconcile(spark, config, lake, prefix, days, against, tolerance, write, gaps_shown) -> Reconciliation:
-    tables = Tables(spark, lake, config.table_engine)
-    spec = config.window
-    windows_bound = window_settings(config)
-    require(tables, ["batch_truth", f"{prefix}speed_aggregates", f"{prefix}corrected_aggregates"], windows_bound)
-    cut = stream_cut(tables.root, [prefix + t for t in STREAM_TABLES], f"{prefix}stream_state")
-    if prefix and tables.exists("replay_runs"):
-        runs = [r for r in tables.read_arrow("replay_runs").to_pylist() if f"kappa/{r['name']}/" == prefix]
+def compute(
+    tables: Tables, config: LabConfig, prefix: str, days: DayRange, against: str, tolerance: Tolerance, gaps_shown: int = 10
+) -> tuple[Reconciliation, Outputs]:
+    """The reconciliation of the stream under ``prefix`` with the truth, and what it would write."""
+    spark, lake, spec = tables.spark, str(tables.root.parent), config.window
+    require(tables, [BATCH_TRUTH.name, SPEED_AGGREGATES.at(prefix), CORRECTED_AGGREGATES.at(prefix)], window_settings(config))
+    cut = stream_cut(tables.root, [t.at(prefix) for t in catalog.STREAM_OUTPUTS], STREAM_STATE.at(prefix))
+    if prefix and tables.exists(REPLAY_RUNS.name):
+        name = catalog.replay_name(prefix)
+        runs = [r for r in tables.read_arrow(REPLAY_RUNS.name).to_pylist() if r["name"] == name]
         if runs and runs[-1]["windows"] != spec.describe():
             raise ReconcileInputError(
                 f"replay {against} computed {runs[-1]['windows']} windows, the truth uses {spec.describe()}: "
                 "reconcile with the same window settings"
             )
-    if not tables.exists("batch_truth"):
+    if not tables.exists(BATCH_TRUTH.name):
         raise ReconcileInputError(f"no batch_truth under {tables.root}: run 'lklab batch' first")
     days = _truth_days(tables, days)
     batch_last, stream_last = _positions(tables, prefix, days, cut)
     run_id = _run_id(tables, prefix, against, days, tolerance, spec.describe(), cut)
     scope = days.contains(F.col("window_start"))
 
-    event_schema = (
-        "segment long, line_number long, event_id string, account_id string, event_type string, amount decimal(20,6), "
-        "currency string, event_time timestamp, ingest_time timestamp"
-    )
-    dead_schema = "segment long, line_number long, raw_line string, reject_reason string, reject_detail string"
-    late_schema = f"{event_schema}, window_start timestamp, window_end timestamp, lateness_seconds decimal(20,6)"
-    truth = tables.read("batch_truth").where(scope)
-    stream_all = _frame(
-        tables, f"{prefix}speed_aggregates",
-        "window_start timestamp, window_end timestamp, account_id string, currency string, event_count long, amount_total decimal(38,6)", cut,
-    )
-    late_all = _frame(tables, f"{prefix}late_events", late_schema, cut).where(F.col("segment") <= stream_last)
+    truth = tables.read(BATCH_TRUTH.name).where(scope)
+    stream_all = _frame(tables, SPEED_AGGREGATES, prefix, cut).select(*AGGREGATE_COLUMNS)
+    late_all = _frame(tables, LATE_EVENTS, prefix, cut).where(F.col("segment") <= stream_last)
     stream = stream_all.where(scope)
 
-    batch_records = LineRecords(
-        batch_last, _frame(tables, "batch_duplicates", event_schema), _frame(tables, "batch_dead_letter", dead_schema)
-    )
+    batch_records = LineRecords(batch_last, _frame(tables, BATCH_DUPLICATES), _frame(tables, BATCH_DEAD_LETTER))
     stream_records = LineRecords(
         stream_last,
-        _frame(tables, f"{prefix}duplicate_events", event_schema, cut),
-        _frame(tables, f"{prefix}dead_letter", dead_schema, cut),
+        _frame(tables, DUPLICATE_EVENTS, prefix, cut),
+        _frame(tables, DEAD_LETTER, prefix, cut),
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
     parsed = disputed_lines(spark, lake, batch_records, stream_records, spec).persist()
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     windows = explained_diff(diff_windows(truth, stream, tolerance), explanations).persist()
-    if spec.kind == "session":
-        # A late event can merge sessions across the edge of the days: fold everything, then select.
+    if spec.merges:
+        # A late event can merge windows across the edge of the days: fold everything, then select.
         corrected = fold_late_events(stream_all, late_all, spec).where(scope).persist()
     else:
         corrected = fold_late_events(stream, late_all.where(scope), spec).persist()
@@ -271,20 +301,24 @@ def _reconcile(spark, config, lake, prefix, days, against, tolerance, write, gap
         largest_gaps=tuple(largest_gaps(windows, gaps_shown)),
         corrections=corrections.count(),
         tables={
-            "recon_diffs": str(tables.path("recon_diffs")),
-            "recon_runs": str(tables.path("recon_runs")),
-            "recon_corrections": str(tables.path("recon_corrections")),
-            "corrected_aggregates": str(tables.path(f"{prefix}corrected_aggregates")),
+            RECON_DIFFS.name: str(tables.path(RECON_DIFFS.name)),
+            RECON_RUNS.name: str(tables.path(RECON_RUNS.name)),
+            RECON_CORRECTIONS.name: str(tables.path(RECON_CORRECTIONS.name)),
+            CORRECTED_AGGREGATES.name: str(tables.path(CORRECTED_AGGREGATES.at(prefix))),
         },
     )
-    if write:
-        app = f"recon-{run_id}"
-        tables.append("recon_diffs", _tagged(windows, run_id, against), app_id=app, version=1)
-        tables.append("recon_corrections", _tagged(corrections, run_id, against), app_id=app, version=1)
-        tables.overwrite(f"{prefix}corrected_aggregates", corrected, predicate=days.predicate(), app_id=app, version=1)
-        record(tables, [f"{prefix}corrected_aggregates"], windows_bound)
-        if result.currencies:
-            tables.append("recon_runs", _runs_rows(result, dt.datetime.now(dt.timezone.utc)), app_id=app, version=1)
-    for frame in (parsed, windows, corrected, corrections):
-        frame.unpersist()
-    return result
+    return result, Outputs(windows, corrections, corrected, (parsed,))
+
+
+def commit(tables: Tables, config: LabConfig, prefix: str, result: Reconciliation, outputs: Outputs) -> None:
+    """Write a computed run once: its diffs, corrections and history rows, and the stream's
+    corrected windows for its days (tagged with the run, so a rerun on the same inputs commits
+    nothing)."""
+    app = f"recon-{result.run_id}"
+    tables.append(RECON_DIFFS.name, _tagged(outputs.windows, result.run_id, result.against), app_id=app, version=1)
+    tables.append(RECON_CORRECTIONS.name, _tagged(outputs.corrections, result.run_id, result.against), app_id=app, version=1)
+    corrected = CORRECTED_AGGREGATES.at(prefix)
+    tables.overwrite(corrected, outputs.corrected, predicate=result.days.predicate(), app_id=app, version=1)
+    record(tables, [corrected], window_settings(config))
+    if result.currencies:
+        tables.append(RECON_RUNS.name, _runs_rows(result, dt.datetime.now(dt.timezone.utc)), app_id=app, version=1)

@@ -43,16 +43,34 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from shared.aggregation import WINDOW_KEY
 from shared.clock import NO_TIME, Advances, line_keys, split_line_keys
-from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream, remembered_from, remembered_rows
+from shared.dedup import (
+    REMEMBERED_SCHEMA,
+    deduplicate_stream,
+    remembered_from,
+    remembered_rows,
+)
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
-from shared.log_clock import LogClock, by_line, event_times, log_clock, micros_or_unknown
+from shared.log_clock import (
+    LogClock,
+    by_line,
+    event_times,
+    log_clock,
+    micros_or_unknown,
+)
 from shared.money import MONEY_TYPE
 from shared.spark_arrow import per_key
 from shared.speed import DUPLICATE_SCHEMA, StreamSettings, clocked_lines
 from shared.stream_metrics import BatchFigures, metrics_table
 from shared.stream_state import StreamState, state_table
-from shared.stream_windows import HISTORY_SCHEMA, LATE_SCHEMA, WINDOW_ROW_SCHEMA, empty_held, judge_pairs, window_step
-from shared.windows import KEY_COLUMNS, SessionWindows, micros
+from shared.stream_windows import (
+    HISTORY_SCHEMA,
+    LATE_SCHEMA,
+    WINDOW_ROW_SCHEMA,
+    empty_held,
+    judge_pairs,
+    window_step,
+)
+from shared.windows import KEY_COLUMNS, micros
 
 __all__ = ["Replay", "replay"]
 
@@ -381,7 +399,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
     """The stream's rows for the whole log (``parsed``: ``parse_events`` output, cached by the
     caller), as a live run reading one segment per micro-batch writes them."""
     clock, lines, stats = log_clock(parsed.select(*_NEEDED), settings.clock)
-    whole_events = history or isinstance(settings.window, SessionWindows)
+    whole_events = history or settings.window.merges
     task = _Pass(clock, settings, whole_events)
     passed = lines.transform(_flag_repeated).mapInArrow(task, from_arrow_schema(_PASS)).persist()
     role = lambda name: passed.where(F.col("_role") == name)

@@ -33,12 +33,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_COLUMNS, WINDOW_KEY, aggregate_windows_table
+from shared.aggregation import (
+    AGGREGATE_ARROW_SCHEMA,
+    WINDOW_KEY,
+    aggregate_windows_table,
+)
 from shared.clock import NO_TIME, Advances
 from shared.events import EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
 from shared.money import from_micros, running_sums, to_micros
-from shared.watermark import LATENESS_TYPE, is_final, is_late, is_late_update, lateness_seconds
-from shared.windows import KEY_COLUMNS, SessionWindows, WindowSpec, assign_windows_table, micros
+from shared.watermark import (
+    LATENESS_TYPE,
+    is_final,
+    is_late,
+    is_late_update,
+    lateness_seconds,
+)
+from shared.windows import SessionWindows, WindowSpec, assign_windows_table, micros
 
 __all__ = [
     "WINDOW_ROW_SCHEMA", "WINDOW_CHANGE_SCHEMA", "LATE_SCHEMA", "HISTORY_SCHEMA", "OUTCOME_SCHEMA", "LIFETIME_SCHEMA",
@@ -117,7 +127,7 @@ def window_step(
 ) -> WindowRun:
     """Judge ``events`` (first copies in log order with ``_line``, ``_p``, ``_w``, ``_w_after``,
     ``batch_id``) against the windows ``held`` (``WINDOW_ROW_SCHEMA``); see the module docstring."""
-    if isinstance(spec, SessionWindows):
+    if spec.merges:
         return _Sessions(spec, allowed_lateness, advances, history).run(events, held)
     return _fixed(spec, allowed_lateness, events, held, advances, history)
 

@@ -14,6 +14,17 @@ All windows are half-open intervals ``[start, end)`` in UTC on Spark's microseco
 Windows are aligned to the Unix epoch, as Spark's ``window()`` aligns them with no offset.
 The rule is written once, in Arrow (``assign_windows_table``): the speed layer applies it to a
 micro-batch, ``assign_windows`` runs it over a Spark DataFrame.
+
+What differs between the kinds lives on the kinds, so no other module asks which kind it has:
+
+* ``merges``: whether a window's bounds can change as events arrive. Fixed windows (tumbling,
+  sliding) never change; a session grows, and two sessions of a key merge when an event falls
+  between them, so whoever folds or explains a session must look at every row of its key.
+* ``late_windows(late)``: the windows a side-output row adds its event to when it is folded
+  back in. A fixed window's late row names its window; a session's late event forms its own
+  session ``[t, t + gap)``, one per line, to be merged with the ones it touches.
+* ``merged(rows)``: window rows of a key relabelled with the bounds of the window they end up
+  in (fixed windows: unchanged; sessions: overlapping intervals merged into one).
 """
 
 from __future__ import annotations
@@ -25,7 +36,8 @@ from typing import Callable, Union
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, TimestampType
 
 from shared.durations import format_duration
@@ -66,6 +78,16 @@ class TumblingWindows:
     def describe(self) -> str:
         return f"tumbling {format_duration(self.size)}"
 
+    merges = False
+
+    def late_windows(self, late: DataFrame) -> DataFrame:
+        """Side-output rows, one per (event, window): the windows are the ones they name."""
+        return late
+
+    def merged(self, rows: DataFrame) -> DataFrame:
+        """Fixed windows never merge: ``rows`` as they are."""
+        return rows
+
 
 @dataclass(frozen=True)
 class SlidingWindows:
@@ -92,6 +114,16 @@ class SlidingWindows:
     def describe(self) -> str:
         return f"sliding {format_duration(self.size)} every {format_duration(self.slide)}"
 
+    merges = False
+
+    def late_windows(self, late: DataFrame) -> DataFrame:
+        """Side-output rows, one per (event, window): the windows are the ones they name."""
+        return late
+
+    def merged(self, rows: DataFrame) -> DataFrame:
+        """Fixed windows never merge: ``rows`` as they are."""
+        return rows
+
 
 @dataclass(frozen=True)
 class SessionWindows:
@@ -105,6 +137,27 @@ class SessionWindows:
 
     def describe(self) -> str:
         return f"session gap {format_duration(self.gap)}"
+
+    merges = True
+
+    def late_windows(self, late: DataFrame) -> DataFrame:
+        """One row per late line, its window the session its event forms alone: ``[t, t + gap)``."""
+        return late.dropDuplicates(["segment", "line_number"]).withColumns(
+            {"window_start": F.col("event_time"), "window_end": F.timestamp_micros(F.unix_micros("event_time") + F.lit(self.gap))}
+        )
+
+    def merged(self, rows: DataFrame) -> DataFrame:
+        """Per key, rows whose ``[window_start, window_end)`` overlap (directly or through others)
+        get the bounds of their union: the session they form together."""
+        ordered = Window.partitionBy(*KEY_COLUMNS).orderBy("window_start", "window_end")
+        reach = F.max(F.unix_micros("window_end")).over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+        starts = (reach.isNull() | (F.unix_micros("window_start") >= reach)).cast("long")
+        session = Window.partitionBy(*KEY_COLUMNS, "_session")
+        return (
+            rows.withColumn("_session", F.sum(starts).over(ordered))
+            .withColumns({"window_start": F.min("window_start").over(session), "window_end": F.max("window_end").over(session)})
+            .drop("_session")
+        )
 
 
 WindowSpec = Union[TumblingWindows, SlidingWindows, SessionWindows]

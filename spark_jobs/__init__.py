@@ -1,1 +1,1 @@
-"""Thin Spark entry points: source, sink and trigger wiring around ``shared`` transformations."""
+"""Leaf entry points for spark-submit: each hands its arguments to one ``lklab`` command."""

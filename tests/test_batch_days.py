@@ -7,11 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from lklab.batch_recompute import run_batch
+from shared.batch_runs import PositionError
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.partitions import DayRange
 from shared.tables import Tables
-from spark_jobs.batch_job import PositionError, run_batch
 from tests.conftest import event_line
 
 

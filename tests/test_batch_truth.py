@@ -4,12 +4,12 @@ from decimal import Decimal
 
 import pytest
 
+from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.summary import same_rows
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
 
 CASES = [
     ("billing", dict(window_kind="tumbling", window_size=60_000_000)),

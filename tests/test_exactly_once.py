@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from lklab.generator import GeneratorParams, generate
+from lklab.speed_layer import SPEED_TABLES
 from shared.tables import Tables
-from spark_jobs.speed_job import SPEED_TABLES
 
 pytestmark = pytest.mark.slow
 LKLAB = str(Path(sys.executable).parent / "lklab")
@@ -109,9 +109,9 @@ def test_a_reconciliation_after_a_micro_batch_half_committed_reads_the_last_comp
     cut, and finds nothing unexplained."""
     from deltalake import DeltaTable
 
+    from lklab.batch_recompute import run_batch
     from reconciliation.reconcile import reconcile
     from shared.config import LabConfig
-    from spark_jobs.batch_job import run_batch
 
     def tags(lake: Path) -> dict[int, int]:
         """Version -> micro-batch of each commit of ``speed_aggregates``."""

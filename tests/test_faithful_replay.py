@@ -17,6 +17,8 @@ import pyarrow as pa
 import pytest
 
 from lklab.generator import GeneratorParams, generate
+from lklab.kappa_replay import run_replay
+from lklab.speed_layer import SPEED_TABLES, run_speed
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.log_source import parsed_log
@@ -26,8 +28,6 @@ from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.tables import Tables
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
-from spark_jobs.replay_job import run_replay
-from spark_jobs.speed_job import SPEED_TABLES, run_speed
 
 SECOND = 1_000_000
 SCENARIOS = ("billing", "clickstream", "outage")

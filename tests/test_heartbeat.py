@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from lklab.kappa_replay import run_replay
+from lklab.speed_layer import SPEED_TABLES
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables
-from spark_jobs.replay_job import run_replay
-from spark_jobs.speed_job import SPEED_TABLES
-from tests.test_transcripts import iso, offset
 from tests.conftest import event_line
+from tests.test_transcripts import iso, offset
 
 pytestmark = pytest.mark.slow
 LKLAB = str(Path(sys.executable).parent / "lklab")

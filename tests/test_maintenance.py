@@ -22,7 +22,12 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.cli import main as lklab
-from lklab.maintenance import ALWAYS_ON_TABLES, SPEED_LAYER_LOCK, maintain_lake, retention_hours
+from lklab.maintenance import (
+    ALWAYS_ON_TABLES,
+    SPEED_LAYER_LOCK,
+    maintain_lake,
+    retention_hours,
+)
 from shared.locks import LockHeld, writer
 from shared.tables import Tables
 
@@ -204,7 +209,7 @@ def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
 
 
 def test_the_always_on_tables_are_the_speed_layers_and_the_reconciliation_history():
-    from spark_jobs.speed_job import SPEED_TABLES
+    from lklab.speed_layer import SPEED_TABLES
 
     names = {t.name for t in ALWAYS_ON_TABLES}
     assert names == set(SPEED_TABLES) | {"recon_runs", "recon_diffs", "recon_corrections"}

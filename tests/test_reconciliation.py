@@ -25,11 +25,11 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lklab.generator import GeneratorParams, generate
+from lklab.batch_recompute import run_batch
+from lklab.speed_layer import run_speed
 from reconciliation.attribution import LineRecords, explain_windows, parsed_log
 from reconciliation.reconcile import ReconcileInputError, reconcile
 from reconciliation.render import as_dict, render_text
@@ -39,8 +39,6 @@ from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.partitions import DayRange
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.speed_job import run_speed
 from tests.conftest import event_line
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)

@@ -8,13 +8,12 @@ from decimal import Decimal
 
 import pytest
 
+from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
+from lklab.speed_layer import run_speed
 from reconciliation.reconcile import reconcile
 from shared.config import load_config
-from shared.partitions import DayRange
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.speed_job import run_speed
 
 SECOND = 1_000_000
 CASES = {

@@ -6,11 +6,12 @@ from decimal import Decimal
 
 import pytest
 
+from lklab.batch_recompute import run_batch
+from lklab.kappa_replay import ReplayExists, run_replay
 from reconciliation.reconcile import reconcile
+from shared.catalog import replay_prefix
 from shared.config import load_config
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.replay_job import ReplayExists, replay_prefix, run_replay
 from tests.test_reconciliation import DAY, SETTINGS, write_log
 
 

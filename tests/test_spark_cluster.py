@@ -18,8 +18,18 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.processes import (
-    VENV_BIN, airflow_env, airflow_home, copy_lake, free_port, run, spark_submit, speed_layer_lake, start,
-    stop_all, venv_env, wait_until,
+    VENV_BIN,
+    airflow_env,
+    airflow_home,
+    copy_lake,
+    free_port,
+    run,
+    spark_submit,
+    speed_layer_lake,
+    start,
+    stop_all,
+    venv_env,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -104,7 +114,7 @@ def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, tm
     submitted to the cluster, computes the same rows from the log alone."""
     from collections import Counter
 
-    from spark_jobs.speed_job import SPEED_TABLES
+    from lklab.speed_layer import SPEED_TABLES
 
     lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY), tmp_path / "lake")
     spark_submit("replay_job", ["--name", "on-cluster"], env=venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}),

@@ -6,10 +6,10 @@ from decimal import Decimal
 import pytest
 
 from lklab.generator import GeneratorParams, generate
+from lklab.speed_layer import run_speed
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from shared.tables import Tables
-from spark_jobs.speed_job import run_speed
 
 
 def window_key(row):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
+from lklab.speed_layer import run_speed
 from shared.config import load_config
 from shared.table_settings import SettingsConflict, recorded
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.speed_job import run_speed
 
 LKLAB = str(Path(sys.executable).parent / "lklab")
 HOUR = 3_600_000_000

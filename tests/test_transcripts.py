@@ -21,11 +21,11 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
+from lklab.batch_recompute import run_batch
+from lklab.speed_layer import run_speed
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables
-from spark_jobs.batch_job import run_batch
-from spark_jobs.speed_job import run_speed
 from tests.conftest import event_line
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)

@@ -1,0 +1,280 @@
+"""The speed layer: an always-on Structured Streaming job over the durable log.
+
+Source: the log, one segment per micro-batch by default, offsets in Spark's checkpoint, parsed
+and validated by ``parse_events`` as part of the streaming query (analysed once, not per batch).
+Each micro-batch is collected once as Arrow; ``shared.speed.stream_step`` classifies it against
+the state carried from the batch before (the log's clock, the remembered first copies, the
+windows held), and the results are committed. What it decides depends on the log alone, not
+on how the log is cut into micro-batches. Exactly once: every write is a Delta commit tagged
+``(app_id, batch_id)`` and skipped when already committed, and the state table is written last,
+so a micro-batch replayed after a crash reads the state from before it and commits nothing
+twice; one whose state is already committed is skipped whole.
+
+Per batch that is one Spark query and up to six Delta commits. The state stays in memory from
+one batch to the next (read from ``stream_state`` when a process starts and after a batch found
+already committed), and the five output commits run side by side before the state's.
+
+An always-on layer keeps the log's clock moving while no traffic arrives: once it has read
+everything, holds open windows, and the log has not grown for ``heartbeat-interval``, it
+appends a heartbeat line (``shared.events``) to the log, which it then reads like any other, as
+a replay will.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from shared import catalog
+from shared.aggregation import WINDOW_KEY
+from shared.catalog import (
+    DEAD_LETTER,
+    DUPLICATE_EVENTS,
+    LATE_EVENTS,
+    SPEED_AGGREGATES,
+    STREAM_METRICS,
+    STREAM_STATE,
+)
+from shared.config import LabConfig
+from shared.eventlog import EventLog, format_timestamp
+from shared.events import parse_events
+from shared.locks import writer
+from shared.log_source import SOURCE_NAME
+from shared.speed import StreamSettings, stream_step
+from shared.stream_metrics import batch_figures, metrics_table
+from shared.stream_state import StreamState, state_from_table, state_table
+from shared.table_settings import record, require, stream_settings
+from shared.tables import Tables
+
+__all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES"]
+
+SPEED_TABLES = tuple(table.name for table in catalog.SPEED_TABLES)  # under the layer's prefix
+log = logging.getLogger("lklab.speed")
+
+
+def _crash_point(batch_id: int, point: str) -> None:
+    """Fault injection for the exactly-once tests: ``LKLAB_CRASH_AT=<batch>:<point>`` kills
+    this process with SIGKILL there (points: ``start``, ``before:<table>``, ``after:<table>``)."""
+    if os.environ.get("LKLAB_CRASH_AT") == f"{batch_id}:{point}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class _Carried:
+    """What micro-batch ``batch_id`` starts from."""
+
+    batch_id: int
+    state: StreamState
+
+
+@dataclass
+class SpeedLayer:
+    """Processes micro-batches into the tables ``<prefix><table>``."""
+
+    spark: SparkSession
+    config: LabConfig
+    app_id: str = "speed"
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        self.tables = Tables(self.spark, self.config.lake, self.config.table_engine, keep_open=True)
+        self.settings = StreamSettings.of(self.config)
+        self.busy = threading.Event()
+        self.progress: list = []  # Spark's progress reports of the query's recent micro-batches
+        self._carried: _Carried | None = None
+        self.last_segment_read = 0
+        self.bound = stream_settings(self.config)  # recorded on every table the layer writes
+        self._recorded = False
+        self._writers = ThreadPoolExecutor(max_workers=len(SPEED_TABLES) - 1, thread_name_prefix="lklab-commit")
+
+    def table(self, table: catalog.Table) -> str:
+        """The name of ``table`` under the layer's prefix."""
+        return table.at(self.prefix)
+
+    def close(self) -> None:
+        self._writers.shutdown()
+
+    def _resume(self, batch_id: int) -> _Carried:
+        """The state before ``batch_id``: carried, or read once."""
+        if self._carried is not None and self._carried.batch_id == batch_id:
+            return self._carried
+        name = self.table(STREAM_STATE)
+        state = state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else StreamState.empty()
+        return _Carried(batch_id, state)
+
+    @property
+    def holds_open_windows(self) -> bool:
+        """Windows the watermark has not finalised yet are held (what a heartbeat can move on)."""
+        carried = self._carried
+        return carried is not None and bool(pc.any(pc.equal(carried.state.windows["status"], "open")).as_py())
+
+    def _write(self, batch_id: int, table: catalog.Table, action) -> None:
+        _crash_point(batch_id, f"before:{table.name}")
+        action(self.table(table))
+        _crash_point(batch_id, f"after:{table.name}")
+
+    def _append_rows(self, name: str, rows: pa.Table, batch_id: int) -> None:
+        """Append a batch's rows once. A batch without rows commits nothing (once the table
+        exists): there is nothing a replay could repeat, and most batches have no side output."""
+        if rows.num_rows or not self.tables.exists(name):
+            self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+
+    def _merge_windows(self, name: str, changes: pa.Table, batch_id: int) -> None:
+        if changes.num_rows:
+            since = format_timestamp(pc.min(changes["window_end"]).as_py())
+            self.tables.upsert(
+                name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id, target_filter=f"t.window_end >= '{since}'",
+            )
+
+    def process(self, lines: DataFrame, batch_id: int) -> None:
+        """``foreachBatch`` body: classify the batch's parsed lines and commit each result once."""
+        self.busy.set()
+        try:
+            self._process(lines, batch_id)
+        finally:
+            self.busy.clear()
+
+    def _process(self, lines: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        _crash_point(batch_id, "start")
+        if self.tables.already_committed(self.table(STREAM_STATE), self.app_id, batch_id):
+            self._carried = None  # done before a crash; the next batch reads what it left
+            return
+        parsed = lines.toArrow()
+        if parsed.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
+        carried = self._resume(batch_id)
+        step = stream_step(parsed, carried.state, self.settings, batch_id)
+        figures = batch_figures(batch_id, parsed, step, time.monotonic() - started)
+        metrics = metrics_table([figures])
+        writes = {
+            DEAD_LETTER: lambda n: self._append_rows(n, step.dead_letters, batch_id),
+            DUPLICATE_EVENTS: lambda n: self._append_rows(n, step.duplicates, batch_id),
+            LATE_EVENTS: lambda n: self._append_rows(n, step.late_events, batch_id),
+            SPEED_AGGREGATES: lambda n: self._merge_windows(n, step.window_changes, batch_id),
+            STREAM_METRICS: lambda n: self.tables.append(n, metrics, app_id=self.app_id, version=batch_id),
+        }
+        for done in [self._writers.submit(self._write, batch_id, name, action) for name, action in writes.items()]:
+            done.result()
+        # The state is the commit point: written last, so a replay before it sees the old state.
+        self._write(
+            batch_id,
+            STREAM_STATE,
+            lambda n: self.tables.overwrite(n, state_table(step.state), app_id=self.app_id, version=batch_id),
+        )
+        self._carried = _Carried(batch_id + 1, step.state)
+        log.info(_log_line(self.app_id, self.prefix, figures, time.monotonic() - started))
+        if not self._recorded:
+            record(self.tables, [self.table(table) for table in catalog.SPEED_TABLES], self.bound)
+            self._recorded = True
+
+
+def _log_line(app_id: str, prefix: str, figures, seconds: float) -> str:
+    """One JSON object per micro-batch: what it read, where the lines went, how far behind."""
+    return json.dumps(
+        {
+            "event": "micro-batch", "stream": prefix + app_id, "batch": figures.batch_id,
+            "segments": [figures.first_segment, figures.last_segment], "lines": figures.input_lines,
+            "on_time": figures.on_time, "late": figures.late, "duplicates": figures.duplicates,
+            "dead_letters": figures.dead_letters, "heartbeats": figures.heartbeats,
+            "watermark_lag_seconds": figures.watermark_lag_seconds, "seconds": round(seconds, 3),
+        }
+    )
+
+
+def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
+    metrics = layer.table(STREAM_METRICS)
+    if not checkpoint.exists() and layer.tables.exists(metrics):
+        raise RuntimeError(
+            f"tables {layer.prefix or ''}stream_metrics already hold batches of '{layer.app_id}' but its "
+            f"checkpoint {checkpoint} is missing: batch ids would restart and be skipped as done. "
+            "Restore the checkpoint, or start over with new tables (another --name or a fresh lake)."
+        )
+
+
+class _Heartbeats:
+    """Appends a heartbeat once the log has been quiet for ``interval`` (wall clock), the layer
+    has read all of it and holds open windows, and the last line is not a heartbeat already."""
+
+    def __init__(self, layer: SpeedLayer, log: EventLog, interval: int) -> None:
+        self.layer, self.log, self.interval = layer, log, interval / 1e6
+        self.seen, self.since = log.last_segment(), time.monotonic()
+
+    def check(self) -> None:
+        last = self.log.last_segment()
+        if last != self.seen:
+            self.seen, self.since = last, time.monotonic()
+            return
+        quiet = time.monotonic() - self.since >= self.interval
+        if not quiet or last == 0 or self.layer.busy.is_set() or not self.layer.holds_open_windows:
+            return
+        if self.layer.last_segment_read >= last and not _is_heartbeat_segment(self.log.segment_path(last)):
+            self.log.append_heartbeat()
+
+
+def _is_heartbeat_segment(path: Path) -> bool:
+    lines = EventLog.read_lines(path)
+    return len(lines) == 1 and '"heartbeat": true' in lines[0]
+
+
+def run_speed(
+    spark: SparkSession,
+    config: LabConfig,
+    *,
+    available_now: bool = False,
+    segments_per_batch: int = 1,
+    trigger_interval: str = "1 second",
+    app_id: str = "speed",
+    prefix: str = "",
+    stop: threading.Event | None = None,
+) -> SpeedLayer:
+    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set.
+
+    One process at a time per table prefix and app: a second one is refused (``LockHeld``)."""
+    lake = Path(config.lake).resolve()
+    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+        return _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop)
+
+
+def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop) -> "SpeedLayer":
+    layer = SpeedLayer(spark, config, app_id, prefix)
+    require(layer.tables, [layer.table(table) for table in catalog.SPEED_TABLES], layer.bound)
+    checkpoint = lake / "checkpoints" / (prefix + app_id)
+    _checkpoint_guard(layer, checkpoint)
+    stream = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("path", str(lake))
+        .option("segmentsPerBatch", segments_per_batch)
+        .load()
+        .transform(parse_events)
+        .writeStream.foreachBatch(layer.process)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
+    query = stream.start()
+    stop = stop or threading.Event()
+    heartbeats = None if available_now or not config.heartbeat_interval else _Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
+    try:
+        while query.isActive:
+            query.awaitTermination(0.5)
+            if stop.is_set() and not layer.busy.is_set():
+                query.stop()
+            elif heartbeats is not None:
+                heartbeats.check()
+    finally:
+        layer.close()
+        layer.progress = query.recentProgress
+    if query.exception() is not None:
+        raise RuntimeError(f"speed layer failed: {query.exception()}")
+    return layer

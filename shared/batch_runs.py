@@ -1,0 +1,99 @@
+"""The batch recompute's run history, ``batch_runs``: where each recompute read up to.
+
+One row per execution (the days written, the log position, where every line went, wall and CPU
+seconds). ``recorded_position`` is what makes a rerun for the same days read the same segments;
+the reconciliation reads it too, to know how far the truth it compares has read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from shared.catalog import BATCH_RUNS
+from shared.locks import history_append
+from shared.partitions import DayRange
+from shared.tables import Tables
+
+__all__ = ["BatchRun", "PositionError", "recorded_position", "record_run", "BATCH_TABLES_LOCK"]
+
+BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, shared by the readers that need them still
+
+
+class PositionError(ValueError):
+    """The days asked for were computed from different log positions."""
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """Where a batch recompute read up to, where every line went, and what it cost."""
+
+    last_segment: int
+    lines: int
+    events: int
+    duplicates: int
+    dead_letters: int
+    heartbeats: int = 0
+    days: DayRange = DayRange()
+    windows: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @property
+    def conserved(self) -> bool:
+        """Every line is an event, a duplicate, a dead letter or a heartbeat, exactly once."""
+        return self.lines == self.events + self.duplicates + self.dead_letters + self.heartbeats
+
+
+def recorded_position(tables: Tables, days: DayRange) -> int | None:
+    """The segment the latest runs covering ``days`` read up to (None: never computed).
+
+    Raises ``PositionError`` when the days were computed from different positions, or some
+    were never computed: recomputing them together would silently change some of them.
+    """
+    if days.everything or not tables.exists(BATCH_RUNS.name):
+        return None
+    runs = sorted(tables.read_arrow(BATCH_RUNS.name).to_pylist(), key=lambda r: r["run_number"])
+    positions: dict[dt.date, int | None] = {}
+    day = days.first
+    while day <= days.last:
+        covering = [r for r in runs if r["date_from"] is not None and r["date_from"] <= day <= r["date_to"]]
+        positions[day] = covering[-1]["last_segment"] if covering else None
+        day += dt.timedelta(days=1)
+    distinct = set(positions.values())
+    if len(distinct) > 1:
+        detail = ", ".join(f"{d}: {'never' if p is None else f'segment {p}'}" for d, p in positions.items())
+        raise PositionError(
+            f"days {days.describe()} were computed from different log positions ({detail}); "
+            "recompute them together from the log's current end with --refresh"
+        )
+    return distinct.pop()
+
+
+def record_run(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
+    """Append ``run`` to ``batch_runs`` with the next run number (one writer at a time)."""
+    with history_append(tables.root.parent, BATCH_RUNS.name):
+        _append_run(tables, run, written_days)
+
+
+def _append_run(tables: Tables, run: BatchRun, written_days: tuple[dt.date | None, dt.date | None]) -> None:
+    runs = tables.read_arrow(BATCH_RUNS.name) if tables.exists(BATCH_RUNS.name) else None
+    number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
+    row = {
+        "run_number": pa.array([number], pa.int64()),
+        "recorded_at": pa.array([dt.datetime.now(dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+        "date_from": pa.array([written_days[0]], pa.date32()),
+        "date_to": pa.array([written_days[1]], pa.date32()),
+        "last_segment": pa.array([run.last_segment], pa.int64()),
+        "lines": pa.array([run.lines], pa.int64()),
+        "events": pa.array([run.events], pa.int64()),
+        "duplicates": pa.array([run.duplicates], pa.int64()),
+        "dead_letters": pa.array([run.dead_letters], pa.int64()),
+        "heartbeats": pa.array([run.heartbeats], pa.int64()),
+        "windows": pa.array([run.windows], pa.int64()),
+        "wall_seconds": pa.array([run.wall_seconds], pa.float64()),
+        "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
+    }
+    tables.append(BATCH_RUNS.name, pa.table(row), app_id="batch-runs", version=number)

@@ -1,0 +1,35 @@
+"""Imports point one way: ``dags/`` and ``spark_jobs/`` -> ``lklab/`` -> ``reconciliation/`` ->
+``shared/``. The contract is import-linter's (``.importlinter`` at the top of the repository);
+these tests run it on the code as it is, and on a copy with one import reversed."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
+PACKAGES = ("dags", "spark_jobs", "lklab", "reconciliation", "shared")
+
+
+def lint(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+
+
+def test_the_code_keeps_the_layers():
+    done = lint(REPO)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "Contracts: 1 kept, 0 broken." in done.stdout
+
+
+def test_a_reversed_import_breaks_the_contract(tmp_path):
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".importlinter", tmp_path)
+    windows = tmp_path / "shared" / "windows.py"
+    windows.write_text(windows.read_text() + "\n\ndef _reversed():\n    from reconciliation.fold import fold_late_events  # noqa: F401\n")
+    done = lint(tmp_path)
+    assert done.returncode == 1
+    assert "Contracts: 0 kept, 1 broken." in done.stdout
+    assert "shared.windows -> reconciliation.fold" in done.stdout
