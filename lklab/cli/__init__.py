@@ -1,0 +1,47 @@
+"""``lklab``: the command line of the Lambda-Kappa Lab.
+
+Exit codes: 0 success, 2 bad usage or bad input (the message names the bad value and the valid
+ones), 1 a failure while running (one line; ``LKLAB_DEBUG=1`` shows the traceback), 3 the run
+worked and found a problem (an unhealthy speed layer, an unexplained reconciliation gap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+from lklab.cli.console import FAILURE, USAGE, UsageError
+from lklab.cli.parser import build_parser
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    from shared.locks import LockHeld
+    from shared.table_settings import SettingsConflict
+
+    try:
+        return handler(args)
+    except (UsageError, LockHeld, SettingsConflict) as err:
+        print(f"lklab {args.command}: {err}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"lklab {args.command}: interrupted", file=sys.stderr)
+        return FAILURE
+    except Exception as err:  # a failure while running: one clear line, details on request
+        print(f"lklab {args.command}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+        if os.environ.get("LKLAB_DEBUG"):
+            raise
+        return FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m lklab.cli``: the ``lklab`` command."""
+
+import sys
+
+from lklab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,48 @@
+"""``lklab generate``: write a scenario's log and its manifest."""
+
+from __future__ import annotations
+
+import argparse
+
+from lklab.cli.console import UsageError, progress
+from lklab.cli.options import config_from
+from shared.config import LabConfig
+from shared.durations import parse_duration
+
+
+def generate_log(args: argparse.Namespace, config: LabConfig) -> dict:
+    from lklab.generator import GeneratorParams, generate
+
+    try:
+        params = GeneratorParams(
+            scenario=args.scenario,
+            events=args.events,
+            seed=args.seed,
+            span=parse_duration(args.span, name="span"),
+            accounts=args.accounts,
+            duplicate_rate=args.duplicate_rate,
+            malformed_rate=args.malformed_rate,
+            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+        )
+        generated = generate(params, config.lake, overwrite=args.overwrite, progress=progress)
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
+    manifest = generated.manifest
+    progress(
+        f"log written: {manifest['lines']:,} lines in {manifest['segments']:,} segments under "
+        f"{config.lake / 'log'} ({manifest['generate_seconds']}s)"
+    )
+    return manifest
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    manifest = generate_log(args, config)
+    delays = manifest["delay_seconds"]
+    print(
+        f"{manifest['events']:,} events, {manifest['duplicates']:,} retries, "
+        f"{sum(manifest['dead_letters'].values()):,} malformed lines -> {config.lake / 'log'}\n"
+        f"arrival delay p50 {delays['p50']:.1f}s, p99 {delays['p99']:.0f}s, "
+        f"p99.9 {delays['p99_9']:.0f}s, max {delays['max']:.0f}s"
+    )
+    return 0

@@ -1,0 +1,38 @@
+"""``lklab replay``: a Kappa replay of the whole log into tables of its own."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lklab.cli.console import UsageError, progress
+from lklab.cli.options import config_from, lake_windows
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from lklab.kappa_replay import ReplayExists, run_replay
+    from shared.catalog import replay_prefix
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = lake_windows(config_from(args), "a replay is compared with them")
+    try:
+        replay_prefix(args.name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    settings = config.describe()
+    progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
+              f"allowed lateness {settings['allowed-lateness']}")
+    spark = spark_session(config, f"lklab-replay-{args.name}")
+    try:
+        run = run_replay(spark, config, args.name, replace=args.replace, history=args.history)
+    except (ReplayExists, SettingsConflict) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments; "
+        f"{run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); "
+        f"tables under {Path(config.lake) / 'tables' / 'kappa' / run.name}"
+    )
+    return 0
