@@ -46,14 +46,13 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab import measure
+from lklab.assessment import MeasuredStream, assess, midnights
 from lklab.batch_recompute import run_batch
 from lklab.kappa_replay import run_replay
 from lklab.report import (
     ArrivalDelay,
     Configuration,
-    ConfigurationResult,
     FinanceAudit,
-    GapHeatMap,
     PathCost,
     ReconciliationSummary,
     Report,
@@ -76,7 +75,6 @@ from shared.tables import Tables
 __all__ = ["ComparisonPlan", "run_comparison"]
 
 Progress = Callable[[str], None]
-DAY = 86_400_000_000
 
 
 @dataclass(frozen=True)
@@ -123,21 +121,6 @@ class _Log:
     last: int
 
 
-@dataclass(frozen=True)
-class _Stream:
-    """One stream setting, run live and replayed (see the module docstring)."""
-
-    run: StreamRun
-    live: PathCost
-    replay: PathCost
-    reconciliation: PathCost
-    unexplained: ReconciliationSummary
-    served: measure.Served
-    history: pa.Table
-    late_events: pa.Table
-    state_rows_max: int
-
-
 def _clocked_log(spark: SparkSession, lake: str, last: int, settings: StreamSettings) -> _Log:
     parsed = parsed_log(spark, lake, last).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
     lines = parsed.toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
@@ -151,12 +134,6 @@ def _clocked_log(spark: SparkSession, lake: str, last: int, settings: StreamSett
     return _Log(clocked.events, segments[last_lines], processing[last_lines], int(stamped[0]), int(stamped[-1]))
 
 
-def _midnights(after: int, until: int) -> list[int]:
-    """UTC midnights ``M`` with ``after < M <= until`` (microseconds)."""
-    first = (after // DAY + 1) * DAY
-    return list(range(first, until + 1, DAY))
-
-
 def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log: _Log, progress: Progress):
     """Lambda's recomputes at the midnights inside the log, then the one over the whole log.
 
@@ -165,7 +142,7 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
     first_event = int(log.events["event_time"].cast(pa.int64()).to_numpy().min()) if log.events.num_rows else log.first
     first_day = measure.to_utc(first_event - getattr(config.window, "size", 0)).date()
     landings, runs = [], []
-    for midnight in _midnights(log.first, log.last):
+    for midnight in midnights(log.first, log.last):
         complete = log.segments[log.segment_ends < midnight]
         if not len(complete):
             continue
@@ -198,7 +175,7 @@ def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
 
 
 def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, setting: tuple[str, str],
-            step: Callable[[str], None]) -> _Stream:
+            step: Callable[[str], None]) -> MeasuredStream:
     delay, lateness = setting
     run_config = dataclasses.replace(
         config,
@@ -223,7 +200,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         recon = reconcile(spark, run_config, against=f"kappa:{name}")
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
-    return _Stream(
+    return MeasuredStream(
         run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows, len(windows)),
         live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
@@ -277,7 +254,7 @@ def run_comparison(
     for c in configurations:
         if not c.is_baseline:
             settings.setdefault((parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)), (c.watermark_delay, c.allowed_lateness))
-    streams: dict[tuple[int, int], _Stream] = {}
+    streams: dict[tuple[int, int], MeasuredStream] = {}
     for done, (key, setting) in enumerate(settings.items()):
         elapsed = time.monotonic() - started
         eta = "" if not done else f", about {elapsed / done * (len(settings) - done):.0f}s left"
@@ -285,48 +262,10 @@ def run_comparison(
         streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
 
     progress(f"measuring {len(configurations)} configurations on the processing-time clock")
-    latest_start = max((k[0] for k in truth), default=log.last)
-    final_landing = _midnights(max(log.last, latest_start), max(log.last, latest_start) + DAY)[0]
-    landings += [(m, {k: v for k, v in truth.items() if k[0] < m}) for m in _midnights(log.last, final_landing)]
-    served: dict[str, measure.Served] = {}
-    for c in configurations:
-        if c.is_baseline:
-            served[c.key] = measure.served_by_processing_time(config.window, firsts)
-        else:
-            stream = streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
-            served[c.key] = measure.with_nightly_batches(stream.served, landings) if c.architecture == "lambda" else stream.served
-    end = max([final_landing, *(k[1] for k in truth), *(k[1] for s in served.values() for k in s.changes)])
-    step = parse_duration(plan.error_step)
-    kappa_streams = {(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)) for c in configurations if c.architecture == "kappa"}
-
-    results, heat_maps, audit = [], [], []
-    for c in configurations:
-        answer = served[c.key]
-        stream = None if c.is_baseline else streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
-        late, costs = None, ()
-        if c.architecture == "lambda":
-            folded = measure.late_rows(stream.late_events, c.key, "folded_in") if stream.late_events is not None else []
-            late, costs = measure.late_summary(folded, []), (stream.live, batch_cost, stream.reconciliation)
-            audit += folded
-        elif c.architecture == "kappa":
-            side = measure.late_rows(stream.late_events, c.key, "side_output") if stream.late_events is not None else []
-            absorbed = measure.late_rows(stream.history.filter(stream.history["late_update"]), c.key, "absorbed")
-            late, costs = measure.late_summary(side, absorbed), (dataclasses.replace(stream.live, path="streaming"), stream.replay)
-            audit += absorbed + side
-        results.append(ConfigurationResult(
-            configuration=c,
-            error_series=measure.error_series(answer, truth, end, step),
-            latency=measure.latency(answer, truth, completeness=not c.is_baseline),
-            end=measure.at_end(answer, truth, end),
-            late=late,
-            costs=costs,
-            state_rows_max=None if stream is None else stream.state_rows_max,
-            reconciliation=None if stream is None else stream.unexplained,
-        ))
-        # Lambda's speed layer answers as Kappa's stream at L=0 until the batch lands: one map for both.
-        if c.architecture != "lambda" or (parse_duration(c.watermark_delay), 0) not in kappa_streams:
-            for currency, cells in sorted(measure.final_gaps(answer, truth).items()):
-                heat_maps.append(GapHeatMap(c.key, currency, tuple(cells)))
+    assessed = assess(
+        configurations, window=config.window, truth=truth, streams=streams, landings=landings, batch_cost=batch_cost,
+        firsts=firsts, log_last=log.last, error_step=plan.error_step,
+    )
     progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
     return Report(
         run_id=plan.name,
@@ -335,12 +274,12 @@ def run_comparison(
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         events=batch.events,
         arrival_delay=_arrival(firsts),
-        results=tuple(results),
-        heat_maps=tuple(heat_maps),
-        audit=FinanceAudit(tuple(audit)),
+        results=assessed.results,
+        heat_maps=assessed.heat_maps,
+        audit=FinanceAudit(assessed.audit),
         streams=tuple(s.run for s in streams.values()),
         log_end=measure.to_utc(log.last),
-        nightly_landings=tuple(measure.to_utc(m) for m, _ in landings),
+        nightly_landings=tuple(measure.to_utc(m) for m, _ in assessed.landings),
         error_step=plan.error_step,
         cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
     )

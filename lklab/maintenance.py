@@ -57,7 +57,7 @@ __all__ = [
 
 DEFAULT_RETENTION = "7d"
 MINIMUM_RETENTION_HOURS, MAXIMUM_RETENTION_HOURS = 1, 30 * 24
-# The lock the live speed layer holds while it runs (spark_jobs/speed_job.run_speed: no prefix, app "speed").
+# The lock the live speed layer holds while it runs (lklab.speed_layer.run_speed: no prefix, app "speed").
 SPEED_LAYER_LOCK = "stream-speed"
 COMMIT_ATTEMPTS = 5
 
