@@ -83,13 +83,15 @@ def test_retries_owner_and_tags(dagbag, dag_id):
 
 
 def test_schedules(dagbag):
-    from airflow.sdk import Asset, CronDataIntervalTimetable, CronTriggerTimetable
+    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
     from airflow.sdk.definitions.asset import AssetAll
+
+    from lklab.assets import batch_truth
 
     batch = dagbag.dags["batch_recompute"].timetable
     assert isinstance(batch, CronDataIntervalTimetable)
     assert (batch.expression, str(batch.timezone)) == ("0 0 * * *", "UTC")
-    assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(Asset("batch_truth"))
+    assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(batch_truth)
     health = dagbag.dags["speed_layer_health"].timetable
     assert isinstance(health, CronTriggerTimetable) and health.expression == "*/5 * * * *"
     maintenance = dagbag.dags["lake_maintenance"].timetable
@@ -116,6 +118,29 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
         ("reconciliation", "asset", "recon_runs"),
         ("kappa_replay", "asset", "replay_runs"),
     }
+
+
+def test_assets_are_the_lab_tables_by_name_and_uri(dagbag):
+    """Each asset a DAG produces or is scheduled on is ``lklab.assets``' one for its table."""
+    from airflow.sdk import Asset
+
+    from lklab import assets
+
+    declared = {getattr(assets, name) for name in assets.__all__ if isinstance(getattr(assets, name), Asset)}
+    assert {(a.name, a.uri) for a in declared} == {
+        ("batch_truth", "x-lklab://tables/batch_truth"),
+        ("recon_runs", "x-lklab://tables/recon_runs"),
+        ("replay_runs", "x-lklab://tables/replay_runs"),
+    }
+    used = {outlet for dag in dagbag.dags.values() for task in dag.tasks for outlet in _outlets(task)}
+    used |= set(dagbag.dags["reconciliation"].timetable.asset_condition.objects)
+    assert used == declared
+
+
+def _outlets(task) -> list:
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    return task.partial_kwargs.get("outlets", []) if isinstance(task, MappedOperator) else task.outlets
 
 
 def spark_task_arguments(task) -> dict:
