@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import Asset, CronDataIntervalTimetable, dag
+from airflow.sdk import CronDataIntervalTimetable, dag
 
+from lklab.assets import batch_truth
 from lklab.spark_task import spark_job
-
-
-batch_truth = Asset("batch_truth")
 
 
 @dag(

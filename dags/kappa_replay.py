@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import Asset, Param, dag
+from airflow.sdk import Param, dag
 
+from lklab.assets import replay_runs
 from lklab.spark_task import spark_job
 
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
-
-replay_runs = Asset("replay_runs")
 
 
 @dag(

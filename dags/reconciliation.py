@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk import Param, dag, task
 
+from lklab.assets import batch_truth, recon_runs
 from lklab.spark_task import mapped_spark_job
 
-
-batch_truth = Asset("batch_truth")
-recon_runs = Asset("recon_runs")
 BREACH = 3  # reconcile_job's exit code: the unexplained gap exceeds --max-unexplained
 
 

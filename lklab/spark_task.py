@@ -16,11 +16,14 @@
   its retries.
 
 Read from the environment when the DAG is parsed: ``LKLAB_SPARK_JOBS`` (where ``spark_jobs/`` is,
-default: next to this package), ``LKLAB_DELTA_SPARK_JARS`` (delta-spark jars, given to
-``spark-submit --jars`` so the driver and the executors have them from the start), and the
-lab's ``driver-memory`` setting (file, then ``LKLAB_DRIVER_MEMORY``) as ``--driver-memory``; in
-local mode the executors share the driver's heap. Python runs the project's interpreter
-everywhere: ``spark.pyspark.python`` and, for spark-submit itself, ``PYSPARK_DRIVER_PYTHON``.
+default: next to this package) and ``LKLAB_DELTA_SPARK_JARS`` (delta-spark jars, given to
+``spark-submit --jars`` so the driver and the executors have them from the start). The lab's
+configuration (``load_config``: file, then environment) is read only when a task runs, so a DAG
+file imports nothing of Spark, Arrow or the configuration and a bad configuration fails the
+task, not the DAG's import: the ``spark-master`` setting as above, and ``driver-memory`` as
+``--driver-memory`` unless the task gives its own; in local mode the executors share the
+driver's heap. Python runs the project's interpreter everywhere: ``spark.pyspark.python`` and,
+for spark-submit itself, ``PYSPARK_DRIVER_PYTHON``.
 """
 
 from __future__ import annotations
@@ -31,14 +34,15 @@ import sys
 import sysconfig
 from collections import deque
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
-from shared.config import load_config
+if TYPE_CHECKING:
+    from shared.config import LabConfig
 
 __all__ = ["spark_job", "mapped_spark_job", "spark_jobs_dir", "project_spark_submit", "LabSparkSubmitOperator"]
 
@@ -49,6 +53,14 @@ log = logging.getLogger(__name__)
 def spark_jobs_dir() -> Path:
     """Where the jobs ``spark-submit`` runs are: ``LKLAB_SPARK_JOBS`` or the repository's."""
     return Path(os.environ.get("LKLAB_SPARK_JOBS") or Path(__file__).resolve().parents[1] / "spark_jobs")
+
+
+def _lab_config() -> LabConfig:
+    """The lab's configuration (``shared.config.load_config``), loaded when a task runs: its
+    module imports Spark and Arrow, which a DAG file must not."""
+    from shared.config import load_config
+
+    return load_config()
 
 
 def project_spark_submit() -> str:
@@ -75,7 +87,7 @@ class LabSparkSubmitHook(SparkSubmitHook):
         try:
             return super().get_connection(conn_id)
         except AirflowNotFoundException:
-            master = load_config().spark_master
+            master = _lab_config().spark_master
             log.info("no %r connection is configured: Spark runs on %s (the lab's spark-master setting)", conn_id, master)
             return Connection(conn_id=conn_id, conn_type="spark", host=master)
 
@@ -111,7 +123,8 @@ class LabSparkSubmitOperator(SparkSubmitOperator):
         self.breach_exit_code = breach_exit_code
 
     def _get_hook(self) -> LabSparkSubmitHook:
-        # The provider's own _get_hook, building the lab's hook (the same arguments, in its order).
+        # The provider's own _get_hook, building the lab's hook (the same arguments, in its order),
+        # with the lab's driver-memory setting unless the task gives its own.
         return LabSparkSubmitHook(
             breach_exit_code=self.breach_exit_code,
             conf=self.conf,
@@ -128,7 +141,7 @@ class LabSparkSubmitOperator(SparkSubmitOperator):
             total_executor_cores=self._total_executor_cores,
             executor_cores=self._executor_cores,
             executor_memory=self._executor_memory,
-            driver_memory=self._driver_memory,
+            driver_memory=self._driver_memory or _lab_config().driver_memory,
             keytab=self.keytab,
             principal=self.principal,
             proxy_user=self.proxy_user,
@@ -160,7 +173,6 @@ def _arguments(task_id: str, job: str, operator_args: dict[str, Any]) -> dict[st
         # find-spark-home runs this to locate pyspark: without it, whatever python3 PATH has.
         "env_vars": {"PYSPARK_DRIVER_PYTHON": sys.executable},
         "jars": os.environ.get("LKLAB_DELTA_SPARK_JARS") or None,
-        "driver_memory": load_config().driver_memory,
         **operator_args,
     }
 

@@ -129,12 +129,24 @@ def fresh_clone(destination: Path) -> Path:
     return destination
 
 
+def this_checkout_on_path() -> dict[str, str]:
+    """Nothing when the venv imports the project from this checkout, as after ``make install``
+    here; ``PYTHONPATH`` naming this checkout when the venv imports another one (a venv shared by
+    several work trees, its editable install made in one of them), so that the steps run this
+    checkout's code as they would after ``make install`` here."""
+    done = subprocess.run([str(VENV_BIN / "python"), "-c", "import lklab; print(lklab.__file__)"],
+                          env={"PATH": SYSTEM_PATH}, cwd="/", capture_output=True, text=True, check=True)
+    installed = Path(done.stdout.strip()).resolve().parents[1]
+    return {} if installed == REPO.resolve() else {"PYTHONPATH": str(REPO)}
+
+
 @pytest.fixture(scope="module")
 def readme_steps(tmp_path_factory):
     """The README's embedded block run by ``bash -e`` in a fresh clone: (clone, result)."""
     base = tmp_path_factory.mktemp("readme")
     clone = fresh_clone(base / "lab")
-    done = run(["bash", "-e", "-x", "-c", embedded_steps()], env=clean_env(base / "home"), cwd=clone, timeout=1800)
+    env = clean_env(base / "home", this_checkout_on_path())
+    done = run(["bash", "-e", "-x", "-c", embedded_steps()], env=env, cwd=clone, timeout=1800)
     return clone, done
 
 

@@ -1,11 +1,19 @@
 """The DAG folder as Airflow parses it: no import errors, each DAG's task graph, retries,
 schedules and asset wiring, and every DAG survives serialization (what the DAG processor
 stores and the scheduler reads).
+
+A DAG file is parsed again and again: each parses in well under a second, in a fresh
+interpreter, without importing Spark, Arrow, NumPy, pandas, delta-rs or the lab's
+configuration, and a broken configuration file breaks no DAG's import (it fails the task that
+reads it, when it runs).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,6 +21,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
+DAG_FILES = sorted(DAGS.glob("*.py"))
+# What a DAG file must not import when it is parsed: tasks import them when they run.
+HEAVY_MODULES = {"pyspark", "pyarrow", "numpy", "pandas", "deltalake", "delta", "polars", "matplotlib", "shared.config"}
+PARSE_CPU_SECONDS = 0.5
+BROKEN_CONFIG = "window-size = \"2m\"\nthis is not TOML\n"
 
 SHAPES = {
     "batch_recompute": {"recompute_batch_truth": set()},
@@ -43,15 +56,13 @@ SPARK_JOBS = {
 
 
 @pytest.fixture(scope="module")
-def dagbag(tmp_path_factory):
-    """The DAG folder parsed by Airflow, with a scratch AIRFLOW_HOME (config only, no database)."""
+def airflow_home(tmp_path_factory):
+    """A scratch AIRFLOW_HOME (config only, no database) for this module's parses."""
     saved = {key: os.environ.get(key) for key in ("AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES")}
     os.environ["AIRFLOW_HOME"] = str(tmp_path_factory.mktemp("airflow-home"))
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     try:
-        from airflow.dag_processing.dagbag import DagBag
-
-        yield DagBag(dag_folder=str(DAGS))
+        yield Path(os.environ["AIRFLOW_HOME"])
     finally:
         for key, value in saved.items():
             if value is None:
@@ -60,9 +71,102 @@ def dagbag(tmp_path_factory):
                 os.environ[key] = value
 
 
+@pytest.fixture(scope="module")
+def dagbag(airflow_home):
+    """The DAG folder parsed by Airflow."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.fixture(scope="module")
+def broken_config(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "lklab.toml"
+    path.write_text(BROKEN_CONFIG)
+    return path
+
+
 def test_every_dag_imports_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert set(dagbag.dag_ids) == set(SHAPES)
+
+
+def test_a_broken_configuration_breaks_no_dag_import(airflow_home, broken_config, monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    from shared.config import ConfigError, load_config
+
+    monkeypatch.setenv("LKLAB_CONFIG", str(broken_config))
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config()
+    broken = DagBag(dag_folder=str(DAGS))
+    assert broken.import_errors == {}
+    assert set(broken.dag_ids) == set(SHAPES)
+
+
+# In a fresh interpreter (this one has imported everything already) that imports airflow.sdk,
+# then forks a child to import each DAG file, as Airflow's DAG processor does.
+PARSE_EACH_FILE = """
+import importlib.util, json, os, sys, time, traceback
+import airflow.sdk
+
+def parse(path):
+    wall, cpu = time.perf_counter(), time.process_time()
+    spec = importlib.util.spec_from_file_location("lklab_dag_file", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "modules": sorted(sys.modules)}
+
+for path in sys.argv[1:]:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            result = {"file": path, **parse(path)}
+        except BaseException:
+            result = {"file": path, "error": traceback.format_exc()}
+        with os.fdopen(write, "w") as out:
+            json.dump(result, out)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        print(answer.read())
+    os.waitpid(child, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def parses(airflow_home, broken_config) -> dict[str, dict]:
+    """Each DAG file imported alone (see ``PARSE_EACH_FILE``) with a broken configuration file:
+    ``{file name: {"wall": s, "cpu": s, "modules": [...]}}``."""
+    env = {**os.environ, "LKLAB_CONFIG": str(broken_config),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", PARSE_EACH_FILE, *map(str, DAG_FILES)], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    errors = {Path(r["file"]).name: r["error"] for r in results if "error" in r}
+    assert not errors, f"DAG files that do not import: {errors}"
+    return {Path(r["file"]).name: r for r in results}
+
+
+def test_dag_files_parse_in_well_under_a_second(parses, capsys):
+    with capsys.disabled():
+        print()
+        for name, parse in parses.items():
+            print(f"parse {name}: {parse['wall']:.3f}s wall, {parse['cpu']:.3f}s CPU")
+    assert set(parses) == {f"{dag_id}.py" for dag_id in SHAPES}
+    # CPU time, not wall time: on a busy machine the wall clock also counts other processes' turns.
+    slow = {name: round(parse["cpu"], 3) for name, parse in parses.items() if parse["cpu"] >= PARSE_CPU_SECONDS}
+    assert not slow, f"DAG files taking {PARSE_CPU_SECONDS}s of CPU or more to parse: {slow}"
+
+
+def test_dag_files_import_no_heavy_module_when_parsed(parses):
+    imported = {
+        name: sorted(m for m in HEAVY_MODULES if any(module == m or module.startswith(m + ".") for module in parse["modules"]))
+        for name, parse in parses.items()
+    }
+    assert imported == {name: [] for name in parses}
 
 
 @pytest.mark.parametrize("dag_id", sorted(SHAPES))
@@ -83,13 +187,15 @@ def test_retries_owner_and_tags(dagbag, dag_id):
 
 
 def test_schedules(dagbag):
-    from airflow.sdk import Asset, CronDataIntervalTimetable, CronTriggerTimetable
+    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
     from airflow.sdk.definitions.asset import AssetAll
+
+    from lklab.assets import batch_truth
 
     batch = dagbag.dags["batch_recompute"].timetable
     assert isinstance(batch, CronDataIntervalTimetable)
     assert (batch.expression, str(batch.timezone)) == ("0 0 * * *", "UTC")
-    assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(Asset("batch_truth"))
+    assert dagbag.dags["reconciliation"].timetable.asset_condition == AssetAll(batch_truth)
     health = dagbag.dags["speed_layer_health"].timetable
     assert isinstance(health, CronTriggerTimetable) and health.expression == "*/5 * * * *"
     maintenance = dagbag.dags["lake_maintenance"].timetable
@@ -118,17 +224,47 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
     }
 
 
-def spark_task_arguments(task) -> dict:
-    """The arguments a Spark task was given (a mapped task's are its ``partial`` ones)."""
+def test_assets_are_the_lab_tables_by_name_and_uri(dagbag):
+    """Each asset a DAG produces or is scheduled on is ``lklab.assets``' one for its table."""
+    from airflow.sdk import Asset
+
+    from lklab import assets
+
+    declared = {getattr(assets, name) for name in assets.__all__ if isinstance(getattr(assets, name), Asset)}
+    assert {(a.name, a.uri) for a in declared} == {
+        ("batch_truth", "x-lklab://tables/batch_truth"),
+        ("recon_runs", "x-lklab://tables/recon_runs"),
+        ("replay_runs", "x-lklab://tables/replay_runs"),
+    }
+    used = {outlet for dag in dagbag.dags.values() for task in dag.tasks for outlet in _outlets(task)}
+    used |= set(dagbag.dags["reconciliation"].timetable.asset_condition.objects)
+    assert used == declared
+
+
+def _outlets(task) -> list:
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    return task.partial_kwargs.get("outlets", []) if isinstance(task, MappedOperator) else task.outlets
+
+
+def runnable(task):
+    """The operator that runs: a mapped task's as it is unmapped for one element."""
     from airflow.sdk.definitions.mappedoperator import MappedOperator
 
     from lklab.spark_task import LabSparkSubmitOperator
 
     if isinstance(task, MappedOperator):
         assert task.operator_class is LabSparkSubmitOperator
-        return dict(task.partial_kwargs)
+        task = task.unmap({"application_args": ["--date", "2026-01-05"]})
     assert isinstance(task, LabSparkSubmitOperator)
-    return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._driver_memory,
+    return task
+
+
+def spark_task_arguments(task) -> dict:
+    """The arguments a Spark task runs with; the driver memory is the one its hook gets when it
+    runs (the lab's setting, read then)."""
+    task = runnable(task)
+    return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._get_hook()._driver_memory,
             "spark_binary": task._spark_binary, "breach_exit_code": task.breach_exit_code, "env_vars": task.env_vars,
             "conf": task.conf}
 
@@ -149,6 +285,18 @@ def test_spark_tasks_submit_repo_jobs_with_the_projects_spark_submit(dagbag, dag
     assert Path(arguments["application"]).is_file(), f"{arguments['application']} does not exist"
     # Only reconcile_job says "ran and found a breach" by its exit code (3); every other failure is retried.
     assert arguments.get("breach_exit_code") == (3 if SPARK_JOBS[(dag_id, task_id)] == "reconcile_job.py" else None)
+
+
+@pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
+def test_spark_tasks_read_the_configuration_when_they_run(dagbag, broken_config, monkeypatch, dag_id, task_id):
+    """Parsed, a task holds no setting of the lab's; run with a broken configuration, it fails."""
+    from shared.config import ConfigError
+
+    task = runnable(dagbag.dags[dag_id].get_task(task_id))
+    assert task._driver_memory is None
+    monkeypatch.setenv("LKLAB_CONFIG", str(broken_config))
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        task._get_hook()
 
 
 def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):

@@ -1,0 +1,28 @@
+"""The Airflow assets the lab's DAGs produce and are scheduled on: one per Delta table.
+
+An asset is named after its table and identified by ``x-lklab://tables/<table>``. The URI does
+not hold the lake's path: the lake is configuration, read when a task runs, while assets are
+declared when a DAG file is parsed, and Airflow identifies an asset by its name and URI, so the
+same table must have the same asset wherever and on whichever lake it runs. Airflow gives
+schemes prefixed ``x-`` no meaning of its own and never validates them.
+
+Only ``airflow.sdk`` is imported here: a DAG file imports this module when it is parsed.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Asset
+
+__all__ = ["batch_truth", "recon_runs", "replay_runs", "table_asset"]
+
+SCHEME = "x-lklab"
+
+
+def table_asset(table: str) -> Asset:
+    """The asset standing for the lake's table ``table`` (``<lake>/tables/<table>``)."""
+    return Asset(name=table, uri=f"{SCHEME}://tables/{table}")
+
+
+batch_truth = table_asset("batch_truth")  # batch_recompute writes it; reconciliation is scheduled on it
+recon_runs = table_asset("recon_runs")    # reconciliation's record of each run
+replay_runs = table_asset("replay_runs")  # kappa_replay's record of each replay
