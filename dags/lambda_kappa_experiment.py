@@ -65,10 +65,12 @@ def spark_step(task_id: str, job: str, *args: str, **operator_args):
 def lambda_kappa_experiment():
     @task
     def claim_lake(params=None) -> str:
-        """Refuse a lake the experiment did not make (the live one, or any with data of its own)."""
+        """Refuse a lake the experiment did not make (the configured live one, from the
+        environment or the configuration file, or any with data of its own)."""
         from lklab.experiment_lake import claim
+        from shared.config import load_config
 
-        return str(claim(params["lake"], os.environ.get("LKLAB_LAKE")))
+        return str(claim(params["lake"], load_config().lake))
 
     @task.run_if(lambda context: context["params"]["generate"], skip_message="using the log already in the lake")
     @task
