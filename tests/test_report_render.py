@@ -399,3 +399,10 @@ def test_data_is_shown_literally_in_plots_and_never_evaluated_in_csv(report, tmp
     assert "-5.000000" in [r["amount"] for r in rows]
     totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
     assert {r["account_id"] for r in totals} == {"'=HYPERLINK(\"http://x\")"}
+
+
+def test_html_escapes_the_run_in_the_title_and_header(report):
+    """Text reaches the page through the templates escaped as ``html.escape`` does."""
+    page = render_html(dataclasses.replace(report, run_id="r<&>\"'1", source="s'1"))
+    assert "<title>Lambda vs Kappa — r&lt;&amp;&gt;&quot;&#x27;1</title>" in page
+    assert '<p class="meta" id="meta">Run r&lt;&amp;&gt;&quot;&#x27;1 · source s&#x27;1 · tumbling 1m windows' in page
