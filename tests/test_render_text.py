@@ -11,6 +11,8 @@ from lklab import summary
 from lklab.summary import BatchSummary
 from reconciliation import render
 from reconciliation.render import grouped, rate, render_text, signed
+from reconciliation.result import Reconciliation
+from reconciliation.tolerance import Tolerance
 from shared.partitions import DayRange
 from spark_jobs.batch_job import BatchRun
 
@@ -45,4 +47,16 @@ def test_a_batch_summary_as_text():
         "  2026-01-05 00:01:00 .. 00:02:00  acct-1     USD   1,234 events     99,999.990000",
         "cost: 12.3 s wall, 30.1 CPU seconds",
         "equals the generator's ground truth: yes, exactly",
+    ]
+
+
+def test_a_reconciliation_as_text():
+    empty = Reconciliation("r-2", "kappa:x", DayRange(), "sliding 1m every 10s", Tolerance(D("0.01"), D("0.001")),
+                           12_345, 12_346, (), stream_batch=1_000, corrections=1_234_567)
+    assert render_text(empty).splitlines() == [
+        "reconciliation r-2: kappa:x vs batch_truth, every day, sliding 1m every 10s windows, "
+        "tolerance |stream - truth| <= 0.01 + 0.001 * |truth|",
+        "  truth read the log up to segment 12,345; the stream up to 12,346 (as of its micro-batch 1,000)",
+        "  no windows on either side for these days",
+        "  1,234,567 window corrections in recon_corrections",
     ]
