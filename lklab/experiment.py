@@ -49,6 +49,7 @@ from lklab import measure
 from lklab.assessment import MeasuredStream, assess, midnights
 from lklab.batch_recompute import run_batch
 from lklab.kappa_replay import run_replay
+from lklab.progress import progress as track
 from lklab.report import (
     ArrivalDelay,
     Configuration,
@@ -255,11 +256,12 @@ def run_comparison(
         if not c.is_baseline:
             settings.setdefault((parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)), (c.watermark_delay, c.allowed_lateness))
     streams: dict[tuple[int, int], MeasuredStream] = {}
-    for done, (key, setting) in enumerate(settings.items()):
-        elapsed = time.monotonic() - started
-        eta = "" if not done else f", about {elapsed / done * (len(settings) - done):.0f}s left"
-        label = f"[{done + 1}/{len(settings)}] W={setting[0]} L={setting[1]}"
-        streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
+    with track("stream settings", total=len(settings)) as settings_run:
+        for key, setting in settings.items():
+            eta = "" if settings_run.remaining is None else f", about {settings_run.remaining:.0f}s left"
+            label = f"[{settings_run.done + 1}/{len(settings)}] W={setting[0]} L={setting[1]}"
+            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
+            settings_run.advance()
 
     progress(f"measuring {len(configurations)} configurations on the processing-time clock")
     assessed = assess(

@@ -1,7 +1,8 @@
 """What a batch run produced, computed from the tables, then rendered as text.
 
 ``batch_summary`` reads the written tables and returns a ``BatchSummary`` (numbers only);
-``render_text`` turns it into the lines ``lklab batch`` and ``lklab demo`` print.
+``render_text``, the lab's text renderer (``reconciliation.render``), turns it into the lines
+``lklab batch`` and ``lklab demo`` print.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reconciliation.render import grouped, render_text
 from shared.aggregation import AGGREGATE_COLUMNS
 from shared.batch_runs import BatchRun
 from shared.tables import Tables
@@ -64,23 +66,24 @@ def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: i
     )
 
 
-def render_text(summary: BatchSummary) -> str:
+@render_text.register
+def _render_batch_summary(summary: BatchSummary) -> str:
     run = summary.run
     lines = [
-        f"days: {run.days.describe()}; log: segments 1..{run.last_segment}, {run.lines:,} lines",
-        f"  = {run.events:,} events + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters"
-        + (f" + {run.heartbeats:,} heartbeats" if run.heartbeats else "")
+        f"days: {run.days.describe()}; log: segments 1..{run.last_segment}, {grouped(run.lines)} lines",
+        f"  = {grouped(run.events)} events + {grouped(run.duplicates)} duplicates + {grouped(run.dead_letters)} dead letters"
+        + (f" + {grouped(run.heartbeats)} heartbeats" if run.heartbeats else "")
         + f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",
     ]
     for reason, count in summary.dead_letters_by_reason.items():
-        lines.append(f"    dead letter {reason}: {count:,}")
+        lines.append(f"    dead letter {reason}: {grouped(count)}")
     lines.append(
-        f"windows ({summary.window_description}): {summary.windows:,} rows over {summary.accounts:,} accounts"
+        f"windows ({summary.window_description}): {grouped(summary.windows)} rows over {grouped(summary.accounts)} accounts"
     )
     overlapping = summary.window_description.startswith("sliding")
     label = "sum over overlapping windows (each event counted in every window it is in)" if overlapping else "total"
     for currency, total in summary.money_by_currency.items():
-        lines.append(f"  {currency} {label}: {total:,}")
+        lines.append(f"  {currency} {label}: {grouped(total)}")
     lines.append("largest windows by |amount|:")
     for row in summary.largest_windows:
         lines.append(

@@ -2,26 +2,44 @@
 
 Money is ``Decimal`` in the currency's units and is never summed across currencies. Event
 counts and money deltas are ``truth - stream``. Lateness is in seconds (how far behind the
-watermark an event arrived); percentiles are nearest-rank over the distinct late events.
+watermark an event arrived); percentiles are nearest-rank (``nearest_rank``) over the distinct
+late events.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING, TypeVar
 
-from reconciliation.tolerance import Tolerance
-from shared.partitions import DayRange
+if TYPE_CHECKING:  # only annotations: the report reads this module without Spark
+    from reconciliation.tolerance import Tolerance
+    from shared.partitions import DayRange
 
 __all__ = ["Explanation", "Lateness", "CurrencyReconciliation", "WindowGap", "Reconciliation", "nearest_rank"]
 
+T = TypeVar("T")
 
-def nearest_rank(sorted_values: list[Decimal], fraction: float) -> Decimal | None:
-    """The smallest value with at least ``fraction`` of the values at or below it."""
-    if not sorted_values:
+
+def nearest_rank(ordered: Sequence[T], probability: Decimal | str | float) -> T | None:
+    """The ``probability`` quantile of an ascending sequence by nearest rank: the smallest value
+    with at least ``probability`` of the values at or below it, a value of ``ordered`` itself
+    (a ``Decimal`` stays exact). ``None`` for an empty sequence.
+
+    This is NumPy's ``inverted_cdf`` method (``numpy.quantile(values, p, method="inverted_cdf")``,
+    the inverse of the empirical distribution function): the value of rank ``ceil(p * n)``, the
+    lowest value for ``p = 0``. NumPy computes ``p * n`` in binary floating point, so 0.07 of
+    100 values is rank 8 there (``0.07 * 100 == 7.000000000000001``); here the rank is computed
+    in decimal, 7, and a float ``probability`` is read as the decimal it prints as.
+    """
+    p = Decimal(repr(probability)) if isinstance(probability, float) else Decimal(probability)
+    if not 0 <= p <= 1:
+        raise ValueError(f"probability {probability!r}: a number from 0 to 1")
+    if not ordered:
         return None
-    rank = max(1, -(-int(round(fraction * 10_000)) * len(sorted_values) // 10_000))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+    return ordered[max(math.ceil(p * len(ordered)), 1) - 1]
 
 
 @dataclass(frozen=True)
@@ -46,9 +64,9 @@ class Lateness:
         ordered = sorted(seconds)
         return cls(
             events=len(ordered),
-            p50=nearest_rank(ordered, 0.5),
-            p99=nearest_rank(ordered, 0.99),
-            p99_9=nearest_rank(ordered, 0.999),
+            p50=nearest_rank(ordered, "0.5"),
+            p99=nearest_rank(ordered, "0.99"),
+            p99_9=nearest_rank(ordered, "0.999"),
             max=ordered[-1] if ordered else None,
         )
 

@@ -399,3 +399,16 @@ def test_data_is_shown_literally_in_plots_and_never_evaluated_in_csv(report, tmp
     assert "-5.000000" in [r["amount"] for r in rows]
     totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
     assert {r["account_id"] for r in totals} == {"'=HYPERLINK(\"http://x\")"}
+
+
+def test_html_escapes_the_run_in_the_title_and_header(report):
+    """Text reaches the page through the templates escaped as ``html.escape`` does."""
+    page = render_html(dataclasses.replace(report, run_id="r<&>\"'1", source="s'1"))
+    assert "<title>Lambda vs Kappa — r&lt;&amp;&gt;&quot;&#x27;1</title>" in page
+    assert '<p class="meta" id="meta">Run r&lt;&amp;&gt;&quot;&#x27;1 · source s&#x27;1 · tumbling 1m windows' in page
+
+
+def test_json_heat_map_cells_are_window_account_and_gap(report):
+    cell = json.loads(to_json(report))["report"]["heat_maps"][0]["cells"][0]
+    assert cell == {"window_start": "2026-01-05T10:00:00.000000Z", "window_end": "2026-01-05T10:01:00.000000Z",
+                    "account_id": "acct-1", "gap": "12.500000"}

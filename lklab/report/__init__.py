@@ -16,7 +16,7 @@ from .arrival import ArrivalDelay, DelayQuantile
 from .audit import DISPOSITIONS, FinanceAudit, LateBillingEvent, LateTotal
 from .audit_csv import account_totals_csv, audit_csv
 from .comparison import Comparison, ComparisonRow, compare
-from .gaps import GapHeatMap, WindowGap
+from .gaps import FinalGap, GapHeatMap, WindowGap
 from .html import AUDIT_ROWS_SHOWN, render_html
 from .markdown import render_markdown
 from .model import (
@@ -38,7 +38,7 @@ from .summary_json import report_from_json, to_json
 __all__ = [
     "ARCHITECTURES", "PATHS", "DISPOSITIONS", "AUDIT_ROWS_SHOWN",
     "Configuration", "ConfigurationResult", "EndSummary", "ErrorPoint", "LatencySummary", "LateSummary", "PathCost",
-    "ReconciliationSummary", "StreamRun", "ArrivalDelay", "DelayQuantile", "WindowGap", "GapHeatMap",
+    "ReconciliationSummary", "StreamRun", "ArrivalDelay", "DelayQuantile", "FinalGap", "GapHeatMap",
     "LateBillingEvent", "LateTotal", "FinanceAudit", "Report", "Comparison", "ComparisonRow", "compare",
     "ReportFiles", "write_report", "render_html", "render_markdown", "to_json", "report_from_json",
     "audit_csv", "account_totals_csv",

@@ -1,31 +1,22 @@
 """How late events arrive: the distribution of ``ingest_time - event_time``, kept as quantiles.
 
 A day of traffic has hundreds of thousands of delays; the report keeps their nearest-rank
-quantiles at fixed probabilities (every percent, then the long tail up to the maximum), which is
-enough to draw the cumulative distribution on a log scale and to quote p50, p99 and p99.9.
+quantiles (``reconciliation.result.nearest_rank``) at fixed probabilities (every percent, then
+the long tail up to the maximum), which is enough to draw the cumulative distribution on a log
+scale and to quote p50, p99 and p99.9.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from reconciliation.result import nearest_rank  # also read from here by tests/test_compare.py
+
 from .validation import check_decimal, freeze
 
 __all__ = ["DelayQuantile", "ArrivalDelay", "nearest_rank"]
-
-
-def nearest_rank(ordered: list, probability: Decimal | str):
-    """The ``probability`` quantile of an ascending list by nearest rank: a value of the list.
-
-    The rank is ``ceil(probability * n)``, computed in decimal so ``0.07 * 100`` is 7, not 8.
-    ``None`` for an empty list.
-    """
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(Decimal(probability) * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True)

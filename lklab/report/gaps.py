@@ -4,6 +4,10 @@ A gap is ``|served total - truth total|`` of one window key at the moment the wi
 final (a stream's watermark reached its end; a processing-time window's end passed): how wrong
 the answer was that a consumer waiting for completeness got. Gaps are per currency, so a map
 holds one currency only.
+
+The full record of a window that differs from the truth (both sides, the signed delta, what
+explains it) is ``reconciliation.result.WindowGap``; a map needs only how far off the answer was
+when it was declared final, that record's ``|amount_delta|`` at that moment: a ``FinalGap``.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from decimal import Decimal
 
 from .validation import check_decimal, check_per_currency, check_utc, freeze
 
-__all__ = ["WindowGap", "GapHeatMap"]
+__all__ = ["FinalGap", "GapHeatMap"]
 
 Window = tuple[dt.datetime, dt.datetime]
 
 
 @dataclass(frozen=True)
-class WindowGap:
-    """One window ``[window_start, window_end)`` of one account whose answer when final was wrong."""
+class FinalGap:
+    """One window ``[window_start, window_end)`` of one account whose answer when final was wrong
+    by ``gap``: ``|served - truth|`` of its money, in the map's currency."""
 
     window_start: dt.datetime
     window_end: dt.datetime
@@ -35,13 +40,17 @@ class WindowGap:
             raise ValueError(f"gap {self.gap} is negative; a gap is an absolute difference")
 
 
+WindowGap = FinalGap
+"""The former name, still imported by ``lklab.measure`` and the report's tests."""
+
+
 @dataclass(frozen=True)
 class GapHeatMap:
     """The gaps of one configuration (``configuration_key``) in one currency; zero gaps omitted."""
 
     configuration_key: str
     currency: str
-    cells: tuple[WindowGap, ...]
+    cells: tuple[FinalGap, ...]
 
     def __post_init__(self) -> None:
         freeze(self, "cells", tuple(self.cells))

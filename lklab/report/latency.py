@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from .arrival import nearest_rank
+from reconciliation.result import nearest_rank
+
 from .validation import check_decimal
 
 __all__ = ["LatencySummary"]

@@ -1,0 +1,156 @@
+"""Progress of long work: a bar on a terminal, plain log lines everywhere else.
+
+    with progress("replay", total=len(segments)) as replay:
+        for segment in segments:
+            ...
+            replay.advance()
+
+A stage has a name, a number of steps done out of ``total`` (``None``: not known in advance),
+the seconds elapsed since it began and, once a step is done, the seconds left:
+``elapsed / done * (total - done)``, the pace so far carried over the steps to come.
+
+Where stderr is a terminal the stage is a ``rich`` bar (name, bar, done/total, elapsed, time
+left) redrawn in place; a stage opened inside it is a bar below it while it runs. Anywhere else (CI, a log
+file, an Airflow task) the same facts are records of the ``lklab.progress`` logger: one when
+the stage begins, then at most one every ``interval`` seconds, and one when it ends, so a log
+holds a handful of lines per stage, not a line per step.
+
+Messages are not progress: write them with ``logging`` (``logging.getLogger(__name__).info``).
+``configure_logging`` prints records as ``[HH:MM:SS] message`` on stderr, and a record written
+while a bar is drawn goes above the bar instead of through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as _Bars, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+__all__ = ["Progress", "progress", "configure_logging"]
+
+log = logging.getLogger(__name__)
+
+_now = time.monotonic  # the clock stages are timed by (tests replace it)
+_bars: _Bars | None = None  # the bars drawn now, shared by nested stages
+_open_stages = 0
+
+
+def _console() -> Console:
+    return Console(stderr=True)
+
+
+class Progress:
+    """One stage of long work: ``advance`` it as steps are done."""
+
+    def __init__(self, stage: str, total: int | None, interval: float) -> None:
+        if total is not None and total < 0:
+            raise ValueError(f"total {total}: a number of steps >= 0, or None when not known")
+        if interval < 0:
+            raise ValueError(f"interval {interval}: seconds >= 0 between log lines")
+        self.stage, self.total, self.interval = stage, total, interval
+        self.done = 0
+        self._started = self._logged = _now()
+        self._bar: tuple[_Bars, int] | None = None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the stage began."""
+        return _now() - self._started
+
+    @property
+    def remaining(self) -> float | None:
+        """Seconds left at the pace so far; ``None`` before the first step or without a total."""
+        if self.total is None or not self.done:
+            return None
+        return self.elapsed / self.done * max(self.total - self.done, 0)
+
+    def describe(self) -> str:
+        """``3/10 (30%), 12s elapsed, about 28s left``: where the stage is."""
+        if self.total is None:
+            return f"{self.done:,} done, {self.elapsed:.0f}s elapsed"
+        share = f" ({self.done / self.total:.0%})" if self.total else ""
+        left = "" if self.remaining is None else f", about {self.remaining:.0f}s left"
+        return f"{self.done:,}/{self.total:,}{share}, {self.elapsed:.0f}s elapsed{left}"
+
+    def advance(self, steps: int = 1) -> None:
+        """Count ``steps`` more steps done."""
+        if steps < 0:
+            raise ValueError(f"steps {steps}: progress only goes forward")
+        self.done += steps
+        if self._bar is not None:
+            bars, task = self._bar
+            bars.update(task, completed=self.done)
+        elif _now() - self._logged >= self.interval:
+            self._log(self.describe())
+
+    def _log(self, text: str, level: int = logging.INFO) -> None:
+        self._logged = _now()
+        log.log(level, "%s: %s", self.stage, text)
+
+
+@contextmanager
+def progress(stage: str, total: int | None = None, *, interval: float = 10.0, bar: bool | None = None) -> Iterator[Progress]:
+    """Track ``stage`` while the ``with`` block runs: a bar when ``bar`` (default: when stderr
+    is a terminal), else log lines at most every ``interval`` seconds."""
+    global _bars, _open_stages
+    tracked = Progress(stage, total, interval)
+    if bar is None:
+        bar = _bars is not None or _console().is_terminal
+    if bar:
+        if _bars is None:
+            _bars = _Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TimeRemainingColumn(), console=_console())
+            _bars.start()
+        tracked._bar = (_bars, _bars.add_task(stage, total=total))
+    else:
+        tracked._log(f"0/{total:,}" if total is not None else "started")
+    _open_stages += 1
+    try:
+        yield tracked
+    except BaseException:
+        if tracked._bar is None:
+            tracked._log(f"stopped at {tracked.done:,}{'' if total is None else f'/{total:,}'} after {tracked.elapsed:.0f}s",
+                         logging.WARNING)
+        raise
+    else:
+        if tracked._bar is None:
+            tracked._log(f"{tracked.done:,}{'' if total is None else f'/{total:,}'} done in {tracked.elapsed:.0f}s")
+    finally:
+        _open_stages -= 1
+        if _bars is not None and not _open_stages:
+            _bars.stop()
+            _bars = None
+        elif tracked._bar is not None:
+            _bars.remove_task(tracked._bar[1])  # a stage inside another: only the open ones stay drawn
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record comes: while a bar is
+    drawn, rich has put a stand-in there that prints above the bar."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def configure_logging(level: int = logging.INFO, logger: str = "lklab") -> None:
+    """Print the records of ``logger`` and its children at ``level`` and above on stderr as
+    ``[HH:MM:SS] message``; calling it again changes the level, it adds no second handler."""
+    target = logging.getLogger(logger)
+    target.setLevel(level)
+    if not any(isinstance(h, _Stderr) for h in target.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", datefmt="%H:%M:%S"))
+        target.addHandler(handler)

@@ -1,0 +1,95 @@
+"""``lklab.progress``: where a stage is, as log lines off a terminal and as a bar on one."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+from rich.console import Console
+
+import lklab.progress as progress_module
+from lklab.progress import configure_logging, progress
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock the test moves: ``clock.now`` seconds."""
+
+    class Clock:
+        now = 100.0
+
+    monkeypatch.setattr(progress_module, "_now", lambda: Clock.now)
+    return Clock
+
+
+def lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "lklab.progress"]
+
+
+def test_log_lines_off_a_terminal_at_most_one_per_interval(clock, caplog):
+    caplog.set_level(logging.INFO, logger="lklab.progress")
+    with progress("replay", total=4, interval=10, bar=False) as replay:
+        clock.now += 5
+        replay.advance()  # 5 s after the first line: not yet
+        clock.now += 5
+        replay.advance()
+        assert (replay.done, replay.elapsed, replay.remaining) == (2, 10, 10)
+        clock.now += 30
+        replay.advance(2)
+    assert lines(caplog) == [
+        "replay: 0/4",
+        "replay: 2/4 (50%), 10s elapsed, about 10s left",
+        "replay: 4/4 (100%), 40s elapsed, about 0s left",
+        "replay: 4/4 done in 40s",
+    ]
+
+
+def test_a_stage_without_a_total_and_one_that_fails(clock, caplog):
+    caplog.set_level(logging.INFO, logger="lklab.progress")
+    with progress("scan", interval=0, bar=False) as scan:
+        clock.now += 3
+        scan.advance(1500)
+        assert scan.remaining is None
+    with pytest.raises(RuntimeError), progress("batch", total=3, bar=False) as batch:
+        batch.advance()
+        clock.now += 7
+        raise RuntimeError("boom")
+    assert lines(caplog) == ["scan: started", "scan: 1,500 done, 3s elapsed", "scan: 1,500 done in 3s",
+                             "batch: 0/3", "batch: stopped at 1/3 after 7s"]
+    assert caplog.records[-1].levelno == logging.WARNING
+
+
+def test_a_bar_on_a_terminal(monkeypatch, caplog):
+    screen = io.StringIO()
+    monkeypatch.setattr(progress_module, "_console", lambda: Console(file=screen, force_terminal=True, width=100))
+    caplog.set_level(logging.INFO, logger="lklab.progress")
+    with progress("streams", total=2) as streams:
+        with progress("replay", total=5) as replay:  # a second bar below the first
+            replay.advance(5)
+            progress_module._bars.refresh()  # draw now, not at the next tick
+        streams.advance(2)
+    drawn = screen.getvalue()
+    assert "streams" in drawn and "2/2" in drawn and "replay" in drawn and "5/5" in drawn
+    assert lines(caplog) == [] and progress_module._bars is None
+
+
+def test_bad_figures_are_refused():
+    with pytest.raises(ValueError, match="a number of steps >= 0"), progress("x", total=-1, bar=False):
+        pass
+    with pytest.raises(ValueError, match="only goes forward"), progress("x", total=1, bar=False) as stage:
+        stage.advance(-1)
+
+
+def test_configure_logging_prints_time_and_message_once(monkeypatch):
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    logger = logging.getLogger("lklab.test_progress")
+    try:
+        configure_logging(logger="lklab.test_progress")
+        configure_logging(logger="lklab.test_progress")
+        logger.info("starting Spark")
+    finally:
+        logger.handlers.clear()
+    (line,) = stderr.getvalue().splitlines()
+    assert line.endswith("] starting Spark") and line[0] == "[" and line[9] == "]"

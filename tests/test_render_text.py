@@ -1,0 +1,62 @@
+"""The lab's one text renderer: a result of any kind goes through ``render_text``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal as D
+
+import pytest
+
+from lklab import summary
+from lklab.summary import BatchSummary
+from reconciliation import render
+from reconciliation.render import grouped, rate, render_text, signed
+from reconciliation.result import Reconciliation
+from reconciliation.tolerance import Tolerance
+from shared.partitions import DayRange
+from spark_jobs.batch_job import BatchRun
+
+
+def test_one_function_renders_every_result():
+    assert summary.render_text is render.render_text
+    with pytest.raises(TypeError, match="no text rendering of a dict"):
+        render_text({})
+
+
+def test_the_figures_read_alike():
+    assert (grouped(1234567), grouped(D("-12345.678900")), grouped(D("0E-6"))) == ("1,234,567", "-12,345.678900", "0.000000")
+    assert (signed(2), signed(0), signed(D("-3.000000"))) == ("+2", "+0", "-3.000000")
+    assert (rate(0.972447), rate(None)) == ("97.2447%", "n/a")
+
+
+def test_a_batch_summary_as_text():
+    run = BatchRun(9, 12_345, 12_000, 300, 40, 5, DayRange.of("2026-01-05"), 77, 12.345, 30.06)
+    window = {"window_start": dt.datetime(2026, 1, 5, 0, 1), "window_end": dt.datetime(2026, 1, 5, 0, 2),
+              "account_id": "acct-1", "currency": "USD", "event_count": 1234, "amount_total": D("99999.990000")}
+    text = render_text(BatchSummary(run, "tumbling 1m", {"bad_amount": 30, "unparseable": 10}, 77, 12,
+                                    {"JPY": D("1234567"), "USD": D("-12345.678900")}, (window,), True))
+    assert text.splitlines() == [
+        "days: 2026-01-05; log: segments 1..9, 12,345 lines",
+        "  = 12,000 events + 300 duplicates + 40 dead letters + 5 heartbeats  [conserved]",
+        "    dead letter bad_amount: 30",
+        "    dead letter unparseable: 10",
+        "windows (tumbling 1m): 77 rows over 12 accounts",
+        "  JPY total: 1,234,567",
+        "  USD total: -12,345.678900",
+        "largest windows by |amount|:",
+        "  2026-01-05 00:01:00 .. 00:02:00  acct-1     USD   1,234 events     99,999.990000",
+        "cost: 12.3 s wall, 30.1 CPU seconds",
+        "equals the generator's ground truth: yes, exactly",
+    ]
+
+
+def test_a_reconciliation_as_text():
+    empty = Reconciliation("r-2", "kappa:x", DayRange(), "sliding 1m every 10s", Tolerance(D("0.01"), D("0.001")),
+                           12_345, 12_346, (), stream_batch=1_000, corrections=1_234_567)
+    assert render_text(empty).splitlines() == [
+        "reconciliation r-2: kappa:x vs batch_truth, every day, sliding 1m every 10s windows, "
+        "tolerance |stream - truth| <= 0.01 + 0.001 * |truth|",
+        "  truth read the log up to segment 12,345; the stream up to 12,346 (as of its micro-batch 1,000)",
+        "  no windows on either side for these days",
+        "  1,234,567 window corrections in recon_corrections",
+    ]
