@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from lklab.progress import progress as track
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
@@ -240,10 +241,10 @@ def _generate(params: GeneratorParams, lake: Path, overwrite: bool, progress: Ca
     boundaries = np.flatnonzero(np.diff(bucket)) + 1
     log = EventLog(lake)
     pieces = np.split(order, boundaries)
-    for done, piece in enumerate(pieces, start=1):
-        log.append((lines[i] for i in piece.tolist()), stamp=False)
-        if done % 200 == 0 or done == len(pieces):
-            progress(f"wrote segment {done:,}/{len(pieces):,}")
+    with track("writing segments", total=len(pieces)) as writing:
+        for piece in pieces:
+            log.append((lines[i] for i in piece.tolist()), stamp=False)
+            writing.advance()
 
     manifest = _manifest(params, events, len(lines), len(retried), bad_reasons, len(pieces))
     manifest["generate_seconds"] = round(time.monotonic() - started, 3)

@@ -14,11 +14,13 @@ from typing import Callable
 
 from lklab.cli.console import FAILURE, USAGE, UsageError
 from lklab.cli.parser import build_parser
+from lklab.progress import configure_logging
 
 __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure_logging()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import time
+import logging
 
 USAGE, FAILURE, UNHEALTHY = 2, 1, 3
 
@@ -12,5 +11,10 @@ class UsageError(Exception):
     """Bad input from the user: reported in one line, exit code 2."""
 
 
+log = logging.getLogger("lklab")
+
+
 def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    """A message about the work under way: a ``[HH:MM:SS] message`` line on stderr, through
+    ``logging`` (``lklab.progress.configure_logging``, set up by ``main``)."""
+    log.info(message)
