@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from lklab.cli.console import UsageError, progress
 from lklab.cli.options import config_from
@@ -20,9 +19,6 @@ def cmd_speed(args: argparse.Namespace) -> int:
     config = config_from(args)
     if args.segments_per_batch < 1:
         raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
-    import logging
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
