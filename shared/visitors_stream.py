@@ -185,7 +185,7 @@ def visitors_step(parsed: pa.Table, state: VisitorState, settings: VisitorSettin
         duplicates=dedup.duplicates.select(VISITOR_DUPLICATE_SCHEMA.names).cast(VISITOR_DUPLICATE_SCHEMA),
         late=_late_rows(late, adds),
         members=_member_rows(on_time.filter(pa.array(new_flags))),
-        windows=_window_changes(entries, on_time, before_after, after),
+        windows=_window_changes(entries, on_time.filter(pa.array(new_flags)), before_after, after),
         outcomes=_outcomes(firsts, pairs["_view"].to_numpy(), late_flags, new_flags, ~late_flags),
         state=VisitorState(run.state, still_remembered(remembered, after, settings.dedup_horizon), kept.cast(ENTRY_SCHEMA)),
     )
@@ -256,16 +256,17 @@ def _member_rows(added: pa.Table) -> pa.Table:
     return rows.select(VISITOR_MEMBER_SCHEMA.names).cast(VISITOR_MEMBER_SCHEMA)
 
 
-def _window_changes(entries: pa.Table, on_time: pa.Table, before: int | None, after: int | None) -> pa.Table:
-    """The windows that added a URL, or that the watermark made final (open before, final after)."""
+def _window_changes(entries: pa.Table, added: pa.Table, before: int | None, after: int | None) -> pa.Table:
+    """The windows that added a URL (``added``: the new-URL pairs), or that the watermark made
+    final (open before, final after); a repeat changes no row."""
     windows = entries.group_by(list(WINDOW_KEY), use_threads=False).aggregate(
         [("url", "count"), ("added_batch_id", "max"), ("added_at", "max")]
     )
     ends = micros(windows["window_end"])
     final_now = is_final(ends, after)
     touched = np.zeros(windows.num_rows, dtype=bool)
-    if on_time.num_rows:
-        marks = pa.table({name: on_time[name] for name in WINDOW_KEY}).group_by(list(WINDOW_KEY), use_threads=False).aggregate([])
+    if added.num_rows:
+        marks = pa.table({name: added[name] for name in WINDOW_KEY}).group_by(list(WINDOW_KEY), use_threads=False).aggregate([])
         marks = marks.append_column("_touched", pa.array(np.ones(marks.num_rows, dtype=bool)))
         joined = windows.join(marks, list(WINDOW_KEY), join_type="left outer")
         windows, ends, final_now = joined, micros(joined["window_end"]), is_final(micros(joined["window_end"]), after)
