@@ -28,7 +28,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.dedup import first_copies, mark_duplicates
-from shared.events import DEAD_LETTER_COLUMNS, HEARTBEAT_FIELD, RAW_LINE_SCHEMA, UTC_MICROS, rejected_lines
+from shared.events import (
+    DEAD_LETTER_COLUMNS,
+    HEARTBEAT_FIELD,
+    RAW_LINE_SCHEMA,
+    UTC_MICROS,
+    rejected_lines,
+)
 
 __all__ = [
     "REQUIRED_FIELDS", "PAYLOAD_COLUMNS", "REJECT_REASONS", "PAGE_VIEW_SCHEMA", "PAGE_VIEW_COLUMNS", "PARSED_SCHEMA",

@@ -40,7 +40,13 @@ import pyarrow.compute as pc
 
 from shared.clock import NO_TIME, ClockSettings, advance, line_keys
 from shared.dedup import deduplicate_stream, remembered_from, still_remembered
-from shared.distinct_urls import MEMBER_KEY, WINDOW_KEY, first_views, require_fixed, view_pairs
+from shared.distinct_urls import (
+    MEMBER_KEY,
+    WINDOW_KEY,
+    first_views,
+    require_fixed,
+    view_pairs,
+)
 from shared.events import UTC_MICROS
 from shared.page_views import PAGE_VIEW_COLUMNS, PAGE_VIEW_SCHEMA, PAYLOAD_COLUMNS
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows

@@ -2,7 +2,6 @@
 TTL, the generator against the oracle, and, over random logs, the same rows whatever the
 micro-batch cuts, conservation of lines and pairs, and corrected == the batch rule."""
 
-from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -10,17 +9,39 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lklab.page_view_generator import PageViewParams, draw_page_views, generate_page_views, load_page_views
+from lklab.page_view_generator import (
+    PageViewParams,
+    draw_page_views,
+    generate_page_views,
+    load_page_views,
+)
 from lklab.page_view_truth import truth_members as oracle_members
 from reconciliation.distinct_reconcile import reconcile_distinct
 from shared.dedup import mark_duplicates_table
-from shared.distinct_urls import distinct_url_counts_table, distinct_url_members_table, first_views, require_fixed
+from shared.distinct_urls import (
+    distinct_url_counts_table,
+    distinct_url_members_table,
+    first_views,
+    require_fixed,
+)
 from shared.eventlog import EventLog
 from shared.page_views import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
 from shared.visitor_state import state_from_table, state_table
 from shared.visitors_stream import VisitorSettings
-from shared.windows import SessionWindows, SlidingWindows, TumblingWindows, micros
-from tests.visitor_lines import SECOND, at, concat, row, run, seconds_of, segment_rows, served, served_table, table, url
+from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
+from tests.visitor_lines import (
+    SECOND,
+    at,
+    concat,
+    row,
+    run,
+    seconds_of,
+    segment_rows,
+    served,
+    served_table,
+    table,
+    url,
+)
 
 TUMBLING = VisitorSettings(TumblingWindows(10 * SECOND), watermark_delay=0, allowed_lateness=0, dedup_horizon=3600 * SECOND)
 

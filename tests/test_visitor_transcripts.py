@@ -30,7 +30,17 @@ from shared.page_views import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
 from shared.visitor_state import seen_set
 from shared.visitors_stream import VisitorSettings
 from shared.windows import micros, window_spec
-from tests.visitor_lines import concat, row, run, seconds_of, segment_rows, served, served_table, table, url
+from tests.visitor_lines import (
+    concat,
+    row,
+    run,
+    seconds_of,
+    segment_rows,
+    served,
+    served_table,
+    table,
+    url,
+)
 
 TRANSCRIPTS = sorted(Path(__file__).parent.joinpath("transcripts", "unique_visitors").glob("*.yaml"))
 
