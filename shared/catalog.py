@@ -116,3 +116,26 @@ def stream_prefix(against: str) -> str:
     if against.startswith("kappa:"):
         return replay_prefix(against.split(":", 1)[1])
     raise StreamChoiceError(f"--against {against!r}: use 'speed' or 'kappa:<RUN>'")
+
+
+# ----------------------------------------------------------------------------- unique_visitors
+# The second pipeline's tables (distinct URLs per user per window; ``shared.visitors_stream``).
+# Its stream writes them under the same run prefixes as the billing stream's. (Imported here so
+# that the block stays in one piece at the end of the catalog.)
+from shared import distinct_urls as _distinct_urls  # noqa: E402
+from shared import visitor_state as _visitor_state  # noqa: E402
+from shared import visitors_stream as _visitors_stream  # noqa: E402
+
+VISITORS_WINDOWS = Table("visitors_windows", _visitors_stream.VISITOR_WINDOW_SCHEMA)  # one current row per (window, user)
+VISITORS_MEMBERS = Table("visitors_members", _visitors_stream.VISITOR_MEMBER_SCHEMA)  # the URLs each window counted
+VISITORS_LATE_EVENTS = Table("visitors_late_events", _visitors_stream.VISITOR_LATE_SCHEMA)  # the side output, with adds_url
+VISITORS_DUPLICATES = Table("visitors_duplicates", _visitors_stream.VISITOR_DUPLICATE_SCHEMA)
+VISITORS_DEAD_LETTER = Table("visitors_dead_letter", DEAD_LETTER_SCHEMA)
+VISITORS_STATE = Table("visitors_state", _visitor_state.STATE_SCHEMA)  # clock, remembered ids, member entries (TTL)
+VISITORS_STREAM_TABLES = (VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STATE)
+VISITORS_TRUTH = Table("visitors_truth", _distinct_urls.COUNT_SCHEMA)  # the batch rule over the whole log
+VISITORS_CORRECTED = Table("visitors_corrected")  # per stream: served, corrected, truth and verdict per window
+__all__ += [
+    "VISITORS_WINDOWS", "VISITORS_MEMBERS", "VISITORS_LATE_EVENTS", "VISITORS_DUPLICATES", "VISITORS_DEAD_LETTER", "VISITORS_STATE",
+    "VISITORS_STREAM_TABLES", "VISITORS_TRUTH", "VISITORS_CORRECTED",
+]
