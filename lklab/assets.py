@@ -6,23 +6,26 @@ declared when a DAG file is parsed, and Airflow identifies an asset by its name 
 same table must have the same asset wherever and on whichever lake it runs. Airflow gives
 schemes prefixed ``x-`` no meaning of its own and never validates them.
 
-Only ``airflow.sdk`` is imported here: a DAG file imports this module when it is parsed.
+Only ``airflow.sdk`` and the table catalog (names only; it imports no Arrow or Spark) are
+imported here: a DAG file imports this module when it is parsed.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import Asset
 
+from shared import catalog
+
 __all__ = ["batch_truth", "recon_runs", "replay_runs", "table_asset"]
 
 SCHEME = "x-lklab"
 
 
-def table_asset(table: str) -> Asset:
-    """The asset standing for the lake's table ``table`` (``<lake>/tables/<table>``)."""
-    return Asset(name=table, uri=f"{SCHEME}://tables/{table}")
+def table_asset(table: catalog.Table) -> Asset:
+    """The asset standing for the lake's table ``table`` (``<lake>/tables/<name>``)."""
+    return Asset(name=table.name, uri=f"{SCHEME}://tables/{table.name}")
 
 
-batch_truth = table_asset("batch_truth")  # batch_recompute writes it; reconciliation is scheduled on it
-recon_runs = table_asset("recon_runs")    # reconciliation's record of each run
-replay_runs = table_asset("replay_runs")  # kappa_replay's record of each replay
+batch_truth = table_asset(catalog.BATCH_TRUTH)  # batch_recompute writes it; reconciliation is scheduled on it
+recon_runs = table_asset(catalog.RECON_RUNS)    # reconciliation's record of each run
+replay_runs = table_asset(catalog.REPLAY_RUNS)  # kappa_replay's record of each replay

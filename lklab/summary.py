@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from reconciliation.render import grouped, render_text
 from shared.aggregation import AGGREGATE_COLUMNS
 from shared.batch_runs import BatchRun
+from shared.catalog import BATCH_DEAD_LETTER, BATCH_TRUTH
 from shared.tables import Tables
 
 __all__ = ["BatchSummary", "batch_summary", "render_text", "same_rows"]
@@ -41,8 +42,8 @@ def same_rows(left: pa.Table, right: pa.Table) -> bool:
 
 
 def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: int = 5) -> BatchSummary:
-    truth = run.days.select(tables.read_arrow("batch_truth"))
-    dead = tables.read_arrow("batch_dead_letter")
+    truth = run.days.select(tables.read_arrow(BATCH_TRUTH.name))
+    dead = tables.read_arrow(BATCH_DEAD_LETTER.name)
     dead = dead.filter(pc.less_equal(dead["segment"], run.last_segment))
     reasons = {row["values"]: row["counts"] for row in pc.value_counts(dead["reject_reason"]).to_pylist()}
     money = {

@@ -15,18 +15,14 @@ module spells a table's name: it names the ``Table`` here (``BATCH_TRUTH.name``,
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
-
-from shared.aggregation import AGGREGATE_ARROW_SCHEMA
-from shared.speed import DEAD_LETTER_SCHEMA, DUPLICATE_SCHEMA
-from shared.stream_metrics import METRICS_SCHEMA
-from shared.stream_state import STATE_SCHEMA
-from shared.stream_windows import HISTORY_SCHEMA, LATE_SCHEMA, WINDOW_ROW_SCHEMA
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "Table", "REPLAY_ROOT", "replay_prefix", "stream_prefix", "StreamChoiceError",
@@ -39,48 +35,59 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Table:
-    """One table of the lake: ``name`` under ``<lake>/tables``; ``schema`` (Arrow) when the lab
-    writes its rows from Arrow, None when Spark gives them their shape."""
+    """One table of the lake: ``name`` under ``<lake>/tables``; ``rows``: where the Arrow schema
+    of its rows is defined (``"module:NAME"``, with ``without`` columns dropped), None when Spark
+    gives them their shape. The schema is imported when asked for, so naming a table (a DAG
+    does, when it is parsed) imports neither Arrow nor Spark."""
 
     name: str
-    schema: pa.Schema | None = None
+    rows: str | None = None
+    without: tuple[str, ...] = ()
+
+    @property
+    def schema(self) -> "pa.Schema | None":
+        if self.rows is None:
+            return None
+        module, attribute = self.rows.split(":")
+        schema = getattr(importlib.import_module(module), attribute)
+        for column in self.without:
+            schema = schema.remove(schema.get_field_index(column))
+        return schema
 
     def at(self, prefix: str = "") -> str:
         """The table's name under a run prefix (``""``: the speed layer's; ``kappa/RUN/``)."""
         return f"{prefix}{self.name}"
 
-    def empty(self, spark: SparkSession) -> DataFrame:
+    def empty(self, spark: "SparkSession") -> "DataFrame":
         """No rows, with the table's columns (what reading it gives before it is written)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
         if self.schema is None:
             raise ValueError(f"{self.name} takes its columns from the computation that writes it")
         return spark.createDataFrame([], from_arrow_schema(self.schema))
 
 
-def _without_batch(schema: pa.Schema) -> pa.Schema:
-    return schema.remove(schema.get_field_index("batch_id"))
-
-
 # The stream's tables: written by the always-on speed layer (no prefix) and by each replay.
-DEAD_LETTER = Table("dead_letter", DEAD_LETTER_SCHEMA)
-DUPLICATE_EVENTS = Table("duplicate_events", DUPLICATE_SCHEMA)
-LATE_EVENTS = Table("late_events", LATE_SCHEMA)
-SPEED_AGGREGATES = Table("speed_aggregates", WINDOW_ROW_SCHEMA)
-STREAM_METRICS = Table("stream_metrics", METRICS_SCHEMA)
-STREAM_STATE = Table("stream_state", STATE_SCHEMA)
-WINDOW_HISTORY = Table("window_history", HISTORY_SCHEMA)  # a replay's, on request
+DEAD_LETTER = Table("dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
+DUPLICATE_EVENTS = Table("duplicate_events", "shared.speed:DUPLICATE_SCHEMA")
+LATE_EVENTS = Table("late_events", "shared.stream_windows:LATE_SCHEMA")
+SPEED_AGGREGATES = Table("speed_aggregates", "shared.stream_windows:WINDOW_ROW_SCHEMA")
+STREAM_METRICS = Table("stream_metrics", "shared.stream_metrics:METRICS_SCHEMA")
+STREAM_STATE = Table("stream_state", "shared.stream_state:STATE_SCHEMA")
+WINDOW_HISTORY = Table("window_history", "shared.stream_windows:HISTORY_SCHEMA")  # a replay's, on request
 SPEED_TABLES = (DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE)
 # What a reconciliation reads of a stream (the state is its own commit point, not an output).
 STREAM_OUTPUTS = (SPEED_AGGREGATES, LATE_EVENTS, DUPLICATE_EVENTS, DEAD_LETTER, STREAM_METRICS)
 
 # The batch recompute's.
 BATCH_TRUTH = Table("batch_truth")
-BATCH_DEAD_LETTER = Table("batch_dead_letter", _without_batch(DEAD_LETTER_SCHEMA))
-BATCH_DUPLICATES = Table("batch_duplicates", _without_batch(DUPLICATE_SCHEMA))
+BATCH_DEAD_LETTER = Table("batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
+BATCH_DUPLICATES = Table("batch_duplicates", "shared.speed:DUPLICATE_SCHEMA", without=("batch_id",))
 BATCH_RUNS = Table("batch_runs")
 BATCH_TABLES = (BATCH_TRUTH, BATCH_DUPLICATES, BATCH_DEAD_LETTER, BATCH_RUNS)
 
 # The reconciliation's (``corrected_aggregates`` is per stream: under the stream's prefix).
-CORRECTED_AGGREGATES = Table("corrected_aggregates", AGGREGATE_ARROW_SCHEMA)
+CORRECTED_AGGREGATES = Table("corrected_aggregates", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 RECON_RUNS = Table("recon_runs")
 RECON_DIFFS = Table("recon_diffs")
 RECON_CORRECTIONS = Table("recon_corrections")
@@ -120,20 +127,16 @@ def stream_prefix(against: str) -> str:
 
 # ----------------------------------------------------------------------------- unique_visitors
 # The second pipeline's tables (distinct URLs per user per window; ``shared.visitors_stream``).
-# Its stream writes them under the same run prefixes as the billing stream's. (Imported here so
-# that the block stays in one piece at the end of the catalog.)
-from shared import distinct_urls as _distinct_urls  # noqa: E402
-from shared import visitor_state as _visitor_state  # noqa: E402
-from shared import visitors_stream as _visitors_stream  # noqa: E402
+# Its stream writes them under the same run prefixes as the billing stream's.
 
-VISITORS_WINDOWS = Table("visitors_windows", _visitors_stream.VISITOR_WINDOW_SCHEMA)  # one current row per (window, user)
-VISITORS_MEMBERS = Table("visitors_members", _visitors_stream.VISITOR_MEMBER_SCHEMA)  # the URLs each window counted
-VISITORS_LATE_EVENTS = Table("visitors_late_events", _visitors_stream.VISITOR_LATE_SCHEMA)  # the side output, with adds_url
-VISITORS_DUPLICATES = Table("visitors_duplicates", _visitors_stream.VISITOR_DUPLICATE_SCHEMA)
-VISITORS_DEAD_LETTER = Table("visitors_dead_letter", DEAD_LETTER_SCHEMA)
-VISITORS_STATE = Table("visitors_state", _visitor_state.STATE_SCHEMA)  # clock, remembered ids, member entries (TTL)
+VISITORS_WINDOWS = Table("visitors_windows", "shared.visitors_stream:VISITOR_WINDOW_SCHEMA")  # one current row per (window, user)
+VISITORS_MEMBERS = Table("visitors_members", "shared.visitors_stream:VISITOR_MEMBER_SCHEMA")  # the URLs each window counted
+VISITORS_LATE_EVENTS = Table("visitors_late_events", "shared.visitors_stream:VISITOR_LATE_SCHEMA")  # the side output, with adds_url
+VISITORS_DUPLICATES = Table("visitors_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA")
+VISITORS_DEAD_LETTER = Table("visitors_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
+VISITORS_STATE = Table("visitors_state", "shared.visitor_state:STATE_SCHEMA")  # clock, remembered ids, member entries (TTL)
 VISITORS_STREAM_TABLES = (VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STATE)
-VISITORS_TRUTH = Table("visitors_truth", _distinct_urls.COUNT_SCHEMA)  # the batch rule over the whole log
+VISITORS_TRUTH = Table("visitors_truth", "shared.distinct_urls:COUNT_SCHEMA")  # the batch rule over the whole log
 VISITORS_CORRECTED = Table("visitors_corrected")  # per stream: served, corrected, truth and verdict per window
 __all__ += [
     "VISITORS_WINDOWS", "VISITORS_MEMBERS", "VISITORS_LATE_EVENTS", "VISITORS_DUPLICATES", "VISITORS_DEAD_LETTER", "VISITORS_STATE",
