@@ -23,6 +23,7 @@ copy of a set of ids at once (an empty memory), and both decide the same for eve
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -52,12 +53,13 @@ MARK_FIELDS = (
 )
 
 
-def mark_duplicates_table(events: pa.Table) -> pa.Table:
+def mark_duplicates_table(events: pa.Table, payload: Sequence[str] = PAYLOAD_COLUMNS) -> pa.Table:
     """``events`` in log order with ``is_duplicate``, ``first_segment``, ``first_line_number``
     (the first copy of the row's id; its own position for a first copy) and ``payload_conflict``.
 
     Works on every copy of an id at once: the rows given are the whole history that counts.
-    Payload columns of valid events are never null.
+    Payload columns of valid events are never null; ``payload`` names them (the billing
+    events' by default; another event type passes its own).
     """
     ordered = events.take(pc.sort_indices(events, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
     ids = pc.dictionary_encode(ordered["event_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
@@ -65,7 +67,7 @@ def mark_duplicates_table(events: pa.Table) -> pa.Table:
     first = pa.array(first_row_of_id[ids] if len(ids) else np.zeros(0, dtype=np.int64))
     is_duplicate = pa.array(first.to_numpy() != np.arange(len(ids)))
     differs = pa.array(np.zeros(len(ids), dtype=bool))
-    for name in PAYLOAD_COLUMNS:
+    for name in payload:
         differs = pc.or_(differs, pc.not_equal(ordered[name].take(first), ordered[name]))
     marks = {
         "is_duplicate": is_duplicate,
@@ -103,8 +105,8 @@ class StreamDedup:
     duplicates: pa.Table
 
 
-def _payloads(table: pa.Table, rows: np.ndarray) -> list[tuple]:
-    chosen = table.select(list(PAYLOAD_COLUMNS)).take(pa.array(rows, pa.int64())).to_pylist()
+def _payloads(table: pa.Table, rows: np.ndarray, payload: Sequence[str]) -> list[tuple]:
+    chosen = table.select(list(payload)).take(pa.array(rows, pa.int64())).to_pylist()
     return [tuple(row.values()) for row in chosen]
 
 
@@ -119,14 +121,15 @@ def remembered_from_column(event_time: str, watermark: str):
     return F.greatest(F.unix_micros(event_time), F.col(watermark))
 
 
-def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> StreamDedup:
+def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int, payload: Sequence[str] = PAYLOAD_COLUMNS) -> StreamDedup:
     """Mark copies among ``lines`` (events in log order with ``_w``, the int64 watermark each was
     judged by) against ``remembered`` (``REMEMBERED_SCHEMA``: first copies from before, at most
     one per id).
 
     A copy is a duplicate when its id's remembered copy has ``remembered_from >= _w - horizon``
     (an unknown watermark forgets nothing); otherwise it is a first copy and is remembered
-    instead.
+    instead. ``payload``: the columns a conflicting copy differs in (``remembered`` holds them,
+    with ``event_id``, ``segment``, ``line_number`` and ``remembered_from``).
     """
     count, known_count = lines.num_rows, remembered.num_rows
     ids = pa.chunked_array([*remembered["event_id"].chunks, *lines["event_id"].chunks], pa.string())
@@ -141,10 +144,10 @@ def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int) -> S
     if contested.size:
         old_row = {int(code): row for row, code in enumerate(codes[:known_count])}
         old_rows = np.array(sorted(old_row[int(c)] for c in set(new_codes[contested].tolist()) if int(c) in old_row), dtype=np.int64)
-        old_payload = dict(zip(old_rows.tolist(), _payloads(remembered, old_rows)))
+        old_payload = dict(zip(old_rows.tolist(), _payloads(remembered, old_rows, payload)))
         old_time = remembered["remembered_from"].cast(pa.int64()).to_numpy(zero_copy_only=False)
         old_segment, old_line = remembered["segment"].to_numpy(), remembered["line_number"].to_numpy()
-        new_payload = dict(zip(contested.tolist(), _payloads(lines, contested)))
+        new_payload = dict(zip(contested.tolist(), _payloads(lines, contested, payload)))
         watermarks = lines["_w"].to_numpy()
         times = remembered_from(lines["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), watermarks)
         segments, numbers = lines["segment"].to_numpy(), lines["line_number"].to_numpy()
