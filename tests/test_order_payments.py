@@ -350,3 +350,45 @@ def test_the_batch_rule_through_spark_partitioned_by_order_id(spark):
     expected = join_log(parse_order_lines(raw(1, lines)), 15 * MINUTE).result
     assert result.matched.to_pylist() == expected.matched.to_pylist() and result.matched.num_rows == 1
     assert result.unpaid["event_id"].to_pylist() == ["o2"] and result.orphans["event_id"].to_pylist() == ["p9"]
+
+
+# ----------------------------------------------------------------------------- generated logs
+
+
+def read_log(lake) -> list[pa.Table]:
+    from shared.eventlog import EventLog
+
+    log = EventLog(lake)
+    return [parse_order_lines(raw(s.number, EventLog.read_lines(s.path))) for s in log.segments()]
+
+
+def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_stream(tmp_path):
+    from collections import Counter
+
+    from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments
+    from lklab.order_payment_truth import join_truth
+
+    params = OrderPaymentParams(orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
+    generated = generate_order_payments(params, tmp_path / "a")
+    generate_order_payments(params, tmp_path / "b")
+    assert [p.read_bytes() for p in sorted((tmp_path / "a" / "log").iterdir())] == [p.read_bytes() for p in sorted((tmp_path / "b" / "log").iterdir())]
+
+    batches, bound = read_log(tmp_path / "a"), 15 * MINUTE
+    lines = pa.concat_tables(batches)
+    assert lines.num_rows == generated.manifest["lines"]
+    reasons = Counter(r for r in lines["reject_reason"].to_pylist() if r)
+    assert dict(reasons) == generated.manifest["dead_letters"]
+
+    oracle = join_truth(generated.events, bound)
+    truth = join_log(lines, bound)
+    pairs = set(zip(truth.result.matched["order_event_id"].to_pylist(), truth.result.matched["payment_event_id"].to_pylist()))
+    assert pairs == oracle.matched and len(pairs) > 600
+    assert set(truth.result.unpaid["event_id"].to_pylist()) == oracle.unpaid
+    assert set(truth.result.orphans["event_id"].to_pylist()) == oracle.orphans
+    assert truth.duplicates.num_rows == generated.manifest["retries"]
+
+    steps, state = run_stream(batches, JoinSettings(bound=bound, watermark_delay=MINUTE))
+    found = reconcile_join(truth_side(batches, bound), stream_side(steps, state, len(batches)))
+    assert found.unexplained == 0
+    assert {"late_order", "late_payment", "pending"} <= set(found.by_reason)
+    assert max(s.state_rows for s in steps) < lines.num_rows / 2  # the state is bounded, not the log
