@@ -392,3 +392,19 @@ def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_strea
     assert found.unexplained == 0
     assert {"late_order", "late_payment", "pending"} <= set(found.by_reason)
     assert max(s.state_rows for s in steps) < lines.num_rows / 2  # the state is bounded, not the log
+
+
+def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_neutralised():
+    from lklab.order_payment_audit import payments_audit_csv
+
+    batches = [
+        parse_order_lines(raw(1, [event("o1", "order", "=SUM(A1)", 0, 0, amount="40.5")])),
+        parse_order_lines(raw(2, [event("x", "order", "B", 30, 1)])),
+        parse_order_lines(raw(3, [event("p1", "payment", "=SUM(A1)", 5, 2, amount="40.50")])),  # W = 30 > 5: late; o1 closed
+    ]
+    steps, _ = run_stream(batches, JoinSettings(bound=15 * MINUTE, watermark_delay=0))
+    assert payments_audit_csv(concat(steps, "unpaid"), concat(steps, "late")) == (
+        "record,event_id,order_id,currency,amount,event_time,ingest_time,watermark,lateness_seconds\n"
+        "unpaid_order,o1,'=SUM(A1),EUR,40.500000,2026-01-05T10:00:00.000000Z,2026-01-05T20:00:00.000000Z,2026-01-05T10:30:00.000000Z,\n"
+        "late_payment,p1,'=SUM(A1),EUR,40.500000,2026-01-05T10:05:00.000000Z,2026-01-05T20:00:02.000000Z,2026-01-05T10:30:00.000000Z,1500.000000\n"
+    )
