@@ -116,3 +116,46 @@ def stream_prefix(against: str) -> str:
     if against.startswith("kappa:"):
         return replay_prefix(against.split(":", 1)[1])
     raise StreamChoiceError(f"--against {against!r}: use 'speed' or 'kappa:<RUN>'")
+
+
+# ----------------------------------------------------------------------------- order_payments
+# The order-payment interval join (``shared.interval_join``): its stream tables (under a run
+# prefix like the others), its batch truth, and the stream's one-table state.
+from shared.interval_join import (  # noqa: E402  (kept with the pipeline's block)
+    JOIN_DUPLICATE_SCHEMA,
+    LATE_JOIN_SCHEMA,
+    MATCH_SCHEMA,
+    MATCHED_SCHEMA,
+    ORPHAN_SCHEMA,
+    UNPAID_SCHEMA,
+)
+from shared.join_state import JOIN_STATE_SCHEMA  # noqa: E402
+from shared.order_events import ORDER_EVENT_SCHEMA  # noqa: E402
+
+PAYMENTS_MATCHED = Table("payments_matched", MATCHED_SCHEMA)
+PAYMENTS_UNPAID = Table("payments_unpaid", UNPAID_SCHEMA)
+PAYMENTS_ORPHANS = Table("payments_orphans", ORPHAN_SCHEMA)
+PAYMENTS_LATE_EVENTS = Table("payments_late_events", LATE_JOIN_SCHEMA)
+PAYMENTS_DUPLICATES = Table("payments_duplicates", JOIN_DUPLICATE_SCHEMA)
+PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", DEAD_LETTER_SCHEMA)
+PAYMENTS_STATE = Table("payments_state", JOIN_STATE_SCHEMA)
+PAYMENTS_TABLES = (
+    PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER, PAYMENTS_STATE,
+)
+PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
+
+PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", MATCH_SCHEMA)
+PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", ORDER_EVENT_SCHEMA)
+PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", ORDER_EVENT_SCHEMA)
+PAYMENTS_BATCH_DUPLICATES = Table("payments_batch_duplicates", _without_batch(JOIN_DUPLICATE_SCHEMA))
+PAYMENTS_BATCH_DEAD_LETTER = Table("payments_batch_dead_letter", _without_batch(DEAD_LETTER_SCHEMA))
+PAYMENTS_BATCH_TABLES = (
+    PAYMENTS_TRUTH_MATCHED, PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS, PAYMENTS_BATCH_DUPLICATES, PAYMENTS_BATCH_DEAD_LETTER,
+)
+
+__all__ += [
+    "PAYMENTS_MATCHED", "PAYMENTS_UNPAID", "PAYMENTS_ORPHANS", "PAYMENTS_LATE_EVENTS", "PAYMENTS_DUPLICATES",
+    "PAYMENTS_DEAD_LETTER", "PAYMENTS_STATE", "PAYMENTS_TABLES", "PAYMENTS_OUTPUTS", "PAYMENTS_TRUTH_MATCHED",
+    "PAYMENTS_TRUTH_UNPAID", "PAYMENTS_TRUTH_ORPHANS", "PAYMENTS_BATCH_DUPLICATES", "PAYMENTS_BATCH_DEAD_LETTER",
+    "PAYMENTS_BATCH_TABLES",
+]

@@ -408,3 +408,17 @@ def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_n
         "unpaid_order,o1,'=SUM(A1),EUR,40.500000,2026-01-05T10:00:00.000000Z,2026-01-05T20:00:00.000000Z,2026-01-05T10:30:00.000000Z,\n"
         "late_payment,p1,'=SUM(A1),EUR,40.500000,2026-01-05T10:05:00.000000Z,2026-01-05T20:00:02.000000Z,2026-01-05T10:30:00.000000Z,1500.000000\n"
     )
+
+
+def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_step_writes():
+    from shared import catalog
+
+    names = [t.name for t in (*catalog.PAYMENTS_TABLES, *catalog.PAYMENTS_BATCH_TABLES)]
+    every = [v.name for v in vars(catalog).values() if isinstance(v, catalog.Table)]
+    assert len(set(names)) == len(names) and all(every.count(n) == 1 for n in names)
+    batches = transcript_batches(yaml.safe_load(TRANSCRIPTS[0].read_text())["segments"])
+    steps, state = run_stream(batches, JoinSettings(watermark_delay=0))
+    for table, rows in [(catalog.PAYMENTS_MATCHED, "matched"), (catalog.PAYMENTS_UNPAID, "unpaid"), (catalog.PAYMENTS_ORPHANS, "orphans"),
+                        (catalog.PAYMENTS_LATE_EVENTS, "late"), (catalog.PAYMENTS_DUPLICATES, "duplicates"), (catalog.PAYMENTS_DEAD_LETTER, "dead_letters")]:
+        assert concat(steps, rows).schema == table.schema, table.name
+    assert join_state_table(state).schema == catalog.PAYMENTS_STATE.schema
