@@ -11,7 +11,6 @@ heartbeat one second later, which takes the last segment into the watermark.
 from __future__ import annotations
 
 import json
-import random
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -310,7 +309,10 @@ def test_every_line_ends_in_exactly_one_place_and_every_difference_from_the_trut
 
     truth = truth_side(batches, join_settings.bound)
     stream = stream_side(steps, state, len(batches))
-    assert set(stream.pairs()) <= set(truth.pairs())  # the stream never invents a pair
+    # the stream invents no pair: one the truth lacks holds a copy it re-counted after forgetting
+    # its first copy (beyond the dedup horizon; a conflicting payload can then be on time)
+    recounted = set(truth.fates())
+    assert all(order in recounted or payment in recounted for order, payment in set(stream.pairs()) - set(truth.pairs()))
     assert reconcile_join(truth, stream).unexplained == 0
 
 
@@ -335,7 +337,11 @@ def test_the_batch_rule_through_spark_partitioned_by_order_id(spark):
     from pyspark.sql import functions as F
 
     from shared.dedup import first_copies
-    from shared.interval_join import batch_interval_join, mark_order_duplicates, outcome_result
+    from shared.interval_join import (
+        batch_interval_join,
+        mark_order_duplicates,
+        outcome_result,
+    )
     from shared.order_events import parse_order_events, valid_order_events
     from tests.conftest import raw_frame
 
@@ -365,7 +371,10 @@ def read_log(lake) -> list[pa.Table]:
 def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_stream(tmp_path):
     from collections import Counter
 
-    from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments
+    from lklab.order_payment_generator import (
+        OrderPaymentParams,
+        generate_order_payments,
+    )
     from lklab.order_payment_truth import join_truth
 
     params = OrderPaymentParams(orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
