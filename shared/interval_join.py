@@ -67,7 +67,7 @@ from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.watermark import LATENESS_TYPE, lateness_seconds
 
 __all__ = [
-    "DEFAULT_BOUND", "JoinSettings", "JoinResult", "JoinBatch", "MATCH_SCHEMA", "MATCHED_SCHEMA", "OUTCOME_SCHEMA",
+    "DEFAULT_BOUND", "JoinSettings", "JoinResult", "BatchJoin", "JoinBatch", "MATCH_SCHEMA", "MATCHED_SCHEMA", "OUTCOME_SCHEMA",
     "UNPAID_SCHEMA", "ORPHAN_SCHEMA", "LATE_JOIN_SCHEMA", "JOIN_DUPLICATE_SCHEMA", "DEAD_LETTER_SCHEMA",
     "interval_pairs", "join_events", "join_log", "outcome_rows", "outcome_result", "mark_order_duplicates",
     "batch_interval_join", "join_step",
