@@ -142,3 +142,36 @@ __all__ += [
     "VISITORS_WINDOWS", "VISITORS_MEMBERS", "VISITORS_LATE_EVENTS", "VISITORS_DUPLICATES", "VISITORS_DEAD_LETTER", "VISITORS_STATE",
     "VISITORS_STREAM_TABLES", "VISITORS_TRUTH", "VISITORS_CORRECTED",
 ]
+
+
+# ----------------------------------------------------------------------------- order_payments
+# The order-payment interval join (``shared.interval_join``): its stream tables (under a run
+# prefix like the others), its batch truth, and the stream's one-table state.
+
+PAYMENTS_MATCHED = Table("payments_matched", "shared.interval_join:MATCHED_SCHEMA")
+PAYMENTS_UNPAID = Table("payments_unpaid", "shared.interval_join:UNPAID_SCHEMA")
+PAYMENTS_ORPHANS = Table("payments_orphans", "shared.interval_join:ORPHAN_SCHEMA")
+PAYMENTS_LATE_EVENTS = Table("payments_late_events", "shared.interval_join:LATE_JOIN_SCHEMA")
+PAYMENTS_DUPLICATES = Table("payments_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA")
+PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
+PAYMENTS_STATE = Table("payments_state", "shared.join_state:JOIN_STATE_SCHEMA")
+PAYMENTS_TABLES = (
+    PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER, PAYMENTS_STATE,
+)
+PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
+
+PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", "shared.interval_join:MATCH_SCHEMA")
+PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", "shared.order_events:ORDER_EVENT_SCHEMA")
+PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", "shared.order_events:ORDER_EVENT_SCHEMA")
+PAYMENTS_BATCH_DUPLICATES = Table("payments_batch_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA", without=("batch_id",))
+PAYMENTS_BATCH_DEAD_LETTER = Table("payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
+PAYMENTS_BATCH_TABLES = (
+    PAYMENTS_TRUTH_MATCHED, PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS, PAYMENTS_BATCH_DUPLICATES, PAYMENTS_BATCH_DEAD_LETTER,
+)
+
+__all__ += [
+    "PAYMENTS_MATCHED", "PAYMENTS_UNPAID", "PAYMENTS_ORPHANS", "PAYMENTS_LATE_EVENTS", "PAYMENTS_DUPLICATES",
+    "PAYMENTS_DEAD_LETTER", "PAYMENTS_STATE", "PAYMENTS_TABLES", "PAYMENTS_OUTPUTS", "PAYMENTS_TRUTH_MATCHED",
+    "PAYMENTS_TRUTH_UNPAID", "PAYMENTS_TRUTH_ORPHANS", "PAYMENTS_BATCH_DUPLICATES", "PAYMENTS_BATCH_DEAD_LETTER",
+    "PAYMENTS_BATCH_TABLES",
+]

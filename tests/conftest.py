@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 from shared.config import LabConfig
 from shared.events import RAW_LINE_SCHEMA
+
+# py4j says at INFO when it closes a connection, also from a finaliser at interpreter exit, when
+# a handler Airflow's logging set-up left on the root logger writes to pytest's closed capture.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,433 @@
+"""The order_payments pipeline's core: validation, the interval join (batch rule and stream step),
+its transcripts through both paths, random micro-batch cuts, conservation, and reconciliation.
+
+Transcripts (``tests/transcripts/order_payments/*.yaml``) list events per log segment (``t`` in
+minutes after ``BASE``). Segment ``k`` is ingested at ``BASE + 10h + k`` seconds: with the
+one-second watermark interval each segment is a tick of its own, so a segment's lines are judged
+by the latest event time of the segments before it minus the delay. The log ends with a
+heartbeat one second later, which takes the last segment into the watermark.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciliation.join_reconcile import JoinSide, reconcile_join
+from shared.durations import parse_duration
+from shared.interval_join import JoinSettings, join_events, join_log, join_step
+from shared.join_state import JoinState, join_state_from_table, join_state_table
+from shared.order_events import ORDER_EVENT_SCHEMA, parse_order_line, parse_order_lines
+
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+TRANSCRIPTS = sorted(Path(__file__).parent.joinpath("transcripts", "order_payments").glob("*.yaml"))
+MINUTE = 60_000_000
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def event(event_id, kind, order_id, minutes, ingest_seconds, amount="10.00", currency="EUR") -> str:
+    return json.dumps(
+        {"event_id": event_id, "kind": kind, "order_id": order_id, "amount": amount, "currency": currency,
+         "event_time": iso(BASE + timedelta(minutes=minutes)), "ingest_time": iso(BASE + timedelta(hours=10, seconds=ingest_seconds))}
+    )
+
+
+def heartbeat(ingest_seconds) -> str:
+    return json.dumps({"heartbeat": True, "ingest_time": iso(BASE + timedelta(hours=10, seconds=ingest_seconds))})
+
+
+def raw(segment: int, lines: list[str]) -> pa.Table:
+    return pa.table({"segment": [segment] * len(lines), "line_number": list(range(1, len(lines) + 1)), "raw_line": lines},
+                    schema=pa.schema([("segment", pa.int64()), ("line_number", pa.int64()), ("raw_line", pa.string())]))
+
+
+def minutes(moment) -> int:
+    return int((moment - BASE).total_seconds() // 60)
+
+
+def run_stream(batches: list[pa.Table], join_settings: JoinSettings, state: JoinState | None = None):
+    state = state or JoinState.empty()
+    steps = []
+    for batch_id, parsed in enumerate(batches):
+        step = join_step(parsed, state, join_settings, batch_id)
+        steps.append(step)
+        state = step.state
+    return steps, state
+
+
+def concat(steps, name: str) -> pa.Table:
+    return pa.concat_tables([getattr(step, name) for step in steps])
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "line, reason, detail",
+    [
+        ("   ", "empty_line", None),
+        ('{"event_id": "o1"', "not_json", None),
+        ('{"amount": NaN}', "not_json", None),
+        ("[1, 2]", "not_an_object", None),
+        ('{"heartbeat": true}', "missing_field", "ingest_time"),
+        ('{"heartbeat": true, "ingest_time": "yesterday"}', "invalid_ingest_time", "ingest_time"),
+        (json.dumps({"event_id": "o1", "kind": "order", "order_id": "A", "amount": "1", "currency": "EUR"}), "missing_field", "event_time"),
+        (json.dumps({"event_id": "o1", "kind": "order", "order_id": 7, "amount": "1", "currency": "EUR", "event_time": "x"}), "wrong_type", "order_id"),
+        (event("o1", "order", " ", 0, 0), "missing_field", "order_id"),
+        (event("o1", "refund", "A", 0, 0), "invalid_kind", "kind"),
+        (event("o1", "order", "A", 0, 0, amount="1.2.3"), "invalid_amount", "amount"),
+        (event("o1", "order", "A", 0, 0, amount="1.1234567"), "amount_out_of_range", "amount"),
+        (event("o1", "payment", "A", 0, 0, amount="0.00"), "amount_sign", "amount"),
+        (event("o1", "payment", "A", 0, 0, amount="-5"), "amount_sign", "amount"),
+        (event("o1", "order", "A", 0, 0, currency="eur"), "invalid_currency", "currency"),
+        (event("o1", "order", "A", 0, 0).replace("10:00:00.000000Z", "10:00:00"), "invalid_event_time", "event_time"),
+        (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00", "2026-02-30T10:00:00"), "invalid_event_time", "event_time"),
+        (event("o1", "order", "A", 0, 0).replace("20:00:00.000000Z", "20:00:00+25:00"), "invalid_ingest_time", "ingest_time"),
+    ],
+)
+def test_each_bad_line_gets_the_first_failing_reason(line, reason, detail):
+    parsed = parse_order_line(line)
+    assert (parsed["reject_reason"], parsed["reject_detail"]) == (reason, detail)
+
+
+def test_a_valid_line_keeps_exact_money_and_utc_microseconds():
+    table = parse_order_lines(raw(1, [event("p1", "payment", "A", 0, 0, amount="12.345678").replace("Z\", \"ingest", "+02:00\", \"ingest"), heartbeat(1)]))
+    row, beat = table.to_pylist()
+    assert row["amount"] == Decimal("12.345678") and row["reject_reason"] is None and not row["heartbeat"]
+    assert row["event_time"] == BASE - timedelta(hours=2)
+    assert beat["heartbeat"] and beat["reject_reason"] is None and beat["event_id"] is None
+
+
+# ----------------------------------------------------------------------------- the rule
+
+
+def events_table(rows: list[tuple]) -> pa.Table:
+    """``(event_id, kind, order_id, minutes)`` as first copies, one line each, in the order given."""
+    return parse_order_lines(raw(1, [event(i, k, o, t, n) for n, (i, k, o, t) in enumerate(rows)])).select(ORDER_EVENT_SCHEMA.names)
+
+
+def test_both_ends_of_the_interval_match_and_the_join_is_many_to_many():
+    result = join_events(
+        events_table([
+            ("o1", "order", "A", 0), ("p0", "payment", "A", 0), ("p15", "payment", "A", 15), ("p16", "payment", "A", 16),
+            ("p-1", "payment", "B", 9), ("o2", "order", "B", 10), ("o3", "order", "B", 5), ("o4", "order", "C", 0),
+        ]),
+        15 * MINUTE,
+    )
+    pairs = sorted(zip(result.matched["order_event_id"].to_pylist(), result.matched["payment_event_id"].to_pylist()))
+    assert pairs == [("o1", "p0"), ("o1", "p15"), ("o3", "p-1")]  # p-1 is before o2, inside o3's interval
+    assert result.unpaid["event_id"].to_pylist() == ["o2", "o4"]
+    assert result.orphans["event_id"].to_pylist() == ["p16"]
+
+
+def test_a_zero_bound_matches_only_the_same_instant():
+    result = join_events(events_table([("o1", "order", "A", 3), ("p1", "payment", "A", 3), ("p2", "payment", "A", 4)]), 0)
+    assert result.matched["payment_event_id"].to_pylist() == ["p1"] and result.orphans["event_id"].to_pylist() == ["p2"]
+
+
+def test_settings_reject_negative_durations_naming_the_setting():
+    with pytest.raises(ValueError, match="bound must not be negative"):
+        JoinSettings(bound=-1)
+
+
+# ----------------------------------------------------------------------------- transcripts
+
+
+def transcript_batches(segments: list) -> list[pa.Table]:
+    batches = []
+    for index, entries in enumerate(segments):
+        lines = [e["raw"] if "raw" in e else event(e["id"], e["kind"], e["order"], e["t"], index, e.get("amount", "10.00")) for e in entries]
+        batches.append(parse_order_lines(raw(index + 1, lines)))
+    batches.append(parse_order_lines(raw(len(segments) + 1, [heartbeat(len(segments))])))
+    return batches
+
+
+def stream_side(steps, state: JoinState, last_segment: int) -> JoinSide:
+    return JoinSide(
+        last_segment, concat(steps, "matched"), concat(steps, "unpaid"), concat(steps, "orphans"), concat(steps, "duplicates"),
+        concat(steps, "dead_letters"), concat(steps, "late"), pa.concat_tables([state.orders, state.payments]),
+    )
+
+
+def truth_side(batches: list[pa.Table], bound: int) -> JoinSide:
+    truth = join_log(pa.concat_tables(batches), bound)
+    return JoinSide(len(batches), truth.result.matched, truth.result.unpaid, truth.result.orphans, truth.duplicates, truth.dead_letters)
+
+
+@pytest.fixture(params=TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
+def transcript(request):
+    return yaml.safe_load(request.param.read_text())
+
+
+def test_transcript_through_the_stream_step_and_the_batch_rule(transcript):
+    options = transcript["settings"]
+    join_settings = JoinSettings(
+        bound=parse_duration(options["bound"]), watermark_delay=parse_duration(options["watermark-delay"]),
+        dedup_horizon=parse_duration(options["dedup-horizon"]),
+    )
+    batches = transcript_batches(transcript["segments"])
+    steps, state = run_stream(batches, join_settings)
+    stream, expect = transcript["expect"]["stream"], transcript["expect"]
+
+    def pairs(table):
+        return sorted(map(list, zip(table["order_event_id"].to_pylist(), table["payment_event_id"].to_pylist())))
+
+    def closed(table):
+        return sorted([r["event_id"], minutes(r["watermark"])] for r in table.to_pylist())
+
+    assert pairs(concat(steps, "matched")) == sorted(stream["matched"])
+    assert closed(concat(steps, "unpaid")) == sorted(stream["unpaid"])
+    assert closed(concat(steps, "orphans")) == sorted(stream["orphans"])
+    late = [[r["event_id"], r["kind"], minutes(r["watermark"]), minutes(r["closed_at"]), r["lateness_seconds"]] for r in concat(steps, "late").to_pylist()]
+    assert sorted(late) == sorted([i, k, w, c, Decimal(x)] for i, k, w, c, x in stream["late"])
+    assert sorted(concat(steps, "duplicates")["event_id"].to_pylist()) == sorted(stream["duplicates"])
+    assert concat(steps, "dead_letters")["reject_reason"].to_pylist() == stream["dead_letters"]
+    assert sorted(state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist()) == stream["held"]
+
+    truth = join_log(pa.concat_tables(batches), join_settings.bound).result
+    assert pairs(truth.matched) == sorted(expect["truth"]["matched"])
+    assert sorted(truth.unpaid["event_id"].to_pylist()) == sorted(expect["truth"]["unpaid"])
+    assert sorted(truth.orphans["event_id"].to_pylist()) == sorted(expect["truth"]["orphans"])
+
+    ids = {(r["segment"], r["line_number"]): r["event_id"] for b in batches for r in b.to_pylist()}
+    found = reconcile_join(truth_side(batches, join_settings.bound), stream_side(steps, state, len(batches)))
+    described = [[d.outcome, d.presence, ids.get(d.order_line), ids.get(d.payment_line), d.reason] for d in found.differences]
+    assert sorted(described, key=str) == sorted(expect["reconciliation"], key=str)
+    assert found.unexplained == 0
+
+
+# ----------------------------------------------------------------------------- random logs
+
+
+@st.composite
+def random_logs(draw):
+    """Segments of order/payment lines (a few order ids, times within an hour), retries of earlier
+    lines (some with another payload), bad lines and heartbeats, ingested one second apart per
+    segment (or several segments in one second)."""
+    count = draw(st.integers(1, 40))
+    lines, segments, sent = [], [], []
+    second = 0
+    for n in range(count):
+        choice = draw(st.integers(0, 9))
+        if choice == 0 and sent:
+            earlier = draw(st.sampled_from(sent))
+            if draw(st.booleans()):
+                copy = earlier
+            else:  # a conflicting copy: same event_id, another time
+                copy = event(json.loads(earlier)["event_id"], "payment", "A", draw(st.integers(0, 60)), second)
+            lines.append(copy)
+        elif choice == 1:
+            lines.append(draw(st.sampled_from(["", "{", heartbeat(second), event(f"b{n}", "order", "A", 0, second, amount="0")])))
+        else:
+            kind = draw(st.sampled_from(["order", "payment"]))
+            sent.append(event(f"{kind[0]}{n}", kind, draw(st.sampled_from("ABCD")), draw(st.integers(0, 60)), second))
+            lines.append(sent[-1])
+        if draw(st.integers(0, 2)) == 0:
+            segments.append(lines)
+            lines = []
+            second += draw(st.sampled_from([0, 1, 1, 30]))
+    segments.append(lines + [heartbeat(second + 1)])
+    return [parse_order_lines(raw(k + 1, segment)) for k, segment in enumerate(segments) if segment]
+
+
+join_settings_strategy = st.builds(
+    JoinSettings,
+    bound=st.sampled_from([0, 5 * MINUTE, 15 * MINUTE]),
+    watermark_delay=st.sampled_from([0, 2 * MINUTE, 10 * MINUTE]),
+    watermark_interval=st.sampled_from([0, 1_000_000, 60_000_000]),
+    dedup_horizon=st.sampled_from([MINUTE, 60 * MINUTE]),
+)
+
+STREAM_OUTPUTS = ("matched", "unpaid", "orphans", "late", "duplicates", "dead_letters")
+
+
+def outputs(steps, state: JoinState) -> dict:
+    found = {name: sorted(tuple(sorted(r.items(), key=str)) for r in concat(steps, name).drop_columns(["batch_id"]).to_pylist()) for name in STREAM_OUTPUTS}
+    found["state"] = sorted(map(str, join_state_table(state).to_pylist()))
+    return found
+
+
+def recut(batches: list[pa.Table], cuts: list[int]) -> list[pa.Table]:
+    lines = pa.concat_tables(batches)
+    bounds = sorted({0, lines.num_rows, *[c % (lines.num_rows + 1) for c in cuts]})
+    return [lines.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=random_logs(), join_settings=join_settings_strategy, cuts=st.lists(st.integers(0, 200), max_size=6), restart=st.booleans())
+def test_the_same_rows_whatever_the_micro_batch_cuts_and_restarts(batches, join_settings, cuts, restart):
+    steps, state = run_stream(batches, join_settings)
+    pieces = recut(batches, cuts)
+    if restart and len(pieces) > 1:  # stop after the first piece, restart from the state's one-table form
+        first, middle = run_stream(pieces[:1], join_settings)
+        rest, final = run_stream(pieces[1:], join_settings, join_state_from_table(join_state_table(middle)))
+        other = (first + rest, final)
+    else:
+        other = run_stream(pieces, join_settings)
+    assert outputs(*other) == outputs(steps, state)
+
+
+def dispositions(batches: list[pa.Table], steps, state: JoinState) -> dict:
+    """Every line's places among the stream's outputs (a line in several matched pairs counts once)."""
+    places: dict[tuple, list[str]] = {}
+
+    def put(table, name, prefix=""):
+        for line in set(zip(table[f"{prefix}segment"].to_pylist(), table[f"{prefix}line_number"].to_pylist())):
+            places.setdefault(line, []).append(name)
+
+    for name in ("unpaid", "orphans", "late", "duplicates", "dead_letters"):
+        put(concat(steps, name), name)
+    put(concat(steps, "matched"), "matched", "order_")
+    put(concat(steps, "matched"), "matched", "payment_")
+    held = pa.concat_tables([state.orders, state.payments])
+    put(held.filter(pa.compute.invert(held["matched"])), "pending")
+    for line in pa.concat_tables(batches).filter(pa.compute.field("heartbeat")).select(["segment", "line_number"]).to_pylist():
+        places.setdefault((line["segment"], line["line_number"]), []).append("heartbeat")
+    return places
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=random_logs(), join_settings=join_settings_strategy)
+def test_every_line_ends_in_exactly_one_place_and_every_difference_from_the_truth_has_a_reason(batches, join_settings):
+    steps, state = run_stream(batches, join_settings)
+    places = dispositions(batches, steps, state)
+    lines = pa.concat_tables(batches)
+    assert sorted(places) == sorted(zip(lines["segment"].to_pylist(), lines["line_number"].to_pylist()))
+    assert all(len(where) == 1 for where in places.values()), places
+    assert sum(s.input_lines for s in steps) == lines.num_rows
+
+    truth = truth_side(batches, join_settings.bound)
+    stream = stream_side(steps, state, len(batches))
+    # the stream invents no pair: one the truth lacks holds a copy it re-counted after forgetting
+    # its first copy (beyond the dedup horizon; a conflicting payload can then be on time)
+    recounted = set(truth.fates())
+    assert all(order in recounted or payment in recounted for order, payment in set(stream.pairs()) - set(truth.pairs()))
+    assert reconcile_join(truth, stream).unexplained == 0
+
+
+def test_the_state_holds_an_order_only_until_the_watermark_passes_its_interval():
+    join_settings = JoinSettings(bound=15 * MINUTE, watermark_delay=0)
+    batches = [
+        parse_order_lines(raw(1, [event("o1", "order", "A", 0, 0)])),
+        parse_order_lines(raw(2, [event("x", "order", "Z", 15, 1)])),
+        parse_order_lines(raw(3, [event("y", "order", "Z", 16, 2)])),  # W = 15: o1 still held (15 is in [0, 15])
+        parse_order_lines(raw(4, [heartbeat(3)])),                     # W = 16 > 15: o1 final, unpaid
+    ]
+    steps, state = run_stream(batches, join_settings)
+    assert [s.state.orders.num_rows for s in steps] == [1, 2, 3, 2]
+    assert [s.unpaid["event_id"].to_pylist() for s in steps] == [[], [], [], ["o1"]]
+    assert steps[-1].state_rows == 2 + 3  # x and y held, three first copies remembered
+
+
+# ----------------------------------------------------------------------------- through Spark
+
+
+def test_the_batch_rule_through_spark_partitioned_by_order_id(spark):
+    from pyspark.sql import functions as F
+
+    from shared.dedup import first_copies
+    from shared.interval_join import (
+        batch_interval_join,
+        mark_order_duplicates,
+        outcome_result,
+    )
+    from shared.order_events import parse_order_events, valid_order_events
+    from tests.conftest import raw_frame
+
+    lines = [
+        event("o1", "order", "A", 0, 0), event("p1", "payment", "A", 15, 1), event("p1", "payment", "A", 15, 2),
+        event("o2", "order", "B", 10, 3), event("p9", "payment", "C", 1, 4), "{oops", heartbeat(5),
+    ]
+    parsed = raw_frame(spark, lines).transform(parse_order_events)
+    assert parsed.where(F.col("reject_reason").isNotNull()).select("reject_reason").collect()[0][0] == "not_json"
+    outcomes = valid_order_events(parsed).transform(mark_order_duplicates).transform(first_copies)
+    result = outcome_result(batch_interval_join(outcomes, 15 * MINUTE).toArrow())
+    expected = join_log(parse_order_lines(raw(1, lines)), 15 * MINUTE).result
+    assert result.matched.to_pylist() == expected.matched.to_pylist() and result.matched.num_rows == 1
+    assert result.unpaid["event_id"].to_pylist() == ["o2"] and result.orphans["event_id"].to_pylist() == ["p9"]
+
+
+# ----------------------------------------------------------------------------- generated logs
+
+
+def read_log(lake) -> list[pa.Table]:
+    from shared.eventlog import EventLog
+
+    log = EventLog(lake)
+    return [parse_order_lines(raw(s.number, EventLog.read_lines(s.path))) for s in log.segments()]
+
+
+def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_stream(tmp_path):
+    from collections import Counter
+
+    from lklab.order_payment_generator import (
+        OrderPaymentParams,
+        generate_order_payments,
+    )
+    from lklab.order_payment_truth import join_truth
+
+    params = OrderPaymentParams(orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
+    generated = generate_order_payments(params, tmp_path / "a")
+    generate_order_payments(params, tmp_path / "b")
+    assert [p.read_bytes() for p in sorted((tmp_path / "a" / "log").iterdir())] == [p.read_bytes() for p in sorted((tmp_path / "b" / "log").iterdir())]
+
+    batches, bound = read_log(tmp_path / "a"), 15 * MINUTE
+    lines = pa.concat_tables(batches)
+    assert lines.num_rows == generated.manifest["lines"]
+    reasons = Counter(r for r in lines["reject_reason"].to_pylist() if r)
+    assert dict(reasons) == generated.manifest["dead_letters"]
+
+    oracle = join_truth(generated.events, bound)
+    truth = join_log(lines, bound)
+    pairs = set(zip(truth.result.matched["order_event_id"].to_pylist(), truth.result.matched["payment_event_id"].to_pylist()))
+    assert pairs == oracle.matched and len(pairs) > 600
+    assert set(truth.result.unpaid["event_id"].to_pylist()) == oracle.unpaid
+    assert set(truth.result.orphans["event_id"].to_pylist()) == oracle.orphans
+    assert truth.duplicates.num_rows == generated.manifest["retries"]
+
+    steps, state = run_stream(batches, JoinSettings(bound=bound, watermark_delay=MINUTE))
+    found = reconcile_join(truth_side(batches, bound), stream_side(steps, state, len(batches)))
+    assert found.unexplained == 0
+    assert {"late_order", "late_payment", "pending"} <= set(found.by_reason)
+    assert max(s.state_rows for s in steps) < lines.num_rows / 2  # the state is bounded, not the log
+
+
+def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_neutralised():
+    from lklab.order_payment_audit import payments_audit_csv
+
+    batches = [
+        parse_order_lines(raw(1, [event("o1", "order", "=SUM(A1)", 0, 0, amount="40.5")])),
+        parse_order_lines(raw(2, [event("x", "order", "B", 30, 1)])),
+        parse_order_lines(raw(3, [event("p1", "payment", "=SUM(A1)", 5, 2, amount="40.50")])),  # W = 30 > 5: late; o1 closed
+    ]
+    steps, _ = run_stream(batches, JoinSettings(bound=15 * MINUTE, watermark_delay=0))
+    assert payments_audit_csv(concat(steps, "unpaid"), concat(steps, "late")) == (
+        "record,event_id,order_id,currency,amount,event_time,ingest_time,watermark,lateness_seconds\n"
+        "unpaid_order,o1,'=SUM(A1),EUR,40.500000,2026-01-05T10:00:00.000000Z,2026-01-05T20:00:00.000000Z,2026-01-05T10:30:00.000000Z,\n"
+        "late_payment,p1,'=SUM(A1),EUR,40.500000,2026-01-05T10:05:00.000000Z,2026-01-05T20:00:02.000000Z,2026-01-05T10:30:00.000000Z,1500.000000\n"
+    )
+
+
+def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_step_writes():
+    from shared import catalog
+
+    names = [t.name for t in (*catalog.PAYMENTS_TABLES, *catalog.PAYMENTS_BATCH_TABLES)]
+    every = [v.name for v in vars(catalog).values() if isinstance(v, catalog.Table)]
+    assert len(set(names)) == len(names) and all(every.count(n) == 1 for n in names)
+    batches = transcript_batches(yaml.safe_load(TRANSCRIPTS[0].read_text())["segments"])
+    steps, state = run_stream(batches, JoinSettings(watermark_delay=0))
+    for table, rows in [(catalog.PAYMENTS_MATCHED, "matched"), (catalog.PAYMENTS_UNPAID, "unpaid"), (catalog.PAYMENTS_ORPHANS, "orphans"),
+                        (catalog.PAYMENTS_LATE_EVENTS, "late"), (catalog.PAYMENTS_DUPLICATES, "duplicates"), (catalog.PAYMENTS_DEAD_LETTER, "dead_letters")]:
+        assert concat(steps, rows).schema == table.schema, table.name
+    assert join_state_table(state).schema == catalog.PAYMENTS_STATE.schema
