@@ -14,6 +14,7 @@ from typing import Callable
 
 from lklab.cli.console import FAILURE, USAGE, UsageError
 from lklab.cli.parser import build_parser
+from lklab.cli.pipelines import pipeline_handler
 from lklab.progress import configure_logging
 
 __all__ = ["main"]
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from shared.table_settings import SettingsConflict
 
     try:
-        return handler(args)
+        return (pipeline_handler(args) or handler)(args)
     except (UsageError, LockHeld, SettingsConflict) as err:
         print(f"lklab {args.command}: {err}", file=sys.stderr)
         return USAGE

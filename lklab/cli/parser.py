@@ -19,6 +19,8 @@ from lklab.cli.speed import cmd_speed
 def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
     parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
+    parser.add_argument("--pipeline", help="billing_windows (windowed sums) | unique_visitors (distinct URLs per user "
+                        "and window) | order_payments (interval join of orders and payments); default billing_windows")
     if windows:
         group = parser.add_argument_group("windows and time")
         group.add_argument("--window-kind", help="tumbling | sliding | session (default tumbling)")
@@ -35,6 +37,8 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--max-clock-skew", help="an event time this much ahead of its ingest time is a dead letter, "
                            "event_time_in_future (default 5m)")
         group.add_argument("--max-line-bytes", help="a longer log line is a dead letter, line_too_long (default 1048576)")
+        group.add_argument("--state-ttl", help="unique_visitors: how long a URL seen by a user stays in the stream's state (default 24h)")
+        group.add_argument("--join-bound", help="order_payments: a payment matches an order up to this long after it (default 15m)")
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
         group.add_argument("--driver-memory", help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
                            "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)")
