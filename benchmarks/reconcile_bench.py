@@ -8,8 +8,8 @@ counted beyond the dedup horizon and unread segments. Three timings on that pair
 * datacompy: ``PandasCompare(truth, stream, join_columns=<window key>, abs_tol=0, rel_tol=0)``
   and its ``report()``. Timed from the Delta tables on disk: loading them into pandas (delta-rs
   to Arrow to pandas) is included and also shown apart.
-* the lab's diff: ``diff_windows`` (full outer join, status, deltas under the tolerance rule)
-  and the per-currency figures (``explained_diff``, ``currency_figures``), timed from the same
+* the lab's diff: ``compare_windows`` (full outer join as one aggregation, status, deltas under
+  the tolerance rule) and the per-currency figures (``explained_windows``, ``currency_figures``), timed from the same
   Delta tables (read with the lab's ``Tables``, delta-rs to Arrow to Spark).
 * the lab's full ``reconcile(against="speed")``: the diff plus attributing every differing
   (line, window) pair to a reason (from the lines both sides recorded as late, duplicate or
@@ -46,14 +46,15 @@ import psutil  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from reconciliation.diff import DIFF_STATUSES, diff_windows  # noqa: E402
-from reconciliation.metrics import currency_figures, explained_diff  # noqa: E402
+from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
+from reconciliation.metrics import currency_figures, explained_windows  # noqa: E402
 from reconciliation.reconcile import reconcile  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
 from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
+from shared.catalog import STREAM_STATE  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -71,9 +72,13 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     """Seconds for the diff and per-currency figures from the Delta tables; statuses counted."""
     tables = Tables(spark, lake, "deltalake")
     started = time.perf_counter()
-    diff = diff_windows(tables.read("batch_truth"), tables.read("speed_aggregates"), Tolerance())
-    windows = explained_diff(diff, spark.createDataFrame([], NO_EXPLANATIONS)).persist()
-    figures = currency_figures(windows, windows.limit(0), spark.createDataFrame([], NO_LATE_EVENTS))
+    parts = [
+        side_rows(tables.read("batch_truth"), truth_count="event_count", truth_amount="amount_total"),
+        side_rows(tables.read("speed_aggregates"), stream_count="event_count", stream_amount="amount_total"),
+    ]
+    none = spark.createDataFrame([], NO_EXPLANATIONS)
+    windows = explained_windows(compare_windows(parts, Tolerance()), none, none).persist()
+    figures, _ = currency_figures(windows, spark.createDataFrame([], NO_LATE_EVENTS))
     seconds = time.perf_counter() - started
     windows.unpersist()
     return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}
@@ -166,8 +171,16 @@ def check(result: Reconciliation, built: DerivedLake, ours: dict, theirs: dict) 
     return problems
 
 
+def mark_written_in_one_go(spark: SparkSession, lake: Path) -> None:
+    """Give the derived stream an (empty, untagged) ``stream_state``: reconcile reads a stream at
+    the cut its state names (``shared.stream_cut``), and a state without tagged commits means
+    tables written in one go, read as they stand, as a replay's are."""
+    Tables(spark, lake, "deltalake").overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
+
+
 def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> dict:
     built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
+    mark_written_in_one_go(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: lab diff + per-currency figures")
     diff_seconds, ours = lab_diff(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")

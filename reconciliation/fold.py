@@ -11,17 +11,23 @@ enough, as in ``shared.windows``).
 ``window_corrections`` are the deltas a consumer that already took the streaming figures must
 apply: ``update`` (add the counts and money to a window it has), ``insert`` (a window it has
 never seen) and ``retract`` (a session the fold merged into a larger one: subtract it).
+
+Reconciliation never builds the corrected table on its own: ``stream_parts`` gives the stream
+and its corrected form as parts of ``compare_windows``'s one aggregation (for fixed windows a
+stream row counts on both sides, and each late event adds one row to the corrected side), and
+``corrected_rows`` and ``window_corrections`` read the compared windows.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from reconciliation.diff import side_rows
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.windows import WindowSpec
 
-__all__ = ["fold_late_events", "window_corrections", "CORRECTION_KINDS"]
+__all__ = ["fold_late_events", "stream_parts", "corrected_rows", "corrections_due", "window_corrections", "CORRECTION_KINDS"]
 
 CORRECTION_KINDS = ("update", "insert", "retract")
 
@@ -51,19 +57,64 @@ def fold_late_events(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> Da
     return merged.select(*WINDOW_KEY, "event_count", "amount_total", "late_events", "late_amount")
 
 
-def window_corrections(stream: DataFrame, corrected: DataFrame) -> DataFrame:
+def stream_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: Column) -> list[DataFrame]:
+    """The stream's windows and the corrected ones that ``scope`` selects, as ``side_rows`` parts.
+
+    ``stream`` and ``late``: all the stream's rows and side output. Sessions are folded first and
+    selected after (a late event can merge sessions across the edge of the scope); fixed windows
+    need no fold of their own: the stream's row and the late rows of a window add up to its
+    corrected row in the comparison's aggregation.
+    """
+    if spec.merges:
+        corrected = fold_late_events(stream, late, spec).where(scope)
+        return [
+            side_rows(stream.where(scope), stream_count="event_count", stream_amount="amount_total"),
+            side_rows(
+                corrected, corrected_count="event_count", corrected_amount="amount_total",
+                folded_events="late_events", folded_amount="late_amount",
+            ),
+        ]
+    zero = F.lit(0)
+    served = side_rows(
+        stream.where(scope), stream_count="event_count", stream_amount="amount_total",
+        corrected_count="event_count", corrected_amount="amount_total", folded_events=zero, folded_amount=zero,
+    )
+    folded = side_rows(
+        spec.late_windows(late.where(scope)), corrected_count=F.lit(1), corrected_amount="amount",
+        folded_events=F.lit(1), folded_amount="amount",
+    )
+    return [served, folded]
+
+
+def corrected_rows(windows: DataFrame) -> DataFrame:
+    """The corrected windows (``fold_late_events``'s columns) among compared windows."""
+    return windows.where(F.col("_in_corrected")).select(
+        *WINDOW_KEY,
+        F.col("corrected_count").alias("event_count"),
+        F.col("corrected_amount").alias("amount_total"),
+        F.col("folded_events").alias("late_events"),
+        F.col("folded_amount").alias("late_amount"),
+    )
+
+
+def corrections_due() -> Column:
+    """Over compared windows: whether the corrected figures differ from the stream's."""
+    changed_values = (F.coalesce("corrected_count", F.lit(0)) != F.coalesce("stream_count", F.lit(0))) | (
+        F.coalesce("corrected_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE)) != F.coalesce("stream_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE))
+    )
+    return (F.col("_in_stream") != F.col("_in_corrected")) | ((F.col("_in_stream") | F.col("_in_corrected")) & changed_values)
+
+
+def window_corrections(windows: DataFrame) -> DataFrame:
     """What to apply to the streaming figures to reach the corrected ones; changed windows only.
 
-    Columns: ``WINDOW_KEY``, ``kind`` (``CORRECTION_KINDS``), ``add_events``, ``add_amount``.
+    ``windows``: ``compare_windows`` over ``stream_parts``. Columns: ``WINDOW_KEY``, ``kind``
+    (``CORRECTION_KINDS``), ``add_events``, ``add_amount``.
     """
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
-    before = stream.select(*WINDOW_KEY, F.col("event_count").alias("_n0"), F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("_a0"), F.lit(True).alias("_had"))
-    after = corrected.select(*WINDOW_KEY, F.col("event_count").alias("_n1"), F.col("amount_total").alias("_a1"), F.lit(True).alias("_has"))
-    joined = before.join(after, list(WINDOW_KEY), "full_outer")
-    kind = F.when(F.col("_had").isNull(), "insert").when(F.col("_has").isNull(), "retract").otherwise("update")
-    add_events = F.coalesce("_n1", F.lit(0)) - F.coalesce("_n0", F.lit(0))
-    add_amount = (F.coalesce("_a1", zero) - F.coalesce("_a0", zero)).cast(AMOUNT_TOTAL_TYPE)
-    return (
-        joined.select(*WINDOW_KEY, kind.alias("kind"), add_events.alias("add_events"), add_amount.alias("add_amount"))
-        .where((F.col("kind") != "update") | (F.col("add_events") != 0) | (F.col("add_amount") != 0))
+    kind = F.when(~F.col("_in_stream"), "insert").when(~F.col("_in_corrected"), "retract").otherwise("update")
+    add_events = F.coalesce("corrected_count", F.lit(0)) - F.coalesce("stream_count", F.lit(0))
+    add_amount = (F.coalesce("corrected_amount", zero) - F.coalesce("stream_amount", zero)).cast(AMOUNT_TOTAL_TYPE)
+    return windows.where(corrections_due()).select(
+        *WINDOW_KEY, kind.alias("kind"), add_events.alias("add_events"), add_amount.alias("add_amount")
     )

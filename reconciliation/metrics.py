@@ -1,71 +1,127 @@
-"""Per-window explanation columns and per-currency figures, from the diff and the explanations."""
+"""Per-window explanation columns and per-currency figures, from the compared windows and the
+explanations.
+
+``explained_windows`` adds to ``compare_windows``'s rows, for the stream and for the corrected
+stream, the events and money each reason explains and the unexplained rest; everything a run
+reports or writes is then read from that one frame: ``diff_rows`` (what ``recon_diffs``
+holds), ``currency_figures`` (one aggregation by currency for both diffs) and ``largest_gaps``.
+"""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from reconciliation.attribution import REASONS
-from reconciliation.diff import DIFF_STATUSES
+from reconciliation.diff import DIFF_COLUMNS, DIFF_STATUSES
 from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
-__all__ = ["explained_diff", "currency_figures", "largest_gaps"]
+__all__ = ["EXPLAINED_COLUMNS", "explained_windows", "diff_rows", "currency_figures", "largest_gaps"]
+
+# What ``recon_diffs`` holds per window, after ``DIFF_COLUMNS``.
+EXPLAINED_COLUMNS = (
+    *[f"{r}_events" for r in REASONS], *[f"{r}_money" for r in REASONS], "unexplained_events", "unexplained_money",
+)
 
 
-def explained_diff(diff: DataFrame, explanations: DataFrame) -> DataFrame:
-    """The diff with ``<reason>_events``/``<reason>_money`` per reason and the unexplained rest."""
+def _pivot(explanations: DataFrame, folded: DataFrame) -> DataFrame:
+    """Per window, ``<reason>_events``/``<reason>_money`` of ``explanations`` and the same
+    prefixed ``corrected_`` of ``folded``: one aggregation of both (they are small: the
+    disputed windows only)."""
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
-    pivot = explanations.groupBy(*WINDOW_KEY).agg(
-        *[F.sum(F.when(F.col("reason") == r, F.col("events")).otherwise(0)).alias(f"{r}_events") for r in REASONS],
-        *[F.sum(F.when(F.col("reason") == r, F.col("money")).otherwise(zero)).cast(AMOUNT_TOTAL_TYPE).alias(f"{r}_money") for r in REASONS],
+    both = explanations.select(*WINDOW_KEY, "reason", "events", "money", F.lit("").alias("_of")).unionByName(
+        folded.select(*WINDOW_KEY, "reason", "events", "money", F.lit("corrected_").alias("_of"))
     )
-    joined = diff.join(pivot, list(WINDOW_KEY), "left")
-    joined = joined.fillna(0, [f"{r}_events" for r in REASONS])
-    for r in REASONS:
-        joined = joined.withColumn(f"{r}_money", F.coalesce(F.col(f"{r}_money"), zero))
-    explained_events = sum((F.col(f"{r}_events") for r in REASONS), F.lit(0))
-    explained_money = sum((F.col(f"{r}_money") for r in REASONS), zero)
-    return joined.withColumn("unexplained_events", F.col("count_delta") - explained_events).withColumn(
-        "unexplained_money", (F.col("amount_delta") - explained_money).cast(AMOUNT_TOTAL_TYPE)
+    mine = lambda of, r: (F.col("_of") == of) & (F.col("reason") == r)
+    return both.groupBy(*WINDOW_KEY).agg(
+        *[F.sum(F.when(mine(of, r), F.col("events")).otherwise(0)).alias(f"{of}{r}_events") for of in ("", "corrected_") for r in REASONS],
+        *[
+            F.sum(F.when(mine(of, r), F.col("money")).otherwise(zero)).cast(AMOUNT_TOTAL_TYPE).alias(f"{of}{r}_money")
+            for of in ("", "corrected_")
+            for r in REASONS
+        ],
     )
 
 
-def _by_currency(windows: DataFrame) -> dict[str, dict]:
+def explained_windows(compared: DataFrame, explanations: DataFrame, folded: DataFrame) -> DataFrame:
+    """``compare_windows``'s rows with ``EXPLAINED_COLUMNS`` for the stream (from
+    ``explanations``) and the same prefixed ``corrected_`` for the corrected stream (from
+    ``folded``): ``unexplained_*`` is the delta minus what the reasons explain (null where the
+    delta is)."""
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
-    rel = F.abs(F.col("amount_delta")) / F.abs(F.col("truth_amount"))
+    # ``compared`` is already partitioned by window: hashing the small side avoids sorting it.
+    joined = compared.join(_pivot(explanations, folded).hint("shuffle_hash"), list(WINDOW_KEY), "left")
+    filled = {}
+    for of in ("", "corrected_"):
+        for r in REASONS:
+            filled[f"{of}{r}_events"] = F.coalesce(F.col(f"{of}{r}_events"), F.lit(0).cast("long"))
+            filled[f"{of}{r}_money"] = F.coalesce(F.col(f"{of}{r}_money"), zero)
+    joined = joined.withColumns(filled)
+    rest = {}
+    for of in ("", "corrected_"):
+        events = sum((F.col(f"{of}{r}_events") for r in REASONS), F.lit(0))
+        money = sum((F.col(f"{of}{r}_money") for r in REASONS), zero)
+        rest[f"{of}unexplained_events"] = F.col(f"{of}count_delta") - events
+        rest[f"{of}unexplained_money"] = (F.col(f"{of}amount_delta") - money).cast(AMOUNT_TOTAL_TYPE)
+    return joined.withColumns(rest)
+
+
+def diff_rows(windows: DataFrame) -> DataFrame:
+    """The windows on the truth or the stream side: ``DIFF_COLUMNS`` + ``EXPLAINED_COLUMNS``."""
+    return windows.where(F.col("_in_truth") | F.col("_in_stream")).select(*DIFF_COLUMNS, *EXPLAINED_COLUMNS)
+
+
+def _figures(of: str, compared: Column) -> list[Column]:
+    """Per-currency aggregates of the diff against one side, over the windows it compares."""
+    on = lambda column: F.when(compared, column)
+    zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
+    col = lambda name: F.col(f"{of}{name}")
+    rel = F.abs(col("amount_delta")) / F.abs(F.col("truth_amount"))
+    side = "stream" if not of else "corrected"
+    return [
+        F.count(on(F.lit(1))).alias(f"{of}compared"),
+        *[F.sum((col("status") == s).cast("long")).alias(f"{of}{s}") for s in DIFF_STATUSES],
+        F.sum(on(F.coalesce("truth_count", F.lit(0)))).alias(f"{of}truth_events"),
+        F.sum(on(F.coalesce(f"{side}_count", F.lit(0)))).alias(f"{of}stream_events"),
+        F.sum(on(F.coalesce("truth_amount", zero))).alias(f"{of}truth_amount"),
+        F.sum(on(F.coalesce(f"{side}_amount", zero))).alias(f"{of}stream_amount"),
+        F.sum(F.abs(col("amount_delta"))).alias(f"{of}abs_error"),
+        F.max(F.when(F.col("truth_amount") != 0, rel)).alias(f"{of}max_rel"),
+        *[F.sum(on(col(f"{r}_events"))).alias(f"{of}{r}_events") for r in REASONS],
+        *[F.sum(on(col(f"{r}_money"))).alias(f"{of}{r}_money") for r in REASONS],
+        F.sum(((col("unexplained_events") != 0) | (col("unexplained_money") != 0)).cast("long")).alias(f"{of}unexplained_windows"),
+        F.sum(F.abs(col("unexplained_events"))).alias(f"{of}unexplained_events"),
+        F.sum(F.abs(col("unexplained_money"))).alias(f"{of}unexplained_money"),
+    ]
+
+
+def _by_currency(windows: DataFrame, changed: Column) -> dict[str, dict]:
+    """Both diffs' aggregates and the number of ``changed`` windows, per currency: one job."""
+    in_truth = F.col("_in_truth")
     rows = windows.groupBy("currency").agg(
-        F.count(F.lit(1)).alias("compared"),
-        *[F.sum((F.col("status") == s).cast("long")).alias(s) for s in DIFF_STATUSES],
-        F.sum(F.coalesce("truth_count", F.lit(0))).alias("truth_events"),
-        F.sum(F.coalesce("stream_count", F.lit(0))).alias("stream_events"),
-        F.sum(F.coalesce("truth_amount", zero)).alias("truth_amount"),
-        F.sum(F.coalesce("stream_amount", zero)).alias("stream_amount"),
-        F.sum(F.abs("amount_delta")).alias("abs_error"),
-        F.max(F.when(F.col("truth_amount") != 0, rel)).alias("max_rel"),
-        *[F.sum(f"{r}_events").alias(f"{r}_events") for r in REASONS],
-        *[F.sum(f"{r}_money").alias(f"{r}_money") for r in REASONS],
-        F.sum(((F.col("unexplained_events") != 0) | (F.col("unexplained_money") != 0)).cast("long")).alias("unexplained_windows"),
-        F.sum(F.abs("unexplained_events")).alias("unexplained_events"),
-        F.sum(F.abs("unexplained_money")).alias("unexplained_money"),
+        *_figures("", in_truth | F.col("_in_stream")),
+        *_figures("corrected_", in_truth | F.col("_in_corrected")),
+        F.sum(changed.cast("long")).alias("corrections"),
     ).collect()
     return {r["currency"]: r.asDict() for r in rows}
 
 
 class _Figures:
-    """Typed access to one currency's aggregated row (absent row or null: zero)."""
+    """Typed access to one currency's aggregated row, for the diff against one side (``of``:
+    ``""`` the stream, ``"corrected_"`` the corrected stream; absent row or null: zero)."""
 
-    def __init__(self, row: dict | None) -> None:
-        self.row = row or {}
+    def __init__(self, row: dict | None, of: str = "") -> None:
+        self.row, self.of = row or {}, of
 
     def count(self, name: str) -> int:
-        value = self.row.get(name)
+        value = self.row.get(self.of + name)
         return 0 if value is None else int(value)
 
     def money(self, name: str) -> Decimal:
-        value = self.row.get(name)
+        value = self.row.get(self.of + name)
         return Decimal(0) if value is None else Decimal(value)
 
     def explained(self) -> tuple[Explanation, ...]:
@@ -76,18 +132,19 @@ class _Figures:
         )
 
 
-def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: DataFrame) -> list[CurrencyReconciliation]:
-    """One ``CurrencyReconciliation`` per currency seen on either side or in the side output.
+def currency_figures(windows: DataFrame, late: DataFrame, changed: Column | None = None) -> tuple[list[CurrencyReconciliation], int]:
+    """One ``CurrencyReconciliation`` per currency seen on any side or in the side output, and
+    the number of windows ``changed`` is true of (counted in the same pass; none without it).
 
-    ``windows``: ``explained_diff`` of the stream; ``corrected_windows``: the same for
-    ``corrected_aggregates``; ``late``: the distinct late events in scope (``currency, amount,
-    lateness_seconds``).
+    ``windows``: ``explained_windows``; ``late``: the distinct late events in scope
+    (``currency, amount, lateness_seconds``).
     """
-    streamed, corrected = _by_currency(windows), _by_currency(corrected_windows)
+    by_currency = _by_currency(windows, F.lit(False) if changed is None else changed)
     late_by_currency = _late_by_currency(late)
     out = []
-    for currency in sorted(set(streamed) | set(corrected) | set(late_by_currency)):
-        f, c = _Figures(streamed.get(currency)), _Figures(corrected.get(currency))
+    for currency in sorted(set(by_currency) | set(late_by_currency)):
+        row = by_currency.get(currency)
+        f, c = _Figures(row), _Figures(row, "corrected_")
         late_amount, lateness = late_by_currency.get(currency, (Decimal(0), Lateness(0)))
         out.append(
             CurrencyReconciliation(
@@ -114,7 +171,7 @@ def currency_figures(windows: DataFrame, corrected_windows: DataFrame, late: Dat
                 corrected_unexplained_money=c.money("unexplained_money"),
             )
         )
-    return out
+    return out, sum(_Figures(row).count("corrections") for row in by_currency.values())
 
 
 _QUANTILES = {"p50": 0.5, "p99": 0.99, "p99_9": 0.999}
@@ -155,7 +212,7 @@ def _late_by_currency(late: DataFrame) -> dict[str, tuple[Decimal, Lateness]]:
 def largest_gaps(windows: DataFrame, limit: int = 10) -> list[WindowGap]:
     """The ``limit`` differing windows with the largest absolute money delta (then count delta)."""
     rows = (
-        windows.where(F.col("status") != "match")
+        windows.where(F.col("status") != "match")  # null (a window only the corrected stream has): not shown
         .orderBy(F.abs("amount_delta").desc(), F.abs("count_delta").desc(), *WINDOW_KEY)
         .limit(limit)
         .collect()

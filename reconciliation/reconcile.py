@@ -43,9 +43,9 @@ from reconciliation.attribution import (
     disputed_lines,
     explain_windows,
 )
-from reconciliation.diff import diff_windows
-from reconciliation.fold import fold_late_events, window_corrections
-from reconciliation.metrics import currency_figures, explained_diff, largest_gaps
+from reconciliation.diff import compare_windows, side_rows
+from reconciliation.fold import corrected_rows, corrections_due, stream_parts, window_corrections
+from reconciliation.metrics import currency_figures, diff_rows, explained_windows, largest_gaps
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
 from shared import catalog
@@ -263,7 +263,6 @@ def compute(
     truth = tables.read(BATCH_TRUTH.name).where(scope)
     stream_all = _frame(tables, SPEED_AGGREGATES, prefix, cut).select(*AGGREGATE_COLUMNS)
     late_all = _frame(tables, LATE_EVENTS, prefix, cut).where(F.col("segment") <= stream_last)
-    stream = stream_all.where(scope)
 
     batch_records = LineRecords(batch_last, _frame(tables, BATCH_DUPLICATES), _frame(tables, BATCH_DEAD_LETTER))
     stream_records = LineRecords(
@@ -275,18 +274,14 @@ def compute(
     )
     parsed = disputed_lines(spark, lake, batch_records, stream_records, spec).persist()
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
-    windows = explained_diff(diff_windows(truth, stream, tolerance), explanations).persist()
-    if spec.merges:
-        # A late event can merge windows across the edge of the days: fold everything, then select.
-        corrected = fold_late_events(stream_all, late_all, spec).where(scope).persist()
-    else:
-        corrected = fold_late_events(stream, late_all.where(scope), spec).persist()
     folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True)
-    corrected_windows = explained_diff(diff_windows(truth, corrected, tolerance), folded)
+    # One aggregation compares the truth with the stream and with its corrected form; every
+    # output below reads this one cached frame (no other pass over the million-window tables).
+    parts = [side_rows(truth, truth_count="event_count", truth_amount="amount_total"), *stream_parts(stream_all, late_all, spec, scope)]
+    windows = explained_windows(compare_windows(parts, tolerance), explanations, folded).persist()
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
-    corrections = window_corrections(stream, corrected).persist()
+    figures, corrections_count = currency_figures(windows, late_in_scope, corrections_due())
 
-    figures = currency_figures(windows, corrected_windows, late_in_scope)
     result = Reconciliation(
         run_id=run_id,
         against=against,
@@ -299,7 +294,7 @@ def compute(
         stream_versions=tuple(sorted(cut.versions.items())),
         currencies=tuple(figures),
         largest_gaps=tuple(largest_gaps(windows, gaps_shown)),
-        corrections=corrections.count(),
+        corrections=corrections_count,
         tables={
             RECON_DIFFS.name: str(tables.path(RECON_DIFFS.name)),
             RECON_RUNS.name: str(tables.path(RECON_RUNS.name)),
@@ -307,7 +302,8 @@ def compute(
             CORRECTED_AGGREGATES.name: str(tables.path(CORRECTED_AGGREGATES.at(prefix))),
         },
     )
-    return result, Outputs(windows, corrections, corrected, (parsed,))
+    outputs = Outputs(diff_rows(windows), window_corrections(windows), corrected_rows(windows), (windows, parsed))
+    return result, outputs
 
 
 def commit(tables: Tables, config: LabConfig, prefix: str, result: Reconciliation, outputs: Outputs) -> None:
