@@ -3,8 +3,169 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 from typing import Callable
+
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress
+from lklab.cli.options import config_from
+from shared.durations import parse_duration
 
 __all__ = ["COMMANDS"]
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import shutil
+
+    from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments
+    from shared.locks import whole_lake
+
+    config = config_from(args)
+    try:
+        params = OrderPaymentParams(
+            orders=args.events, seed=args.seed, span=parse_duration(args.span, name="span"),
+            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+            retry_rate=args.duplicate_rate, malformed_rate=args.malformed_rate,
+        )
+        if args.overwrite:
+            with whole_lake(config.lake):
+                for part in ("log", "tables", "generator", "checkpoints", "reports"):
+                    shutil.rmtree(config.lake / part, ignore_errors=True)
+        manifest = generate_order_payments(params, config.lake).manifest
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
+    print(
+        f"{manifest['orders']:,} orders, {manifest['payments']:,} payments, {manifest['retries']:,} retries, "
+        f"{sum(manifest['dead_letters'].values()):,} malformed lines: {manifest['lines']:,} lines in "
+        f"{manifest['segments']:,} segments -> {config.lake / 'log'}"
+    )
+    return 0
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    from lklab.payments_stream import run_payments_speed
+    from shared import catalog
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = config_from(args)
+    if args.segments_per_batch < 1:
+        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    settings = config.describe()
+    progress(f"order_payments stream on {config.lake / 'log'}: join bound {settings['join-bound']}, "
+             f"watermark delay {settings['watermark-delay']}")
+    spark = spark_session(config, "lklab-payments-speed")
+    try:
+        stream = run_payments_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
+        metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    total = {name: sum(metrics[name].to_pylist()) for name in metrics.column_names if name in _TOTALS}
+    print(
+        f"{metrics.num_rows} micro-batches: {total['input_lines']:,} lines = {total['on_time']:,} on time + {total['late']:,} late + "
+        f"{total['duplicates']:,} duplicates + {total['dead_letters']:,} dead letters + {total['heartbeats']:,} heartbeats; "
+        f"{total['matched']:,} matched, {total['unpaid']:,} unpaid, {total['orphans']:,} orphans"
+    )
+    return 0
+
+
+_TOTALS = ("input_lines", "on_time", "late", "duplicates", "dead_letters", "heartbeats", "matched", "unpaid", "orphans")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from lklab.order_payment_generator import load_order_payments
+    from lklab.order_payment_truth import join_truth
+    from lklab.payments_batch import run_payments_batch
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = config_from(args)
+    spark = spark_session(config, "lklab-payments-batch")
+    try:
+        run = run_payments_batch(spark, config)
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(
+        f"segments 1..{run.last_segment}: {run.lines:,} lines = {run.orders:,} orders + {run.payments:,} payments + "
+        f"{run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + {run.heartbeats:,} heartbeats "
+        f"({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.matched:,} matched, {run.unpaid:,} unpaid, {run.orphans:,} orphans"
+    )
+    generated = load_order_payments(config.lake)
+    agrees = None
+    if generated is not None:
+        oracle = join_truth(generated, config.join_bound)
+        agrees = (len(oracle.matched), len(oracle.unpaid), len(oracle.orphans)) == (run.matched, run.unpaid, run.orphans)
+        print(f"generator's oracle: {len(oracle.matched):,} matched, {len(oracle.unpaid):,} unpaid, {len(oracle.orphans):,} orphans "
+              f"({'agrees' if agrees else 'DIFFERS'})")
+    return 0 if run.conserved and agrees is not False else FAILURE
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from lklab.payments_stream import PaymentsReplayExists, run_payments_replay
+    from shared.catalog import replay_prefix
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = config_from(args)
+    try:
+        prefix = replay_prefix(args.name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    spark = spark_session(config, f"lklab-payments-replay-{args.name}")
+    try:
+        run = run_payments_replay(spark, config, args.name, replace=args.replace)
+    except (PaymentsReplayExists, SettingsConflict) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
+          f"tables {prefix}payments_*")
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from lklab.payments_reconcile import PaymentsInputError, reconcile_payments
+    from shared.catalog import StreamChoiceError
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = config_from(args)
+    spark = spark_session(config, "lklab-payments-reconcile")
+    try:
+        found = reconcile_payments(spark, config, against=args.against)
+    except (PaymentsInputError, StreamChoiceError, SettingsConflict, ValueError) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    result = found.result
+    print(f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})")
+    for outcome, (truth, stream) in result.counts.items():
+        print(f"  {outcome:<8} truth {truth:>8,}  stream {stream:>8,}")
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in result.by_reason.items()) or "none"
+    print(f"differences: {len(result.differences):,} ({reasons})")
+    print(f"finance audit: {found.audit_rows:,} rows (unpaid orders, late payments) -> {found.audit_csv}")
+    if result.unexplained:
+        print(f"lklab reconcile: UNEXPLAINED: {result.unexplained:,} differences", file=sys.stderr)
+        return UNHEALTHY
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    raise UsageError("order_payments has no comparison report yet: run speed, batch, replay and reconcile")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "generate": cmd_generate,
+    "speed": cmd_speed,
+    "batch": cmd_batch,
+    "replay": cmd_replay,
+    "reconcile": cmd_reconcile,
+    "compare": cmd_compare,
+}

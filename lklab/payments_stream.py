@@ -1,0 +1,215 @@
+"""The order-payment join as a stream: the live layer and its Kappa replay.
+
+**Live** (``run_payments_speed``): a Structured Streaming query over the log source
+(``shared.log_source``, ``segments_per_batch`` segments per micro-batch, offsets in the
+checkpoint ``<lake>/checkpoints/<prefix>payments``). Each micro-batch's raw lines are collected
+once as Arrow, parsed by ``parse_order_lines`` and classified by ``join_step`` against the state
+carried in memory from the batch before (read from ``payments_state`` when a process starts).
+Exactly once: each output table gets at most one Delta commit per batch, tagged ``(app_id,
+batch_id)`` and skipped when already committed; ``payments_state`` is written last, so a batch
+replayed after a crash reads the state from before it, and a batch whose state is committed is
+skipped whole. Side outputs without rows commit nothing once their table exists.
+
+**Replay** (``run_payments_replay``): the same rows for the whole log under ``kappa/<name>/``,
+as a live run reading one segment per micro-batch writes them (batch ``k`` is the ``k+1``-th
+segment). It reads the log once through Spark's text reader, collects it to the driver and runs
+``join_step`` segment by segment: rows do not depend on the cuts (``tests/test_order_payments.py``),
+so this is faithful without streaming. Its cost: the whole log is parsed in the driver (Python
+per line) and held there as Arrow, about the log's size in memory; the join itself touches only
+the state, as the live layer does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from shared import catalog
+from shared.catalog import (
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_DUPLICATES,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_MATCHED,
+    PAYMENTS_METRICS,
+    PAYMENTS_ORPHANS,
+    PAYMENTS_STATE,
+    PAYMENTS_UNPAID,
+    replay_prefix,
+)
+from shared.config import LabConfig
+from shared.eventlog import EventLog
+from shared.interval_join import JoinBatch, JoinSettings, join_step
+from shared.join_metrics import join_metrics_row
+from shared.join_state import JoinState, join_state_from_table, join_state_table
+from shared.locks import writer
+from shared.log_source import SOURCE_NAME, raw_log
+from shared.order_events import parse_order_lines
+from shared.table_settings import record, require
+from shared.tables import Tables
+
+__all__ = ["join_settings", "payments_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
+
+log = logging.getLogger("lklab.payments")
+_KEYS = ("join-bound", "watermark-delay", "watermark-interval", "dedup-horizon")
+
+
+def join_settings(config: LabConfig) -> JoinSettings:
+    return JoinSettings(config.join_bound, config.watermark_delay, config.watermark_interval, config.dedup_horizon)
+
+
+def payments_settings(config: LabConfig) -> dict[str, str]:
+    """What the stream's rows depend on, recorded on its tables (``shared.table_settings``)."""
+    described = config.describe()
+    return {key: described[key] for key in _KEYS}
+
+
+def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:
+    return {
+        PAYMENTS_MATCHED: step.matched, PAYMENTS_UNPAID: step.unpaid, PAYMENTS_ORPHANS: step.orphans,
+        PAYMENTS_LATE_EVENTS: step.late, PAYMENTS_DUPLICATES: step.duplicates, PAYMENTS_DEAD_LETTER: step.dead_letters,
+        PAYMENTS_METRICS: metrics,
+    }
+
+
+@dataclass
+class PaymentsStream:
+    """Processes micro-batches into ``<prefix>payments_*``; ``state`` is the one carried."""
+
+    spark: SparkSession
+    config: LabConfig
+    app_id: str = "payments"
+    prefix: str = ""
+    state: JoinState | None = field(default=None, init=False)
+    next_batch: int | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.tables = Tables(self.spark, self.config.lake, self.config.table_engine, keep_open=True)
+        self.settings = join_settings(self.config)
+
+    def table(self, table: catalog.Table) -> str:
+        return table.at(self.prefix)
+
+    def _resume(self, batch_id: int) -> JoinState:
+        if self.state is not None and self.next_batch == batch_id:
+            return self.state
+        name = self.table(PAYMENTS_STATE)
+        return join_state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else JoinState.empty()
+
+    def process(self, lines: DataFrame, batch_id: int) -> None:
+        """``foreachBatch`` body: join the batch's lines and commit each result once, state last."""
+        started = time.monotonic()
+        if self.tables.already_committed(self.table(PAYMENTS_STATE), self.app_id, batch_id):
+            self.state = None  # committed before a restart: the next batch reads what it left
+            return
+        parsed = parse_order_lines(lines.toArrow())
+        step = join_step(parsed, self._resume(batch_id), self.settings, batch_id)
+        metrics = join_metrics_row(batch_id, parsed, step, time.monotonic() - started)
+        for table, rows in _outputs(step, metrics).items():
+            name = self.table(table)
+            if rows.num_rows or not self.tables.exists(name):
+                self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+        self.tables.overwrite(self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id)
+        self.state, self.next_batch = step.state, batch_id + 1
+        row = metrics.to_pylist()[0]
+        log.info(json.dumps({"event": "micro-batch", "stream": self.prefix + self.app_id, **{k: v for k, v in row.items() if "watermark" not in k}}))
+
+
+def run_payments_speed(
+    spark: SparkSession,
+    config: LabConfig,
+    *,
+    available_now: bool = False,
+    segments_per_batch: int = 1,
+    trigger_interval: str = "1 second",
+    app_id: str = "payments",
+    prefix: str = "",
+    stop: threading.Event | None = None,
+) -> PaymentsStream:
+    """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set.
+
+    One process per prefix and app (``LockHeld`` otherwise); tables built with other settings
+    are refused (``SettingsConflict``)."""
+    lake = Path(config.lake).resolve()
+    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+        stream = PaymentsStream(spark, config, app_id, prefix)
+        names = [stream.table(table) for table in catalog.PAYMENTS_TABLES]
+        require(stream.tables, names, payments_settings(config))
+        checkpoint = lake / "checkpoints" / (prefix + app_id)
+        if not checkpoint.exists() and stream.tables.exists(stream.table(PAYMENTS_STATE)):
+            raise RuntimeError(
+                f"{stream.table(PAYMENTS_STATE)} holds batches of '{app_id}' but its checkpoint {checkpoint} is missing: "
+                "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables."
+            )
+        query = (
+            spark.readStream.format(SOURCE_NAME).option("path", str(lake)).option("segmentsPerBatch", segments_per_batch).load()
+            .writeStream.foreachBatch(stream.process).option("checkpointLocation", str(checkpoint))
+        )
+        query = (query.trigger(availableNow=True) if available_now else query.trigger(processingTime=trigger_interval)).start()
+        stop = stop or threading.Event()
+        while query.isActive:
+            query.awaitTermination(0.5)
+            if stop.is_set():
+                query.stop()
+        if query.exception() is not None:
+            raise RuntimeError(f"order_payments stream failed: {query.exception()}")
+        record(stream.tables, names, payments_settings(config))
+        return stream
+
+
+class PaymentsReplayExists(FileExistsError):
+    """A replay of that name already wrote the join's tables."""
+
+
+@dataclass(frozen=True)
+class PaymentsReplay:
+    name: str
+    segments: int
+    lines: int
+    wall_seconds: float
+
+
+def _segments(lines: pa.Table):
+    """``lines`` (sorted by segment and line) cut into one table per segment."""
+    segments = lines["segment"].to_numpy()
+    starts = np.flatnonzero(np.diff(segments)) + 1
+    for first, last in zip([0, *starts.tolist()], [*starts.tolist(), lines.num_rows]):
+        yield lines.slice(first, last - first)
+
+
+def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False) -> PaymentsReplay:
+    """Replay the whole log into ``kappa/<name>/payments_*`` with ``config``'s settings."""
+    lake = Path(config.lake).resolve()
+    prefix = replay_prefix(name)
+    with writer(lake, f"replay-{name}"):
+        tables = Tables(spark, lake, config.table_engine)
+        names = [table.at(prefix) for table in catalog.PAYMENTS_TABLES]
+        if tables.exists(PAYMENTS_STATE.at(prefix)) and not replace:
+            raise PaymentsReplayExists(f"replay {name!r} already has {PAYMENTS_STATE.at(prefix)}; pick another --name or pass --replace")
+        for table in names:  # only the join's tables: a billing replay of the same name keeps its own
+            shutil.rmtree(tables.path(table), ignore_errors=True)
+        started = time.monotonic()
+        segments = EventLog(lake).last_segment()
+        raw = raw_log(spark, str(lake), segments).toArrow()
+        raw = raw.take(pc.sort_indices(raw, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
+        state, settings = JoinState.empty(), join_settings(config)
+        collected: dict[catalog.Table, list[pa.Table]] = {}
+        for batch_id, segment in enumerate(_segments(parse_order_lines(raw)) if raw.num_rows else []):
+            step = join_step(segment, state, settings, batch_id)
+            for table, rows in _outputs(step, join_metrics_row(batch_id, segment, step, None)).items():
+                collected.setdefault(table, []).append(rows)
+            state = step.state
+        for table, parts in collected.items():
+            tables.overwrite(table.at(prefix), pa.concat_tables(parts) if parts else table.schema.empty_table())
+        tables.overwrite(PAYMENTS_STATE.at(prefix), join_state_table(state))
+        record(tables, names, payments_settings(config))
+        return PaymentsReplay(name, segments, raw.num_rows, time.monotonic() - started)
