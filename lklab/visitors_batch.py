@@ -22,7 +22,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.catalog import VISITORS_BATCH_DEAD_LETTER, VISITORS_BATCH_DUPLICATES, VISITORS_BATCH_TABLES, VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS
+from shared.catalog import (
+    VISITORS_BATCH_DEAD_LETTER,
+    VISITORS_BATCH_DUPLICATES,
+    VISITORS_BATCH_TABLES,
+    VISITORS_TRUTH,
+    VISITORS_TRUTH_MEMBERS,
+)
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.dedup import first_copies, later_copies, mark_duplicates
@@ -30,7 +36,12 @@ from shared.distinct_urls import COUNT_SCHEMA, distinct_url_counts_table, truth_
 from shared.eventlog import EventLog
 from shared.locks import hold, writer
 from shared.log_source import raw_log
-from shared.page_views import PAYLOAD_COLUMNS, parse_page_views, rejected_lines, valid_page_views
+from shared.page_views import (
+    PAYLOAD_COLUMNS,
+    parse_page_views,
+    rejected_lines,
+    valid_page_views,
+)
 from shared.spark_arrow import per_key
 from shared.table_settings import record, require, window_settings
 from shared.tables import Tables

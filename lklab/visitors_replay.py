@@ -22,7 +22,11 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from lklab.kappa_replay import ReplayExists
-from lklab.visitors_speed import VisitorTables, visitor_settings, visitors_table_settings
+from lklab.visitors_speed import (
+    VisitorTables,
+    visitor_settings,
+    visitors_table_settings,
+)
 from shared.catalog import VISITORS_SPEED_TABLES, replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -34,7 +38,7 @@ from shared.tables import Tables
 from shared.visitor_state import VisitorState
 from shared.visitors_stream import visitors_step
 
-__all__ = ["APP_ID", "VisitorsReplayRun", "ReplayExists", "run_visitors_replay"]
+__all__ = ["APP_ID", "ReplayExists", "VisitorsReplayRun", "run_visitors_replay"]
 
 APP_ID = "visitors-replay"
 

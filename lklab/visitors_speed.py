@@ -50,7 +50,7 @@ from shared.visitor_metrics import visitor_metrics_row
 from shared.visitor_state import VisitorState, state_from_table, state_table
 from shared.visitors_stream import VisitorBatch, VisitorSettings, visitors_step
 
-__all__ = ["VisitorTables", "VisitorsSpeedLayer", "visitor_settings", "visitors_table_settings", "run_visitors_speed", "APP_ID"]
+__all__ = ["APP_ID", "VisitorTables", "VisitorsSpeedLayer", "run_visitors_speed", "visitor_settings", "visitors_table_settings"]
 
 APP_ID = "visitors-speed"
 log = logging.getLogger("lklab.visitors")

@@ -7,16 +7,25 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from lklab.page_view_generator import PageViewParams, generate_page_views, load_page_views
+from lklab.page_view_generator import (
+    PageViewParams,
+    generate_page_views,
+    load_page_views,
+)
 from lklab.page_view_truth import truth_counts as oracle_counts
 from lklab.visitors_batch import run_visitors_batch
+from lklab.visitors_reconcile import reconcile_visitors
 from lklab.visitors_replay import run_visitors_replay
 from lklab.visitors_speed import run_visitors_speed
-from reconciliation.visitors_reconcile import reconcile_visitors
-from shared.catalog import VISITORS_CORRECTED, VISITORS_SPEED_TABLES, VISITORS_STREAM_METRICS, VISITORS_TRUTH, replay_prefix
+from shared.catalog import (
+    VISITORS_CORRECTED,
+    VISITORS_SPEED_TABLES,
+    VISITORS_STREAM_METRICS,
+    VISITORS_TRUTH,
+    replay_prefix,
+)
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.tables import Tables

@@ -3,7 +3,7 @@
 generate: a page-view log (``lklab.page_view_generator``; ``--accounts`` is the number of
 users); speed: the stream (``lklab.visitors_speed``); batch: the truth
 (``lklab.visitors_batch``); replay: a Kappa replay (``lklab.visitors_replay``); reconcile: a
-stream against the truth (``reconciliation.visitors_reconcile``), exit 3 when a difference is
+stream against the truth (``lklab.visitors_reconcile``), exit 3 when a difference is
 unexplained. ``compare`` is not there yet.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress
 from lklab.cli.options import config_from
@@ -127,8 +127,8 @@ def render_reconciliation(reconciled) -> str:
     verdicts = result.verdicts()
     lines = [
         f"unique_visitors: {reconciled.against} against visitors_truth ({reconciled.run_id}; read through segment {reconciled.read_through})",
-        f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
-        f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing",
+        (f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
+         f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"),
     ]
     if result.differences:
         reasons = ", ".join(f"{count:,} {reason}" for reason, count in result.reasons().items())
@@ -142,7 +142,7 @@ def render_reconciliation(reconciled) -> str:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from reconciliation.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors
+    from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors
     from shared.catalog import StreamChoiceError, stream_prefix
     from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict

@@ -23,6 +23,8 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.visitors_batch import VISITORS_BATCH_LOCK
+from lklab.visitors_replay import APP_ID as REPLAY_APP
+from lklab.visitors_speed import APP_ID as SPEED_APP
 from reconciliation.distinct_reconcile import DistinctReconciliation, reconcile_distinct
 from shared.catalog import (
     VISITORS_BATCH_DUPLICATES,
@@ -66,9 +68,6 @@ class VisitorsReconciliation:
 
 
 def _stream_app(prefix: str) -> str:
-    from lklab.visitors_replay import APP_ID as REPLAY_APP
-    from lklab.visitors_speed import APP_ID as SPEED_APP
-
     return REPLAY_APP if replay_name(prefix) else SPEED_APP
 
 
