@@ -1,10 +1,178 @@
-"""The ``unique_visitors`` pipeline's commands (``lklab COMMAND --pipeline unique_visitors``)."""
+"""The ``unique_visitors`` pipeline's commands (``lklab COMMAND --pipeline unique_visitors``).
+
+generate: a page-view log (``lklab.page_view_generator``; ``--accounts`` is the number of
+users); speed: the stream (``lklab.visitors_speed``); batch: the truth
+(``lklab.visitors_batch``); replay: a Kappa replay (``lklab.visitors_replay``); reconcile: a
+stream against the truth (``lklab.visitors_reconcile``), exit 3 when a difference is
+unexplained. ``compare`` is not there yet.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+import signal
+import threading
+from collections.abc import Callable
 
-__all__ = ["COMMANDS"]
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress
+from lklab.cli.options import config_from
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+__all__ = ["COMMANDS", "render_reconciliation"]
+
+
+def _config(args: argparse.Namespace):
+    """The configuration, refused unless its windows are tumbling or sliding."""
+    from shared.distinct_urls import require_fixed
+
+    config = config_from(args)
+    try:
+        require_fixed(config.window)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return config
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from lklab.page_view_generator import PageViewParams, generate_page_views
+    from shared.durations import parse_duration
+
+    config = config_from(args)
+    try:
+        params = PageViewParams(
+            scenario=args.scenario, views=args.events, seed=args.seed, span=parse_duration(args.span, name="span"), users=args.accounts,
+            duplicate_rate=args.duplicate_rate, malformed_rate=args.malformed_rate,
+            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+        )
+        manifest = generate_page_views(params, config.lake, overwrite=args.overwrite)
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
+    print(f"{manifest['views']:,} page views, {manifest['duplicates']:,} resends, {sum(manifest['dead_letters'].values()):,} "
+          f"malformed lines: {manifest['lines']:,} lines in {manifest['segments']:,} segments -> {config.lake / 'log'}")
+    return 0
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    from lklab.visitors_speed import run_visitors_speed
+    from shared.catalog import VISITORS_STREAM_METRICS
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = _config(args)
+    if args.segments_per_batch < 1:
+        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    progress(f"unique_visitors speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
+             f"state TTL {config.describe()['state-ttl']}")
+    spark = spark_session(config, "lklab-visitors-speed")
+    try:
+        layer = run_visitors_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
+        metrics = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_STREAM_METRICS))
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", "views", "duplicates", "dead_letters", "new_urls", "late_pairs")}
+    print(f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['views']:,} views + {totals['duplicates']:,} "
+          f"duplicates + {totals['dead_letters']:,} dead letters (+ heartbeats); {totals['new_urls']:,} URLs counted, "
+          f"{totals['late_pairs']:,} late (side output)")
+    return 0
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from lklab.visitors_batch import run_visitors_batch
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = _config(args)
+    spark = spark_session(config, "lklab-visitors-batch")
+    try:
+        run = run_visitors_batch(spark, config)
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(f"visitors_truth: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
+          f"{run.lines:,} lines = {run.views:,} views + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + "
+          f"{run.heartbeats:,} heartbeats ({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.wall_seconds:.1f} s wall")
+    return 0 if run.conserved else FAILURE
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from lklab.visitors_replay import ReplayExists, run_visitors_replay
+    from shared.catalog import replay_prefix
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = _config(args)
+    try:
+        prefix = replay_prefix(args.name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    spark = spark_session(config, f"lklab-visitors-replay-{args.name}")
+    try:
+        run = run_visitors_replay(spark, config, args.name, replace=args.replace)
+    except (ReplayExists, SettingsConflict) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
+          f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {config.lake / 'tables' / prefix}")
+    return 0
+
+
+def render_reconciliation(reconciled) -> str:
+    """The text summary of a ``VisitorsReconciliation``."""
+    result = reconciled.result
+    verdicts = result.verdicts()
+    lines = [
+        f"unique_visitors: {reconciled.against} against visitors_truth ({reconciled.run_id}; read through segment {reconciled.read_through})",
+        (f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
+         f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"),
+    ]
+    if result.differences:
+        reasons = ", ".join(f"{count:,} {reason}" for reason, count in result.reasons().items())
+        lines.append(f"URLs still different: {reasons}")
+        lines += [f"  {d.reason}: {d.side} {d.user_id} {d.url} (window {d.window_start}..{d.window_end}, line {d.segment}:{d.line_number})"
+                  for d in result.differences[:10]]
+    else:
+        lines.append("proven: corrected (served members + late side output) == truth for every window")
+    lines.append("visitors_corrected: rows written" if reconciled.written else "visitors_corrected: this run was already recorded, nothing written")
+    return "\n".join(lines)
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors
+    from shared.catalog import StreamChoiceError, stream_prefix
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    config = _config(args)
+    try:
+        stream_prefix(args.against)
+    except (StreamChoiceError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    spark = spark_session(config, "lklab-visitors-reconcile")
+    try:
+        reconciled = reconcile_visitors(spark, config, against=args.against)
+    except (VisitorsReconcileInputError, SettingsConflict) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()
+    print(render_reconciliation(reconciled))
+    unexplained = reconciled.result.reasons().get("unexplained", 0)
+    return UNHEALTHY if unexplained else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    raise UsageError("compare is not yet implemented for unique_visitors; run speed, replay, batch and reconcile")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "generate": cmd_generate,
+    "speed": cmd_speed,
+    "batch": cmd_batch,
+    "replay": cmd_replay,
+    "reconcile": cmd_reconcile,
+    "compare": cmd_compare,
+}

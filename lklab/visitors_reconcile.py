@@ -1,0 +1,122 @@
+"""Reconcile a ``unique_visitors`` stream (the speed layer's or a replay's) with the batch truth.
+
+Reads the truth's members (``visitors_truth_members``, with the first line of each) and the
+batch's later copies, and the stream's served windows, members, late side output, duplicates
+and dead letters as they were when its last micro-batch committed its state (each table as of
+that batch: a stream running meanwhile cannot mix two batches into one reading), and hands them
+to ``reconciliation.distinct_reconcile.reconcile_distinct``. ``read_through``: the last segment
+the stream had read, from its ``visitors_stream_metrics``.
+
+The per-window result (served, corrected, truth, verdict and the reasons of what still differs)
+is appended to the stream's ``visitors_corrected`` tagged with a ``run_id`` naming exactly what
+was read (the truth's table version and the stream's batch): a rerun over the same inputs
+writes nothing new.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from lklab.visitors_batch import VISITORS_BATCH_LOCK
+from lklab.visitors_replay import APP_ID as REPLAY_APP
+from lklab.visitors_speed import APP_ID as SPEED_APP
+from reconciliation.distinct_reconcile import DistinctReconciliation, reconcile_distinct
+from shared.catalog import (
+    VISITORS_BATCH_DUPLICATES,
+    VISITORS_CORRECTED,
+    VISITORS_DEAD_LETTER,
+    VISITORS_DUPLICATES,
+    VISITORS_LATE_EVENTS,
+    VISITORS_MEMBERS,
+    VISITORS_STATE,
+    VISITORS_STREAM_METRICS,
+    VISITORS_TRUTH,
+    VISITORS_TRUTH_MEMBERS,
+    VISITORS_WINDOWS,
+    replay_name,
+    stream_prefix,
+)
+from shared.config import LabConfig
+from shared.locks import hold, writer
+from shared.table_settings import agreed
+from shared.tables import Tables
+
+__all__ = ["VisitorsReconcileInputError", "VisitorsReconciliation", "reconcile_visitors"]
+
+_WINDOW_SETTINGS = ("window-kind", "window-size", "window-slide", "session-gap")
+
+
+class VisitorsReconcileInputError(ValueError):
+    """A table the reconciliation reads is missing; the message names the command that writes it."""
+
+
+@dataclass(frozen=True)
+class VisitorsReconciliation:
+    """``result``: the comparison; ``run_id``: what it read; ``written``: False when a run over
+    the same inputs had already written its rows."""
+
+    against: str
+    run_id: str
+    read_through: int
+    written: bool
+    result: DistinctReconciliation
+
+
+def _stream_app(prefix: str) -> str:
+    return REPLAY_APP if replay_name(prefix) else SPEED_APP
+
+
+def reconcile_visitors(spark: SparkSession, config: LabConfig, *, against: str = "speed") -> VisitorsReconciliation:
+    """Reconcile the stream ``against`` (``speed`` | ``kappa:RUN``) with the truth and record it."""
+    prefix = stream_prefix(against)
+    lake = str(Path(config.lake).resolve())
+    with writer(lake, f"visitors-reconcile-{(prefix or 'speed/').replace('/', '.')}"), hold(lake, VISITORS_BATCH_LOCK, shared=True, wait=True):
+        return _reconcile(Tables(spark, lake, config.table_engine), against, prefix)
+
+
+def _reconcile(tables: Tables, against: str, prefix: str) -> VisitorsReconciliation:
+    run = replay_name(prefix)
+    writers = {VISITORS_TRUTH_MEMBERS.name: "batch", VISITORS_STATE.at(prefix): f"replay --name {run}" if run else "speed"}
+    for name, command in writers.items():
+        if not tables.exists(name):
+            raise VisitorsReconcileInputError(f"{name} does not exist: run 'lklab {command} --pipeline unique_visitors' first")
+    agreed(tables, [VISITORS_TRUTH.name, VISITORS_WINDOWS.at(prefix)], _WINDOW_SETTINGS)  # SettingsConflict if they differ
+    batch = tables.committed_version(VISITORS_STATE.at(prefix), _stream_app(prefix))
+    stream = {table: tables.as_of(table.at(prefix), batch) for table in (
+        VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STREAM_METRICS)}
+    truth_version = tables.version(VISITORS_TRUTH_MEMBERS.name)
+    read_through = int(pc.max(stream[VISITORS_STREAM_METRICS]["last_segment"]).as_py() or 0)
+    result = reconcile_distinct(
+        stream[VISITORS_WINDOWS],
+        stream[VISITORS_MEMBERS],
+        stream[VISITORS_LATE_EVENTS],
+        tables.read_arrow(VISITORS_TRUTH_MEMBERS.name, truth_version),
+        read_through=read_through,
+        dead_letters=stream[VISITORS_DEAD_LETTER],
+        stream_duplicates=stream[VISITORS_DUPLICATES],
+        batch_duplicates=tables.read_arrow(VISITORS_BATCH_DUPLICATES.name) if tables.exists(VISITORS_BATCH_DUPLICATES.name) else None,
+    )
+    run_id = f"{against}: truth v{truth_version}, stream batch {batch}"
+    return VisitorsReconciliation(against, run_id, read_through, _record(tables, VISITORS_CORRECTED.at(prefix), run_id, result), result)
+
+
+def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliation) -> bool:
+    """Append the run's rows once: False when ``run_id``'s rows are already there."""
+    if tables.exists(name) and pc.any(pc.equal(tables.read_arrow(name)["run_id"], run_id)).as_py():
+        return False
+    reasons: dict[tuple, set[str]] = {}
+    for d in result.differences:
+        reasons.setdefault((d.window_start, d.window_end, d.user_id), set()).add(d.reason)
+    windows = result.windows
+    keys = zip(windows["window_start"].cast(pa.int64()).to_pylist(), windows["window_end"].cast(pa.int64()).to_pylist(),
+               windows["user_id"].to_pylist())
+    rows = windows.append_column("reasons", pa.array([",".join(sorted(reasons.get(k, ()))) or None for k in keys], pa.string()))
+    rows = rows.append_column("run_id", pa.array([run_id] * rows.num_rows, pa.string()))
+    version = tables.version(name) + 1 if tables.exists(name) else 0
+    tables.append(name, rows, app_id="visitors-reconcile", version=version)
+    return True
