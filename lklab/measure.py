@@ -40,7 +40,14 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.report import EndSummary, ErrorPoint, LatencySummary, LateBillingEvent, LateSummary, WindowGap
+from lklab.report import (
+    EndSummary,
+    ErrorPoint,
+    FinalGap,
+    LateBillingEvent,
+    LatencySummary,
+    LateSummary,
+)
 from shared.aggregation import WINDOW_KEY
 from shared.events import UTC_MICROS
 from shared.windows import WindowSpec, assign_windows_table, micros
@@ -261,10 +268,10 @@ def at_end(served: Served, truth: Mapping[Key, Value], end: int) -> EndSummary:
     )
 
 
-def final_gaps(served: Served, truth: Mapping[Key, Value]) -> dict[str, list[WindowGap]]:
+def final_gaps(served: Served, truth: Mapping[Key, Value]) -> dict[str, list[FinalGap]]:
     """Per currency: ``|served - truth|`` of the money of each truth window served with another
     total when it was declared final (windows never final are left out)."""
-    cells: dict[str, list[WindowGap]] = {}
+    cells: dict[str, list[FinalGap]] = {}
     for key, right in truth.items():
         closed = served.final_time(key)
         if closed is None:
@@ -272,7 +279,7 @@ def final_gaps(served: Served, truth: Mapping[Key, Value]) -> dict[str, list[Win
         value = served.value_at(key, closed)
         amount = value[1] if value else Decimal(0)
         if amount != right[1]:
-            cells.setdefault(key[3], []).append(WindowGap(to_utc(key[0]), to_utc(key[1]), key[2], abs(right[1] - amount)))
+            cells.setdefault(key[3], []).append(FinalGap(to_utc(key[0]), to_utc(key[1]), key[2], abs(right[1] - amount)))
     return cells
 
 

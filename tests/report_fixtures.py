@@ -17,7 +17,7 @@ from decimal import Decimal as D
 
 from lklab.report.arrival import ArrivalDelay
 from lklab.report.audit import FinanceAudit, LateBillingEvent
-from lklab.report.gaps import GapHeatMap, WindowGap
+from lklab.report.gaps import FinalGap, GapHeatMap
 from lklab.report.model import (
     Configuration,
     ConfigurationResult,
@@ -141,12 +141,12 @@ RESULTS = (
 
 HEAT_MAPS = (
     GapHeatMap(KAPPA.key, "USD", (
-        WindowGap(at(5, 10, 0), at(5, 10, 1), "acct-1", D("12.50")),
-        WindowGap(at(5, 10, 1), at(5, 10, 2), "acct-1", D("2.5")),
-        WindowGap(at(5, 10, 0), at(5, 10, 1), ODD_ACCOUNT, D("0.001234")),
-        WindowGap(at(5, 10, 2), at(5, 10, 3), "acct-2", D("7")),
+        FinalGap(at(5, 10, 0), at(5, 10, 1), "acct-1", D("12.50")),
+        FinalGap(at(5, 10, 1), at(5, 10, 2), "acct-1", D("2.5")),
+        FinalGap(at(5, 10, 0), at(5, 10, 1), ODD_ACCOUNT, D("0.001234")),
+        FinalGap(at(5, 10, 2), at(5, 10, 3), "acct-2", D("7")),
     )),
-    GapHeatMap(KAPPA.key, "JPY", (WindowGap(at(5, 10, 1), at(5, 10, 2), "acct-3", D("1200")),)),
+    GapHeatMap(KAPPA.key, "JPY", (FinalGap(at(5, 10, 1), at(5, 10, 2), "acct-3", D("1200")),)),
 )
 
 

@@ -384,11 +384,11 @@ def test_unexplained_differences_are_flagged(report):
 def test_data_is_shown_literally_in_plots_and_never_evaluated_in_csv(report, tmp_path):
     """An id that matplotlib would take for mathematics is drawn as written; CSV cells that a
     spreadsheet would evaluate as a formula are neutralised, amounts stay numbers."""
-    from lklab.report.gaps import GapHeatMap, WindowGap
+    from lklab.report.gaps import GapHeatMap, FinalGap
     from lklab.report.plots import gap_heat_map
 
     odd = r"acct$\frac$"
-    svg = gap_heat_map(GapHeatMap(KAPPA.key, "USD", (WindowGap(at(5, 10, 0), at(5, 10, 1), odd, D("3")),)), "plot-gaps-9")
+    svg = gap_heat_map(GapHeatMap(KAPPA.key, "USD", (FinalGap(at(5, 10, 0), at(5, 10, 1), odd, D("3")),)), "plot-gaps-9")
     assert odd in svg
 
     events = tuple(dataclasses.replace(e, account_id="=HYPERLINK(\"http://x\")", event_id=f"@{e.event_id}") for e in report.audit.events)

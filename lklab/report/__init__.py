@@ -16,7 +16,7 @@ from .arrival import ArrivalDelay, DelayQuantile
 from .audit import DISPOSITIONS, FinanceAudit, LateBillingEvent, LateTotal
 from .audit_csv import account_totals_csv, audit_csv
 from .comparison import Comparison, ComparisonRow, compare
-from .gaps import FinalGap, GapHeatMap, WindowGap
+from .gaps import FinalGap, GapHeatMap
 from .html import AUDIT_ROWS_SHOWN, render_html
 from .markdown import render_markdown
 from .model import (

@@ -40,10 +40,6 @@ class FinalGap:
             raise ValueError(f"gap {self.gap} is negative; a gap is an absolute difference")
 
 
-WindowGap = FinalGap
-"""The former name, still imported by ``lklab.measure`` and the report's tests."""
-
-
 @dataclass(frozen=True)
 class GapHeatMap:
     """The gaps of one configuration (``configuration_key``) in one currency; zero gaps omitted."""
