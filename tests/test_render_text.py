@@ -13,8 +13,8 @@ from reconciliation import render
 from reconciliation.render import grouped, rate, render_text, signed
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
+from shared.batch_runs import BatchRun
 from shared.partitions import DayRange
-from spark_jobs.batch_job import BatchRun
 
 
 def test_one_function_renders_every_result():
