@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
+from shared.config import LabConfig
 from shared.events import EVENT_COLUMNS, HEARTBEAT_FIELD, parse_events, valid_events
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
@@ -66,17 +67,26 @@ class LineRecords:
     windows: DataFrame | None = None
 
 
-def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: LineRecords, spec: WindowSpec) -> DataFrame:
+def disputed_lines(
+    spark: SparkSession,
+    lake: str,
+    batch: LineRecords,
+    stream: LineRecords,
+    spec: WindowSpec,
+    *,
+    max_clock_skew: int = LabConfig.max_clock_skew,
+) -> DataFrame:
     """The lines a disagreement can be about (see the module docstring), as ``parse_events`` rows.
 
     Recorded events (duplicates, late events) come as recorded; dead letters are parsed again
     from their text (a side may have rejected a line the other accepted); the segments between
     the two positions are read from the log. Sessions: every line up to the further position.
+    ``max_clock_skew`` is the sides' own setting.
     """
     lake = str(lake)
     furthest, nearest = max(batch.last_segment, stream.last_segment), min(batch.last_segment, stream.last_segment)
     if spec.kind == "session":
-        return parsed_log(spark, lake, furthest)
+        return parsed_log(spark, lake, furthest, max_clock_skew=max_clock_skew)
     recorded = [frame for frame in (stream.duplicates, stream.late, batch.duplicates) if frame is not None]
     rejected = [frame for frame in (stream.dead_letters, batch.dead_letters) if frame is not None]
     events = [
@@ -95,9 +105,9 @@ def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: L
         union = texts[0]
         for frame in texts[1:]:
             union = union.unionByName(frame)
-        parsed.append(union.dropDuplicates(LINE).transform(parse_events))
+        parsed.append(union.dropDuplicates(LINE).transform(parse_events, max_clock_skew=max_clock_skew))
     if furthest > nearest:
-        parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1))
+        parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1, max_clock_skew=max_clock_skew))
     lines = parsed[0]
     for frame in parsed[1:]:
         lines = lines.unionByName(frame)

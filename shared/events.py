@@ -14,6 +14,12 @@ adjustments either. Times are ISO-8601 with ``Z`` or an offset and are held in U
 ``reject_reason``; any other line gets the first failing reason of ``REJECT_REASONS`` (checked
 in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
 
+Bad clocks. An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
+setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot have
+happened after it arrived, and accepted, one event dated decades ahead would move the watermark
+there for good and make every later event late. The check needs both times: a line without
+``ingest_time`` (every writer stamps one) is not checked.
+
 A *heartbeat* is a line ``{"heartbeat": true, "ingest_time": "..."}`` written by the log's
 writer (or the always-on speed layer) when nothing arrived for a while: it carries no event,
 only a moment of processing time, so the log's clock moves on while the traffic is idle (see
@@ -37,7 +43,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
+from shared.durations import format_duration
 from shared.expressions import built_once
 
 __all__ = [
@@ -88,6 +96,9 @@ REJECT_REASONS = {
     "invalid_currency": "currency is not an ISO 4217 code",
     "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
     "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
+    "event_time_in_future": (
+        "event_time is more than max-clock-skew ahead of the line's ingest_time (detail: both times and the skew)"
+    ),
 }
 
 UTC_MICROS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
@@ -122,37 +133,41 @@ def _iso_timestamp(text: Column) -> Column:
     return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
 
 
-def _first_failure(checks: list[tuple[Column, str, str | None]]) -> Column:
+def _first_failure(checks: list[tuple[Column, str, str | Column | None]]) -> Column:
     """``struct(reason, detail)`` of the first check that fails, null when none does
-    (one ``CASE`` with a branch per check, in order)."""
+    (one ``CASE`` with a branch per check, in order). A detail is a field's name or a column."""
     result = None
     for failed, name, field in checks:
-        reason = F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))
+        detail = field if isinstance(field, Column) else F.lit(field)
+        reason = F.struct(F.lit(name).alias("reason"), detail.cast("string").alias("detail"))
         result = F.when(failed, reason) if result is None else result.when(failed, reason)
     return result
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
+def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
 
     Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
     ``raw_line``, ``reject_reason``, ``reject_detail`` and ``heartbeat`` (true for a valid
     heartbeat line; of its columns only ``segment``, ``line_number`` and ``ingest_time`` mean
-    anything).
+    anything). ``max_clock_skew`` is in microseconds:
+    ``raw.transform(parse_events, max_clock_skew=config.max_clock_skew)``.
 
     Two paths give the same rows. A *clean* line (the writers' own layout of a valid event,
     ``_plain_stages``) is read and checked with string functions alone; every other line is
     parsed as JSON into a variant, its fields looked up with their JSON types and checked in
     ``REJECT_REASONS`` order (``_variant_path``). Almost every line of a log is clean.
     """
+    if max_clock_skew < 0:
+        raise ValueError(f"max_clock_skew: {max_clock_skew} is not valid; valid: microseconds, 0 or more")
     parsed = raw
-    for columns in _parse_stages():
+    for columns in _parse_stages(max_clock_skew):
         parsed = parsed.select(*columns)
     return parsed
 
 
 @built_once
-def _parse_stages() -> tuple[list[Column], ...]:
+def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     """The column lists ``parse_events`` selects one after the other.
 
     Each stage names its results so that Spark evaluates every extraction once per row instead
@@ -161,14 +176,14 @@ def _parse_stages() -> tuple[list[Column], ...]:
     line = ["segment", "line_number", "raw_line"]
     plain = [name for name in _FIELDS]
     typed = ["amount", "event_time", "ingest_time"]
-    split, pieces, checked = _plain_stages()
+    split, pieces, checked = _plain_stages(max_clock_skew)
     routed = [
         *line,
         *[f"_plain_{name}" for name in plain],
         *[f"_plain_{name}_typed" for name in typed],
         "_clean",
         # the variant path is one expression, evaluated for the lines that are not clean only
-        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"))).alias("_variant"),
+        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), max_clock_skew)).alias("_variant"),
     ]
     clean, variant = F.col("_clean"), F.col("_variant")
     value = lambda name, plain_value: F.when(clean, plain_value).otherwise(variant[name]).alias(name)
@@ -196,7 +211,7 @@ def _plain_text(fields: tuple[str, ...]) -> Column:
     return F.concat(*pieces, F.lit('"}'))
 
 
-def _plain_stages() -> tuple[list[Column], ...]:
+def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     """Read a line laid out as the log's writers lay out an event, and tell whether it is clean.
 
     The layout is ``{"event_id": "...", "account_id": "...", ...}``: the ``_FIELDS`` in that
@@ -235,6 +250,7 @@ def _plain_stages() -> tuple[list[Column], ...]:
         & text["currency"].isin(*CURRENCY_CODES)
         & typed["event_time"].isNotNull()
         & (text["ingest_time"].isNull() | typed["ingest_time"].isNotNull())
+        & ~_in_future(typed["event_time"], typed["ingest_time"], max_clock_skew)
     )
     no_control = ~F.concat_ws("", *[text[name] for name in fields]).rlike("[\\x00-\\x1F]")
     checked = [
@@ -257,12 +273,19 @@ def _typed(text) -> dict[str, Column]:
     }
 
 
+def _in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> Column:
+    """The event time is more than ``max_clock_skew`` after the ingest time (false when either
+    is null: nothing to compare)."""
+    ahead = F.unix_micros(event_time) - F.unix_micros(ingest_time)
+    return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
+
+
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     """``body(value)`` with ``value`` computed once (a lambda over a one-element array)."""
     return F.transform(F.array(value), body)[0]
 
 
-def _variant_path(raw_line: Column) -> Column:
+def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
     """One line parsed and checked through a variant: a struct of the typed event columns,
     ``reject_reason``, ``reject_detail`` and ``heartbeat``.
 
@@ -298,18 +321,22 @@ def _variant_path(raw_line: Column) -> Column:
         kind = {name: parts[f"type_{name}"] for name in fields}
         return _let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
-            lambda typed: _variant_result(raw_line, parts, text, kind, typed),
+            lambda typed: _variant_result(raw_line, parts, text, kind, typed, max_clock_skew),
         )
 
     return _let(F.try_parse_json(raw_line), lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
 
 
-def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typed: Column) -> Column:
+def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typed: Column, max_clock_skew: int) -> Column:
     """The checks of ``REJECT_REASONS`` in order over a line's variant fields, and the result."""
     heartbeat = parts["heartbeat"]
     amount, event_time, ingest_time = typed["amount"], typed["event_time"], typed["ingest_time"]
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks: list[tuple[Column, str, str | None]] = [
+    future = F.concat(
+        F.lit("event_time "), text["event_time"], F.lit(f" is more than {format_duration(max_clock_skew)} (max-clock-skew) ahead of ingest_time "),
+        text["ingest_time"],
+    )
+    checks: list[tuple[Column, str, str | Column | None]] = [
         (F.trim(raw_line) == "", "empty_line", None),
         (parts["not_json"], "not_json", None),
         (~parts["is_object"], "not_an_object", None),
@@ -343,6 +370,7 @@ def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typ
             "invalid_ingest_time",
             "ingest_time",
         ),
+        (_in_future(event_time, ingest_time, max_clock_skew), "event_time_in_future", future),
     ]
     checks += [(~heartbeat & failed, name, field) for failed, name, field in event]
     return _let(

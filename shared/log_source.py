@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import RAW_LINE_SCHEMA, parse_events
 
@@ -230,8 +231,16 @@ def _split_escaped(data: bytes | None) -> list[str] | None:
 _escaped_lines = F.udf(_split_escaped, ArrayType(StringType()), useArrow=False)
 
 
-def parsed_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment: int = 1) -> DataFrame:
+def parsed_log(
+    spark: SparkSession,
+    lake: str,
+    last_segment: int,
+    *,
+    first_segment: int = 1,
+    max_clock_skew: int = LabConfig.max_clock_skew,
+) -> DataFrame:
     """Segments ``1..last_segment`` (or from ``first_segment``) of the log, parsed and validated
     (``parse_events`` output): the one way the batch paths (recompute, replay, reconciliation)
-    read the log."""
-    return raw_log(spark, lake, last_segment, first_segment=first_segment).transform(parse_events)
+    read the log. Pass the run's ``max-clock-skew`` setting: it decides which lines are dead
+    letters."""
+    return raw_log(spark, lake, last_segment, first_segment=first_segment).transform(parse_events, max_clock_skew=max_clock_skew)

@@ -248,7 +248,7 @@ def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_i
         .option("path", str(lake))
         .option("segmentsPerBatch", segments_per_batch)
         .load()
-        .transform(parse_events)
+        .transform(parse_events, max_clock_skew=config.max_clock_skew)
         .writeStream.foreachBatch(layer.process)
         .option("checkpointLocation", str(checkpoint))
     )

@@ -35,6 +35,11 @@ CASES = [
     (event_line(event_time="2026-01-05"), "invalid_event_time", "event_time"),
     (event_line(ingest_time="yesterday"), "invalid_ingest_time", "ingest_time"),
     (json.dumps({**json.loads(event_line()), "ingest_time": 5}), "invalid_ingest_time", "ingest_time"),
+    (
+        event_line(event_time="2099-01-01T00:00:00Z"),
+        "event_time_in_future",
+        "event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z",
+    ),
 ]
 
 
@@ -50,9 +55,28 @@ def test_each_bad_line_gets_its_reason(lines_frame):
     assert [row.raw_line for row in rows] == [line for line, _, _ in CASES]
 
 
+def test_an_event_time_ahead_of_arrival_by_more_than_the_skew_is_a_dead_letter(lines_frame):
+    lines = [
+        event_line(event_time="2026-01-05T10:05:01Z"),  # exactly 5m after its ingest time: accepted
+        event_line(event_time="2026-01-05T10:05:01.000001Z"),  # one microsecond more
+        event_line(event_time="2026-01-05T12:05:01+02:00"),  # the same instant as the first, written with an offset
+        event_line(event_time="2099-01-01T00:00:00Z", ingest_time=None),  # nothing to compare with
+        '{"heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}',
+    ]
+    verdicts = lambda **skew: [
+        (row.reject_reason, row.reject_detail)
+        for row in lines_frame(lines).transform(parse_events, **skew).orderBy("line_number").collect()
+    ]
+    future = "event_time 2026-01-05T10:05:01.000001Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+    assert verdicts() == [(None, None), ("event_time_in_future", future), (None, None), (None, None), (None, None)]
+    strict = verdicts(max_clock_skew=0)
+    assert [reason for reason, _ in strict] == ["event_time_in_future"] * 3 + [None, None]
+    assert strict[2][1] == "event_time 2026-01-05T12:05:01+02:00 is more than 0s (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+
+
 def test_valid_lines_are_typed_exactly(lines_frame):
     lines = [
-        event_line(event_time="2026-01-05T12:30:00.250+02:00", amount="0.000001"),
+        event_line(event_time="2026-01-05T12:30:00.250+02:00", amount="0.000001", ingest_time="2026-01-05T10:30:01Z"),
         event_line(event_id="e-2", event_type="refund", amount="-12.34", currency="JPY", ingest_time=None),
         event_line(event_id="e-3", event_type="adjustment", amount="-99999999999999.999999", currency="KWD"),
     ]

@@ -19,7 +19,8 @@ SPARK_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=
 
 good_line = st.builds(
     lambda i, cents, minute: (
-        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z"),
+        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z",
+                   ingest_time="2026-01-05T11:00:00Z"),
         Decimal(cents).scaleb(-2),
     ),
     st.integers(0, 8),
