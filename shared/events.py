@@ -82,6 +82,7 @@ RAW_LINE_SCHEMA = StructType(
 
 REJECT_REASONS = {
     "empty_line": "the line is blank",
+    "duplicate_key": "the line's object names a key twice (detail: the key); parsers differ on which value wins",
     "not_json": "the line is not valid JSON",
     "not_an_object": "the line is JSON but not an object",
     "missing_field": "a required field is absent, null or empty (detail: the field)",
@@ -221,6 +222,8 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     fields with those texts, unless a value holds a control character (raw control characters
     are not JSON). It is *clean* when no value does and it passes every event check: it is then
     a valid event, with the very values the variant path would give it.
+
+    No key is named twice in the layout.
     """
     fields = _FIELDS
     line = ["segment", "line_number", "raw_line"]
@@ -280,6 +283,11 @@ def _in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> 
     return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
 
 
+def _repeated_key(keys: Column) -> Column:
+    """The first key of an array of an object's keys that repeats an earlier one (null: none)."""
+    return F.try_element_at(F.filter(keys, lambda key, index: F.array_position(keys, key) < index + 1), F.lit(1))
+
+
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     """``body(value)`` with ``value`` computed once (a lambda over a one-element array)."""
     return F.transform(F.array(value), body)[0]
@@ -288,6 +296,11 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
 def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
     """One line parsed and checked through a variant: a struct of the typed event columns,
     ``reject_reason``, ``reject_detail`` and ``heartbeat``.
+
+    Spark's JSON parser refuses an object that names a key twice (``try_parse_json`` gives
+    null); the keys of such an object, as ``json_object_keys`` lists them (the outermost
+    object's only: a key repeated in a nested object leaves the line ``not_json``), tell it from
+    a line that is not JSON.
 
     A higher-order function keeps Spark from generating code for it (it is interpreted, row by
     row): that keeps the generated code of the clean path small enough for the JIT compiler,
@@ -298,6 +311,7 @@ def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
     def located(v: Column) -> Column:
         return F.struct(
             v.isNull().alias("not_json"),
+            F.when(v.isNull(), _repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
             # JSON that parsed is an object exactly when it opens with "{" after whitespace: a
             # regex is cheaper than the schema of the whole object
             raw_line.rlike("^\\s*[{]").alias("is_object"),
@@ -309,6 +323,7 @@ def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
         beat = field[HEARTBEAT_FIELD]
         return F.struct(
             field["not_json"].alias("not_json"),
+            field["repeated_key"].alias("repeated_key"),
             field["is_object"].alias("is_object"),
             *[F.try_variant_get(field[name], "$", "string").alias(f"text_{name}") for name in fields],
             *[F.schema_of_variant(field[name]).alias(f"type_{name}") for name in fields],
@@ -338,6 +353,7 @@ def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typ
     )
     checks: list[tuple[Column, str, str | Column | None]] = [
         (F.trim(raw_line) == "", "empty_line", None),
+        (parts["repeated_key"].isNotNull(), "duplicate_key", parts["repeated_key"]),
         (parts["not_json"], "not_json", None),
         (~parts["is_object"], "not_an_object", None),
         (heartbeat & ~ingest_present, "missing_field", "ingest_time"),

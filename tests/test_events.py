@@ -35,6 +35,10 @@ CASES = [
     (event_line(event_time="2026-01-05"), "invalid_event_time", "event_time"),
     (event_line(ingest_time="yesterday"), "invalid_ingest_time", "ingest_time"),
     (json.dumps({**json.loads(event_line()), "ingest_time": 5}), "invalid_ingest_time", "ingest_time"),
+    # Spark's parser refuses a repeated key, others keep the first or the last value: name it
+    ('{"event_id": "a", "event_id": "b", "account_id": "acct-1"}', "duplicate_key", "event_id"),
+    (event_line().replace('"currency": "USD"', '"currency": "USD", "\\u0063urrency": "EUR"'), "duplicate_key", "currency"),
+    ('{"heartbeat": true, "heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}', "duplicate_key", "heartbeat"),
     (
         event_line(event_time="2099-01-01T00:00:00Z"),
         "event_time_in_future",

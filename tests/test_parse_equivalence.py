@@ -3,9 +3,9 @@
 The clean path reads the writers' layout with string functions; the variant path reads any
 JSON. Each line below is built to sit on an edge between them (a layout almost the writers',
 a value almost valid, JSON that only a strict parser refuses), and every output column of every
-line must equal the frozen reference (``tests/parse_reference.py``), with the check the
-reference predates applied to its rows by a Python oracle: an event time too far ahead of its
-ingest time (``event_time_in_future``). Lines in the
+line must equal the frozen reference (``tests/parse_reference.py``), with the two checks the
+reference predates applied to its rows by a Python oracle: a repeated key (``duplicate_key``)
+and an event time too far ahead of its ingest time (``event_time_in_future``). Lines in the
 writers' layout and the same lines laid out otherwise must get the same verdicts on every
 reason added since.
 """
@@ -133,10 +133,20 @@ SKEW = timedelta(microseconds=LabConfig.max_clock_skew)
 
 
 def _with_later_checks(line: str, row: tuple) -> tuple:
-    """The reference's row for ``line`` with the check it predates, decided in Python: a valid
-    event more than the skew ahead of its ingest time is ``event_time_in_future``."""
+    """The reference's row for ``line`` with the checks it predates, decided in Python: an
+    object naming a key twice is ``duplicate_key`` (Spark's parser refused it: ``not_json``),
+    and a valid event more than the skew ahead of its ingest time is ``event_time_in_future``."""
     *columns, reason, detail, heartbeat = row
     named = dict(zip(("segment", "line_number", *EVENT_COLUMNS[2:], "raw_line"), columns))
+    if reason == "not_json":
+        try:
+            pairs = json.loads(line, object_pairs_hook=lambda pairs: pairs)
+        except ValueError:
+            pairs = None
+        keys = [key for key, _ in pairs] if isinstance(pairs, list) else []
+        repeated = [key for index, key in enumerate(keys) if key in keys[:index]]
+        if repeated:
+            return (*columns, "duplicate_key", repeated[0], heartbeat)
     if reason is None and not heartbeat and named["ingest_time"] is not None and named["event_time"] - named["ingest_time"] > SKEW:
         texts = json.loads(line)
         detail = (f"event_time {texts['event_time']} is more than {format_duration(LabConfig.max_clock_skew)} (max-clock-skew) "
@@ -157,7 +167,7 @@ def test_the_clean_path_and_the_variant_path_give_the_reference_rows(spark):
     # the edge cases do reach both paths and every verdict
     reasons = {row[-3] for row in got}
     assert None in reasons and {"not_json", "wrong_type", "invalid_amount", "amount_sign"} <= reasons
-    assert "event_time_in_future" in reasons
+    assert {"duplicate_key", "event_time_in_future"} <= reasons
 
 
 def _layouts(record: dict) -> list[str]:
