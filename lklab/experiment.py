@@ -131,7 +131,7 @@ class _Stream:
 
 
 def _clocked_log(spark: SparkSession, config: LabConfig, lake: str, last: int, settings: StreamSettings) -> _Log:
-    parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
+    parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
     lines = parsed.toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
     clocked = clocked_lines(lines, ClockState(), settings.clock, np.zeros(lines.num_rows, dtype=np.int64))
     segments = split_line_keys(clocked.keys)[0]

@@ -219,7 +219,7 @@ def reconcile(
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
-    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew).persist()
+    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).persist()
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     windows = explained_diff(diff_windows(truth, stream, tolerance), explanations).persist()
     if spec.kind == "session":

@@ -20,6 +20,12 @@ happened after it arrived, and accepted, one event dated decades ahead would mov
 there for good and make every later event late. The check needs both times: a line without
 ``ingest_time`` (every writer stamps one) is not checked.
 
+Bad bytes. The readers hand over a line's bytes as they are (``RAW_LINE_SCHEMA``), and every
+output column is text again: a line that is not UTF-8 is ``invalid_utf8`` and its ``raw_line``
+holds its bytes in base64; a line the reader cut (longer than ``max-line-bytes``:
+``line_bytes`` exceeds what ``raw_line`` holds) is ``line_too_long`` and its ``raw_line`` holds
+the part kept, as text.
+
 A *heartbeat* is a line ``{"heartbeat": true, "ingest_time": "..."}`` written by the log's
 writer (or the always-on speed layer) when nothing arrived for a while: it carries no event,
 only a moment of processing time, so the log's clock moves on while the traffic is idle (see
@@ -46,6 +52,7 @@ from pyspark.sql.types import (
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.durations import format_duration
+from shared.eventlog import LINE_PREFIX_BYTES
 from shared.expressions import built_once
 
 __all__ = [
@@ -72,15 +79,24 @@ AMOUNT_TYPE = DecimalType(AMOUNT_PRECISION, AMOUNT_SCALE)
 EVENT_TYPES = ("charge", "refund", "adjustment")
 REQUIRED_FIELDS = ("event_id", "account_id", "event_type", "amount", "currency", "event_time")
 
+# A line as the log's readers give it: ``raw_line`` its bytes (a Spark string need not be
+# UTF-8), all of them or, for a line longer than max-line-bytes, its first ones;
+# ``line_bytes`` the length of the whole line.
 RAW_LINE_SCHEMA = StructType(
     [
         StructField("segment", LongType(), False),
         StructField("line_number", LongType(), False),
         StructField("raw_line", StringType(), False),
+        StructField("line_bytes", LongType(), False),
     ]
 )
 
 REJECT_REASONS = {
+    "line_too_long": (
+        "the line is longer than max-line-bytes (detail: its length in bytes; raw_line holds its first "
+        f"{LINE_PREFIX_BYTES:,} bytes, or max-line-bytes if fewer, as text)"
+    ),
+    "invalid_utf8": "the line is not UTF-8 text (raw_line holds its bytes in base64; the detail says so)",
     "empty_line": "the line is blank",
     "duplicate_key": "the line's object names a key twice (detail: the key); parsers differ on which value wins",
     "not_json": "the line is not valid JSON",
@@ -149,10 +165,10 @@ def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew)
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
 
     Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
-    ``raw_line``, ``reject_reason``, ``reject_detail`` and ``heartbeat`` (true for a valid
-    heartbeat line; of its columns only ``segment``, ``line_number`` and ``ingest_time`` mean
-    anything). ``max_clock_skew`` is in microseconds:
-    ``raw.transform(parse_events, max_clock_skew=config.max_clock_skew)``.
+    ``raw_line`` (always text: see the module docstring for a line that is not), ``reject_reason``,
+    ``reject_detail`` and ``heartbeat`` (true for a valid heartbeat line; of its columns only
+    ``segment``, ``line_number`` and ``ingest_time`` mean anything). ``max_clock_skew`` is in
+    microseconds: ``raw.transform(parse_events, max_clock_skew=config.max_clock_skew)``.
 
     Two paths give the same rows. A *clean* line (the writers' own layout of a valid event,
     ``_plain_stages``) is read and checked with string functions alone; every other line is
@@ -184,7 +200,7 @@ def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         *[f"_plain_{name}_typed" for name in typed],
         "_clean",
         # the variant path is one expression, evaluated for the lines that are not clean only
-        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), max_clock_skew)).alias("_variant"),
+        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), F.col("line_bytes"), max_clock_skew)).alias("_variant"),
     ]
     clean, variant = F.col("_clean"), F.col("_variant")
     value = lambda name, plain_value: F.when(clean, plain_value).otherwise(variant[name]).alias(name)
@@ -196,7 +212,7 @@ def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         value("currency", F.col("_plain_currency")),
         value("event_time", F.col("_plain_event_time_typed")),
         value("ingest_time", F.col("_plain_ingest_time_typed")),
-        "raw_line",
+        F.coalesce(variant["raw_text"], F.col("raw_line")).alias("raw_line"),
         variant["reject_reason"].alias("reject_reason"),
         variant["reject_detail"].alias("reject_detail"),
         F.coalesce(variant[HEARTBEAT_FIELD], F.lit(False)).alias(HEARTBEAT_FIELD),
@@ -223,10 +239,12 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     are not JSON). It is *clean* when no value does and it passes every event check: it is then
     a valid event, with the very values the variant path would give it.
 
-    No key is named twice in the layout.
+    Neither a line the reader cut (it is shorter than ``line_bytes``) nor one that is not UTF-8
+    is ever clean: Spark splits a line's text decoded, each bad byte read as U+FFFD, so the
+    pieces put back differ from the line's bytes. No key is named twice in the layout.
     """
     fields = _FIELDS
-    line = ["segment", "line_number", "raw_line"]
+    line = ["segment", "line_number", "raw_line", "line_bytes"]
     split = [*line, F.split("raw_line", '"', -1).alias("_pieces")]
     pieces = [
         *line,
@@ -238,7 +256,7 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         F.when(F.col("_piece_count") == 4 * len(fields) + 1, _plain_text(fields) == F.col("raw_line"))
         .when(F.col("_piece_count") == 4 * len(fields) - 3, _plain_text(fields[:-1]) == F.col("raw_line"))
         .otherwise(F.lit(False))
-    ) & ~F.col("raw_line").contains("\\")
+    ) & ~F.col("raw_line").contains("\\") & (F.octet_length("raw_line") == F.col("line_bytes"))
     typed = _typed(text)
     # Every check of REJECT_REASONS passes. The ones left out cannot fail here: the values are
     # JSON strings, and a value that matches its format (an event type, a decimal, a time, a
@@ -293,25 +311,29 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     return F.transform(F.array(value), body)[0]
 
 
-def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
+def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> Column:
     """One line parsed and checked through a variant: a struct of the typed event columns,
-    ``reject_reason``, ``reject_detail`` and ``heartbeat``.
+    ``raw_text`` (what ``raw_line`` becomes, null: itself), ``reject_reason``, ``reject_detail``
+    and ``heartbeat``.
 
-    Spark's JSON parser refuses an object that names a key twice (``try_parse_json`` gives
-    null); the keys of such an object, as ``json_object_keys`` lists them (the outermost
-    object's only: a key repeated in a nested object leaves the line ``not_json``), tell it from
-    a line that is not JSON.
+    A line the reader cut, or one that is not UTF-8, is not parsed at all. Spark's JSON parser
+    refuses an object that names a key twice (``try_parse_json`` gives null); the keys of such an
+    object, as ``json_object_keys`` lists them (the outermost object's only: a key repeated in a
+    nested object leaves the line ``not_json``), tell it from a line that is not JSON.
 
     A higher-order function keeps Spark from generating code for it (it is interpreted, row by
     row): that keeps the generated code of the clean path small enough for the JIT compiler,
     and costs little, as few lines take this path.
     """
     fields = _FIELDS
+    whole = F.octet_length(raw_line) == line_bytes
+    utf8 = F.is_valid_utf8(raw_line)
+    readable = whole & utf8
 
     def located(v: Column) -> Column:
         return F.struct(
             v.isNull().alias("not_json"),
-            F.when(v.isNull(), _repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
+            F.when(v.isNull() & readable, _repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
             # JSON that parsed is an object exactly when it opens with "{" after whitespace: a
             # regex is cheaper than the schema of the whole object
             raw_line.rlike("^\\s*[{]").alias("is_object"),
@@ -336,22 +358,29 @@ def _variant_path(raw_line: Column, max_clock_skew: int) -> Column:
         kind = {name: parts[f"type_{name}"] for name in fields}
         return _let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
-            lambda typed: _variant_result(raw_line, parts, text, kind, typed, max_clock_skew),
+            lambda typed: _variant_result(raw_line, line_bytes, whole, utf8, parts, text, kind, typed, max_clock_skew),
         )
 
-    return _let(F.try_parse_json(raw_line), lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
+    parsed = F.try_parse_json(F.when(readable, raw_line))
+    return _let(parsed, lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
 
 
-def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typed: Column, max_clock_skew: int) -> Column:
+def _variant_result(
+    raw_line: Column, line_bytes: Column, whole: Column, utf8: Column, parts: Column, text: dict, kind: dict, typed: Column,
+    max_clock_skew: int,
+) -> Column:
     """The checks of ``REJECT_REASONS`` in order over a line's variant fields, and the result."""
     heartbeat = parts["heartbeat"]
     amount, event_time, ingest_time = typed["amount"], typed["event_time"], typed["ingest_time"]
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
+    base64 = F.replace(F.base64(raw_line.cast("binary")), F.lit("\r\n"), F.lit(""))  # Spark wraps it at 76 characters
     future = F.concat(
         F.lit("event_time "), text["event_time"], F.lit(f" is more than {format_duration(max_clock_skew)} (max-clock-skew) ahead of ingest_time "),
         text["ingest_time"],
     )
     checks: list[tuple[Column, str, str | Column | None]] = [
+        (~whole, "line_too_long", F.concat(line_bytes.cast("string"), F.lit(" bytes"))),
+        (~utf8, "invalid_utf8", F.concat(F.lit("raw_line holds the line's "), line_bytes.cast("string"), F.lit(" bytes in base64"))),
         (F.trim(raw_line) == "", "empty_line", None),
         (parts["repeated_key"].isNotNull(), "duplicate_key", parts["repeated_key"]),
         (parts["not_json"], "not_json", None),
@@ -392,6 +421,7 @@ def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typ
     return _let(
         _first_failure(checks),
         lambda reject: F.struct(
+            F.when(~whole, F.make_valid_utf8(raw_line)).when(~utf8, base64).alias("raw_text"),
             *[text[name].alias(name) for name in ("event_id", "account_id", "event_type")],
             amount.alias("amount"),
             text["currency"].alias("currency"),

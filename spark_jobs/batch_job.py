@@ -128,7 +128,7 @@ def run_batch(
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew).transform(without_event_text).persist()
+        parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).transform(without_event_text).persist()
         lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
         tables.overwrite("batch_truth", truth, predicate=days.predicate())

@@ -1,11 +1,12 @@
 """Parsing and validation: every rejection reason, with exact expected rows."""
 
+import base64
 import json
 from datetime import datetime
 from decimal import Decimal
 
 from shared.events import REJECT_REASONS, parse_events
-from tests.conftest import event_line
+from tests.conftest import event_line, read_as_the_log_does
 
 CASES = [
     ("", "empty_line", None),
@@ -46,9 +47,20 @@ CASES = [
     ),
 ]
 
+# Lines only a reader can hand over: (the line as read, reason, detail, raw_line of the dead letter)
+NOT_UTF8 = b'{"event_id": "e\xff", "account_id": "acct-1"}'
+LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
+EUROS = "\u20ac".encode() * 400  # 1,200 bytes: the kept 1,024 end inside the 342nd euro sign
+BYTE_CASES = [
+    (NOT_UTF8, "invalid_utf8", "raw_line holds the line's 42 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
+    (b"  \xc0\xaf", "invalid_utf8", "raw_line holds the line's 4 bytes in base64", "ICDArw=="),  # an overlong '/' is no blank
+    (read_as_the_log_does(LONG, 1024)[0], "line_too_long", "3016 bytes", LONG[:1024].decode()),
+    (read_as_the_log_does(EUROS, 1024)[0], "line_too_long", "1200 bytes", "\u20ac" * 341 + "\ufffd"),
+]
+
 
 def test_every_reason_is_exercised():
-    assert {reason for _, reason, _ in CASES} == set(REJECT_REASONS)
+    assert {reason for _, reason, _ in CASES} | {reason for _, reason, _, _ in BYTE_CASES} == set(REJECT_REASONS)
 
 
 def test_each_bad_line_gets_its_reason(lines_frame):
@@ -57,6 +69,13 @@ def test_each_bad_line_gets_its_reason(lines_frame):
     expected = [(number, reason, detail) for number, (_, reason, detail) in enumerate(CASES, start=1)]
     assert got == expected
     assert [row.raw_line for row in rows] == [line for line, _, _ in CASES]
+
+
+def test_lines_that_are_not_text_become_text_dead_letters(lines_frame):
+    rows = lines_frame([line for line, _, _, _ in BYTE_CASES]).transform(parse_events).orderBy("line_number").collect()
+    assert [(row.reject_reason, row.reject_detail, row.raw_line) for row in rows] == [case[1:] for case in BYTE_CASES]
+    assert base64.b64decode(rows[0].raw_line) == NOT_UTF8  # every byte, verbatim
+    assert {(row.event_id, row.account_id, row.ingest_time) for row in rows} == {(None, None, None)}
 
 
 def test_an_event_time_ahead_of_arrival_by_more_than_the_skew_is_a_dead_letter(lines_frame):

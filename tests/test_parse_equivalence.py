@@ -7,7 +7,7 @@ line must equal the frozen reference (``tests/parse_reference.py``), with the tw
 reference predates applied to its rows by a Python oracle: a repeated key (``duplicate_key``)
 and an event time too far ahead of its ingest time (``event_time_in_future``). Lines in the
 writers' layout and the same lines laid out otherwise must get the same verdicts on every
-reason added since.
+reason added since, the bytes-level ones included.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from shared.config import LabConfig
 from shared.durations import format_duration
 from shared.events import EVENT_COLUMNS, parse_events
 from tests import parse_reference
-from tests.conftest import raw_frame
+from tests.conftest import raw_frame, read_as_the_log_does
 
 BASE = {
     "event_id": "e-1",
@@ -170,13 +170,13 @@ def test_the_clean_path_and_the_variant_path_give_the_reference_rows(spark):
     assert {"duplicate_key", "event_time_in_future"} <= reasons
 
 
-def _layouts(record: dict) -> list[str]:
+def _layouts(record: dict) -> list[bytes]:
     """The writers' layout (the clean path's) and three others (the variant path's)."""
     return [
-        json.dumps(record),
-        json.dumps(record, separators=(",", ":")),
-        json.dumps(dict(reversed(list(record.items())))),
-        "  " + json.dumps(record),
+        json.dumps(record).encode(),
+        json.dumps(record, separators=(",", ":")).encode(),
+        json.dumps(dict(reversed(list(record.items())))).encode(),
+        b"  " + json.dumps(record).encode(),
     ]
 
 
@@ -186,16 +186,22 @@ def test_every_layout_of_a_line_gets_the_same_verdict_on_the_later_reasons(spark
         {**BASE, "event_time": "2026-01-05T10:05:01.000001Z"},
         {**BASE, "event_time": "2026-01-05T10:05:01Z"},  # exactly the skew ahead: valid
         {**BASE, "event_time": "2026-01-05T12:05:01.000001+02:00"},
+        {**BASE, "event_id": "e-NOT-UTF8"},  # the marker becomes a byte that is not UTF-8
+        {**BASE, "account_id": "a" * 300},  # cut by a reader at 256 bytes
         {**BASE, "event_type": "refund", "event_time": "2099-01-01T00:00:00Z"},  # amount_sign comes first
     ]
     groups = []
     for record in records:
-        groups.append(_layouts(record))
+        lines = _layouts(record)
+        lines = [line.replace(b"NOT-UTF8", b"\xff") for line in lines]
+        if len(record["account_id"]) > 256:
+            lines = [read_as_the_log_does(line, 256)[0] for line in lines]
+        groups.append(lines)
     rows = _rows(raw_frame(spark, [line for lines in groups for line in lines]).transform(parse_events))
     verdicts = [(row[-3], row[2:9], row[-2] if row[-3] == "event_time_in_future" else None) for row in rows]
     by_record = [verdicts[4 * index: 4 * index + 4] for index in range(len(records))]
     assert [group[0][0] for group in by_record] == [
-        "event_time_in_future", "event_time_in_future", None, "event_time_in_future", "amount_sign",
+        "event_time_in_future", "event_time_in_future", None, "event_time_in_future", "invalid_utf8", "line_too_long", "amount_sign",
     ]
     for group in by_record:
         assert group == [group[0]] * 4
