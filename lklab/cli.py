@@ -151,16 +151,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from shared.eventlog import EventLog
+    from shared.eventlog import EventLog, holds_no_line
+    from shared.locks import appender
 
     config = _config(args)
     missing = [name for name in args.files if not Path(name).is_file()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
+    empty = [name for name in args.files if holds_no_line(name)]
+    if empty:
+        raise UsageError(f"empty file (no line to append): {', '.join(empty)}; nothing was appended")
     log = EventLog(config.lake)
-    for name in args.files:
-        segment = log.append_file(name)
-        print(f"{name} -> segment {segment.number} ({segment.path})")
+    with appender(config.lake):
+        for name in args.files:
+            segment = log.append_file(name)
+            print(f"{name} -> segment {segment.number} ({segment.path})")
     return 0
 
 
@@ -472,7 +477,8 @@ def _parser() -> argparse.ArgumentParser:
     generate.set_defaults(handler=cmd_generate)
 
     ingest = _command(
-        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept).",
+        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept; an empty file is refused "
+        "with exit 2 before anything is appended).",
         "lklab ingest events-1.jsonl events-2.jsonl --lake ./lake",
     )
     _common(ingest, windows=False)

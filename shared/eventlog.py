@@ -7,7 +7,9 @@ half a segment, and two writers can never take the same number (the link fails, 
 the next). Segments are never changed after that.
 
 Segment order is processing-time order: every reader takes segment N before N+1. A gap in the
-numbering means the log was damaged, and reading refuses to go past it.
+numbering means the log was damaged, and reading refuses to go past it. Writers in separate
+processes may append at once: each takes the number after the highest it sees and the next one
+when that is taken, so a number is only ever taken once the one before it exists.
 
 Lines are stored verbatim, bad ones included (they are the dead-letter path's input). The one
 exception is stamping: a line that is a JSON object without ``ingest_time`` gets
@@ -33,8 +35,8 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, NamedTuple
 
 __all__ = [
-    "EventLog", "Segment", "LogDamaged", "LineBatch", "scan_lines", "stamp_ingest_time", "format_timestamp", "heartbeat_line",
-    "BOM", "LINE_PREFIX_BYTES",
+    "EventLog", "Segment", "LogDamaged", "EmptyInput", "LineBatch", "scan_lines", "holds_no_line", "stamp_ingest_time",
+    "format_timestamp", "heartbeat_line", "BOM", "LINE_PREFIX_BYTES",
 ]
 
 _NAME = re.compile(r"^segment-(\d{12})\.jsonl$")
@@ -45,6 +47,10 @@ _CHUNK_BYTES = 1 << 20
 
 class LogDamaged(RuntimeError):
     """The log's segment numbering has a gap or a segment cannot be read."""
+
+
+class EmptyInput(ValueError):
+    """A file to append holds no line at all."""
 
 
 class LineBatch(NamedTuple):
@@ -76,6 +82,12 @@ class _Carried:
         line = (b"".join(self.parts), self.length)
         self.parts, self.length, self.cut = [], 0, False
         return line
+
+
+def holds_no_line(path: str | Path) -> bool:
+    """The file has no line to append: no bytes at all, or only a byte order mark."""
+    with open(path, "rb") as handle:
+        return handle.read(len(BOM) + 1) in (b"", BOM)
 
 
 def scan_lines(handle: BinaryIO, max_line_bytes: int | None = None) -> Iterator[LineBatch]:
@@ -132,9 +144,11 @@ def heartbeat_line(moment: datetime) -> str:
 
 
 def stamp_ingest_time(line: bytes, ingest_time: str) -> bytes:
-    """Add ``ingest_time`` to a JSON-object line that lacks it; return other lines unchanged."""
+    """Add ``ingest_time`` to a JSON-object line that lacks it; return other lines unchanged
+    (decoded as UTF-8 first: given bytes, ``json.loads`` would also take a byte order mark or
+    UTF-16 as JSON, which the parser does not)."""
     try:
-        value = json.loads(line)
+        value = json.loads(line.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return line
     if not isinstance(value, dict) or "ingest_time" in value:
@@ -154,18 +168,24 @@ class EventLog:
         self.root = self.lake / "log"
 
     def segments(self) -> list[Segment]:
-        """All segments in sequence order; raises ``LogDamaged`` on a gap."""
+        """All segments in sequence order; raises ``LogDamaged`` on a gap.
+
+        A listing taken while writers publish may miss a segment linked during it (and show a
+        later one): a gap is only damage when the missing segment is still absent afterwards.
+        """
+        while True:
+            found = self._listed()
+            missing = next((expected for expected, (number, _) in enumerate(found, start=1) if number != expected), None)
+            if missing is None:
+                return [Segment(number, path) for number, path in found]
+            if not self.segment_path(missing).exists():
+                following = next(number for number, _ in found if number > missing)
+                raise LogDamaged(f"log {self.root}: segment {missing} is missing (next is {following})")
+
+    def _listed(self) -> list[tuple[int, Path]]:
         if not self.root.is_dir():
             return []
-        found = sorted(
-            (int(m.group(1)), self.root / name)
-            for name in os.listdir(self.root)
-            if (m := _NAME.match(name))
-        )
-        for expected, (number, _) in enumerate(found, start=1):
-            if number != expected:
-                raise LogDamaged(f"log {self.root}: segment {expected} is missing (next is {number})")
-        return [Segment(number, path) for number, path in found]
+        return sorted((int(m.group(1)), self.root / name) for name in os.listdir(self.root) if (m := _NAME.match(name)))
 
     def last_segment(self) -> int:
         """Number of the newest segment, 0 for an empty log."""
@@ -204,9 +224,21 @@ class EventLog:
         return self.append([heartbeat_line(moment or datetime.now(timezone.utc))], stamp=False)
 
     def append_file(self, path: str | Path, ingest_time: datetime | None = None) -> Segment:
-        """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim)."""
+        """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim),
+        reading it a line at a time.
+
+        A UTF-8 byte order mark opening the file marks its encoding: it is not part of the first
+        line, which is appended (and stamped) as it would be without it. A file with no line at
+        all (no bytes, or only the mark) raises ``EmptyInput`` and appends nothing: an empty
+        segment would be a batch of nothing, and an empty file is more often a failed export than
+        a quiet minute.
+        """
+        if holds_no_line(path):
+            raise EmptyInput(f"{path} is empty: there is no line to append")
         with Path(path).open("rb") as handle:
-            return self.append(handle.read().splitlines(), ingest_time)
+            if handle.read(len(BOM)) != BOM:
+                handle.seek(0)
+            return self.append(handle, ingest_time)
 
     def _publish(self, temporary: Path) -> Segment:
         number = self.last_segment() + 1
