@@ -185,8 +185,13 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     from shared.spark_session import spark_session
     from shared.tables import Tables
     from shared.partitions import DayRange
+    from shared.table_settings import SettingsConflict, batch_settings, record, require
     from spark_jobs.batch_job import PositionError, run_batch
 
+    try:  # batch_truth holds the settings its rows were built with: refuse to mix in others
+        require(_settings_tables(config), ["batch_truth"], batch_settings(config))
+    except SettingsConflict as err:
+        raise UsageError(str(err)) from None
     _progress(f"starting Spark ({config.spark_master})")
     spark = spark_session(config, "lklab-batch")
     _progress("batch recompute: parse, validate, dedup, window, aggregate")
@@ -202,6 +207,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
         summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
     finally:
         spark.stop()
+    record(_settings_tables(config), ["batch_truth"], batch_settings(config))
     print(render_text(summary))
     return 0 if run.conserved and summary.matches_generator_truth is not False else FAILURE
 
@@ -296,6 +302,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     import threading
 
     from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
     from spark_jobs.speed_job import run_speed
 
     config = _config(args)
@@ -310,9 +317,12 @@ def cmd_speed(args: argparse.Namespace) -> int:
               f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}")
     spark = spark_session(config, "lklab-speed")
     try:
-        layer = run_speed(
-            spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
-        )
+        try:
+            layer = run_speed(
+                spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
+            )
+        except SettingsConflict as err:
+            raise UsageError(str(err)) from None
         name = layer.table("stream_metrics")
         metrics = layer.tables.read_arrow(name) if layer.tables.exists(name) else None
     finally:
@@ -329,13 +339,13 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 
 def _lake_windows(config: LabConfig, purpose: str) -> LabConfig:
-    """``config`` with the windows the lake's batch truth and speed layer were built with, where
-    the user gave none (both must agree; a contradicting flag is refused)."""
-    from shared.table_settings import SettingsConflict, adopt, agreed
+    """``config`` with the windows and line settings the lake's batch truth and speed layer were
+    built with, where the user gave none (both must agree; a contradicting flag is refused)."""
+    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
 
     tables = _settings_tables(config)
     try:
-        windows = agreed(tables, ["batch_truth", "speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, ["batch_truth", "speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
         return adopt(config, windows, f"the lake's tables ({purpose})")
     except SettingsConflict as err:
         raise UsageError(str(err)) from None
@@ -418,11 +428,11 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def _adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
     """``config`` with the settings a stream's tables and the batch truth recorded."""
-    from shared.table_settings import SettingsConflict, adopt, agreed
+    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
 
     tables = _settings_tables(config)
     try:
-        windows = agreed(tables, ["batch_truth", f"{prefix}speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, ["batch_truth", f"{prefix}speed_aggregates"], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
         stream = agreed(tables, [f"{prefix}speed_aggregates"])
         return adopt(config, {**stream, **windows}, source)
     except SettingsConflict as err:
