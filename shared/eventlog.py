@@ -15,7 +15,7 @@ Lines are stored verbatim, bad ones included (they are the dead-letter path's in
 exception is stamping: a line that is a JSON object without ``ingest_time`` gets
 ``"ingest_time": "<append time>"`` added before its closing brace.
 
-A line is the bytes before a ``\n`` (a ``\r`` stays part of it). Readers take them as stored,
+A line is the bytes before a ``\\n`` (a ``\\r`` stays part of it). Readers take them as stored,
 with two exceptions, both in ``scan_lines``: a UTF-8 byte order mark opening a segment marks
 its encoding and is not part of its first line, and a line longer than ``max-line-bytes`` is
 never held whole: only its first ``LINE_PREFIX_BYTES`` and its length are kept (it becomes a
@@ -93,7 +93,7 @@ def holds_no_line(path: str | Path) -> bool:
 def scan_lines(handle: BinaryIO, max_line_bytes: int | None = None) -> Iterator[LineBatch]:
     """The lines of a segment (a binary file), read a chunk at a time.
 
-    Lines are split on ``\n`` only; a last line without one is a line, an empty end is none.
+    Lines are split on ``\\n`` only; a last line without one is a line, an empty end is none.
     A UTF-8 byte order mark opening the segment is dropped. A line longer than
     ``max_line_bytes`` (None: no limit) is kept as its first ``min(LINE_PREFIX_BYTES,
     max_line_bytes)`` bytes, so a kept line is shorter than its length exactly when it was cut.
@@ -225,7 +225,7 @@ class EventLog:
 
     def append_file(self, path: str | Path, ingest_time: datetime | None = None) -> Segment:
         """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim),
-        reading it a line at a time.
+        reading it a line at a time. Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``.
 
         A UTF-8 byte order mark opening the file marks its encoding: it is not part of the first
         line, which is appended (and stamped) as it would be without it. A file with no line at
@@ -238,7 +238,7 @@ class EventLog:
         with Path(path).open("rb") as handle:
             if handle.read(len(BOM)) != BOM:
                 handle.seek(0)
-            return self.append(handle, ingest_time)
+            return self.append((line for piece in handle for line in piece.splitlines()), ingest_time)
 
     def _publish(self, temporary: Path) -> Segment:
         number = self.last_segment() + 1

@@ -79,9 +79,9 @@ def test_bytes_that_are_not_utf8_are_kept_visible(tmp_path):
 
 def test_append_file_keeps_bad_lines(tmp_path):
     source = tmp_path / "in.jsonl"
-    source.write_text('{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\n')
+    source.write_bytes(b'{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\nold\rmac\r\r\nlast')
     segment = EventLog(tmp_path / "lake").append_file(source)
-    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", ""]
+    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", "", "old", "mac", "", "last"]
 
 
 def test_a_byte_order_mark_opening_a_file_is_not_part_of_its_first_line(tmp_path):
