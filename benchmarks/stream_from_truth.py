@@ -82,8 +82,8 @@ def _with_batch(frame: DataFrame) -> DataFrame:
 
 
 def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: LakeShape, last: int) -> dict[str, DataFrame]:
-    raw = spark.read.format(SOURCE_NAME).option("path", str(lake)).option("end", last).load()
-    lines = classify_lines(raw.transform(parse_events).persist())
+    raw = spark.read.format(SOURCE_NAME).option("path", str(lake)).option("end", last).option("maxLineBytes", config.max_line_bytes).load()
+    lines = classify_lines(raw.transform(parse_events, max_clock_skew=config.max_clock_skew).persist())
     late = _sampled(shape.late_share, "event_id")
     counted = _sampled(shape.counted_retry_share, "segment", "line_number")
     aggregated = lines.events.where(~late).select(*EVENT_COLUMNS).unionByName(

@@ -28,7 +28,7 @@ from shared.locks import hold, writer
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
 from shared.pipeline import classify_lines, window_totals, without_event_text
-from shared.table_settings import record, require, window_settings
+from shared.table_settings import batch_settings, record, require
 from shared.tables import Tables
 
 __all__ = ["run_batch"]
@@ -58,19 +58,19 @@ def run_batch(
 
 def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: bool, last_segment: int | None) -> BatchRun:
     tables = Tables(spark, lake, config.table_engine)
-    windows = window_settings(config)
-    require(tables, [BATCH_TRUTH.name], windows)
+    built_with = batch_settings(config)  # the windows, and which lines are dead letters
+    require(tables, [BATCH_TRUTH.name], built_with)
     if last_segment is None and not refresh:
         last_segment = recorded_position(tables, days)
     last = EventLog(lake).last_segment() if last_segment is None else last_segment
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, lake, last).transform(without_event_text).persist()
+        parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).transform(without_event_text).persist()
         lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
         tables.overwrite(BATCH_TRUTH.name, truth, predicate=days.predicate())
-        record(tables, [BATCH_TRUTH.name], windows)
+        record(tables, [BATCH_TRUTH.name], built_with)
         tables.insert_new(BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
         tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
         counts = parsed.agg(

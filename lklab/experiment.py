@@ -122,8 +122,10 @@ class _Log:
     last: int
 
 
-def _clocked_log(spark: SparkSession, lake: str, last: int, settings: StreamSettings) -> _Log:
-    parsed = parsed_log(spark, lake, last).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
+def _clocked_log(spark: SparkSession, config: LabConfig, lake: str, last: int, settings: StreamSettings) -> _Log:
+    parsed = parsed_log(
+        spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
+    ).select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat")
     lines = parsed.toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
     clocked = clocked_lines(lines, ClockState(), settings.clock, np.zeros(lines.num_rows, dtype=np.int64))
     segments = split_line_keys(clocked.keys)[0]
@@ -246,7 +248,7 @@ def run_comparison(
     configurations = plan.configurations()
     started = time.monotonic()
 
-    log = _clocked_log(spark, lake, last, StreamSettings.of(config))
+    log = _clocked_log(spark, config, lake, last, StreamSettings.of(config))
     landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
     truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)

@@ -87,7 +87,9 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
             shutil.rmtree(path, ignore_errors=True)
     segments = EventLog(lake).last_segment()
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, str(lake), segments).transform(without_event_text).persist()
+        parsed = parsed_log(
+            spark, str(lake), segments, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
+        ).transform(without_event_text).persist()
         result = replay(parsed, StreamSettings.of(config), history=history)
         outputs = {
             DEAD_LETTER: result.dead_letters,

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
+from shared.config import LabConfig
 from shared.events import EVENT_COLUMNS, HEARTBEAT_FIELD, parse_events, valid_events
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
@@ -66,17 +67,29 @@ class LineRecords:
     windows: DataFrame | None = None
 
 
-def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: LineRecords, spec: WindowSpec) -> DataFrame:
+def disputed_lines(
+    spark: SparkSession,
+    lake: str,
+    batch: LineRecords,
+    stream: LineRecords,
+    spec: WindowSpec,
+    *,
+    max_clock_skew: int = LabConfig.max_clock_skew,
+    max_line_bytes: int = LabConfig.max_line_bytes,
+) -> DataFrame:
     """The lines a disagreement can be about (see the module docstring), as ``parse_events`` rows.
 
     Recorded events (duplicates, late events) come as recorded; dead letters are parsed again
-    from their text (a side may have rejected a line the other accepted); the segments between
-    the two positions are read from the log. Sessions: every line up to the further position.
+    from their text (a side may have rejected a line the other accepted; a dead letter's text
+    is already text: a line that was not, or was cut, is a dead letter again); the segments
+    between the two positions are read from the log. Sessions: every line up to the further
+    position. The settings are the sides' own (``max-clock-skew``, ``max-line-bytes``).
     """
     lake = str(lake)
     furthest, nearest = max(batch.last_segment, stream.last_segment), min(batch.last_segment, stream.last_segment)
+    limits = {"max_clock_skew": max_clock_skew, "max_line_bytes": max_line_bytes}
     if spec.merges:  # any line of a key can reshape its windows
-        return parsed_log(spark, lake, furthest)
+        return parsed_log(spark, lake, furthest, **limits)
     recorded = [frame for frame in (stream.duplicates, stream.late, batch.duplicates) if frame is not None]
     rejected = [frame for frame in (stream.dead_letters, batch.dead_letters) if frame is not None]
     events = [
@@ -89,15 +102,15 @@ def disputed_lines(spark: SparkSession, lake: str, batch: LineRecords, stream: L
         )
         for frame in recorded
     ]
-    texts = [frame.select("segment", "line_number", "raw_line") for frame in rejected]
+    texts = [frame.select("segment", "line_number", "raw_line", F.octet_length("raw_line").cast("long").alias("line_bytes")) for frame in rejected]
     parsed = [*events]
     if texts:
         union = texts[0]
         for frame in texts[1:]:
             union = union.unionByName(frame)
-        parsed.append(union.dropDuplicates(LINE).transform(parse_events))
+        parsed.append(union.dropDuplicates(LINE).transform(parse_events, max_clock_skew=max_clock_skew))
     if furthest > nearest:
-        parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1))
+        parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1, **limits))
     lines = parsed[0]
     for frame in parsed[1:]:
         lines = lines.unionByName(frame)

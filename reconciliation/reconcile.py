@@ -272,7 +272,7 @@ def compute(
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
-    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec).persist()
+    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).persist()
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True)
     # One aggregation compares the truth with the stream and with its corrected form; every

@@ -7,11 +7,19 @@ half a segment, and two writers can never take the same number (the link fails, 
 the next). Segments are never changed after that.
 
 Segment order is processing-time order: every reader takes segment N before N+1. A gap in the
-numbering means the log was damaged, and reading refuses to go past it.
+numbering means the log was damaged, and reading refuses to go past it. Writers in separate
+processes may append at once: each takes the number after the highest it sees and the next one
+when that is taken, so a number is only ever taken once the one before it exists.
 
 Lines are stored verbatim, bad ones included (they are the dead-letter path's input). The one
 exception is stamping: a line that is a JSON object without ``ingest_time`` gets
 ``"ingest_time": "<append time>"`` added before its closing brace.
+
+A line is the bytes before a ``\\n`` (a ``\\r`` stays part of it). Readers take them as stored,
+with two exceptions, both in ``scan_lines``: a UTF-8 byte order mark opening a segment marks
+its encoding and is not part of its first line, and a line longer than ``max-line-bytes`` is
+never held whole: only its first ``LINE_PREFIX_BYTES`` and its length are kept (it becomes a
+``line_too_long`` dead letter).
 """
 
 from __future__ import annotations
@@ -19,19 +27,100 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Iterable, Iterator, NamedTuple
 
-__all__ = ["EventLog", "Segment", "LogDamaged", "stamp_ingest_time", "format_timestamp", "heartbeat_line"]
+__all__ = [
+    "EventLog", "Segment", "LogDamaged", "EmptyInput", "LineBatch", "scan_lines", "holds_no_line", "stamp_ingest_time",
+    "format_timestamp", "heartbeat_line", "BOM", "LINE_PREFIX_BYTES",
+]
 
 _NAME = re.compile(r"^segment-(\d{12})\.jsonl$")
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark
+LINE_PREFIX_BYTES = 1024  # what is kept of a line longer than max-line-bytes (at most max-line-bytes)
+_CHUNK_BYTES = 1 << 20
 
 
 class LogDamaged(RuntimeError):
     """The log's segment numbering has a gap or a segment cannot be read."""
+
+
+class EmptyInput(ValueError):
+    """A file to append holds no line at all."""
+
+
+class LineBatch(NamedTuple):
+    """Consecutive lines of a segment: each as kept (``scan_lines``) and its length in bytes."""
+
+    lines: list[bytes]
+    lengths: list[int]
+
+
+class _Carried:
+    """The line a chunk ended in, while the next chunks complete it: whole while it is at most
+    ``limit`` bytes long, then only its first ``keep`` bytes (and its length)."""
+
+    def __init__(self, limit: int, keep: int) -> None:
+        self.limit, self.keep = limit, keep
+        self.parts: list[bytes] = []
+        self.length = 0
+        self.cut = False
+
+    def add(self, piece: bytes) -> None:
+        self.length += len(piece)
+        if self.length <= self.limit:
+            self.parts.append(piece)
+        elif not self.cut:
+            self.parts = [(b"".join(self.parts) + piece[: self.keep])[: self.keep]]
+            self.cut = True
+
+    def take(self) -> tuple[bytes, int]:
+        line = (b"".join(self.parts), self.length)
+        self.parts, self.length, self.cut = [], 0, False
+        return line
+
+
+def holds_no_line(path: str | Path) -> bool:
+    """The file has no line to append: no bytes at all, or only a byte order mark."""
+    with open(path, "rb") as handle:
+        return handle.read(len(BOM) + 1) in (b"", BOM)
+
+
+def scan_lines(handle: BinaryIO, max_line_bytes: int | None = None) -> Iterator[LineBatch]:
+    """The lines of a segment (a binary file), read a chunk at a time.
+
+    Lines are split on ``\\n`` only; a last line without one is a line, an empty end is none.
+    A UTF-8 byte order mark opening the segment is dropped. A line longer than
+    ``max_line_bytes`` (None: no limit) is kept as its first ``min(LINE_PREFIX_BYTES,
+    max_line_bytes)`` bytes, so a kept line is shorter than its length exactly when it was cut.
+    Nothing is decoded: bytes that are not UTF-8 stay as they are. Memory is one chunk (1 MiB)
+    plus ``max_line_bytes``, whatever the size of the segment or of its longest line.
+    """
+    limit = sys.maxsize if max_line_bytes is None else max_line_bytes
+    keep = min(LINE_PREFIX_BYTES, limit)
+    carried = _Carried(limit, keep)
+    chunk = handle.read(_CHUNK_BYTES)
+    if chunk.startswith(BOM):
+        chunk = chunk[len(BOM):]
+    while chunk:
+        pieces = chunk.split(b"\n")
+        carried.add(pieces[0])
+        if len(pieces) > 1:
+            first, first_length = carried.take()
+            middle = pieces[1:-1]
+            lengths = [first_length, *map(len, middle)]
+            if max(lengths) > limit:
+                middle = [piece if len(piece) <= limit else piece[:keep] for piece in middle]
+            yield LineBatch([first, *middle], lengths)
+            carried.add(pieces[-1])
+        chunk = handle.read(_CHUNK_BYTES)
+    if carried.length:
+        line, length = carried.take()
+        yield LineBatch([line], [length])
 
 
 @dataclass(frozen=True)
@@ -55,9 +144,11 @@ def heartbeat_line(moment: datetime) -> str:
 
 
 def stamp_ingest_time(line: bytes, ingest_time: str) -> bytes:
-    """Add ``ingest_time`` to a JSON-object line that lacks it; return other lines unchanged."""
+    """Add ``ingest_time`` to a JSON-object line that lacks it; return other lines unchanged
+    (decoded as UTF-8 first: given bytes, ``json.loads`` would also take a byte order mark or
+    UTF-16 as JSON, which the parser does not)."""
     try:
-        value = json.loads(line)
+        value = json.loads(line.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return line
     if not isinstance(value, dict) or "ingest_time" in value:
@@ -77,18 +168,24 @@ class EventLog:
         self.root = self.lake / "log"
 
     def segments(self) -> list[Segment]:
-        """All segments in sequence order; raises ``LogDamaged`` on a gap."""
+        """All segments in sequence order; raises ``LogDamaged`` on a gap.
+
+        A listing taken while writers publish may miss a segment linked during it (and show a
+        later one): a gap is only damage when the missing segment is still absent afterwards.
+        """
+        while True:
+            found = self._listed()
+            missing = next((expected for expected, (number, _) in enumerate(found, start=1) if number != expected), None)
+            if missing is None:
+                return [Segment(number, path) for number, path in found]
+            if not self.segment_path(missing).exists():
+                following = next(number for number, _ in found if number > missing)
+                raise LogDamaged(f"log {self.root}: segment {missing} is missing (next is {following})")
+
+    def _listed(self) -> list[tuple[int, Path]]:
         if not self.root.is_dir():
             return []
-        found = sorted(
-            (int(m.group(1)), self.root / name)
-            for name in os.listdir(self.root)
-            if (m := _NAME.match(name))
-        )
-        for expected, (number, _) in enumerate(found, start=1):
-            if number != expected:
-                raise LogDamaged(f"log {self.root}: segment {expected} is missing (next is {number})")
-        return [Segment(number, path) for number, path in found]
+        return sorted((int(m.group(1)), self.root / name) for name in os.listdir(self.root) if (m := _NAME.match(name)))
 
     def last_segment(self) -> int:
         """Number of the newest segment, 0 for an empty log."""
@@ -127,9 +224,21 @@ class EventLog:
         return self.append([heartbeat_line(moment or datetime.now(timezone.utc))], stamp=False)
 
     def append_file(self, path: str | Path, ingest_time: datetime | None = None) -> Segment:
-        """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim)."""
+        """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim),
+        reading it a line at a time. Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``.
+
+        A UTF-8 byte order mark opening the file marks its encoding: it is not part of the first
+        line, which is appended (and stamped) as it would be without it. A file with no line at
+        all (no bytes, or only the mark) raises ``EmptyInput`` and appends nothing: an empty
+        segment would be a batch of nothing, and an empty file is more often a failed export than
+        a quiet minute.
+        """
+        if holds_no_line(path):
+            raise EmptyInput(f"{path} is empty: there is no line to append")
         with Path(path).open("rb") as handle:
-            return self.append(handle.read().splitlines(), ingest_time)
+            if handle.read(len(BOM)) != BOM:
+                handle.seek(0)
+            return self.append((line for piece in handle for line in piece.splitlines()), ingest_time)
 
     def _publish(self, temporary: Path) -> Segment:
         number = self.last_segment() + 1
@@ -149,8 +258,8 @@ class EventLog:
 
     @staticmethod
     def read_lines(segment_path: str | Path) -> list[str]:
-        """The lines of one segment. Bytes that are not UTF-8 are kept as ``\\xNN`` escapes."""
+        """The lines of one small segment as text, for a look at it: whole, split as
+        ``scan_lines`` splits them, bytes that are not UTF-8 shown as ``\\xNN`` escapes (the
+        readers behind ``parse_events`` keep them as they are)."""
         with open(segment_path, "rb") as handle:
-            data = handle.read()
-        lines = data.decode("utf-8", "backslashreplace").split("\n")
-        return lines[:-1] if lines[-1] == "" else lines
+            return [line.decode("utf-8", "backslashreplace") for batch in scan_lines(handle) for line in batch.lines]

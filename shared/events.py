@@ -14,6 +14,18 @@ adjustments either. Times are ISO-8601 with ``Z`` or an offset and are held in U
 ``reject_reason``; any other line gets the first failing reason of ``REJECT_REASONS`` (checked
 in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
 
+Bad clocks. An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
+setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot have
+happened after it arrived, and accepted, one event dated decades ahead would move the watermark
+there for good and make every later event late. The check needs both times: a line without
+``ingest_time`` (every writer stamps one) is not checked.
+
+Bad bytes. The readers hand over a line's bytes as they are (``RAW_LINE_SCHEMA``), and every
+output column is text again: a line that is not UTF-8 is ``invalid_utf8`` and its ``raw_line``
+holds its bytes in base64; a line the reader cut (longer than ``max-line-bytes``:
+``line_bytes`` exceeds what ``raw_line`` holds) is ``line_too_long`` and its ``raw_line`` holds
+the part kept, as text.
+
 A *heartbeat* is a line ``{"heartbeat": true, "ingest_time": "..."}`` written by the log's
 writer (or the always-on speed layer) when nothing arrived for a while: it carries no event,
 only a moment of processing time, so the log's clock moves on while the traffic is idle (see
@@ -37,7 +49,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
+from shared.durations import format_duration
+from shared.eventlog import LINE_PREFIX_BYTES
 from shared.expressions import built_once
 
 __all__ = [
@@ -64,16 +79,26 @@ AMOUNT_TYPE = DecimalType(AMOUNT_PRECISION, AMOUNT_SCALE)
 EVENT_TYPES = ("charge", "refund", "adjustment")
 REQUIRED_FIELDS = ("event_id", "account_id", "event_type", "amount", "currency", "event_time")
 
+# A line as the log's readers give it: ``raw_line`` its bytes (a Spark string need not be
+# UTF-8), all of them or, for a line longer than max-line-bytes, its first ones;
+# ``line_bytes`` the length of the whole line.
 RAW_LINE_SCHEMA = StructType(
     [
         StructField("segment", LongType(), False),
         StructField("line_number", LongType(), False),
         StructField("raw_line", StringType(), False),
+        StructField("line_bytes", LongType(), False),
     ]
 )
 
 REJECT_REASONS = {
+    "line_too_long": (
+        "the line is longer than max-line-bytes (detail: its length in bytes; raw_line holds its first "
+        f"{LINE_PREFIX_BYTES:,} bytes, or max-line-bytes if fewer, as text)"
+    ),
+    "invalid_utf8": "the line is not UTF-8 text (raw_line holds its bytes in base64; the detail says so)",
     "empty_line": "the line is blank",
+    "duplicate_key": "the line's object names a key twice (detail: the key); parsers differ on which value wins",
     "not_json": "the line is not valid JSON",
     "not_an_object": "the line is JSON but not an object",
     "missing_field": "a required field is absent, null or empty (detail: the field)",
@@ -88,6 +113,9 @@ REJECT_REASONS = {
     "invalid_currency": "currency is not an ISO 4217 code",
     "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
     "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
+    "event_time_in_future": (
+        "event_time is more than max-clock-skew ahead of the line's ingest_time (detail: both times and the skew)"
+    ),
 }
 
 UTC_MICROS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
@@ -122,37 +150,41 @@ def _iso_timestamp(text: Column) -> Column:
     return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
 
 
-def _first_failure(checks: list[tuple[Column, str, str | None]]) -> Column:
+def _first_failure(checks: list[tuple[Column, str, str | Column | None]]) -> Column:
     """``struct(reason, detail)`` of the first check that fails, null when none does
-    (one ``CASE`` with a branch per check, in order)."""
+    (one ``CASE`` with a branch per check, in order). A detail is a field's name or a column."""
     result = None
     for failed, name, field in checks:
-        reason = F.struct(F.lit(name).alias("reason"), F.lit(field).cast("string").alias("detail"))
+        detail = field if isinstance(field, Column) else F.lit(field)
+        reason = F.struct(F.lit(name).alias("reason"), detail.cast("string").alias("detail"))
         result = F.when(failed, reason) if result is None else result.when(failed, reason)
     return result
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
+def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
 
     Returns every input row with the ``EVENT_COLUMNS`` (null where not parseable) plus
-    ``raw_line``, ``reject_reason``, ``reject_detail`` and ``heartbeat`` (true for a valid
-    heartbeat line; of its columns only ``segment``, ``line_number`` and ``ingest_time`` mean
-    anything).
+    ``raw_line`` (always text: see the module docstring for a line that is not), ``reject_reason``,
+    ``reject_detail`` and ``heartbeat`` (true for a valid heartbeat line; of its columns only
+    ``segment``, ``line_number`` and ``ingest_time`` mean anything). ``max_clock_skew`` is in
+    microseconds: ``raw.transform(parse_events, max_clock_skew=config.max_clock_skew)``.
 
     Two paths give the same rows. A *clean* line (the writers' own layout of a valid event,
     ``_plain_stages``) is read and checked with string functions alone; every other line is
     parsed as JSON into a variant, its fields looked up with their JSON types and checked in
     ``REJECT_REASONS`` order (``_variant_path``). Almost every line of a log is clean.
     """
+    if max_clock_skew < 0:
+        raise ValueError(f"max_clock_skew: {max_clock_skew} is not valid; valid: microseconds, 0 or more")
     parsed = raw
-    for columns in _parse_stages():
+    for columns in _parse_stages(max_clock_skew):
         parsed = parsed.select(*columns)
     return parsed
 
 
 @built_once
-def _parse_stages() -> tuple[list[Column], ...]:
+def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     """The column lists ``parse_events`` selects one after the other.
 
     Each stage names its results so that Spark evaluates every extraction once per row instead
@@ -161,14 +193,14 @@ def _parse_stages() -> tuple[list[Column], ...]:
     line = ["segment", "line_number", "raw_line"]
     plain = [name for name in _FIELDS]
     typed = ["amount", "event_time", "ingest_time"]
-    split, pieces, checked = _plain_stages()
+    split, pieces, checked = _plain_stages(max_clock_skew)
     routed = [
         *line,
         *[f"_plain_{name}" for name in plain],
         *[f"_plain_{name}_typed" for name in typed],
         "_clean",
         # the variant path is one expression, evaluated for the lines that are not clean only
-        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"))).alias("_variant"),
+        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), F.col("line_bytes"), max_clock_skew)).alias("_variant"),
     ]
     clean, variant = F.col("_clean"), F.col("_variant")
     value = lambda name, plain_value: F.when(clean, plain_value).otherwise(variant[name]).alias(name)
@@ -180,7 +212,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
         value("currency", F.col("_plain_currency")),
         value("event_time", F.col("_plain_event_time_typed")),
         value("ingest_time", F.col("_plain_ingest_time_typed")),
-        "raw_line",
+        F.coalesce(variant["raw_text"], F.col("raw_line")).alias("raw_line"),
         variant["reject_reason"].alias("reject_reason"),
         variant["reject_detail"].alias("reject_detail"),
         F.coalesce(variant[HEARTBEAT_FIELD], F.lit(False)).alias(HEARTBEAT_FIELD),
@@ -196,7 +228,7 @@ def _plain_text(fields: tuple[str, ...]) -> Column:
     return F.concat(*pieces, F.lit('"}'))
 
 
-def _plain_stages() -> tuple[list[Column], ...]:
+def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     """Read a line laid out as the log's writers lay out an event, and tell whether it is clean.
 
     The layout is ``{"event_id": "...", "account_id": "...", ...}``: the ``_FIELDS`` in that
@@ -206,9 +238,13 @@ def _plain_stages() -> tuple[list[Column], ...]:
     fields with those texts, unless a value holds a control character (raw control characters
     are not JSON). It is *clean* when no value does and it passes every event check: it is then
     a valid event, with the very values the variant path would give it.
+
+    Neither a line the reader cut (it is shorter than ``line_bytes``) nor one that is not UTF-8
+    is ever clean: Spark splits a line's text decoded, each bad byte read as U+FFFD, so the
+    pieces put back differ from the line's bytes. No key is named twice in the layout.
     """
     fields = _FIELDS
-    line = ["segment", "line_number", "raw_line"]
+    line = ["segment", "line_number", "raw_line", "line_bytes"]
     split = [*line, F.split("raw_line", '"', -1).alias("_pieces")]
     pieces = [
         *line,
@@ -220,7 +256,7 @@ def _plain_stages() -> tuple[list[Column], ...]:
         F.when(F.col("_piece_count") == 4 * len(fields) + 1, _plain_text(fields) == F.col("raw_line"))
         .when(F.col("_piece_count") == 4 * len(fields) - 3, _plain_text(fields[:-1]) == F.col("raw_line"))
         .otherwise(F.lit(False))
-    ) & ~F.col("raw_line").contains("\\")
+    ) & ~F.col("raw_line").contains("\\") & (F.octet_length("raw_line") == F.col("line_bytes"))
     typed = _typed(text)
     # Every check of REJECT_REASONS passes. The ones left out cannot fail here: the values are
     # JSON strings, and a value that matches its format (an event type, a decimal, a time, a
@@ -235,6 +271,7 @@ def _plain_stages() -> tuple[list[Column], ...]:
         & text["currency"].isin(*CURRENCY_CODES)
         & typed["event_time"].isNotNull()
         & (text["ingest_time"].isNull() | typed["ingest_time"].isNotNull())
+        & ~_in_future(typed["event_time"], typed["ingest_time"], max_clock_skew)
     )
     no_control = ~F.concat_ws("", *[text[name] for name in fields]).rlike("[\\x00-\\x1F]")
     checked = [
@@ -257,24 +294,46 @@ def _typed(text) -> dict[str, Column]:
     }
 
 
+def _in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> Column:
+    """The event time is more than ``max_clock_skew`` after the ingest time (false when either
+    is null: nothing to compare)."""
+    ahead = F.unix_micros(event_time) - F.unix_micros(ingest_time)
+    return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
+
+
+def _repeated_key(keys: Column) -> Column:
+    """The first key of an array of an object's keys that repeats an earlier one (null: none)."""
+    return F.try_element_at(F.filter(keys, lambda key, index: F.array_position(keys, key) < index + 1), F.lit(1))
+
+
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     """``body(value)`` with ``value`` computed once (a lambda over a one-element array)."""
     return F.transform(F.array(value), body)[0]
 
 
-def _variant_path(raw_line: Column) -> Column:
+def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> Column:
     """One line parsed and checked through a variant: a struct of the typed event columns,
-    ``reject_reason``, ``reject_detail`` and ``heartbeat``.
+    ``raw_text`` (what ``raw_line`` becomes, null: itself), ``reject_reason``, ``reject_detail``
+    and ``heartbeat``.
+
+    A line the reader cut, or one that is not UTF-8, is not parsed at all. Spark's JSON parser
+    refuses an object that names a key twice (``try_parse_json`` gives null); the keys of such an
+    object, as ``json_object_keys`` lists them (the outermost object's only: a key repeated in a
+    nested object leaves the line ``not_json``), tell it from a line that is not JSON.
 
     A higher-order function keeps Spark from generating code for it (it is interpreted, row by
     row): that keeps the generated code of the clean path small enough for the JIT compiler,
     and costs little, as few lines take this path.
     """
     fields = _FIELDS
+    whole = F.octet_length(raw_line) == line_bytes
+    utf8 = F.is_valid_utf8(raw_line)
+    readable = whole & utf8
 
     def located(v: Column) -> Column:
         return F.struct(
             v.isNull().alias("not_json"),
+            F.when(v.isNull() & readable, _repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
             # JSON that parsed is an object exactly when it opens with "{" after whitespace: a
             # regex is cheaper than the schema of the whole object
             raw_line.rlike("^\\s*[{]").alias("is_object"),
@@ -286,6 +345,7 @@ def _variant_path(raw_line: Column) -> Column:
         beat = field[HEARTBEAT_FIELD]
         return F.struct(
             field["not_json"].alias("not_json"),
+            field["repeated_key"].alias("repeated_key"),
             field["is_object"].alias("is_object"),
             *[F.try_variant_get(field[name], "$", "string").alias(f"text_{name}") for name in fields],
             *[F.schema_of_variant(field[name]).alias(f"type_{name}") for name in fields],
@@ -298,19 +358,31 @@ def _variant_path(raw_line: Column) -> Column:
         kind = {name: parts[f"type_{name}"] for name in fields}
         return _let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
-            lambda typed: _variant_result(raw_line, parts, text, kind, typed),
+            lambda typed: _variant_result(raw_line, line_bytes, whole, utf8, parts, text, kind, typed, max_clock_skew),
         )
 
-    return _let(F.try_parse_json(raw_line), lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
+    parsed = F.try_parse_json(F.when(readable, raw_line))
+    return _let(parsed, lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
 
 
-def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typed: Column) -> Column:
+def _variant_result(
+    raw_line: Column, line_bytes: Column, whole: Column, utf8: Column, parts: Column, text: dict, kind: dict, typed: Column,
+    max_clock_skew: int,
+) -> Column:
     """The checks of ``REJECT_REASONS`` in order over a line's variant fields, and the result."""
     heartbeat = parts["heartbeat"]
     amount, event_time, ingest_time = typed["amount"], typed["event_time"], typed["ingest_time"]
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks: list[tuple[Column, str, str | None]] = [
+    base64 = F.replace(F.base64(raw_line.cast("binary")), F.lit("\r\n"), F.lit(""))  # Spark wraps it at 76 characters
+    future = F.concat(
+        F.lit("event_time "), text["event_time"], F.lit(f" is more than {format_duration(max_clock_skew)} (max-clock-skew) ahead of ingest_time "),
+        text["ingest_time"],
+    )
+    checks: list[tuple[Column, str, str | Column | None]] = [
+        (~whole, "line_too_long", F.concat(line_bytes.cast("string"), F.lit(" bytes"))),
+        (~utf8, "invalid_utf8", F.concat(F.lit("raw_line holds the line's "), line_bytes.cast("string"), F.lit(" bytes in base64"))),
         (F.trim(raw_line) == "", "empty_line", None),
+        (parts["repeated_key"].isNotNull(), "duplicate_key", parts["repeated_key"]),
         (parts["not_json"], "not_json", None),
         (~parts["is_object"], "not_an_object", None),
         (heartbeat & ~ingest_present, "missing_field", "ingest_time"),
@@ -343,11 +415,13 @@ def _variant_result(raw_line: Column, parts: Column, text: dict, kind: dict, typ
             "invalid_ingest_time",
             "ingest_time",
         ),
+        (_in_future(event_time, ingest_time, max_clock_skew), "event_time_in_future", future),
     ]
     checks += [(~heartbeat & failed, name, field) for failed, name, field in event]
     return _let(
         _first_failure(checks),
         lambda reject: F.struct(
+            F.when(~whole, F.make_valid_utf8(raw_line)).when(~utf8, base64).alias("raw_text"),
             *[text[name].alias(name) for name in ("event_id", "account_id", "event_type")],
             amount.alias("amount"),
             text["currency"].alias("currency"),

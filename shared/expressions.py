@@ -10,7 +10,7 @@ builder returns for as long as the Spark context lives.
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+from typing import Callable, Hashable, TypeVar
 
 from pyspark import SparkContext
 
@@ -19,15 +19,18 @@ __all__ = ["built_once"]
 T = TypeVar("T")
 
 
-def built_once(build: Callable[[], T]) -> Callable[[], T]:
-    """Call ``build`` (no arguments, no data: only ``Column`` construction) once per context."""
-    built: list = [None, None]  # [context, value]
+def built_once(build: Callable[..., T]) -> Callable[..., T]:
+    """Call ``build`` (only ``Column`` construction, from hashable settings such as a skew in
+    microseconds) once per context and arguments."""
+    built: dict = {"context": None, "values": {}}
 
     @functools.wraps(build)
-    def cached() -> T:
+    def cached(*arguments: Hashable) -> T:
         context = SparkContext._active_spark_context
-        if built[0] is not context:
-            built[:] = [context, build()]
-        return built[1]
+        if built["context"] is not context:
+            built.update(context=context, values={})
+        if arguments not in built["values"]:
+            built["values"][arguments] = build(*arguments)
+        return built["values"][arguments]
 
     return cached

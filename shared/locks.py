@@ -6,7 +6,9 @@ replay of a given name, the batch recompute, reconciliation. Each takes an exclu
 role is refused at once with ``LockHeld``, which names the holder (pid, host, command, since
 when) from the lock file. Every writer also holds ``<lake>/locks/lake.lock`` shared, so that
 replacing the whole lake (``lklab generate --overwrite``, ``lklab compare --scenario``) — which
-takes it exclusively — cannot happen under a running writer.
+takes it exclusively — cannot happen under a running writer. Appending to the log (``lklab
+ingest``) holds only that shared lock: any number of appenders may run at once, as the log
+gives each segment its own number.
 
 The kernel releases a ``flock`` when its process ends, however it ends: a writer killed with
 SIGKILL leaves no stale lock behind, and the next one simply takes it. The lock file itself is
@@ -27,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["LockHeld", "hold", "writer", "whole_lake", "history_append"]
+__all__ = ["LockHeld", "hold", "writer", "appender", "whole_lake", "history_append"]
 
 _ROLE_NAME = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -80,15 +82,27 @@ def hold(lake: str | Path, role: str, *, shared: bool = False, wait: bool = Fals
         os.close(handle)  # closing the last descriptor releases the lock
 
 
+def _share_lake(stack: ExitStack, lake: str | Path) -> None:
+    try:
+        stack.enter_context(hold(lake, "lake", shared=True))
+    except LockHeld:
+        raise LockHeld(f"the lake {Path(lake)} is being replaced by {_holder(_path(lake, 'lake'))}") from None
+
+
 @contextmanager
 def writer(lake: str | Path, role: str) -> Iterator[None]:
     """A writer of ``role``: that role exclusively, the lake shared."""
     with ExitStack() as stack:
-        try:
-            stack.enter_context(hold(lake, "lake", shared=True))
-        except LockHeld:
-            raise LockHeld(f"the lake {Path(lake)} is being replaced by {_holder(_path(lake, 'lake'))}") from None
+        _share_lake(stack, lake)
         stack.enter_context(hold(lake, role))
+        yield
+
+
+@contextmanager
+def appender(lake: str | Path) -> Iterator[None]:
+    """Appending to the log: the lake shared, no role (appenders run side by side)."""
+    with ExitStack() as stack:
+        _share_lake(stack, lake)
         yield
 
 

@@ -2,11 +2,17 @@
 
 ``spark.read.format("lklab_log").option("path", lake)`` reads segments (options ``start`` and
 ``end``, inclusive, default all) as rows of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number``
-(1-based) and ``raw_line``.
+(1-based), ``raw_line`` and ``line_bytes``. Lines are taken as ``shared.eventlog.scan_lines``
+takes them, a chunk at a time: a byte order mark opening a segment dropped, a line longer than
+option ``maxLineBytes`` (default: the ``max-line-bytes`` setting) kept as its first bytes,
+``line_bytes`` its length, and bytes that are not UTF-8 handed to Spark as they are (a Spark
+string holds bytes, as its own text reader leaves them; ``parse_events`` dead-letters them).
 
 ``raw_log`` reads the same rows with Spark's own text reader (each segment whole, split into
-numbered lines in SQL; no Python process), and ``parsed_log`` parses them: the way the batch
-paths (recompute, replay, reconciliation) read the log.
+numbered lines in SQL; no Python process) for segments up to ``WHOLE_SEGMENT_BYTES``, and with
+the source above for larger ones, so no segment is ever held whole however large it or one of
+its lines is. ``parsed_log`` parses them: the way the batch paths (recompute, replay,
+reconciliation) read the log.
 
 ``spark.readStream.format("lklab_log")`` reads the same rows as a stream. Its offset is the
 number of the last segment read, so Spark's checkpoint records exactly how far the log was
@@ -31,19 +37,22 @@ from pyspark.sql.streaming.datasource import (
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType
+from pyspark.sql.types import ArrayType, BinaryType
 
-from shared.eventlog import EventLog
+from shared.config import LabConfig
+from shared.eventlog import BOM, LINE_PREFIX_BYTES, EventLog, scan_lines
 from shared.events import RAW_LINE_SCHEMA, parse_events
 
-__all__ = ["LogDataSource", "register_log_source", "raw_log", "parsed_log", "SOURCE_NAME"]
+__all__ = ["LogDataSource", "register_log_source", "raw_log", "parsed_log", "SOURCE_NAME", "WHOLE_SEGMENT_BYTES"]
 
 SOURCE_NAME = "lklab_log"
+WHOLE_SEGMENT_BYTES = 64 << 20  # larger segments are read a chunk at a time
 _ARROW_SCHEMA = pa.schema(
     [
         pa.field("segment", pa.int64()),
         pa.field("line_number", pa.int64()),
         pa.field("raw_line", pa.string()),
+        pa.field("line_bytes", pa.int64()),
     ]
 )
 _MIN_PARTITION_BYTES = 1 << 20
@@ -54,30 +63,34 @@ _PARTITIONS_WANTED = 8
 class SegmentRange(InputPartition):
     """Segments ``first`` to ``last`` (inclusive) read by one task."""
 
-    def __init__(self, lake: str, first: int, last: int) -> None:
+    def __init__(self, lake: str, first: int, last: int, max_line_bytes: int = LabConfig.max_line_bytes) -> None:
         super().__init__((first, last))
         self.lake = lake
         self.first = first
         self.last = last
+        self.max_line_bytes = max_line_bytes
 
 
 def _read_range(partition: SegmentRange) -> Iterator[pa.RecordBatch]:
     log = EventLog(partition.lake)
     for number in range(partition.first, partition.last + 1):
-        lines = EventLog.read_lines(log.segment_path(number))
-        if not lines:
-            continue
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([number] * len(lines), pa.int64()),
-                pa.array(range(1, len(lines) + 1), pa.int64()),
-                pa.array(lines, pa.string()),
-            ],
-            schema=_ARROW_SCHEMA,
-        )
+        with open(log.segment_path(number), "rb") as handle:
+            line_number = 1
+            for lines, lengths in scan_lines(handle, partition.max_line_bytes):
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([number] * len(lines), pa.int64()),
+                        pa.array(range(line_number, line_number + len(lines)), pa.int64()),
+                        # a view, not a decode: the bytes reach Spark as they are
+                        pa.array(lines, pa.binary()).view(pa.string()),
+                        pa.array(lengths, pa.int64()),
+                    ],
+                    schema=_ARROW_SCHEMA,
+                )
+                line_number += len(lines)
 
 
-def _plan(log: EventLog, first: int, last: int) -> list[SegmentRange]:
+def _plan(log: EventLog, first: int, last: int, max_line_bytes: int = LabConfig.max_line_bytes) -> list[SegmentRange]:
     """Split ``first..last`` into contiguous ranges: about ``_PARTITIONS_WANTED`` of them,
     each between ``_MIN_PARTITION_BYTES`` and ``_MAX_PARTITION_BYTES`` where segments allow."""
     sizes = {number: log.segment_path(number).stat().st_size for number in range(first, last + 1)}
@@ -87,26 +100,27 @@ def _plan(log: EventLog, first: int, last: int) -> list[SegmentRange]:
     for number, segment_size in sizes.items():
         size += segment_size
         if size >= target or number == last:
-            ranges.append(SegmentRange(str(log.lake), start, number))
+            ranges.append(SegmentRange(str(log.lake), start, number, max_line_bytes))
             start, size = number + 1, 0
     return ranges
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, log: EventLog, first: int, last: int) -> None:
-        self.log, self.first, self.last = log, first, last
+    def __init__(self, log: EventLog, first: int, last: int, max_line_bytes: int) -> None:
+        self.log, self.first, self.last, self.max_line_bytes = log, first, last, max_line_bytes
 
     def partitions(self) -> list[SegmentRange]:
-        return _plan(self.log, self.first, self.last) or [SegmentRange(str(self.log.lake), 1, 0)]
+        return _plan(self.log, self.first, self.last, self.max_line_bytes) or [SegmentRange(str(self.log.lake), 1, 0)]
 
     def read(self, partition: SegmentRange) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, log: EventLog, segments_per_batch: int) -> None:
+    def __init__(self, log: EventLog, segments_per_batch: int, max_line_bytes: int) -> None:
         self.log = log
         self.segments_per_batch = segments_per_batch
+        self.max_line_bytes = max_line_bytes
         self.available_now_target: int | None = None
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -134,7 +148,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[SegmentRange]:
         first, last = start["segment"] + 1, end["segment"]
-        return _plan(self.log, first, last) if last >= first else []
+        return _plan(self.log, first, last, self.max_line_bytes) if last >= first else []
 
     def read(self, partition: SegmentRange) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)
@@ -158,6 +172,9 @@ class LogDataSource(DataSource):
             raise ValueError(f"{SOURCE_NAME}: option 'path' (the lake directory) is required")
         return EventLog(self.options["path"])
 
+    def _max_line_bytes(self) -> int:
+        return int(self.options.get("maxLineBytes", LabConfig.max_line_bytes))
+
     def reader(self, schema) -> DataSourceReader:
         log = self._log()
         last_available = log.last_segment()
@@ -167,13 +184,13 @@ class LogDataSource(DataSource):
             raise ValueError(
                 f"{SOURCE_NAME}: segments {first}..{last} requested, log has 1..{last_available}"
             )
-        return _BatchReader(log, first, last)
+        return _BatchReader(log, first, last, self._max_line_bytes())
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         per_batch = int(self.options.get("segmentsPerBatch", 1))
         if per_batch < 1:
             raise ValueError(f"{SOURCE_NAME}: segmentsPerBatch must be at least 1, got {per_batch}")
-        return _StreamReader(self._log(), per_batch)
+        return _StreamReader(self._log(), per_batch, self._max_line_bytes())
 
 
 def register_log_source(spark: SparkSession) -> None:
@@ -181,14 +198,24 @@ def register_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(LogDataSource)
 
 
-def raw_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment: int = 1) -> DataFrame:
+def raw_log(
+    spark: SparkSession,
+    lake: str,
+    last_segment: int,
+    *,
+    first_segment: int = 1,
+    max_line_bytes: int = LabConfig.max_line_bytes,
+    whole_segment_bytes: int = WHOLE_SEGMENT_BYTES,
+) -> DataFrame:
     """Segments ``first_segment..last_segment`` as ``RAW_LINE_SCHEMA`` rows, exactly as
-    ``format("lklab_log")`` gives them, read by Spark's text reader.
+    ``format("lklab_log")`` gives them.
 
-    Each segment is read whole and split on ``\\n`` in SQL (a final empty piece is no line), so
-    every line keeps its segment and number however Spark splits the work. A segment that is not
-    valid UTF-8 is split in Python instead, with the log's ``\\xNN`` escapes
-    (``EventLog.read_lines``): rare, and only that segment's bytes go to Python.
+    A segment of at most ``whole_segment_bytes`` is read whole by Spark's text reader and split
+    on ``\\n`` in SQL (a final empty piece is no line), so every line keeps its segment and
+    number however Spark splits the work; a line longer than ``max_line_bytes`` is then cut to
+    its first bytes as ``scan_lines`` cuts it. A segment that is not valid UTF-8 is split in
+    Python instead, bytes kept as they are (rare, and only that segment's bytes go to Python).
+    A larger segment is read by the source itself, a chunk at a time.
     """
     log = EventLog(lake)
     available = log.last_segment()  # also refuses a log with a gap
@@ -196,42 +223,84 @@ def raw_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment:
         raise ValueError(f"{SOURCE_NAME}: segments 1..{last_segment} requested, log has 1..{available}")
     if last_segment < max(first_segment, 1):
         return spark.createDataFrame([], RAW_LINE_SCHEMA)
+    first_segment = max(first_segment, 1)
+    large = [n for n in range(first_segment, last_segment + 1) if log.segment_path(n).stat().st_size > whole_segment_bytes]
     segments = (
         spark.read.option("pathGlobFilter", "segment-*.jsonl")
         .text(str(log.root), wholetext=True)
+        # a condition on the file size alone: Spark skips those files without opening them
+        .where(F.col("_metadata.file_size") <= F.lit(whole_segment_bytes))
         .select(
             F.regexp_extract("_metadata.file_name", _SEGMENT_NAME, 1).cast("long").alias("segment"),
             F.col("value").alias("text"),
         )
         .where(F.col("segment").between(first_segment, last_segment))
-        .select("segment", "text", F.is_valid_utf8("text").alias("utf8"))
     )
-    utf8, text = F.col("utf8"), F.col("text")
+    text = F.col("text")
+    without_mark = F.substring(text.cast("binary"), len(BOM) + 1, _MAX_INT).cast("string")
+    segments = segments.select("segment", F.when(text.startswith(BOM.decode()), without_mark).otherwise(text).alias("text")).select(
+        "segment", "text", F.is_valid_utf8("text").alias("utf8")
+    )
+    utf8 = F.col("utf8")
     split = segments.select(
         "segment",
-        F.when(utf8, F.split(text, "\n", -1)).otherwise(_escaped_lines(F.when(~utf8, text.cast("binary")))).alias("pieces"),
+        F.when(utf8, F.split(text, "\n", -1)).otherwise(_split_bytes(F.when(~utf8, text.cast("binary"))).cast("array<string>")).alias("pieces"),
     )
     pieces = F.col("pieces")
     lines = F.when(F.element_at(pieces, -1) == "", F.slice(pieces, 1, F.size(pieces) - 1)).otherwise(pieces)
-    return split.select("segment", F.posexplode(lines).alias("position", "raw_line")).select(
-        "segment", (F.col("position") + 1).cast("long").alias("line_number"), "raw_line"
+    keep = min(LINE_PREFIX_BYTES, max_line_bytes)
+    line, length = F.col("raw_line"), F.octet_length("raw_line")
+    read = split.select("segment", F.posexplode(lines).alias("position", "raw_line")).select(
+        "segment",
+        (F.col("position") + 1).cast("long").alias("line_number"),
+        F.when(length > max_line_bytes, F.substring(line.cast("binary"), 1, keep).cast("string")).otherwise(line).alias("raw_line"),
+        length.cast("long").alias("line_bytes"),
     )
+    for first, last in _runs(large):
+        chunked = (
+            spark.read.format(SOURCE_NAME).option("path", str(log.lake)).option("start", first).option("end", last)
+            .option("maxLineBytes", max_line_bytes).load()
+        )
+        read = read.unionByName(chunked)
+    return read
 
 
 _SEGMENT_NAME = r"^segment-([0-9]{12})\.jsonl$"
+_MAX_INT = (1 << 31) - 1
 
 
-def _split_escaped(data: bytes | None) -> list[str] | None:
-    """A segment's bytes split as ``EventLog.read_lines`` splits them (a final empty piece kept,
-    as ``split`` keeps it)."""
-    return None if data is None else bytes(data).decode("utf-8", "backslashreplace").split("\n")
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Sorted numbers as ``(first, last)`` runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for number in numbers:
+        if runs and runs[-1][1] == number - 1:
+            runs[-1] = (runs[-1][0], number)
+        else:
+            runs.append((number, number))
+    return runs
 
 
-_escaped_lines = F.udf(_split_escaped, ArrayType(StringType()), useArrow=False)
+def _split_on_newlines(data: bytes | None) -> list[bytes] | None:
+    """A segment's bytes split on ``\\n`` as they are (a final empty piece kept, as ``split``
+    keeps it)."""
+    return None if data is None else bytes(data).split(b"\n")
 
 
-def parsed_log(spark: SparkSession, lake: str, last_segment: int, *, first_segment: int = 1) -> DataFrame:
+_split_bytes = F.udf(_split_on_newlines, ArrayType(BinaryType()), useArrow=False)
+
+
+def parsed_log(
+    spark: SparkSession,
+    lake: str,
+    last_segment: int,
+    *,
+    first_segment: int = 1,
+    max_clock_skew: int = LabConfig.max_clock_skew,
+    max_line_bytes: int = LabConfig.max_line_bytes,
+) -> DataFrame:
     """Segments ``1..last_segment`` (or from ``first_segment``) of the log, parsed and validated
     (``parse_events`` output): the one way the batch paths (recompute, replay, reconciliation)
-    read the log."""
-    return raw_log(spark, lake, last_segment, first_segment=first_segment).transform(parse_events)
+    read the log. Pass the run's ``max-clock-skew`` and ``max-line-bytes`` settings: they decide
+    which lines are dead letters."""
+    raw = raw_log(spark, lake, last_segment, first_segment=first_segment, max_line_bytes=max_line_bytes)
+    return raw.transform(parse_events, max_clock_skew=max_clock_skew)

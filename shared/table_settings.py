@@ -5,9 +5,13 @@ watermark that judged it. Every table the lab writes records the settings its ro
 with, as Delta table properties (``lklab.<setting>``, values as a user writes them: ``2m``):
 
 * the batch truth and what is computed from it: the windows (``window-kind`` and its
-  ``window-size``, ``window-slide`` or ``session-gap``);
-* a stream's tables (speed layer, replay): the windows and the stream's own settings
+  ``window-size``, ``window-slide`` or ``session-gap``) and the settings that decide which lines
+  are dead letters (``max-clock-skew``, ``max-line-bytes``);
+* a stream's tables (speed layer, replay): the same, and the stream's own settings
   (``watermark-delay``, ``watermark-interval``, ``allowed-lateness``, ``dedup-horizon``).
+
+The stream and the batch must dead-letter the same lines, or a reconciliation compares two logs:
+``agreed`` over both refuses a lake whose batch truth and stream disagree on a setting.
 
 A writer checks a table's recorded settings before adding rows built with others
 (``require``): such a write is refused with ``SettingsConflict`` naming both values. A reader
@@ -24,11 +28,15 @@ from deltalake import DeltaTable
 
 from shared.config import LabConfig, with_settings
 
-__all__ = ["SettingsConflict", "window_settings", "stream_settings", "recorded", "require", "record", "adopt", "agreed"]
+__all__ = [
+    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "recorded", "require", "record",
+    "adopt", "agreed", "LINE_KEYS",
+]
 
 _PREFIX = "lklab."
 _WINDOW_KEYS = {"tumbling": ("window-size",), "sliding": ("window-size", "window-slide"), "session": ("session-gap",)}
 _STREAM_KEYS = ("watermark-delay", "watermark-interval", "allowed-lateness", "dedup-horizon")
+LINE_KEYS = ("max-clock-skew", "max-line-bytes")
 
 
 class SettingsConflict(ValueError):
@@ -41,10 +49,21 @@ def window_settings(config: LabConfig) -> dict[str, str]:
     return {"window-kind": config.window_kind, **{key: described[key] for key in _WINDOW_KEYS[config.window_kind]}}
 
 
-def stream_settings(config: LabConfig) -> dict[str, str]:
-    """Windows plus the stream's own settings."""
+def line_settings(config: LabConfig) -> dict[str, str]:
+    """The settings that decide which lines are dead letters."""
     described = config.describe()
-    return {**window_settings(config), **{key: described[key] for key in _STREAM_KEYS}}
+    return {key: described[key] for key in LINE_KEYS}
+
+
+def batch_settings(config: LabConfig) -> dict[str, str]:
+    """What the batch truth is built with: windows and the line settings."""
+    return {**window_settings(config), **line_settings(config)}
+
+
+def stream_settings(config: LabConfig) -> dict[str, str]:
+    """Windows, the line settings and the stream's own settings."""
+    described = config.describe()
+    return {**batch_settings(config), **{key: described[key] for key in _STREAM_KEYS}}
 
 
 def recorded(tables, name: str) -> dict[str, str]:

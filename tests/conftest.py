@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 
 import pytest
 
 from shared.config import LabConfig
-from shared.events import RAW_LINE_SCHEMA
 
 # py4j says at INFO when it closes a connection, also from a finaliser at interpreter exit, when
 # a handler Airflow's logging set-up left on the root logger writes to pytest's closed capture.
@@ -39,11 +39,24 @@ def event_line(**fields) -> str:
     return json.dumps({k: v for k, v in base.items() if v is not None})
 
 
-def raw_frame(spark, lines: list[str], segment: int = 1):
-    """Lines as a raw log frame (``RAW_LINE_SCHEMA``), numbered from 1 within ``segment``."""
-    return spark.createDataFrame(
-        [(segment, number, line) for number, line in enumerate(lines, start=1)], RAW_LINE_SCHEMA
-    )
+def read_as_the_log_does(data: bytes, max_line_bytes: int) -> list[tuple[bytes, int]]:
+    """The lines of a segment holding ``data``, as the log's readers keep them (``scan_lines``):
+    ``(kept bytes, length)``."""
+    from shared.eventlog import scan_lines
+
+    return [line for batch in scan_lines(io.BytesIO(data), max_line_bytes) for line in zip(*batch)]
+
+
+def raw_frame(spark, lines: list, segment: int = 1):
+    """Lines as the log's readers give them (``RAW_LINE_SCHEMA``), numbered from 1 within
+    ``segment``: a ``bytes`` line as it is, a ``str`` in UTF-8, a ``(kept bytes, length)`` pair
+    as ``read_as_the_log_does`` gives a line it cut."""
+    from pyspark.sql import functions as F
+
+    pairs = [line if isinstance(line, tuple) else (line if isinstance(line, bytes) else line.encode(), None) for line in lines]
+    rows = [(segment, number, bytearray(kept), len(kept) if length is None else length) for number, (kept, length) in enumerate(pairs, start=1)]
+    frame = spark.createDataFrame(rows, "segment long, line_number long, raw_line binary, line_bytes long")
+    return frame.select("segment", "line_number", F.col("raw_line").cast("string").alias("raw_line"), "line_bytes")
 
 
 @pytest.fixture

@@ -74,6 +74,62 @@ def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):
     assert stamped["ingest_time"].endswith("Z")
 
 
+def test_ingest_refuses_an_empty_file_and_appends_nothing(tmp_path):
+    good, empty = tmp_path / "good.jsonl", tmp_path / "empty.jsonl"
+    good.write_text("garbage\n")
+    empty.write_bytes(b"")
+    result = lklab("ingest", str(good), str(empty), "--lake", str(tmp_path / "lake"))
+    assert result.returncode == 2
+    assert result.stderr == f"lklab ingest: empty file (no line to append): {empty}; nothing was appended\n"
+    assert not (tmp_path / "lake" / "log").exists()
+
+
+def test_ingest_is_refused_while_the_lake_is_being_replaced(tmp_path):
+    from shared.locks import whole_lake
+
+    events = tmp_path / "events.jsonl"
+    events.write_text("garbage\n")
+    lake = tmp_path / "lake"
+    with whole_lake(lake):  # what generate --overwrite holds while it replaces the log
+        refused = lklab("ingest", str(events), "--lake", str(lake))
+    assert refused.returncode == 2 and f"the lake {lake} is being replaced by pid {os.getpid()}" in refused.stderr
+    assert not (lake / "log").exists()
+    assert lklab("ingest", str(events), "--lake", str(lake)).returncode == 0
+
+
+def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(spark, tmp_path):
+    """Four ``lklab ingest`` processes at once, ten files each, with a byte order mark, a line
+    dated 2099 and a line that is not UTF-8 among them: segments 1..40, every line once, and
+    the batch recompute counts every line (events + dead letters)."""
+    from spark_jobs.batch_job import run_batch
+    from shared.config import LabConfig
+    from shared.eventlog import EventLog
+    from shared.tables import Tables
+    from tests.conftest import event_line
+
+    lake = tmp_path / "lake"
+    writers = []
+    for writer in range(4):
+        files = []
+        for batch in range(10):
+            path = tmp_path / f"w{writer}-{batch}.jsonl"
+            lines = [event_line(event_id=f"w{writer}-{batch}-{n}", event_time="2026-01-05T10:00:00Z", ingest_time=None).encode() for n in range(5)]
+            lines += [b'{"event_id": "x\xff"}', event_line(event_id=f"future-{writer}-{batch}", event_time="2099-01-01T00:00:00Z").encode()]
+            path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+            files.append(str(path))
+        writers.append(subprocess.Popen([LKLAB, "ingest", *files, "--lake", str(lake)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [writer.communicate(timeout=300) for writer in writers]
+    assert [writer.returncode for writer in writers] == [0] * 4, outputs
+    segments = EventLog(lake).segments()
+    assert [segment.number for segment in segments] == list(range(1, 41))
+    landed = sorted(json.loads(line)["event_id"] for s in segments for line in EventLog.read_lines(s.path) if "\\x" not in line)
+    assert landed == sorted([f"w{w}-{b}-{n}" for w in range(4) for b in range(10) for n in range(5)] + [f"future-{w}-{b}" for w in range(4) for b in range(10)])
+    run = run_batch(spark, LabConfig(lake=lake, table_engine="deltalake"))
+    assert (run.lines, run.events, run.duplicates, run.dead_letters, run.heartbeats) == (280, 200, 0, 80, 0)
+    reasons = Tables(spark, lake, "deltalake").read_arrow("batch_dead_letter")["reject_reason"].to_pylist()
+    assert sorted(set(reasons)) == ["event_time_in_future", "invalid_utf8"] and len(reasons) == 80
+
+
 def readme_commands():
     text = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- example:start -->\s*```bash\n(.*?)```", text, re.S).group(1)

@@ -1,10 +1,13 @@
 import json
 import os
+import subprocess
+import sys
 import threading
+from datetime import datetime, timezone
 
 import pytest
 
-from shared.eventlog import EventLog, LogDamaged, stamp_ingest_time
+from shared.eventlog import EmptyInput, EventLog, LogDamaged, stamp_ingest_time
 
 
 def test_segments_are_numbered_in_append_order(tmp_path):
@@ -76,6 +79,56 @@ def test_bytes_that_are_not_utf8_are_kept_visible(tmp_path):
 
 def test_append_file_keeps_bad_lines(tmp_path):
     source = tmp_path / "in.jsonl"
-    source.write_text('{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\n')
+    source.write_bytes(b'{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\nold\rmac\r\r\nlast')
     segment = EventLog(tmp_path / "lake").append_file(source)
-    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", ""]
+    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", "", "old", "mac", "", "last"]
+
+
+def test_a_byte_order_mark_opening_a_file_is_not_part_of_its_first_line(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'\xef\xbb\xbf{"event_id": "a"}\n\xef\xbb\xbf{"event_id": "b"}\n')
+    segment = EventLog(tmp_path / "lake").append_file(source, ingest_time=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    # the first line is stamped as it would be without the mark; one inside the file is content
+    assert segment.path.read_bytes() == (
+        b'{"event_id": "a", "ingest_time": "2026-01-05T00:00:00.000000Z"}\n\xef\xbb\xbf{"event_id": "b"}\n'
+    )
+
+
+@pytest.mark.parametrize("content", [b"", b"\xef\xbb\xbf"])
+def test_an_empty_file_appends_nothing(tmp_path, content):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(content)
+    log = EventLog(tmp_path / "lake")
+    with pytest.raises(EmptyInput, match="in.jsonl is empty: there is no line to append"):
+        log.append_file(source)
+    assert log.segments() == []
+    source.write_bytes(content + b"\n")  # one blank line is a line (a dead letter, empty_line)
+    assert EventLog.read_lines(log.append_file(source).path) == [""]
+
+
+APPENDER = """
+import sys
+from shared.eventlog import EventLog
+log, writer = EventLog(sys.argv[1]), sys.argv[2]
+for batch in range(25):
+    log.append([f"{writer}-{batch}-{line}" for line in range(20)], stamp=False)
+"""
+
+
+def test_writers_in_separate_processes_land_every_line_once(tmp_path):
+    """Four processes append 25 segments each at once while this one lists the log throughout:
+    every line lands once, the numbers run 1..100 without a gap, and no listing sees damage."""
+    log = EventLog(tmp_path)
+    writers = [subprocess.Popen([sys.executable, "-c", APPENDER, str(tmp_path), f"w{index}"]) for index in range(4)]
+    listings = 0
+    while any(writer.poll() is None for writer in writers):
+        numbers = [segment.number for segment in log.segments()]
+        assert numbers == list(range(1, len(numbers) + 1))
+        listings += 1
+    assert [writer.returncode for writer in writers] == [0, 0, 0, 0] and listings > 0
+    segments = log.segments()
+    assert [segment.number for segment in segments] == list(range(1, 101))
+    lines = [line for segment in segments for line in log.read_lines(segment.path)]
+    assert sorted(lines) == sorted(f"w{w}-{b}-{n}" for w in range(4) for b in range(25) for n in range(20))
+    for segment in segments:  # a segment is one writer's batch, whole
+        assert len({line.rsplit("-", 1)[0] for line in log.read_lines(segment.path)}) == 1

@@ -1,11 +1,12 @@
 """Parsing and validation: every rejection reason, with exact expected rows."""
 
+import base64
 import json
 from datetime import datetime
 from decimal import Decimal
 
 from shared.events import REJECT_REASONS, parse_events
-from tests.conftest import event_line
+from tests.conftest import event_line, read_as_the_log_does
 
 CASES = [
     ("", "empty_line", None),
@@ -35,11 +36,31 @@ CASES = [
     (event_line(event_time="2026-01-05"), "invalid_event_time", "event_time"),
     (event_line(ingest_time="yesterday"), "invalid_ingest_time", "ingest_time"),
     (json.dumps({**json.loads(event_line()), "ingest_time": 5}), "invalid_ingest_time", "ingest_time"),
+    # Spark's parser refuses a repeated key, others keep the first or the last value: name it
+    ('{"event_id": "a", "event_id": "b", "account_id": "acct-1"}', "duplicate_key", "event_id"),
+    (event_line().replace('"currency": "USD"', '"currency": "USD", "\\u0063urrency": "EUR"'), "duplicate_key", "currency"),
+    ('{"heartbeat": true, "heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}', "duplicate_key", "heartbeat"),
+    (
+        event_line(event_time="2099-01-01T00:00:00Z"),
+        "event_time_in_future",
+        "event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z",
+    ),
+]
+
+# Lines only a reader can hand over: (the line as read, reason, detail, raw_line of the dead letter)
+NOT_UTF8 = b'{"event_id": "e\xff", "account_id": "acct-1"}'
+LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
+EUROS = "\u20ac".encode() * 400  # 1,200 bytes: the kept 1,024 end inside the 342nd euro sign
+BYTE_CASES = [
+    (NOT_UTF8, "invalid_utf8", "raw_line holds the line's 42 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
+    (b"  \xc0\xaf", "invalid_utf8", "raw_line holds the line's 4 bytes in base64", "ICDArw=="),  # an overlong '/' is no blank
+    (read_as_the_log_does(LONG, 1024)[0], "line_too_long", "3016 bytes", LONG[:1024].decode()),
+    (read_as_the_log_does(EUROS, 1024)[0], "line_too_long", "1200 bytes", "\u20ac" * 341 + "\ufffd"),
 ]
 
 
 def test_every_reason_is_exercised():
-    assert {reason for _, reason, _ in CASES} == set(REJECT_REASONS)
+    assert {reason for _, reason, _ in CASES} | {reason for _, reason, _, _ in BYTE_CASES} == set(REJECT_REASONS)
 
 
 def test_each_bad_line_gets_its_reason(lines_frame):
@@ -50,9 +71,35 @@ def test_each_bad_line_gets_its_reason(lines_frame):
     assert [row.raw_line for row in rows] == [line for line, _, _ in CASES]
 
 
+def test_lines_that_are_not_text_become_text_dead_letters(lines_frame):
+    rows = lines_frame([line for line, _, _, _ in BYTE_CASES]).transform(parse_events).orderBy("line_number").collect()
+    assert [(row.reject_reason, row.reject_detail, row.raw_line) for row in rows] == [case[1:] for case in BYTE_CASES]
+    assert base64.b64decode(rows[0].raw_line) == NOT_UTF8  # every byte, verbatim
+    assert {(row.event_id, row.account_id, row.ingest_time) for row in rows} == {(None, None, None)}
+
+
+def test_an_event_time_ahead_of_arrival_by_more_than_the_skew_is_a_dead_letter(lines_frame):
+    lines = [
+        event_line(event_time="2026-01-05T10:05:01Z"),  # exactly 5m after its ingest time: accepted
+        event_line(event_time="2026-01-05T10:05:01.000001Z"),  # one microsecond more
+        event_line(event_time="2026-01-05T12:05:01+02:00"),  # the same instant as the first, written with an offset
+        event_line(event_time="2099-01-01T00:00:00Z", ingest_time=None),  # nothing to compare with
+        '{"heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}',
+    ]
+    verdicts = lambda **skew: [
+        (row.reject_reason, row.reject_detail)
+        for row in lines_frame(lines).transform(parse_events, **skew).orderBy("line_number").collect()
+    ]
+    future = "event_time 2026-01-05T10:05:01.000001Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+    assert verdicts() == [(None, None), ("event_time_in_future", future), (None, None), (None, None), (None, None)]
+    strict = verdicts(max_clock_skew=0)
+    assert [reason for reason, _ in strict] == ["event_time_in_future"] * 3 + [None, None]
+    assert strict[2][1] == "event_time 2026-01-05T12:05:01+02:00 is more than 0s (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+
+
 def test_valid_lines_are_typed_exactly(lines_frame):
     lines = [
-        event_line(event_time="2026-01-05T12:30:00.250+02:00", amount="0.000001"),
+        event_line(event_time="2026-01-05T12:30:00.250+02:00", amount="0.000001", ingest_time="2026-01-05T10:30:01Z"),
         event_line(event_id="e-2", event_type="refund", amount="-12.34", currency="JPY", ingest_time=None),
         event_line(event_id="e-3", event_type="adjustment", amount="-99999999999999.999999", currency="KWD"),
     ]

@@ -1,9 +1,12 @@
 """The log as a Spark source: batch ranges, and a stream that takes one segment per batch."""
 
-import pytest
+import tracemalloc
 
-from shared.eventlog import EventLog
-from shared.log_source import SOURCE_NAME
+import pytest
+from pyspark.sql import functions as F
+
+from shared.eventlog import EventLog, scan_lines
+from shared.log_source import SOURCE_NAME, parsed_log, raw_log
 
 
 @pytest.fixture
@@ -18,14 +21,14 @@ def log_lake(tmp_path):
 def test_batch_read_numbers_lines_per_segment(spark, log_lake):
     rows = spark.read.format(SOURCE_NAME).option("path", str(log_lake)).load().collect()
     assert sorted(tuple(r) for r in rows) == [
-        (1, 1, "a1"), (1, 2, "a2"), (2, 1, "b1"), (3, 1, "c1"), (3, 2, ""), (3, 3, "c3"),
+        (1, 1, "a1", 2), (1, 2, "a2", 2), (2, 1, "b1", 2), (3, 1, "c1", 2), (3, 2, "", 0), (3, 3, "c3", 2),
     ]
 
 
 def test_batch_read_of_a_segment_range(spark, log_lake):
     reader = spark.read.format(SOURCE_NAME).option("path", str(log_lake))
     rows = reader.option("start", 2).option("end", 2).load().collect()
-    assert [tuple(r) for r in rows] == [(2, 1, "b1")]
+    assert [tuple(r) for r in rows] == [(2, 1, "b1", 2)]
     with pytest.raises(Exception, match="segments 1..9 requested, log has 1..3"):
         reader.option("start", 1).option("end", 9).load().collect()
 
@@ -62,29 +65,92 @@ def test_stream_takes_segments_in_order_one_per_batch(spark, log_lake, tmp_path)
     assert seen == [(0, [1, 2, 3], 6), (1, [4], 1)]
 
 
-def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
-    """Spark's text reader split in SQL, and Python's escapes where a segment is not UTF-8."""
-    from shared.log_source import raw_log
+def as_bytes(frame) -> list[tuple]:
+    """Rows with ``raw_line`` as its bytes (collecting a string would decode them)."""
+    rows = frame.select("segment", "line_number", F.col("raw_line").cast("binary").alias("raw"), "line_bytes").collect()
+    return sorted((r.segment, r.line_number, bytes(r.raw), r.line_bytes) for r in rows)
 
-    segments = [
-        b'{"x": "\xff"}\nab\xc3\xa9\r\nlast',  # not UTF-8: \xNN escapes; \r kept; no final newline
-        b"ok\n",
-        b"",
-        b"\n\n",
-        b"\xef\xbb\xbfbom\n",
-        b"a\rb\n\xed\xa0\x80surrogate\n\xc0\xafoverlong\n",
-        b"tab\tx\x00nul\n\xe2\x80\xa8sep\n",
-    ]
+
+SEGMENTS = [
+    b'{"x": "\xff"}\nab\xc3\xa9\r\nlast',  # not UTF-8: kept as it is; \r kept; no final newline
+    b"ok\n",
+    b"",
+    b"\n\n",
+    b"\xef\xbb\xbfbom\n\xef\xbb\xbfnot at the start\n",  # a byte order mark opening a segment is not part of its line
+    b"a\rb\n\xed\xa0\x80surrogate\n\xc0\xafoverlong\n",
+    b"tab\tx\x00nul\n\xe2\x80\xa8sep\n",
+    b"short\n" + b"y" * 3000 + b"\nafter\n" + "\u20ac".encode() * 400 + b"\n\xff" * 2000,  # lines longer than 1,024 bytes
+    b"\xef\xbb\xbf",
+]
+
+
+def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
+    """Spark's text reader split in SQL (in Python where a segment is not UTF-8), the source's
+    chunks, and ``raw_log`` sending every segment to the source: the same rows, byte for byte."""
     log = EventLog(tmp_path)
     log.root.mkdir(parents=True)
-    for number, data in enumerate(segments, start=1):
+    for number, data in enumerate(SEGMENTS, start=1):
         log.segment_path(number).write_bytes(data)
     (log.root / ".incoming-x.tmp").write_bytes(b"not published\n")
-    source = spark.read.format(SOURCE_NAME).option("path", str(tmp_path)).load()
-    assert sorted(map(tuple, raw_log(spark, str(tmp_path), 7).collect())) == sorted(map(tuple, source.collect()))
-    assert sorted(map(tuple, raw_log(spark, str(tmp_path), 1).collect())) == [
-        (1, 1, '{"x": "\\xff"}'), (1, 2, "ab\u00e9\r"), (1, 3, "last"),
+    last = len(SEGMENTS)
+    source = spark.read.format(SOURCE_NAME).option("path", str(tmp_path)).option("maxLineBytes", 1024).load()
+    whole = as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024))
+    assert whole == as_bytes(source) == as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024, whole_segment_bytes=0))
+    assert [row for row in whole if row[0] in (1, 5, 8, 9) and row[1] <= 4] == [
+        (1, 1, b'{"x": "\xff"}', 10), (1, 2, b"ab\xc3\xa9\r", 5), (1, 3, b"last", 4),
+        (5, 1, b"bom", 3), (5, 2, b"\xef\xbb\xbfnot at the start", 19),
+        (8, 1, b"short", 5), (8, 2, b"y" * 1024, 3000), (8, 3, b"after", 5), (8, 4, "\u20ac".encode() * 341 + b"\xe2", 1200),
     ]
+    lines_per_segment = {number: sum(1 for row in whole if row[0] == number) for number in range(1, last + 1)}
+    assert lines_per_segment == {1: 3, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 2, 8: 4 + 2000, 9: 0}
     assert raw_log(spark, str(tmp_path), 0).count() == 0
-    with pytest.raises(ValueError, match="segments 1..8 requested, log has 1..7"):
-        raw_log(spark, str(tmp_path), 8)
+    with pytest.raises(ValueError, match="segments 1..10 requested, log has 1..9"):
+        raw_log(spark, str(tmp_path), 10)
+
+
+def test_lines_that_span_chunks_are_split_as_a_whole_segment_read_splits_them(spark, tmp_path):
+    """A 5 MiB segment read in 1 MiB chunks: lines across chunk ends, a line longer than a chunk
+    but within the limit, one longer than the limit, a byte order mark at the second chunk's
+    start (kept: it does not open the segment)."""
+    lengths = [1, 1048574, 0, 2, 1500000, 3, 1048575, 5, 1048576, 7, 300000, 2]
+    data = b"\n".join(bytes([65 + index % 26]) * length for index, length in enumerate(lengths))
+    data = data[:1048576] + b"\xef\xbb\xbf" + data[1048576:] + b"\n"
+    log = EventLog(tmp_path)
+    log.root.mkdir(parents=True)
+    log.segment_path(1).write_bytes(data)
+    whole = as_bytes(raw_log(spark, str(tmp_path), 1, max_line_bytes=1_200_000))
+    chunked = as_bytes(raw_log(spark, str(tmp_path), 1, max_line_bytes=1_200_000, whole_segment_bytes=0))
+    assert whole == chunked
+    assert [row[3] for row in whole] == [1, 1048574 + 3, 0, 2, 1500000, 3, 1048575, 5, 1048576, 7, 300000, 2]
+    assert [len(row[2]) for row in whole] == [1, 1048574 + 3, 0, 2, 1024, 3, 1048575, 5, 1048576, 7, 300000, 2]
+    assert whole[1][2].endswith(b"B\xef\xbb\xbf")
+
+
+def test_a_huge_line_is_never_held_whole_and_the_lines_after_it_still_parse(spark, tmp_path):
+    from tests.conftest import event_line
+
+    log = EventLog(tmp_path)
+    huge = '{"event_id": "' + "x" * (3 * 256) + '"}'
+    log.append([event_line(event_id="before"), huge, event_line(event_id="after")], stamp=False)
+    rows = parsed_log(spark, str(tmp_path), 1, max_line_bytes=256).orderBy("line_number").collect()
+    assert [(r.event_id, r.reject_reason, r.reject_detail, r.raw_line) for r in rows] == [
+        ("before", None, None, event_line(event_id="before")),
+        (None, "line_too_long", f"{len(huge)} bytes", huge[:256]),
+        ("after", None, None, event_line(event_id="after")),
+    ]
+    # Memory: a 64 MiB line, read with a limit of 1,024 bytes, costs the reader about one chunk.
+    path = tmp_path / "segment.jsonl"
+    with path.open("wb") as handle:
+        handle.write(b"first\n")
+        for _ in range(64):
+            handle.write(b"z" * (1 << 20))
+        handle.write(b"\nlast\n")
+    tracemalloc.start()
+    try:
+        with path.open("rb") as handle:
+            lines = [(line[:8], length) for batch in scan_lines(handle, 1024) for line, length in zip(*batch)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert lines == [(b"first", 5), (b"z" * 8, 64 << 20), (b"last", 4)]
+    assert peak < 4 << 20, f"the reader held {peak:,} bytes at once"

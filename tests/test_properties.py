@@ -1,14 +1,18 @@
 """Property checks: every line lands exactly once, money is conserved, Spark agrees with NumPy."""
 
+import tempfile
 from decimal import Decimal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from lklab.generator import GeneratedEvents
 from lklab.truth import truth_windows
 from lklab.summary import same_rows
+from shared.eventlog import EventLog
 from shared.events import parse_events
+from shared.log_source import parsed_log
 from shared.pipeline import classify_lines, window_totals
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 from tests.conftest import event_line, raw_frame
@@ -19,7 +23,8 @@ SPARK_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=
 
 good_line = st.builds(
     lambda i, cents, minute: (
-        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z"),
+        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z",
+                   ingest_time="2026-01-05T11:00:00Z"),
         Decimal(cents).scaleb(-2),
     ),
     st.integers(0, 8),
@@ -40,6 +45,32 @@ def test_every_line_lands_exactly_once_and_money_is_conserved(spark, tagged):
     valid_money = sum((amount for _, amount in tagged if amount is not None), Decimal(0))
     assert sum((r.amount for r in events + duplicates), Decimal(0)) == valid_money
     assert len({r.event_id for r in events}) == len(events)
+
+
+# What the log's readers meet: a line dated 2099, a repeated key, bytes that are not UTF-8, a
+# line over max-line-bytes (256 here), and a byte order mark opening the segment.
+hostile_line = st.sampled_from([
+    event_line(event_id="from-2099", event_time="2099-01-01T00:00:00Z").encode(),
+    b'{"event_id": "a", "event_id": "b"}',
+    b'{"event_id": "\xff\xfe"}',
+    b'{"event_id": "' + b"x" * 400 + b'"}',
+    b" " * 300,
+]).map(lambda line: (line, None))
+
+
+@SPARK_SETTINGS
+@given(st.lists(st.one_of(good_line, bad_line, hostile_line), min_size=1, max_size=25), st.booleans())
+def test_every_line_of_a_real_segment_lands_exactly_once_whatever_its_bytes(spark, tagged, byte_order_mark):
+    lines = [line if isinstance(line, bytes) else line.encode() for line, _ in tagged]
+    with tempfile.TemporaryDirectory() as lake:
+        EventLog(lake).append([b"\xef\xbb\xbf" + lines[0], *lines[1:]] if byte_order_mark else lines, stamp=False)
+        result = classify_lines(parsed_log(spark, lake, 1, max_line_bytes=256))
+        events, duplicates, dead = (result.events.collect(), result.duplicates.collect(), result.dead_letters.collect())
+        not_text = result.dead_letters.where(~F.is_valid_utf8("raw_line")).count()
+    assert sorted(r.line_number for r in events + duplicates + dead) == list(range(1, len(lines) + 1))
+    valid_money = sum((amount for _, amount in tagged if amount is not None), Decimal(0))
+    assert sum((r.amount for r in events + duplicates), Decimal(0)) == valid_money
+    assert not_text == 0  # every dead letter's raw_line is text, whatever the line held
 
 
 times = st.lists(st.integers(-3_600, 3_600), min_size=1, max_size=30)

@@ -1,6 +1,6 @@
-"""Settings belong to the tables: a stream refuses to add rows built with other settings, and
-reconcile uses the windows the tables were built with unless told otherwise (and then refuses
-a contradiction, naming both values)."""
+"""Settings belong to the tables: a stream or a batch refuses to add rows built with other
+settings (the command exits 2), and reconcile uses the windows the tables were built with unless
+told otherwise (and then refuses a contradiction, naming both values)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.speed_layer import run_speed
 from shared.config import load_config
@@ -26,34 +25,58 @@ def config(lake, **settings):
     return load_config(None, {"lake": str(lake), "table-engine": "deltalake", **settings}, environ={})
 
 
+def lklab_env(lake) -> dict[str, str]:
+    env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
+    for name in [name for name in env if name.startswith("LKLAB_") and name not in ("LKLAB_LAKE", "LKLAB_TABLE_ENGINE")]:
+        env.pop(name)
+    return env
+
+
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory):
-    """A speed layer and a batch recompute built with 2-minute windows."""
+    """A speed layer and a batch recompute (``lklab batch``) built with 2-minute windows."""
     path = tmp_path_factory.mktemp("two-minute-lake")
     generate(GeneratorParams(events=600, accounts=3, span=2 * HOUR, segment_interval=HOUR), path)
     run_speed(spark, config(path, **{"window-size": "2m"}), available_now=True)
-    run_batch(spark, config(path, **{"window-size": "2m"}))
+    done = subprocess.run([LKLAB, "batch", "--window-size", "2m"], capture_output=True, text=True, env=lklab_env(path), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
     return path
 
 
-def test_the_stream_records_its_settings_on_every_table(spark, lake):
+LINE_SETTINGS = {"max-clock-skew": "5m", "max-line-bytes": "1048576"}
+
+
+def test_the_stream_and_the_batch_record_their_settings(spark, lake):
     tables = Tables(spark, lake, "deltalake")
     for name in ("speed_aggregates", "late_events", "duplicate_events", "dead_letter", "stream_metrics", "stream_state"):
         assert recorded(tables, name) == {
             "window-kind": "tumbling", "window-size": "2m", "watermark-delay": "1m", "watermark-interval": "1s",
-            "allowed-lateness": "0s", "dedup-horizon": "1h",
+            "allowed-lateness": "0s", "dedup-horizon": "1h", **LINE_SETTINGS,
         }, name
+    assert recorded(tables, "batch_truth") == {"window-kind": "tumbling", "window-size": "2m", **LINE_SETTINGS}
 
 
 def test_a_stream_with_other_settings_is_refused(spark, lake):
     with pytest.raises(SettingsConflict, match=r"window-size 2m \(table\) against 1m \(this run\)"):
         run_speed(spark, config(lake), available_now=True)
+    with pytest.raises(SettingsConflict, match=r"max-clock-skew 5m \(table\) against 1m \(this run\)"):
+        run_speed(spark, config(lake, **{"window-size": "2m", "max-clock-skew": "1m"}), available_now=True)
+
+
+@pytest.mark.parametrize("command", [["batch"], ["speed", "--available-now"]])
+def test_a_run_that_would_dead_letter_other_lines_is_refused_with_exit_2(lake, command):
+    refused = subprocess.run([LKLAB, *command, "--window-size", "2m", "--max-clock-skew", "1m"], capture_output=True, text=True,
+                             env=lklab_env(lake), timeout=600)
+    assert refused.returncode == 2
+    table = "batch_truth" if command == ["batch"] else "dead_letter"  # the stream checks its tables in order
+    assert (
+        f"lklab {command[0]}: table {table} was built with other settings: max-clock-skew 5m (table) against 1m (this run). "
+        "Run with the table's settings, or write to another lake or run name\n"
+    ) in refused.stderr
 
 
 def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, tmp_path):
-    env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
-    for name in ("LKLAB_WINDOW_SIZE", "LKLAB_WINDOW_KIND"):
-        env.pop(name, None)
+    env = lklab_env(lake)
     done = subprocess.run([LKLAB, "reconcile", "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"windows": "tumbling 2m"' in done.stdout

@@ -29,13 +29,13 @@ def days_from(args: argparse.Namespace):
 
 
 def lake_windows(config: LabConfig, purpose: str) -> LabConfig:
-    """``config`` with the windows the lake's batch truth and speed layer were built with, where
-    the user gave none (both must agree; a contradicting flag is refused)."""
-    from shared.table_settings import SettingsConflict, adopt, agreed
+    """``config`` with the windows and line settings the lake's batch truth and speed layer were
+    built with, where the user gave none (both must agree; a contradicting flag is refused)."""
+    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
 
     tables = settings_tables(config)
     try:
-        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
         return adopt(config, windows, f"the lake's tables ({purpose})")
     except SettingsConflict as err:
         raise UsageError(str(err)) from None
@@ -50,11 +50,11 @@ def settings_tables(config: LabConfig):
 
 def adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
     """``config`` with the settings a stream's tables and the batch truth recorded."""
-    from shared.table_settings import SettingsConflict, adopt, agreed
+    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
 
     tables = settings_tables(config)
     try:
-        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)], ("window-kind", "window-size", "window-slide", "session-gap"))
+        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
         stream = agreed(tables, [f"{prefix}speed_aggregates"])
         return adopt(config, {**stream, **windows}, source)
     except SettingsConflict as err:

@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.set_defaults(handler=cmd_generate)
 
     ingest = _command(
-        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept).",
+        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept; an empty file is refused "
+        "with exit 2 before anything is appended).",
         "lklab ingest events-1.jsonl events-2.jsonl --lake ./lake",
     )
     _common(ingest, windows=False)
