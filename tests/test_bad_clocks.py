@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from lklab.kappa_replay import run_replay
+from lklab.speed_layer import run_speed
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables
-from spark_jobs.replay_job import run_replay
-from spark_jobs.speed_job import run_speed
 from tests.conftest import event_line
 
 LKLAB = str(Path(sys.executable).parent / "lklab")

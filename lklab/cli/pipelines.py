@@ -10,7 +10,7 @@ import importlib
 from typing import Callable
 
 from lklab.cli.console import UsageError
-from lklab.cli.options import config_from
+from shared.config import ConfigError, load_config
 
 __all__ = ["pipeline_handler", "PIPELINE_COMMANDS"]
 
@@ -23,7 +23,10 @@ def pipeline_handler(args: argparse.Namespace) -> Callable[[argparse.Namespace],
     """The handler of ``args.command`` for the pipeline configured (None: ``billing_windows``)."""
     if args.command not in PER_PIPELINE:
         return None
-    pipeline = config_from(args).pipeline
+    try:  # only the pipeline: the command validates its other settings itself (compare sweeps lists)
+        pipeline = load_config(args.config, {"pipeline": getattr(args, "pipeline", None)}).pipeline
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
     if pipeline not in PIPELINE_COMMANDS:
         return None
     commands = importlib.import_module(PIPELINE_COMMANDS[pipeline]).COMMANDS
