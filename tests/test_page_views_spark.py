@@ -37,7 +37,7 @@ def test_page_views_parse_with_the_first_failing_reason(spark):
         json.dumps({"heartbeat": True, "ingest_time": "2026-01-05T10:00:02Z"}),
         json.dumps({"heartbeat": True}),
     ]
-    raw = spark.createDataFrame([(1, n, line) for n, line in enumerate(lines, start=1)], RAW_LINE_SCHEMA)
+    raw = spark.createDataFrame([(1, n, line, len(line.encode())) for n, line in enumerate(lines, start=1)], RAW_LINE_SCHEMA)
     rows = parse_page_views(raw).toArrow()
     assert rows.schema.names == PARSED_SCHEMA.names
     got = list(zip(rows["reject_reason"].to_pylist(), rows["reject_detail"].to_pylist(), rows["heartbeat"].to_pylist()))
@@ -63,7 +63,7 @@ def test_a_generated_log_reconciles_exactly(spark, tmp_path):
     params = PageViewParams(scenario="billing", views=1500, span=1800 * SECOND, users=25, pages=30, malformed_rate=0.01)
     manifest = generate_page_views(params, tmp_path)
     log = EventLog(tmp_path)
-    raw_rows = [(s.number, n, line) for s in log.segments() for n, line in enumerate(EventLog.read_lines(s.path), start=1)]
+    raw_rows = [(s.number, n, line, len(line.encode())) for s in log.segments() for n, line in enumerate(EventLog.read_lines(s.path), start=1)]
     parsed = parse_page_views(spark.createDataFrame(raw_rows, RAW_LINE_SCHEMA))
     arrow = pa.Table.from_batches(parsed.toArrow().to_batches(), schema=None).cast(PARSED_SCHEMA)
     reasons = arrow.filter(pa.compute.is_valid(arrow["reject_reason"]))["reject_reason"].value_counts().to_pylist()

@@ -84,10 +84,10 @@ def test_bad_figures_are_refused():
 def test_configure_logging_prints_time_and_message_once(monkeypatch):
     stderr = io.StringIO()
     monkeypatch.setattr("sys.stderr", stderr)
-    logger = logging.getLogger("lklab.test_progress")
+    logger = logging.getLogger("lklab_test_progress")  # outside ``lklab``, which an in-process ``main`` may have set up
     try:
-        configure_logging(logger="lklab.test_progress")
-        configure_logging(logger="lklab.test_progress")
+        configure_logging(logger="lklab_test_progress")
+        configure_logging(logger="lklab_test_progress")
         logger.info("starting Spark")
     finally:
         logger.handlers.clear()
