@@ -18,3 +18,19 @@ def progress(message: str) -> None:
     """A message about the work under way: a ``[HH:MM:SS] message`` line on stderr, through
     ``logging`` (``lklab.progress.configure_logging``, set up by ``main``)."""
     log.info(message)
+
+
+def machine_records(name: str) -> None:
+    """Print the records of logger ``name`` (one JSON object each, e.g. the speed layer's line per
+    micro-batch) on stderr as ``<time> <name> <record>``, so a log shipper can pick them out by
+    name; they do not also go through the lab's ``[HH:MM:SS]`` messages. Idempotent."""
+    import sys
+
+    records = logging.getLogger(name)
+    if not any(getattr(h, "_lklab_machine", False) for h in records.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        handler._lklab_machine = True
+        records.addHandler(handler)
+    records.setLevel(logging.INFO)
+    records.propagate = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lklab.cli.console import UsageError, progress
+from lklab.cli.console import UsageError, machine_records, progress
 from lklab.cli.options import config_from
 from shared import catalog
 
@@ -19,6 +19,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     config = config_from(args)
     if args.segments_per_batch < 1:
         raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
+    machine_records("lklab.speed")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
