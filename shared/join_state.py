@@ -20,24 +20,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared.clock import ClockState
 from shared.events import UTC_MICROS
 from shared.order_events import ORDER_EVENT_SCHEMA
+from shared.stream_state import CLOCK_FIELDS, parts_table, table_parts
 
 __all__ = ["REMEMBERED_SCHEMA", "HELD_SCHEMA", "JOIN_STATE_SCHEMA", "JoinState", "join_state_table", "join_state_from_table"]
 
 REMEMBERED_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
 HELD_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("matched", pa.bool_())])
-_CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 JOIN_STATE_SCHEMA = pa.schema(
     [
         pa.field("state_kind", pa.string(), nullable=False),  # clock | remembered | order | payment
         *ORDER_EVENT_SCHEMA,
         pa.field("remembered_from", UTC_MICROS),
         pa.field("matched", pa.bool_()),
-        *[pa.field(name, pa.int64()) for name in _CLOCK_FIELDS],
+        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
     ]
 )
 
@@ -59,24 +58,12 @@ class JoinState:
         return self.remembered.num_rows + self.orders.num_rows + self.payments.num_rows
 
 
-def _part(kind: str, table: pa.Table) -> pa.Table:
-    columns = {"state_kind": pa.array([kind] * table.num_rows, pa.string())}
-    for field in JOIN_STATE_SCHEMA:
-        if field.name != "state_kind":
-            columns[field.name] = table[field.name] if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
-    return pa.table(columns).cast(JOIN_STATE_SCHEMA)
-
-
 def join_state_table(state: JoinState) -> pa.Table:
-    clock = pa.table({name: pa.array([getattr(state.clock, name)], pa.int64()) for name in _CLOCK_FIELDS})
-    parts = [("clock", clock), ("remembered", state.remembered), ("order", state.orders), ("payment", state.payments)]
-    return pa.concat_tables([_part(kind, table) for kind, table in parts])
+    parts = {"remembered": state.remembered, "order": state.orders, "payment": state.payments}
+    return parts_table(JOIN_STATE_SCHEMA, state.clock, parts, column="state_kind")
 
 
 def join_state_from_table(table: pa.Table) -> JoinState:
-    def kind(name: str, schema: pa.Schema) -> pa.Table:
-        return table.filter(pc.equal(table["state_kind"], name)).select(schema.names).cast(schema)
-
-    clocks = table.filter(pc.equal(table["state_kind"], "clock")).to_pylist()
-    clock = ClockState(**{name: clocks[0][name] for name in _CLOCK_FIELDS}) if clocks else ClockState()
-    return JoinState(clock, kind("remembered", REMEMBERED_SCHEMA), kind("order", HELD_SCHEMA), kind("payment", HELD_SCHEMA))
+    schemas = {"remembered": REMEMBERED_SCHEMA, "order": HELD_SCHEMA, "payment": HELD_SCHEMA}
+    clock, parts = table_parts(table, schemas, column="state_kind")
+    return JoinState(clock, parts["remembered"], parts["order"], parts["payment"])

@@ -25,14 +25,14 @@ from shared.stream_windows import WINDOW_ROW_SCHEMA, empty_held
 
 __all__ = ["StreamState", "STATE_SCHEMA", "state_table", "state_from_table"]
 
-_CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
+CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 _SHARED = ("account_id", "currency")
 STATE_SCHEMA = pa.schema(
     [
         pa.field("kind", pa.string(), nullable=False),  # clock | remembered | window
         *REMEMBERED_SCHEMA,
         *[field.with_nullable(True) for field in WINDOW_ROW_SCHEMA if field.name not in _SHARED],
-        *[pa.field(name, pa.int64()) for name in _CLOCK_FIELDS],
+        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
     ]
 )
 
@@ -53,27 +53,38 @@ class StreamState:
         return self.remembered.num_rows + self.windows.num_rows
 
 
-def _part(kind: str, table: pa.Table) -> pa.Table:
-    columns = {"kind": pa.array([kind] * table.num_rows, pa.string())}
-    for field in STATE_SCHEMA:
-        if field.name != "kind":
+def _part(schema: pa.Schema, column: str, kind: str, table: pa.Table) -> pa.Table:
+    columns = {column: pa.array([kind] * table.num_rows, pa.string())}
+    for field in schema:
+        if field.name != column:
             columns[field.name] = table[field.name] if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
-    return pa.table(columns).cast(STATE_SCHEMA)
+    return pa.table(columns).cast(schema)
+
+
+def parts_table(schema: pa.Schema, clock: ClockState, parts: dict[str, pa.Table], *, column: str = "kind") -> pa.Table:
+    """A stream's state as one table of ``schema`` (a ``column`` naming each row's part, the
+    clock's fields, and every part's columns): one ``clock`` row, then each part's rows, with the
+    columns it lacks null. Every pipeline's state is stored this way."""
+    row = pa.table({name: pa.array([getattr(clock, name)], pa.int64()) for name in CLOCK_FIELDS})
+    return pa.concat_tables(
+        [_part(schema, column, "clock", row), *(_part(schema, column, kind, rows) for kind, rows in parts.items())]
+    )
+
+
+def table_parts(table: pa.Table, schemas: dict[str, pa.Schema], *, column: str = "kind") -> tuple[ClockState, dict[str, pa.Table]]:
+    """``parts_table`` read back: the clock, and each part's rows with its own ``schemas[kind]``."""
+    def kind(name: str) -> pa.Table:
+        return table.filter(pc.equal(table[column], name))
+
+    clocks = kind("clock").to_pylist()
+    clock = ClockState(**{name: clocks[0][name] for name in CLOCK_FIELDS}) if clocks else ClockState()
+    return clock, {name: kind(name).select(schema.names).cast(schema) for name, schema in schemas.items()}
 
 
 def state_table(state: StreamState) -> pa.Table:
-    clock = pa.table({name: pa.array([getattr(state.clock, name)], pa.int64()) for name in _CLOCK_FIELDS})
-    return pa.concat_tables([_part("clock", clock), _part("remembered", state.remembered), _part("window", state.windows)])
+    return parts_table(STATE_SCHEMA, state.clock, {"remembered": state.remembered, "window": state.windows})
 
 
 def state_from_table(table: pa.Table) -> StreamState:
-    def kind(name: str) -> pa.Table:
-        return table.filter(pc.equal(table["kind"], name))
-
-    clocks = kind("clock").to_pylist()
-    clock = ClockState(**{name: clocks[0][name] for name in _CLOCK_FIELDS}) if clocks else ClockState()
-    return StreamState(
-        clock=clock,
-        remembered=kind("remembered").select(REMEMBERED_SCHEMA.names).cast(REMEMBERED_SCHEMA),
-        windows=kind("window").select(WINDOW_ROW_SCHEMA.names).cast(WINDOW_ROW_SCHEMA),
-    )
+    clock, parts = table_parts(table, {"remembered": REMEMBERED_SCHEMA, "window": WINDOW_ROW_SCHEMA})
+    return StreamState(clock=clock, remembered=parts["remembered"], windows=parts["window"])

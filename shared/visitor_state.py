@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared.clock import NO_TIME, ClockState
 from shared.events import UTC_MICROS
 from shared.page_views import PAGE_VIEW_SCHEMA
+from shared.stream_state import CLOCK_FIELDS, parts_table, table_parts
 from shared.windows import micros
 
 __all__ = [
@@ -56,14 +56,13 @@ ENTRY_SCHEMA = pa.schema(
     ]
 )
 SEEN_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("url", pa.string()), pa.field("last_seen", UTC_MICROS)])
-_CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 _SHARED = set(REMEMBERED_SCHEMA.names)
 STATE_SCHEMA = pa.schema(
     [
         pa.field("kind", pa.string(), nullable=False),  # clock | remembered | member
         *REMEMBERED_SCHEMA,
         *[field for field in ENTRY_SCHEMA if field.name not in _SHARED],
-        *[pa.field(name, pa.int64()) for name in _CLOCK_FIELDS],
+        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
     ]
 )
 
@@ -109,28 +108,11 @@ def seen_set(state: VisitorState) -> pa.Table:
     return table.cast(SEEN_SCHEMA).sort_by([("user_id", "ascending"), ("url", "ascending")])
 
 
-def _part(kind: str, table: pa.Table) -> pa.Table:
-    columns = {"kind": pa.array([kind] * table.num_rows, pa.string())}
-    for field in STATE_SCHEMA:
-        if field.name != "kind":
-            columns[field.name] = table[field.name] if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
-    return pa.table(columns).cast(STATE_SCHEMA)
-
-
 def state_table(state: VisitorState) -> pa.Table:
     """The state as one table (``visitors_state``: one row per clock, remembered copy or entry)."""
-    clock = pa.table({name: pa.array([getattr(state.clock, name)], pa.int64()) for name in _CLOCK_FIELDS})
-    return pa.concat_tables([_part("clock", clock), _part("remembered", state.remembered), _part("member", state.members)])
+    return parts_table(STATE_SCHEMA, state.clock, {"remembered": state.remembered, "member": state.members})
 
 
 def state_from_table(table: pa.Table) -> VisitorState:
-    def kind(name: str) -> pa.Table:
-        return table.filter(pc.equal(table["kind"], name))
-
-    clocks = kind("clock").to_pylist()
-    clock = ClockState(**{name: clocks[0][name] for name in _CLOCK_FIELDS}) if clocks else ClockState()
-    return VisitorState(
-        clock=clock,
-        remembered=kind("remembered").select(REMEMBERED_SCHEMA.names).cast(REMEMBERED_SCHEMA),
-        members=kind("member").select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA),
-    )
+    clock, parts = table_parts(table, {"remembered": REMEMBERED_SCHEMA, "member": ENTRY_SCHEMA})
+    return VisitorState(clock=clock, remembered=parts["remembered"], members=parts["member"])

@@ -81,9 +81,7 @@ def test_bad_figures_are_refused():
         stage.advance(-1)
 
 
-def test_configure_logging_prints_time_and_message_once(monkeypatch):
-    stderr = io.StringIO()
-    monkeypatch.setattr("sys.stderr", stderr)
+def test_configure_logging_prints_time_and_message_once(capsys):
     logger = logging.getLogger("lklab_test_progress")  # outside ``lklab``, which an in-process ``main`` may have set up
     try:
         configure_logging(logger="lklab_test_progress")
@@ -91,5 +89,5 @@ def test_configure_logging_prints_time_and_message_once(monkeypatch):
         logger.info("starting Spark")
     finally:
         logger.handlers.clear()
-    (line,) = stderr.getvalue().splitlines()
+    (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith("] starting Spark") and line[0] == "[" and line[9] == "]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 USAGE, FAILURE, UNHEALTHY = 2, 1, 3
 
@@ -34,3 +35,19 @@ def machine_records(name: str) -> None:
         records.addHandler(handler)
     records.setLevel(logging.INFO)
     records.propagate = False
+
+
+@contextmanager
+def spark_for(config, app_name: str, *refused: type[Exception]):
+    """A Spark session for one command, stopped when it ends; the errors in ``refused`` (and a
+    contradiction of the tables' settings) are bad input, exit 2, not failures."""
+    from shared.spark_session import spark_session
+    from shared.table_settings import SettingsConflict
+
+    spark = spark_session(config, app_name)
+    try:
+        yield spark
+    except (SettingsConflict, *refused) as err:
+        raise UsageError(str(err)) from None
+    finally:
+        spark.stop()

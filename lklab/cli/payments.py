@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Callable
 
-from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import config_from
 from shared.durations import parse_duration
 
@@ -18,7 +18,10 @@ __all__ = ["COMMANDS"]
 def cmd_generate(args: argparse.Namespace) -> int:
     import shutil
 
-    from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments
+    from lklab.order_payment_generator import (
+        OrderPaymentParams,
+        generate_order_payments,
+    )
     from shared.locks import whole_lake
 
     config = config_from(args)
@@ -46,8 +49,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_speed(args: argparse.Namespace) -> int:
     from lklab.payments_stream import run_payments_speed
     from shared import catalog
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = config_from(args)
     if args.segments_per_batch < 1:
@@ -57,14 +58,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     settings = config.describe()
     progress(f"order_payments stream on {config.lake / 'log'}: join bound {settings['join-bound']}, "
              f"watermark delay {settings['watermark-delay']}")
-    spark = spark_session(config, "lklab-payments-speed")
-    try:
+    with spark_for(config, "lklab-payments-speed") as spark:
         stream = run_payments_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
         metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
-    except SettingsConflict as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     total = {name: sum(metrics[name].to_pylist()) for name in metrics.column_names if name in _TOTALS}
     print(
         f"{metrics.num_rows} micro-batches: {total['input_lines']:,} lines = {total['on_time']:,} on time + {total['late']:,} late + "
@@ -81,17 +77,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
     from lklab.order_payment_generator import load_order_payments
     from lklab.order_payment_truth import join_truth
     from lklab.payments_batch import run_payments_batch
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = config_from(args)
-    spark = spark_session(config, "lklab-payments-batch")
-    try:
+    with spark_for(config, "lklab-payments-batch") as spark:
         run = run_payments_batch(spark, config)
-    except SettingsConflict as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     print(
         f"segments 1..{run.last_segment}: {run.lines:,} lines = {run.orders:,} orders + {run.payments:,} payments + "
         f"{run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + {run.heartbeats:,} heartbeats "
@@ -110,21 +99,14 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.payments_stream import PaymentsReplayExists, run_payments_replay
     from shared.catalog import replay_prefix
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = config_from(args)
     try:
         prefix = replay_prefix(args.name)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    spark = spark_session(config, f"lklab-payments-replay-{args.name}")
-    try:
+    with spark_for(config, f"lklab-payments-replay-{args.name}", PaymentsReplayExists) as spark:
         run = run_payments_replay(spark, config, args.name, replace=args.replace)
-    except (PaymentsReplayExists, SettingsConflict) as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
           f"tables {prefix}payments_*")
     return 0
@@ -133,17 +115,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from lklab.payments_reconcile import PaymentsInputError, reconcile_payments
     from shared.catalog import StreamChoiceError
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = config_from(args)
-    spark = spark_session(config, "lklab-payments-reconcile")
-    try:
+    with spark_for(config, "lklab-payments-reconcile", PaymentsInputError, StreamChoiceError, ValueError) as spark:
         found = reconcile_payments(spark, config, against=args.against)
-    except (PaymentsInputError, StreamChoiceError, SettingsConflict, ValueError) as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     result = found.result
     print(f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})")
     for outcome, (truth, stream) in result.counts.items():

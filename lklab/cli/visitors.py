@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import config_from
 
 __all__ = ["COMMANDS", "render_reconciliation"]
@@ -54,8 +54,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_speed(args: argparse.Namespace) -> int:
     from lklab.visitors_speed import run_visitors_speed
     from shared.catalog import VISITORS_STREAM_METRICS
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = _config(args)
     if args.segments_per_batch < 1:
@@ -64,14 +62,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     progress(f"unique_visitors speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
              f"state TTL {config.describe()['state-ttl']}")
-    spark = spark_session(config, "lklab-visitors-speed")
-    try:
+    with spark_for(config, "lklab-visitors-speed") as spark:
         layer = run_visitors_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
         metrics = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_STREAM_METRICS))
-    except SettingsConflict as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", "views", "duplicates", "dead_letters", "new_urls", "late_pairs")}
     print(f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['views']:,} views + {totals['duplicates']:,} "
           f"duplicates + {totals['dead_letters']:,} dead letters (+ heartbeats); {totals['new_urls']:,} URLs counted, "
@@ -81,17 +74,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     from lklab.visitors_batch import run_visitors_batch
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = _config(args)
-    spark = spark_session(config, "lklab-visitors-batch")
-    try:
+    with spark_for(config, "lklab-visitors-batch") as spark:
         run = run_visitors_batch(spark, config)
-    except SettingsConflict as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     print(f"visitors_truth: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
           f"{run.lines:,} lines = {run.views:,} views + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + "
           f"{run.heartbeats:,} heartbeats ({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.wall_seconds:.1f} s wall")
@@ -101,21 +87,14 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.visitors_replay import ReplayExists, run_visitors_replay
     from shared.catalog import replay_prefix
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = _config(args)
     try:
         prefix = replay_prefix(args.name)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    spark = spark_session(config, f"lklab-visitors-replay-{args.name}")
-    try:
+    with spark_for(config, f"lklab-visitors-replay-{args.name}", ReplayExists) as spark:
         run = run_visitors_replay(spark, config, args.name, replace=args.replace)
-    except (ReplayExists, SettingsConflict) as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
           f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {config.lake / 'tables' / prefix}")
     return 0
@@ -144,21 +123,14 @@ def render_reconciliation(reconciled) -> str:
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors
     from shared.catalog import StreamChoiceError, stream_prefix
-    from shared.spark_session import spark_session
-    from shared.table_settings import SettingsConflict
 
     config = _config(args)
     try:
         stream_prefix(args.against)
     except (StreamChoiceError, ValueError) as err:
         raise UsageError(str(err)) from None
-    spark = spark_session(config, "lklab-visitors-reconcile")
-    try:
+    with spark_for(config, "lklab-visitors-reconcile", VisitorsReconcileInputError) as spark:
         reconciled = reconcile_visitors(spark, config, against=args.against)
-    except (VisitorsReconcileInputError, SettingsConflict) as err:
-        raise UsageError(str(err)) from None
-    finally:
-        spark.stop()
     print(render_reconciliation(reconciled))
     unexplained = reconciled.result.reasons().get("unexplained", 0)
     return UNHEALTHY if unexplained else 0
