@@ -126,8 +126,8 @@ def stream_health(
         committed_ms = delta.history(1)[0]["timestamp"]
         last_commit_at = datetime.fromtimestamp(committed_ms / 1000, timezone.utc)
         freshness = max(0.0, now - committed_ms / 1000)
-        # to_pyarrow_dataset, not to_pyarrow_table: the latter leaves a runtime thread that
-        # aborts the interpreter at exit (deltalake 1.6), which would fail a CLI or a task.
+        # Reading through the pyarrow dataset leaves Arrow threads that can abort the interpreter's
+        # teardown; the lklab process ends through lklab.cli.process_exit for that reason.
         rows = delta.to_pyarrow_dataset().to_table(columns=["batch_id", "last_segment", "watermark_lag_seconds"])
         if rows.num_rows:
             newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])

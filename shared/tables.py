@@ -308,7 +308,7 @@ class Tables:
 
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""
-        # to_pyarrow_dataset: to_pyarrow_table can abort the interpreter at exit (seen in plain python).
+        # Arrow threads left by this read can abort the interpreter's teardown: lklab.cli.process_exit.
         return self._delta(name, version).to_pyarrow_dataset().to_table()
 
     def _latest(self, name: str) -> DeltaTable:

@@ -2,7 +2,7 @@
 
 import sys
 
-from lklab.cli import main
+from lklab.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main(["batch", *sys.argv[1:]]))
+    run(["batch", *sys.argv[1:]])

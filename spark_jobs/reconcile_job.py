@@ -4,7 +4,7 @@ application (no date: every day the truth holds); exit 3 when the unexplained ga
 
 import sys
 
-from lklab.cli import main
+from lklab.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main(["reconcile", *sys.argv[1:]]))
+    run(["reconcile", *sys.argv[1:]])

@@ -2,7 +2,7 @@
 
 import sys
 
-from lklab.cli import main
+from lklab.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main(["replay", *sys.argv[1:]]))
+    run(["replay", *sys.argv[1:]])

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 from lklab.cli.console import FAILURE, USAGE, UsageError
 from lklab.cli.parser import build_parser
 from lklab.cli.pipelines import pipeline_handler
 from lklab.progress import configure_logging
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,5 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         return FAILURE
 
 
+def run(argv: list[str] | None = None) -> NoReturn:
+    """The ``lklab`` process: :func:`main`, then :func:`~lklab.cli.process_exit.exit_process` with its code."""
+    from lklab.cli.process_exit import exit_process
+
+    exit_process(main(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -1,7 +1,5 @@
 """``python -m lklab.cli``: the ``lklab`` command."""
 
-import sys
+from lklab.cli import run
 
-from lklab.cli import main
-
-sys.exit(main())
+run()
