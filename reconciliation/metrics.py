@@ -50,23 +50,29 @@ def explained_windows(compared: DataFrame, explanations: DataFrame, folded: Data
     """``compare_windows``'s rows with ``EXPLAINED_COLUMNS`` for the stream (from
     ``explanations``) and the same prefixed ``corrected_`` for the corrected stream (from
     ``folded``): ``unexplained_*`` is the delta minus what the reasons explain (null where the
-    delta is)."""
+    delta is). ``_explained``: a reason explains something in the window, for either diff.
+
+    Most windows have no explanation (their reason columns are zero and the unexplained rest is
+    the delta itself): only the disputed ones pay for the decimal arithmetic.
+    """
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     # ``compared`` is already partitioned by window: hashing the small side avoids sorting it.
-    joined = compared.join(_pivot(explanations, folded).hint("shuffle_hash"), list(WINDOW_KEY), "left")
-    filled = {}
+    pivot = _pivot(explanations, folded).withColumn("_explained", F.lit(True))
+    joined = compared.join(pivot.hint("shuffle_hash"), list(WINDOW_KEY), "left")
+    explained = F.col("_explained").isNotNull()
+    filled = {"_explained": explained}
     for of in ("", "corrected_"):
         for r in REASONS:
             filled[f"{of}{r}_events"] = F.coalesce(F.col(f"{of}{r}_events"), F.lit(0).cast("long"))
             filled[f"{of}{r}_money"] = F.coalesce(F.col(f"{of}{r}_money"), zero)
-    joined = joined.withColumns(filled)
     rest = {}
     for of in ("", "corrected_"):
         events = sum((F.col(f"{of}{r}_events") for r in REASONS), F.lit(0))
         money = sum((F.col(f"{of}{r}_money") for r in REASONS), zero)
-        rest[f"{of}unexplained_events"] = F.col(f"{of}count_delta") - events
-        rest[f"{of}unexplained_money"] = (F.col(f"{of}amount_delta") - money).cast(AMOUNT_TOTAL_TYPE)
-    return joined.withColumns(rest)
+        count_delta, amount_delta = F.col(f"{of}count_delta"), F.col(f"{of}amount_delta")
+        rest[f"{of}unexplained_events"] = F.when(explained, count_delta - events).otherwise(count_delta)
+        rest[f"{of}unexplained_money"] = F.when(explained, (amount_delta - money).cast(AMOUNT_TOTAL_TYPE)).otherwise(amount_delta)
+    return joined.withColumns(filled).withColumns(rest)
 
 
 def diff_rows(windows: DataFrame) -> DataFrame:
@@ -75,12 +81,19 @@ def diff_rows(windows: DataFrame) -> DataFrame:
 
 
 def _figures(of: str, compared: Column) -> list[Column]:
-    """Per-currency aggregates of the diff against one side, over the windows it compares."""
+    """Per-currency aggregates of the diff against one side, over the windows it compares.
+
+    Sums skip what is zero for the windows that match and that no reason explains (nulls are
+    not added), so the decimal arithmetic grows with the disputed windows, not with all of them.
+    """
     on = lambda column: F.when(compared, column)
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     col = lambda name: F.col(f"{of}{name}")
+    nonzero = lambda column: F.when(column != 0, column)
+    differs = col("amount_delta") != 0
     rel = F.abs(col("amount_delta")) / F.abs(F.col("truth_amount"))
     side = "stream" if not of else "corrected"
+    explained = compared & F.col("_explained")
     return [
         F.count(on(F.lit(1))).alias(f"{of}compared"),
         *[F.sum((col("status") == s).cast("long")).alias(f"{of}{s}") for s in DIFF_STATUSES],
@@ -88,13 +101,15 @@ def _figures(of: str, compared: Column) -> list[Column]:
         F.sum(on(F.coalesce(f"{side}_count", F.lit(0)))).alias(f"{of}stream_events"),
         F.sum(on(F.coalesce("truth_amount", zero))).alias(f"{of}truth_amount"),
         F.sum(on(F.coalesce(f"{side}_amount", zero))).alias(f"{of}stream_amount"),
-        F.sum(F.abs(col("amount_delta"))).alias(f"{of}abs_error"),
-        F.max(F.when(F.col("truth_amount") != 0, rel)).alias(f"{of}max_rel"),
-        *[F.sum(on(col(f"{r}_events"))).alias(f"{of}{r}_events") for r in REASONS],
-        *[F.sum(on(col(f"{r}_money"))).alias(f"{of}{r}_money") for r in REASONS],
+        F.sum(F.when(differs, F.abs(col("amount_delta")))).alias(f"{of}abs_error"),
+        # the largest relative error: over the differing windows; 0 when only equal ones have money
+        F.max(F.when((F.col("truth_amount") != 0) & differs, rel)).alias(f"{of}max_rel"),
+        F.max((F.col("truth_amount") != 0) & ~differs).alias(f"{of}exact_with_money"),
+        *[F.sum(F.when(explained, col(f"{r}_events"))).alias(f"{of}{r}_events") for r in REASONS],
+        *[F.sum(F.when(explained, nonzero(col(f"{r}_money")))).alias(f"{of}{r}_money") for r in REASONS],
         F.sum(((col("unexplained_events") != 0) | (col("unexplained_money") != 0)).cast("long")).alias(f"{of}unexplained_windows"),
-        F.sum(F.abs(col("unexplained_events"))).alias(f"{of}unexplained_events"),
-        F.sum(F.abs(col("unexplained_money"))).alias(f"{of}unexplained_money"),
+        F.sum(F.abs(nonzero(col("unexplained_events")))).alias(f"{of}unexplained_events"),
+        F.sum(F.abs(nonzero(col("unexplained_money")))).alias(f"{of}unexplained_money"),
     ]
 
 
@@ -123,6 +138,13 @@ class _Figures:
     def money(self, name: str) -> Decimal:
         value = self.row.get(self.of + name)
         return Decimal(0) if value is None else Decimal(value)
+
+    def max_rel(self) -> Decimal | None:
+        """The largest relative error; 0 when every window with money matches; None without any."""
+        value = self.row.get(self.of + "max_rel")
+        if value is not None:
+            return Decimal(value)
+        return Decimal(0) if self.row.get(self.of + "exact_with_money") else None
 
     def explained(self) -> tuple[Explanation, ...]:
         return tuple(
@@ -156,7 +178,7 @@ def currency_figures(windows: DataFrame, late: DataFrame, changed: Column | None
                 truth_amount=f.money("truth_amount"),
                 stream_amount=f.money("stream_amount"),
                 total_abs_error=f.money("abs_error"),
-                max_rel_error=None if f.row.get("max_rel") is None else Decimal(f.row["max_rel"]),
+                max_rel_error=f.max_rel(),
                 late_events=lateness.events,
                 late_amount=late_amount,
                 lateness=lateness,
