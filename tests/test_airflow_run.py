@@ -15,6 +15,10 @@
   event (posted through the REST API) starts one run that consumes all three events and
   reconciles both days. The speed layer's rows of the first day were edited so that its gap
   is unexplained: that day's task fails at once as a breach, the other day's succeeds.
+* A newer pipeline's DAG: ``unique_visitors_nightly`` over a 128-line page-view log and its speed
+  layer, with the environment's ``pipeline`` setting saying billing: the truth equals the
+  generator's oracle and reconcile proves the stream; with one truth member deleted, reconcile
+  alone fails at once as a breach.
 
 The Spark jobs read copies of small generated lakes; processes are stopped by PID (and
 process group).
@@ -40,11 +44,13 @@ from deltalake import DeltaTable
 
 from lklab.generator import load_events
 from lklab.maintenance import ALWAYS_ON_TABLES
+from lklab.page_view_generator import load_page_views
+from lklab.page_view_truth import truth_counts as visitor_oracle
 from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
     AIRFLOW_USER, REPO, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, clean_env, copy_lake, free_port, run,
-    speed_layer_lake, start, stop_all, tail, wait_until,
+    spark_submit, speed_layer_lake, start, stop_all, tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -403,3 +409,83 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(tmp_path_fa
     assert_reconciled(lake, second)
     breached = [r for r in table(lake, "recon_runs").to_pylist() if r["date_from"] == first]
     assert breached and sum(r["unexplained_events"] for r in breached) > 0
+
+
+# --- A newer pipeline's nightly DAG ----------------------------------------------------------
+
+VISITORS = "unique_visitors"
+# 120 page views over 5 minutes, resends and bad lines: 128 lines in 7 one-minute segments,
+# which the speed layer reads in 4 micro-batches; clickstream traffic holds some views back.
+VISITORS_LOG = ["--scenario", "clickstream", "--events", "120", "--seed", "5", "--span", "5m", "--accounts", "10",
+                "--duplicate-rate", "0.05", "--malformed-rate", "0.02"]
+WINDOW_KEY = [(c, "ascending") for c in ("window_start", "window_end", "user_id")]
+
+
+def visitors_lake(lake: Path, env: dict[str, str]) -> Path:
+    """A small page-view log and the unique_visitors speed layer over it, as an operator runs them."""
+    done = run([str(VENV_BIN / "lklab"), "generate", "--pipeline", VISITORS, *VISITORS_LOG, "--lake", str(lake)], env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "120 page views, 6 resends, 2 malformed lines: 128 lines in 7 segments" in done.stdout
+    spark_submit("speed_job", ["--pipeline", VISITORS, "--available-now", "--segments-per-batch", "2", "--lake", str(lake)], env=env)
+    return lake
+
+
+def submitted(output: str) -> list[tuple[str, str]]:
+    """Each ``spark-submit`` a run logged: (job, its arguments)."""
+    return re.findall(r"Spark-Submit cmd: \S+ .*? \S+/spark_jobs/(\S+\.py) ([^\[\n]*?)\s*(?:\[|$)", output, re.M)
+
+
+def test_unique_visitors_nightly_recomputes_the_truth_reconciles_and_fails_a_breach_at_once(tmp_path_factory, tmp_path):
+    """One run of ``unique_visitors_nightly``; then, one truth member deleted, its reconcile alone
+    (the batch marked done) finds a difference nothing explains: a breach, failed at once."""
+    home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
+    # The lab's pipeline setting says billing: the DAG must name its pipeline on every command line.
+    env = {**airflow_env(home, tmp_path / "lake"), "LKLAB_PIPELINE": "billing_windows"}
+    lake = visitors_lake(tmp_path / "lake", env)
+
+    done = run([AIRFLOW, "dags", "test", "unique_visitors_nightly", README_DAY.isoformat()], env=env, timeout=600)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    assert task_attempts(home, "unique_visitors_nightly") == {
+        ("recompute_truth", -1): ("success", 1, 0), ("reconcile", -1): ("success", 1, 0),
+    }
+    assert submitted(output) == [
+        ("batch_job.py", "--pipeline unique_visitors"),
+        ("reconcile_job.py", "--pipeline unique_visitors --against speed"),
+    ]
+    # The truth: the generator's oracle (no Spark), 40 (window, user) rows of 113 URLs, every line accounted for.
+    truth = table(lake, "visitors_truth").sort_by(WINDOW_KEY)
+    assert truth.to_pylist() == visitor_oracle(load_page_views(lake), LabConfig().window).to_pylist()
+    assert (truth.num_rows, pc.sum(truth["distinct_urls"]).as_py()) == (40, 113)
+    assert "128 lines = 120 views + 6 duplicates + 2 dead letters + 0 heartbeats (conserved)" in output
+    assert (table(lake, "visitors_batch_duplicates").num_rows, table(lake, "visitors_batch_dead_letter").num_rows) == (6, 2)
+    # The speed layer against it: 38 windows served right, 2 short by views beyond the watermark
+    # (in the late side output), nothing unexplained.
+    corrected = table(lake, "visitors_corrected").sort_by(WINDOW_KEY)
+    assert set(corrected["run_id"].to_pylist()) == {"speed: truth v1, stream batch 3"}
+    assert Counter(corrected["verdict"].to_pylist()) == {"match": 38, "late": 2}
+    assert corrected["corrected"].to_pylist() == corrected["truth"].to_pylist() == truth["distinct_urls"].to_pylist()
+    assert corrected["reasons"].null_count == 40
+    assert "40 (window, user) rows compared: 38 matching, 2 explained by the late side output, 0 differing" in output
+    assert "proven: corrected (served members + late side output) == truth for every window" in output
+
+    members = DeltaTable(str(lake / "tables" / "visitors_truth_members"))
+    member = table(lake, "visitors_truth_members").sort_by([(c, "ascending") for c in ("user_id", "url", "window_start")]).to_pylist()[0]
+    members.delete(f"user_id = '{member['user_id']}' AND url = '{member['url']}' AND window_start = '{member['window_start'].isoformat()}'")
+    breach_day = README_DAY + timedelta(days=1)
+
+    done = run([AIRFLOW, "dags", "test", "unique_visitors_nightly", breach_day.isoformat(), "--mark-success-pattern", "recompute_truth"],
+               env=env, timeout=600)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "DagRun failed" in output, output[-8000:]
+    attempts = task_attempts(home, "unique_visitors_nightly")
+    assert attempts[("reconcile", -1)] == ("failed", 1, 0), attempts  # two retries, none used
+    assert ("BREACH: reconcile_job.py ran and found a problem (exit 3); a breach fails at once, without retries: "
+            "lklab reconcile: UNEXPLAINED: 1 differences") in output
+    breached = table(lake, "visitors_corrected").filter(pc.not_equal(table(lake, "visitors_corrected")["run_id"], "speed: truth v1, stream batch 3"))
+    assert [(r["user_id"], r["verdict"], r["reasons"]) for r in breached.to_pylist() if r["reasons"]] == [
+        (member["user_id"], "differs", "unexplained"),
+    ]
+    assert dag_run_states(home) == {"unique_visitors_nightly": ["success", "failed"]}

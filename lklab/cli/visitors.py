@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
@@ -133,7 +134,11 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         reconciled = reconcile_visitors(spark, config, against=args.against)
     print(render_reconciliation(reconciled))
     unexplained = reconciled.result.reasons().get("unexplained", 0)
-    return UNHEALTHY if unexplained else 0
+    if unexplained:  # the verdict line an orchestrator quotes (lines starting "lklab "; lklab.spark_task)
+        print(f"lklab reconcile: UNEXPLAINED: {unexplained:,} differences (a URL in the stream's or the truth's members "
+              "only, no side output explaining it)", file=sys.stderr)
+        return UNHEALTHY
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

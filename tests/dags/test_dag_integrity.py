@@ -42,6 +42,10 @@ SHAPES = {
         "reconcile_speed": set(),
         "reconcile_kappa": set(),
     },
+    "unique_visitors_nightly": {"recompute_truth": {"reconcile"}, "reconcile": set()},
+    "order_payments_nightly": {"recompute_truth": {"reconcile"}, "reconcile": set()},
+    "unique_visitors_replay": {"replay": set()},
+    "order_payments_replay": {"replay": set()},
 }
 SPARK_JOBS = {
     ("batch_recompute", "recompute_batch_truth"): "batch_job.py",
@@ -52,6 +56,29 @@ SPARK_JOBS = {
     ("lambda_kappa_experiment", "kappa_replay"): "replay_job.py",
     ("lambda_kappa_experiment", "reconcile_speed"): "reconcile_job.py",
     ("lambda_kappa_experiment", "reconcile_kappa"): "reconcile_job.py",
+    ("unique_visitors_nightly", "recompute_truth"): "batch_job.py",
+    ("unique_visitors_nightly", "reconcile"): "reconcile_job.py",
+    ("order_payments_nightly", "recompute_truth"): "batch_job.py",
+    ("order_payments_nightly", "reconcile"): "reconcile_job.py",
+    ("unique_visitors_replay", "replay"): "replay_job.py",
+    ("order_payments_replay", "replay"): "replay_job.py",
+}
+# The newer pipelines' tasks: each names its pipeline first, whatever the ``pipeline`` setting says.
+PIPELINE_ARGUMENTS = {
+    ("unique_visitors_nightly", "recompute_truth"): ["--pipeline", "unique_visitors"],
+    ("unique_visitors_nightly", "reconcile"): ["--pipeline", "unique_visitors", "--against", "speed"],
+    ("order_payments_nightly", "recompute_truth"): ["--pipeline", "order_payments"],
+    ("order_payments_nightly", "reconcile"): ["--pipeline", "order_payments", "--against", "speed"],
+    ("unique_visitors_replay", "replay"): [
+        "--pipeline", "unique_visitors", "--name", "{{ params.run_name }}",
+        "--watermark-delay", "{{ params.watermark_delay }}", "--allowed-lateness", "{{ params.allowed_lateness }}",
+        "--replace",
+    ],
+    ("order_payments_replay", "replay"): [
+        "--pipeline", "order_payments", "--name", "{{ params.run_name }}",
+        "--watermark-delay", "{{ params.watermark_delay }}",
+        "--replace",
+    ],
 }
 
 
@@ -202,9 +229,15 @@ def test_schedules(dagbag):
     assert isinstance(maintenance, CronTriggerTimetable)
     assert (maintenance.expression, str(maintenance.timezone)) == ("0 3 * * *", "UTC")
     assert dagbag.dags["lake_maintenance"].params["retention"] == "7d"
-    for manual in ("kappa_replay", "lambda_kappa_experiment"):
+    # The newer pipelines' nightly runs: after billing's batch (00:00), before maintenance (03:00), an hour apart.
+    for dag_id, expression in (("unique_visitors_nightly", "0 1 * * *"), ("order_payments_nightly", "0 2 * * *")):
+        nightly = dagbag.dags[dag_id].timetable
+        assert isinstance(nightly, CronTriggerTimetable)
+        assert (nightly.expression, str(nightly.timezone)) == (expression, "UTC")
+    for manual in ("kappa_replay", "lambda_kappa_experiment", "unique_visitors_replay", "order_payments_replay"):
         assert dagbag.dags[manual].timetable.can_be_scheduled is False
-    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment", "lake_maintenance"):
+    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment", "lake_maintenance",
+                          "unique_visitors_nightly", "order_payments_nightly"):
         assert dagbag.dags[one_at_a_time].max_active_runs == 1
 
 
@@ -221,6 +254,11 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
         ("asset", "reconciliation", "batch_truth"),
         ("reconciliation", "asset", "recon_runs"),
         ("kappa_replay", "asset", "replay_runs"),
+        ("unique_visitors_nightly", "asset", "visitors_truth"),
+        ("unique_visitors_nightly", "asset", "visitors_corrected"),
+        ("order_payments_nightly", "asset", "payments_truth_matched"),
+        ("order_payments_nightly", "asset", "payments_truth_unpaid"),
+        ("order_payments_nightly", "asset", "payments_truth_orphans"),
     }
 
 
@@ -235,6 +273,11 @@ def test_assets_are_the_lab_tables_by_name_and_uri(dagbag):
         ("batch_truth", "x-lklab://tables/batch_truth"),
         ("recon_runs", "x-lklab://tables/recon_runs"),
         ("replay_runs", "x-lklab://tables/replay_runs"),
+        ("visitors_truth", "x-lklab://tables/visitors_truth"),
+        ("visitors_corrected", "x-lklab://tables/visitors_corrected"),
+        ("payments_truth_matched", "x-lklab://tables/payments_truth_matched"),
+        ("payments_truth_unpaid", "x-lklab://tables/payments_truth_unpaid"),
+        ("payments_truth_orphans", "x-lklab://tables/payments_truth_orphans"),
     }
     used = {outlet for dag in dagbag.dags.values() for task in dag.tasks for outlet in _outlets(task)}
     used |= set(dagbag.dags["reconciliation"].timetable.asset_condition.objects)
@@ -331,3 +374,50 @@ def test_templated_arguments(dagbag):
     ]
     params = dagbag.dags["kappa_replay"].params
     assert (params["watermark_delay"], params["allowed_lateness"]) == ("1m", "0s")
+
+
+@pytest.mark.parametrize(("dag_id", "task_id"), sorted(PIPELINE_ARGUMENTS))
+def test_pipeline_tasks_pass_their_pipeline_and_exact_arguments(dagbag, dag_id, task_id):
+    assert dagbag.dags[dag_id].get_task(task_id).application_args == PIPELINE_ARGUMENTS[(dag_id, task_id)]
+
+
+def test_pipeline_task_outlets_are_their_tables(dagbag):
+    outlets = {(dag_id, task.task_id): [a.name for a in task.outlets]
+               for dag_id in ("unique_visitors_nightly", "order_payments_nightly", "unique_visitors_replay", "order_payments_replay")
+               for task in dagbag.dags[dag_id].tasks}
+    assert outlets == {
+        ("unique_visitors_nightly", "recompute_truth"): ["visitors_truth"],
+        ("unique_visitors_nightly", "reconcile"): ["visitors_corrected"],
+        ("order_payments_nightly", "recompute_truth"): ["payments_truth_matched", "payments_truth_unpaid", "payments_truth_orphans"],
+        ("order_payments_nightly", "reconcile"): [],  # it writes a CSV report, no table
+        # A replay's tables are named by its run: no asset stands for them.
+        ("unique_visitors_replay", "replay"): [],
+        ("order_payments_replay", "replay"): [],
+    }
+
+
+def test_pipeline_nightly_dags_retry_a_crash_twice(dagbag):
+    for dag_id in ("unique_visitors_nightly", "order_payments_nightly"):
+        for task in dagbag.dags[dag_id].tasks:
+            assert (task.retries, task.retry_delay) == (2, timedelta(minutes=2)), f"{dag_id}.{task.task_id}"
+
+
+def test_pipeline_replay_params_default_to_the_labs_settings(dagbag):
+    from shared.config import LabConfig
+
+    settings = LabConfig().describe()
+    visitors, payments = dagbag.dags["unique_visitors_replay"].params, dagbag.dags["order_payments_replay"].params
+    assert set(visitors) == {"run_name", "watermark_delay", "allowed_lateness"}
+    assert set(payments) == {"run_name", "watermark_delay"}
+    assert (visitors["watermark_delay"], visitors["allowed_lateness"]) == (settings["watermark-delay"], settings["allowed-lateness"])
+    assert payments["watermark_delay"] == settings["watermark-delay"]
+
+
+def test_pipeline_dag_docs_show_the_commands_they_run(dagbag):
+    doc = lambda dag_id: dagbag.dags[dag_id].doc_md
+    for pipeline in ("unique_visitors", "order_payments"):
+        assert doc(f"{pipeline}_nightly").startswith(f"`{pipeline}_nightly`: ")
+        assert f"`spark_jobs/batch_job.py --pipeline {pipeline}`" in doc(f"{pipeline}_nightly")
+        assert f"`spark_jobs/reconcile_job.py --pipeline {pipeline} --against speed`" in doc(f"{pipeline}_nightly")
+        assert doc(f"{pipeline}_replay").startswith(f"`{pipeline}_replay`: ")
+        assert f"`spark_jobs/replay_job.py --pipeline {pipeline} --name <run_name> --replace`" in doc(f"{pipeline}_replay")

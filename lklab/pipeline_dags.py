@@ -1,0 +1,163 @@
+"""The DAGs of the pipelines chosen by ``--pipeline`` (``unique_visitors``, ``order_payments``):
+one shape each, written once, made for a pipeline by ``nightly_dag`` and ``replay_dag``.
+
+* ``<pipeline>_nightly``, daily at the pipeline's own time (UTC). ``recompute_truth`` runs
+  ``spark_jobs/batch_job.py --pipeline P``: the truth over the whole log, replacing the last one
+  (no date: a retry or a rerun computes the same tables again). Then ``reconcile`` runs
+  ``spark_jobs/reconcile_job.py --pipeline P --against speed``: the always-on stream's tables, as
+  of their last committed micro-batch, against that truth. Reconcile exits 3 when a difference
+  is unexplained, a *breach*: the task fails at once, without retries, ``BREACH`` and the job's
+  verdict in its failure message (``lklab.spark_task``); any other failure is a crash, retried.
+* ``<pipeline>_replay``, manual: ``replay`` runs ``spark_jobs/replay_job.py --pipeline P --name
+  RUN`` with the run's stream settings, into the ``kappa/RUN/`` tables, replacing an earlier
+  replay of that name; ``lklab reconcile --pipeline P --against kappa:RUN`` compares it.
+
+Every task names its pipeline on its command line: the ``pipeline`` setting of the environment
+or the configuration file (``billing_windows`` unless set) never decides what a task runs. The
+lake and every other setting are the configured ones, read by the job (``LKLAB_LAKE``,
+``LKLAB_CONFIG``), as for the billing DAGs. A DAG file imports this module when it is parsed:
+it imports only Airflow's SDK, the assets and the table catalog. The DAG files that call it
+import ``airflow.sdk`` themselves: Airflow's safe mode skips a file that never mentions
+``airflow``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
+
+from lklab import assets
+from lklab.spark_task import spark_job
+from shared import catalog
+
+__all__ = ["PipelineDags", "UNIQUE_VISITORS", "ORDER_PAYMENTS", "nightly_dag", "replay_dag", "BREACH"]
+
+BREACH = 3  # reconcile_job's exit code for these pipelines: a difference is unexplained
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
+
+
+@dataclass(frozen=True)
+class PipelineDags:
+    """What one pipeline's DAGs need beyond their shape.
+
+    ``nightly_at``: the cron expression of the nightly run, UTC (pipelines at different times, so
+    their Spark jobs do not share the cluster with each other or with billing's at 00:00).
+    ``truth``: the assets of the truth tables the batch writes; ``reconciled``: of the tables the
+    reconcile writes. ``batch_tables``: everything the batch replaces (for the DAG's doc).
+    ``replay_settings``: the stream settings a replay takes as params, with their defaults (the
+    lab's, ``shared.config.LabConfig``).
+    """
+
+    pipeline: str
+    computes: str
+    nightly_at: str
+    truth: tuple[Asset, ...]
+    reconciled: tuple[Asset, ...]
+    reconcile_writes: str
+    batch_tables: tuple[catalog.Table, ...]
+    replay_settings: tuple[tuple[str, str], ...]
+
+    @property
+    def selects(self) -> list[str]:
+        """The arguments naming the pipeline, first in every task's command line."""
+        return ["--pipeline", self.pipeline]
+
+
+UNIQUE_VISITORS = PipelineDags(
+    pipeline="unique_visitors",
+    computes="distinct URLs per user and window",
+    nightly_at="0 1 * * *",
+    truth=(assets.visitors_truth,),
+    reconciled=(assets.visitors_corrected,),
+    reconcile_writes=f"appends each window's served, corrected and true counts and verdict to `{catalog.VISITORS_CORRECTED.name}` "
+                     "(nothing when the same inputs were already reconciled)",
+    batch_tables=catalog.VISITORS_BATCH_TABLES,
+    replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
+)
+ORDER_PAYMENTS = PipelineDags(
+    pipeline="order_payments",
+    computes="the interval join of orders and payments (matched, unpaid, orphans)",
+    nightly_at="0 2 * * *",
+    truth=(assets.payments_truth_matched, assets.payments_truth_unpaid, assets.payments_truth_orphans),
+    reconciled=(),
+    reconcile_writes="writes the finance audit `reports/payments-<UTC time>/payments_audit.csv` (no table)",
+    batch_tables=catalog.PAYMENTS_BATCH_TABLES,
+    # The join bound is the truth's: a replay with another one could not be reconciled.
+    replay_settings=(("watermark-delay", "1m"),),
+)
+
+
+def _nightly_doc(spec: PipelineDags) -> str:
+    minute, hour = spec.nightly_at.split()[:2]
+    return f"""`{spec.pipeline}_nightly`: {spec.computes}, the truth recomputed from the whole log, then the speed layer reconciled with it.
+
+Daily at {int(hour):02d}:{int(minute):02d} UTC, one run at a time.
+
+1. `recompute_truth`: `spark_jobs/batch_job.py {' '.join(spec.selects)}` replaces {', '.join(f'`{t.name}`' for t in spec.batch_tables)} from every segment of the log; no date, so a retry or a rerun computes the same tables again.
+2. `reconcile`: `spark_jobs/reconcile_job.py {' '.join(spec.selects)} --against speed` compares the speed layer's tables (as of its last committed micro-batch) with that truth, explains each difference by the side outputs, and {spec.reconcile_writes}.
+
+A difference nothing explains makes reconcile exit {BREACH}: a breach, which fails the task at once, without retries, its failure message opening with `BREACH` and quoting the job's verdict. Any other failure is retried (2 retries, 2 minutes apart). The pipeline is named on every command line, whatever the `pipeline` setting says; the lake is the configured one (`LKLAB_LAKE` / `LKLAB_CONFIG`). `lklab.pipeline_dags` makes this DAG.
+"""
+
+
+def _replay_doc(spec: PipelineDags) -> str:
+    settings = ", ".join(f"`{name}`" for name, _ in spec.replay_settings)
+    return f"""`{spec.pipeline}_replay`: a Kappa replay of the {spec.pipeline} stream over the whole log, under a name of its own.
+
+Manual. `replay`: `spark_jobs/replay_job.py {' '.join(spec.selects)} --name <run_name> --replace` with the params {settings}, into tables `kappa/<run_name>/...` (replacing an earlier replay of that name, so a retry computes the same tables again). `lklab reconcile {' '.join(spec.selects)} --against kappa:<run_name>` compares it with the truth. `lklab.pipeline_dags` makes this DAG.
+"""
+
+
+def nightly_dag(spec: PipelineDags) -> DAG:
+    """``<pipeline>_nightly``: ``recompute_truth >> reconcile``."""
+    with DAG(
+        f"{spec.pipeline}_nightly",
+        schedule=CronTriggerTimetable(spec.nightly_at, timezone="UTC"),
+        start_date=START,
+        catchup=False,
+        # One run at a time: both tasks replace or append to the same tables.
+        max_active_runs=1,
+        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
+        tags=["lklab", "lambda", "spark", spec.pipeline],
+        doc_md=_nightly_doc(spec),
+    ) as nightly:
+        truth = spark_job(
+            "recompute_truth", "batch_job", spec.selects,
+            name=f"lklab-{spec.pipeline}-batch", outlets=list(spec.truth), execution_timeout=timedelta(hours=2),
+        )
+        reconcile = spark_job(
+            "reconcile", "reconcile_job", [*spec.selects, "--against", "speed"],
+            name=f"lklab-{spec.pipeline}-reconcile", breach_exit_code=BREACH, outlets=list(spec.reconciled),
+            execution_timeout=timedelta(hours=1),
+        )
+        truth >> reconcile
+    return nightly
+
+
+def replay_dag(spec: PipelineDags) -> DAG:
+    """``<pipeline>_replay``: one ``replay`` task, params ``run_name`` and the pipeline's replay settings."""
+    params = {"run_name": Param(type="string", pattern=RUN_NAME, description="names the replay's tables: kappa/<run_name>/...")}
+    settings: list[str] = []
+    for name, default in spec.replay_settings:
+        param = name.replace("-", "_")
+        params[param] = Param(default, type="string", pattern=DURATION, description=f"the replay's {name}, e.g. 30s, 5m")
+        settings += [f"--{name}", f"{{{{ params.{param} }}}}"]
+    with DAG(
+        f"{spec.pipeline}_replay",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=2)},
+        params=params,
+        tags=["lklab", "kappa", "spark", spec.pipeline],
+        doc_md=_replay_doc(spec),
+    ) as replay:
+        spark_job(
+            "replay", "replay_job", [*spec.selects, "--name", "{{ params.run_name }}", *settings, "--replace"],
+            name=f"lklab-{spec.pipeline}-replay", execution_timeout=timedelta(hours=4),
+        )
+    return replay
