@@ -67,8 +67,15 @@ class VisitorsReconciliation:
     result: DistinctReconciliation
 
 
-def _stream_app(prefix: str) -> str:
-    return REPLAY_APP if replay_name(prefix) else SPEED_APP
+def _committed_batch(tables: Tables, prefix: str) -> int | None:
+    """The last batch committed under ``prefix``: a replay's, or a speed layer's (a live stream
+    may run under a run prefix too, as ``lklab compare`` runs it)."""
+    name = VISITORS_STATE.at(prefix)
+    if replay_name(prefix):
+        found = tables.committed_version(name, REPLAY_APP)
+        if found is not None:
+            return found
+    return tables.committed_version(name, SPEED_APP)
 
 
 def reconcile_visitors(spark: SparkSession, config: LabConfig, *, against: str = "speed") -> VisitorsReconciliation:
@@ -86,7 +93,7 @@ def _reconcile(tables: Tables, against: str, prefix: str) -> VisitorsReconciliat
         if not tables.exists(name):
             raise VisitorsReconcileInputError(f"{name} does not exist: run 'lklab {command} --pipeline unique_visitors' first")
     agreed(tables, [VISITORS_TRUTH.name, VISITORS_WINDOWS.at(prefix)], _WINDOW_SETTINGS)  # SettingsConflict if they differ
-    batch = tables.committed_version(VISITORS_STATE.at(prefix), _stream_app(prefix))
+    batch = _committed_batch(tables, prefix)
     stream = {table: tables.as_of(table.at(prefix), batch) for table in (
         VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STREAM_METRICS)}
     truth_version = tables.version(VISITORS_TRUTH_MEMBERS.name)

@@ -133,7 +133,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    raise UsageError("order_payments has no comparison report yet: run speed, batch, replay and reconcile")
+    from lklab.cli.pipeline_compare import compare_pipeline
+
+    return compare_pipeline(args, "order_payments")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -4,7 +4,7 @@ generate: a page-view log (``lklab.page_view_generator``; ``--accounts`` is the 
 users); speed: the stream (``lklab.visitors_speed``); batch: the truth
 (``lklab.visitors_batch``); replay: a Kappa replay (``lklab.visitors_replay``); reconcile: a
 stream against the truth (``lklab.visitors_reconcile``), exit 3 when a difference is
-unexplained. ``compare`` is not there yet.
+unexplained; compare: Lambda and Kappa side by side (``lklab.cli.pipeline_compare``).
 """
 
 from __future__ import annotations
@@ -142,7 +142,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    raise UsageError("compare is not yet implemented for unique_visitors; run speed, replay, batch and reconcile")
+    from lklab.cli.pipeline_compare import compare_pipeline
+
+    return compare_pipeline(args, "unique_visitors")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

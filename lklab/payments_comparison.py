@@ -1,0 +1,242 @@
+"""``lklab compare --pipeline order_payments``: Lambda and Kappa on one order/payment log.
+
+**Runs.** The batch truth once, over the complete log (``run_payments_batch``). Then, per
+watermark delay ``W`` (the join has no allowed lateness: a late event joins nothing), the stream
+twice: live (``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
+``kappa/<plan>-w<W>-l0/``) and as a replay (``run_payments_replay`` into
+``kappa/<plan>-w<W>-l0-replay/``); their rows must agree (the join is cut-independent) before
+anything is measured. The live stream is reconciled against the truth (``reconcile_payments``).
+Lambda at ``W`` and Kappa at ``W`` share that stream: Lambda adds the batch correction.
+
+**Outputs** (``lklab.served_outputs``), keyed by log lines: a matched pair (order line, payment
+line), due at the payment's time (the later event of a pair); an unpaid order, due when its
+interval closes (``order_time + bound``); an orphan payment, due at its time (no order arriving
+in event time after it can pay it). When the stream served each: a pair at the processing time
+of its later line; an unpaid order or orphan at the processing time of the line after which
+the watermark ``W*`` passed its hold (``event_time + bound``), which is the line the stream
+closed it on — read from the log's clock (``shared.clock``, the stream's own settings) and
+checked against the ``watermark`` the row recorded. A wrong output is a ``missed match``, an
+``extra match``, ``wrongly unpaid`` / ``wrongly orphan`` (the stream reported it, the truth has
+a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pending at the end).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from lklab.experiment import ComparisonPlan
+from lklab.payments_batch import run_payments_batch
+from lklab.payments_reconcile import reconcile_payments
+from lklab.payments_stream import run_payments_replay, run_payments_speed
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
+from lklab.report.model import PathCost
+from lklab.report.pipeline_model import LogSummary, PipelineReport, StreamCheck
+from lklab.served_outputs import timelines
+from shared.catalog import (
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_DUPLICATES,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_MATCHED,
+    PAYMENTS_METRICS,
+    PAYMENTS_ORPHANS,
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_UNPAID,
+    replay_prefix,
+)
+from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
+from shared.compute_cost import measure_cost
+from shared.config import LabConfig
+from shared.durations import parse_duration
+from shared.eventlog import EventLog
+from shared.events import HEARTBEAT_FIELD
+from shared.log_source import raw_log
+from shared.order_events import parse_order_lines
+from shared.tables import Tables
+from shared.windows import micros
+
+__all__ = ["run_payments_comparison"]
+
+Progress = Callable[[str], None]
+_KINDS = ("matched", "unpaid", "orphan")
+_WRONG = {
+    ("matched", False): "missed match", ("matched", True): "extra match",
+    ("unpaid", False): "unpaid not reported", ("unpaid", True): "wrongly unpaid",
+    ("orphan", False): "orphan not reported", ("orphan", True): "wrongly orphan",
+}
+
+
+def _lines(table: pa.Table, prefix: str = "") -> list[tuple[int, int]]:
+    return list(zip(table[f"{prefix}segment"].to_pylist(), table[f"{prefix}line_number"].to_pylist()))
+
+
+class LogClock:
+    """The log's clock at one watermark delay: per line (in log order) its processing time and
+    ``W*``, as the stream ran it (``shared.interval_join.join_step`` feeds ``advance`` alike)."""
+
+    def __init__(self, parsed: pa.Table, settings: ClockSettings) -> None:
+        self.keys = line_keys(parsed["segment"].to_numpy(), parsed["line_number"].to_numpy())
+        is_event = pc.and_(pc.is_null(parsed["reject_reason"]), pc.invert(parsed[HEARTBEAT_FIELD])).to_numpy(zero_copy_only=False)
+        ingest = parsed["ingest_time"].cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
+        events = parsed["event_time"].cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
+        run = advance(ClockState(), settings, self.keys, ingest, np.where(is_event, events, NO_TIME))
+        self.processing_time, self.watermark_after = run.processing_time, run.watermark_after
+
+    def at_line(self, lines: list[tuple[int, int]]) -> np.ndarray:
+        """Processing time of each line."""
+        keys = line_keys(np.array([s for s, _ in lines], dtype=np.int64), np.array([n for _, n in lines], dtype=np.int64))
+        return self.processing_time[np.searchsorted(self.keys, keys)]
+
+    def closing(self, holds: np.ndarray, recorded: np.ndarray, what: str) -> np.ndarray:
+        """Processing time of the line after which ``W* > hold`` (the line the stream closed
+        each on), checked against the ``W*`` the stream ``recorded`` on the row."""
+        at = np.searchsorted(self.watermark_after, holds, side="right")
+        if len(at) and (at.max() >= len(self.keys) or not np.array_equal(self.watermark_after[at], recorded)):
+            raise RuntimeError(f"the {what} rows were closed at other watermarks than the log's clock gives")
+        return self.processing_time[at]
+
+
+def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
+    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
+    found = {}
+    for table in (PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER):
+        rows = tables.read_arrow(table.at(prefix)).drop_columns(["batch_id"])
+        found[table.name] = set(tuple(r.values()) for r in rows.to_pylist())
+    return found
+
+
+def _served(tables: Tables, prefix: str, clock: LogClock, bound: int) -> dict:
+    matched = tables.read_arrow(PAYMENTS_MATCHED.at(prefix))
+    pairs = list(zip(_lines(matched, "order_"), _lines(matched, "payment_")))
+    later = [max(order, payment) for order, payment in pairs]
+    changes = [(("matched", o, p), t, True) for (o, p), t in zip(pairs, clock.at_line(later).tolist())]
+    for kind, table in (("unpaid", PAYMENTS_UNPAID), ("orphan", PAYMENTS_ORPHANS)):
+        rows = tables.read_arrow(table.at(prefix))
+        closed = clock.closing(micros(rows["event_time"]) + bound, micros(rows["watermark"]), kind)
+        changes += [((kind, line), t, True) for line, t in zip(_lines(rows), closed.tolist())]
+    return timelines(changes)
+
+
+def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, clock: LogClock,
+            step: Progress) -> MeasuredStream:
+    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay))
+    name = f"{plan.name}-w{delay}-l0"
+    live = replay_prefix(name)
+    _fresh(tables, Path(config.lake).resolve(), live)
+    step("live stream")
+    with measure_cost(config.spark_master) as live_cost:
+        run_payments_speed(spark, run_config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
+    step("full replay")
+    with measure_cost(config.spark_master) as replay_cost:
+        run_payments_replay(spark, run_config, f"{name}-replay", replace=True)
+    replayed, ours = _row_sets(tables, replay_prefix(f"{name}-replay")), _row_sets(tables, live)
+    for table in ours:
+        if ours[table] != replayed[table]:
+            raise RuntimeError(f"stream W={delay}: the live run and the replay disagree on {table}; "
+                               f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}")
+    step("reconcile the live stream against the truth")
+    with measure_cost(config.spark_master) as recon_cost:
+        reconciled = reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
+    metrics = tables.read_arrow(PAYMENTS_METRICS.at(live)).sort_by("batch_id")
+    state = metrics["state_rows"].to_pylist()
+    late_kinds = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))["kind"].to_pylist()
+    served = _served(tables, live, clock, config.join_bound)
+    return MeasuredStream(
+        check=StreamCheck(delay, "0", plan.segments_per_batch, metrics.num_rows, len(served)),
+        served=served,
+        side_output={"late orders": late_kinds.count("order"), "late payments": late_kinds.count("payment")},
+        late=None,
+        duplicates=len(ours[PAYMENTS_DUPLICATES.name]),
+        dead_letters=len(ours[PAYMENTS_DEAD_LETTER.name]),
+        state_peak=max(state, default=0),
+        state_final=state[-1] if state else 0,
+        live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
+        replay=PathCost("replay", replay_cost.cpu_seconds, replay_cost.wall_seconds),
+        reconciliation_cost=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        reconciliation=reconciled.result.by_reason,
+        unexplained=reconciled.result.unexplained,
+        reconciled_wrong=len(reconciled.result.differences),
+    )
+
+
+def _outputs(tables: Tables, streams: dict, bound: int, events: dict) -> Outputs:
+    """The truth's pairs, unpaid orders and orphans; due times from the events' times
+    (``events``: line -> event time of every valid line)."""
+    matched = tables.read_arrow(PAYMENTS_TRUTH_MATCHED.name)
+    values = {("matched", o, p): True for o, p in zip(_lines(matched, "order_"), _lines(matched, "payment_"))}
+    values.update({("unpaid", line): True for line in _lines(tables.read_arrow(PAYMENTS_TRUTH_UNPAID.name))})
+    values.update({("orphan", line): True for line in _lines(tables.read_arrow(PAYMENTS_TRUTH_ORPHANS.name))})
+    keys = values.keys() | {key for stream in streams.values() for key in stream.served}
+    due = {key: events[key[2]] if key[0] == "matched" else events[key[1]] + (bound if key[0] == "unpaid" else 0) for key in keys}
+    return Outputs(values, due, _KINDS, lambda key: key[0], lambda key, served, truth: _WRONG[(key[0], truth is None)])
+
+
+def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str,
+                            progress: Progress = lambda _: None) -> PipelineReport:
+    """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
+    lake = str(Path(config.lake).resolve())
+    tables = Tables(spark, lake, config.table_engine)
+    last = EventLog(lake).last_segment()
+    if last == 0:
+        raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline order_payments' first")
+    if any(c.allowed_lateness_seconds for c in plan.configurations()):
+        raise ValueError("order_payments has no allowed lateness (a late order or payment joins nothing): sweep --watermark-delay only")
+    started = time.monotonic()
+    configurations = plan.configurations()
+    progress("batch truth from the complete log")
+    with measure_cost(config.spark_master) as batch_cost:
+        batch = run_payments_batch(spark, config)
+    raw = raw_log(spark, lake, last).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    parsed = parse_order_lines(raw)
+    valid = parsed.filter(pc.is_valid(parsed["event_time"]))
+    events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
+
+    settings = {setting_of(c): c.watermark_delay for c in configurations}
+    streams, clocks = {}, {}
+    for number, (key, delay) in enumerate(settings.items(), start=1):
+        clocks[key] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
+        step = lambda what, label=f"[{number}/{len(settings)}] W={delay}": progress(f"{label}: {what}")
+        streams[key] = _stream(spark, config, tables, plan, delay, clocks[key], step)
+
+    outputs = _outputs(tables, streams, config.join_bound, events)
+    log_end = int(next(iter(clocks.values())).processing_time[-1])
+    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
+    end = measurement_end(landing, outputs, streams)
+    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
+    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step,
+                     batch_cost=PathCost("batch", batch_cost.cpu_seconds, batch_cost.wall_seconds))
+    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
+    return PipelineReport(
+        pipeline="order_payments",
+        run_id=plan.name,
+        source=source,
+        rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
+        due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
+        state_unit="state rows (held orders and payments, remembered first copies)",
+        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        log=LogSummary(batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats),
+        truth=outputs.truth_counts(),
+        results=results,
+        streams=tuple(s.check for s in streams.values()),
+        state_sizes=(),
+        log_end=to_utc(log_end),
+        batch_landing=to_utc(landing),
+        end=to_utc(end),
+        error_step=plan.error_step,
+        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
+    )

@@ -1,0 +1,232 @@
+"""``lklab compare --pipeline unique_visitors``: Lambda and Kappa on one page-view log.
+
+**Runs.** The batch truth once, over the complete log (``run_visitors_batch``). Then every
+stream setting the sweep needs — ``(W, 0)`` for Lambda's speed layer, ``(W, L)`` for each Kappa
+configuration — twice: live (``run_visitors_speed``, ``segments_per_batch`` segments per
+micro-batch, into ``kappa/<plan>-w<W>-l<L>/``: its cost is the stream's, its metrics give the
+state after each micro-batch) and as a replay (``run_visitors_replay`` into
+``kappa/<plan>-w<W>-l<L>-replay/``: Kappa's reprocessing cost). The step is cut-independent, so
+both must hold the same windows and members: checked before anything is measured. The live
+stream is reconciled against the truth (``reconcile_visitors``).
+
+**Outputs** (``lklab.served_outputs``): one per (window, user), its distinct URL count, due at
+the window's end. What a stream served over time comes from its ``visitors_members``: each URL
+counted, with ``added_at``, the processing time of the view that added it, so the count served
+at ``t`` is the members added by ``t``. A wrong output is ``undercounted`` (late views of URLs
+it never counted: the side output), ``overcounted``, ``missing`` (served nothing: every view
+late) or ``extra`` (served, not in the truth).
+
+**State TTL.** What is served never depends on the state TTL; the state does. With several
+``state_ttls`` the configurations are measured at the first, and each stream setting also runs
+live at each other TTL (checked to serve the same windows) for the state-size table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from lklab.experiment import ComparisonPlan
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
+from lklab.report.model import PathCost
+from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
+from lklab.served_outputs import timelines
+from lklab.visitors_batch import run_visitors_batch
+from lklab.visitors_reconcile import reconcile_visitors
+from lklab.visitors_replay import run_visitors_replay
+from lklab.visitors_speed import run_visitors_speed
+from shared.catalog import (
+    VISITORS_DEAD_LETTER,
+    VISITORS_DUPLICATES,
+    VISITORS_LATE_EVENTS,
+    VISITORS_MEMBERS,
+    VISITORS_STATE,
+    VISITORS_STREAM_METRICS,
+    VISITORS_TRUTH,
+    VISITORS_WINDOWS,
+    replay_prefix,
+)
+from shared.compute_cost import measure_cost
+from shared.config import LabConfig
+from shared.durations import format_duration, parse_duration
+from shared.eventlog import EventLog
+from shared.tables import Tables
+from shared.visitor_state import state_from_table
+from shared.windows import micros
+
+__all__ = ["run_visitors_comparison"]
+
+Progress = Callable[[str], None]
+_KINDS = ("windows",)
+
+
+def _window_keys(table: pa.Table) -> list[tuple]:
+    return list(zip(micros(table["window_start"]).tolist(), micros(table["window_end"]).tolist(), table["user_id"].to_pylist()))
+
+
+def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
+    """Remove a live run's tables and checkpoint left by an earlier comparison of that name."""
+    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _rows(tables: Tables, prefix: str, table, *drop: str) -> set[tuple]:
+    rows = tables.read_arrow(table.at(prefix))
+    rows = rows.drop_columns([name for name in drop if name in rows.column_names])
+    return set(tuple(r.values()) for r in rows.to_pylist())
+
+
+def _live(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, name: str) -> tuple[str, PathCost]:
+    live = replay_prefix(name)
+    _fresh(tables, Path(config.lake).resolve(), live)
+    with measure_cost(config.spark_master) as cost:
+        run_visitors_speed(spark, config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
+    return live, PathCost("speed", cost.cpu_seconds, cost.wall_seconds)
+
+
+def _state_sizes(tables: Tables, prefix: str) -> tuple[int, int, int]:
+    """(micro-batches, peak, final) state entries of a live run."""
+    entries = tables.read_arrow(VISITORS_STREAM_METRICS.at(prefix)).sort_by("batch_id")["state_entries"].to_pylist()
+    return len(entries), max(entries, default=0), entries[-1] if entries else 0
+
+
+def _served(members: pa.Table) -> dict[tuple, tuple]:
+    """Per (window, user): the count served after each member was added, on the log's clock."""
+    added: dict[tuple, list[int]] = {}
+    for key, moment in zip(_window_keys(members), micros(members["added_at"]).tolist()):
+        added.setdefault(key, []).append(moment)
+    return timelines((key, moment, count) for key, moments in added.items() for count, moment in enumerate(sorted(moments), start=1))
+
+
+def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
+            step: Progress) -> MeasuredStream:
+    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness))
+    name = f"{plan.name}-w{delay}-l{lateness}"
+    step("live stream")
+    live, live_cost = _live(spark, run_config, tables, plan, name)
+    step("full replay")
+    replay = run_visitors_replay(spark, run_config, f"{name}-replay", replace=True)
+    replayed = replay_prefix(f"{name}-replay")
+    for table, drop in ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",))):
+        if _rows(tables, live, table, *drop) != _rows(tables, replayed, table, *drop):
+            raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table.name}; "
+                               f"compare {table.at(live)} with {table.at(replayed)}")
+    step("reconcile the live stream against the truth")
+    with measure_cost(config.spark_master) as recon_cost:
+        reconciled = reconcile_visitors(spark, run_config, against=f"kappa:{name}")
+    verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
+
+    served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
+    windows = tables.read_arrow(VISITORS_WINDOWS.at(live))
+    if {k: t[-1][1] for k, t in served.items()} != dict(zip(_window_keys(windows), windows["distinct_urls"].to_pylist())):
+        raise RuntimeError(f"stream W={delay} L={lateness}: {VISITORS_WINDOWS.at(live)} does not serve the count of its members")
+    late = tables.read_arrow(VISITORS_LATE_EVENTS.at(live))
+    adds = sum(late["adds_url"].to_pylist())
+    batches, peak, final = _state_sizes(tables, live)
+    return MeasuredStream(
+        check=StreamCheck(delay, lateness, plan.segments_per_batch, batches, windows.num_rows),
+        served=served,
+        side_output={"new URL": adds, "URL already counted": late.num_rows - adds},
+        late=frozenset(zip(late["segment"].to_pylist(), late["line_number"].to_pylist(), micros(late["window_start"]).tolist())),
+        duplicates=tables.read_arrow(VISITORS_DUPLICATES.at(live)).num_rows,
+        dead_letters=tables.read_arrow(VISITORS_DEAD_LETTER.at(live)).num_rows,
+        state_peak=peak,
+        state_final=final,
+        live=live_cost,
+        replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
+        reconciliation_cost=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        reconciliation={f"windows {v}": n for v, n in verdicts.items()},
+        unexplained=reconciled.result.reasons().get("unexplained", 0),
+        reconciled_wrong=sum(s != t for s, t in zip(compared["served"].to_pylist(), compared["truth"].to_pylist())),
+    )
+
+
+
+
+def _wrong_kind(key: tuple, served, truth) -> str:
+    if served is None:
+        return "missing"
+    if truth is None:
+        return "extra"
+    return "undercounted" if served < truth else "overcounted"
+
+
+def _outputs(tables: Tables, streams: dict) -> Outputs:
+    truth = tables.read_arrow(VISITORS_TRUTH.name)
+    values = dict(zip(_window_keys(truth), truth["distinct_urls"].to_pylist()))
+    keys = values.keys() | {key for stream in streams.values() for key in stream.served}
+    return Outputs(values, {key: key[1] for key in keys}, _KINDS, lambda key: "windows", _wrong_kind)
+
+
+def _ttl_sizes(spark, config, tables, plan, setting: tuple[str, str], ttl: str, served: dict, step: Progress) -> StateSize:
+    """A live run of ``setting`` at state TTL ``ttl``: its state sizes (it must serve ``served``)."""
+    delay, lateness = setting
+    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness),
+                                     state_ttl=parse_duration(ttl))
+    step(f"live stream at state TTL {ttl}")
+    live, _ = _live(spark, run_config, tables, plan, f"{plan.name}-w{delay}-l{lateness}-ttl{ttl}")
+    if _served(tables.read_arrow(VISITORS_MEMBERS.at(live))) != served:
+        raise RuntimeError(f"stream W={delay} L={lateness}: state TTL {ttl} changed what it served")
+    return StateSize(delay, lateness, ttl, *_state_sizes(tables, live))
+
+
+def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, state_ttls: tuple[str, ...] = (),
+                            source: str, progress: Progress = lambda _: None) -> PipelineReport:
+    """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
+    ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s)."""
+    lake = str(Path(config.lake).resolve())
+    tables = Tables(spark, lake, config.table_engine)
+    if EventLog(lake).last_segment() == 0:
+        raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline unique_visitors' first")
+    ttls = tuple(state_ttls) or (format_duration(config.state_ttl),)
+    for ttl in ttls:
+        parse_duration(ttl, name="state-ttl")
+    config = dataclasses.replace(config, state_ttl=parse_duration(ttls[0]))
+    started = time.monotonic()
+    configurations = plan.configurations()
+    progress("batch truth from the complete log")
+    batch = run_visitors_batch(spark, config)
+    settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
+    streams, sizes = {}, []
+    for number, (key, (delay, lateness)) in enumerate(settings.items(), start=1):
+        step = lambda what, label=f"[{number}/{len(settings)}] W={delay} L={lateness}": progress(f"{label}: {what}")
+        streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
+        sizes.append(StateSize(delay, lateness, ttls[0], streams[key].check.micro_batches, streams[key].state_peak, streams[key].state_final))
+        sizes += [_ttl_sizes(spark, config, tables, plan, (delay, lateness), ttl, streams[key].served, step) for ttl in ttls[1:]]
+
+    outputs = _outputs(tables, streams)
+    state = state_from_table(tables.read_arrow(VISITORS_STATE.at(replay_prefix(f"{plan.name}-w{configurations[0].watermark_delay}"
+                                                                                 f"-l{configurations[0].allowed_lateness}-replay"))))
+    log_end = state.clock.processing_time
+    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
+    end = measurement_end(landing, outputs, streams)
+    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
+    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step,
+                     batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds))
+    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
+    return PipelineReport(
+        pipeline="unique_visitors",
+        run_id=plan.name,
+        source=source,
+        rule=f"distinct URLs per user in {config.window.describe()} windows",
+        due="a (window, user) count is due at the window's end",
+        state_unit="member entries (window, user, URL) held",
+        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
+        truth=outputs.truth_counts(),
+        results=results,
+        streams=tuple(s.check for s in streams.values()),
+        state_sizes=tuple(sizes),
+        log_end=to_utc(log_end),
+        batch_landing=to_utc(landing),
+        end=to_utc(end),
+        error_step=plan.error_step,
+        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
+    )

@@ -1,0 +1,227 @@
+"""``lklab compare`` on unique_visitors and order_payments: a hand-made log per pipeline, two
+stream settings each, every figure derived by hand beside its assertion. The measurement's
+definitions (``lklab.served_outputs``) are checked on their own first, without Spark."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal as D
+from pathlib import Path
+
+import pytest
+
+from lklab import served_outputs
+from lklab.experiment import ComparisonPlan
+from lklab.payments_comparison import run_payments_comparison
+from lklab.report.pipeline_render import write_pipeline_report
+from lklab.visitors_comparison import run_visitors_comparison
+from shared.config import LabConfig
+from shared.eventlog import EventLog, heartbeat_line
+from tests.processes import REPO, VENV_BIN, run, venv_env
+
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+LANDING = datetime(2026, 1, 6, tzinfo=timezone.utc)  # the first UTC midnight after either log
+SECOND = 1_000_000
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def write_log(lake: Path, segments: list[list[str]]) -> None:
+    log = EventLog(lake)
+    for lines in segments:
+        log.append(lines, stamp=False)
+
+
+# --- the definitions, without Spark -----------------------------------------------------------
+
+
+def test_timelines_wrong_outputs_and_latency_by_hand():
+    # key a: served 1 at t=5, 2 at t=12 (truth 2, due 10): wrong 10..12, exact since 12 -> 2 s after due.
+    # key b: truth 1 due at 20, never served: wrong from 20. key c: served at 3, not in truth, due 4: wrong from 4.
+    served = served_outputs.timelines([(("a",), 12 * SECOND, 2), (("a",), 5 * SECOND, 1), (("c",), 3 * SECOND, 1)])
+    truth, due = {("a",): 2, ("b",): 1}, {("a",): 10 * SECOND, ("b",): 20 * SECOND, ("c",): 4 * SECOND}
+    assert served[("a",)] == ((5 * SECOND, 1), (12 * SECOND, 2))
+    assert served_outputs.wrong_at(served, truth, due, 11 * SECOND) == [("a",), ("c",)]
+    series = served_outputs.error_series(served, truth, due, 30 * SECOND, SECOND)
+    assert series == ((3 * SECOND, 0), (4 * SECOND, 1), (10 * SECOND, 2), (12 * SECOND, 1), (20 * SECOND, 2), (30 * SECOND, 2))
+    assert served_outputs.latency_seconds(served, truth, due) == {("a",): D(2), ("b",): None}
+    lambda_ = served_outputs.with_landing(served, truth, 25 * SECOND)  # the batch serves the truth from 25 on
+    assert served_outputs.wrong_at(lambda_, truth, due, 25 * SECOND) == []
+    assert served_outputs.latency_seconds(lambda_, truth, due) == {("a",): D(2), ("b",): D(5)}
+
+
+# --- unique_visitors -----------------------------------------------------------------------------
+
+
+def view(event_id: str, second: int, page: str, ingest: int, user: str = "u1") -> str:
+    return json.dumps({"event_id": event_id, "user_id": user, "url": f"https://shop.example/{page}",
+                       "event_time": iso(BASE + timedelta(seconds=second)), "ingest_time": iso(BASE + timedelta(seconds=ingest))})
+
+
+# Tumbling 10 s windows, watermark delay 0, a watermark after every line (interval 0): W of a line
+# is the largest event time before it. One user; segments ingested at the second after '@'.
+VISITOR_LOG = [
+    [view("a", 1, "home", 2)],                               # @2  [0,10) home
+    [view("b", 12, "home", 21)],                             # @21 [10,20) home; W* = 12 makes [0,10) final
+    [view("c", 4, "cart", 22)],                              # @22 W = 12: late at L=0, on time at L=10s (12 < 20)
+    [view("d", 5, "cart", 23), view("c", 4, "cart", 23)],    # @23 d as c; c resent: a duplicate
+    [view("e", 25, "home", 31), "{"],                        # @31 [20,30) home; W* = 25; a dead letter
+    [view("f", 6, "shop", 32)],                              # @32 W = 25: late at both L (25 >= 20)
+    [heartbeat_line(BASE + timedelta(seconds=45))],          # @45 the log's end
+]
+
+
+@pytest.fixture(scope="module")
+def visitors(spark, tmp_path_factory):
+    lake = tmp_path_factory.mktemp("visitors-compare")
+    write_log(lake, VISITOR_LOG)
+    config = LabConfig(lake=lake, table_engine="deltalake", window_size=10 * SECOND, watermark_interval=0)
+    plan = ComparisonPlan("uv", watermark_delays=("0s",), allowed_lateness=("0", "10s"), segments_per_batch=1, error_step="1s",
+                       processing_time=False)
+    report = run_visitors_comparison(spark, config, plan, state_ttls=("24h", "0"), source="hand-made")
+    return report, write_pipeline_report(report, lake / "reports" / "uv")
+
+
+@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+def test_visitors_log_truth_and_the_end(visitors):
+    report, _ = visitors
+    # 9 lines: 6 views (a..f), c's resend, one bad line, one heartbeat.
+    assert (report.log.lines, report.log.events, report.log.duplicates, report.log.dead_letters, report.log.heartbeats) == (9, 6, 1, 1, 1)
+    assert dict(report.truth) == {"windows": 3}  # [0,10) home+cart+shop = 3, [10,20) 1, [20,30) 1
+    assert report.log_end == BASE + timedelta(seconds=45)
+    assert report.batch_landing == report.end == LANDING
+    assert [r.configuration.key for r in report.results] == ["lambda-w0s-l0", "kappa-w0s-l0", "kappa-w0s-l10s"]
+    assert [(s.allowed_lateness, s.micro_batches, s.outputs) for s in report.streams] == [("0", 7, 3), ("10s", 7, 3)]
+
+
+@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+def test_visitors_what_each_configuration_gets_wrong(visitors):
+    report, _ = visitors
+    lambda_, kappa, lenient = report.results
+    # Kappa L=0 serves [0,10) = 1 (home): cart (c, d) and shop (f) were late. L=10s absorbs c and d
+    # (cart counted at c's line): 2 of 3, shop still late. Lambda's batch serves 3 from midnight.
+    assert dict(kappa.wrong_at_end) == {"undercounted": 1} and dict(lenient.wrong_at_end) == {"undercounted": 1}
+    assert dict(lambda_.wrong_at_end) == {} and dict(lambda_.wrong_before_batch) == {"undercounted": 1}
+    assert [r.compared for r in report.results] == [3, 3, 3]
+    assert dict(kappa.side_output) == {"new URL": 3}        # c, d, f: no entry of cart or shop in the state
+    assert dict(lenient.side_output) == {"new URL": 1}      # f
+    assert (lambda_.absorbed, kappa.absorbed, lenient.absorbed) == (0, 0, 2)  # c and d, late at L=0 only
+    assert [(r.duplicates, r.dead_letters) for r in report.results] == [(1, 1)] * 3
+    assert dict(kappa.reconciliation) == {"windows match": 2, "windows late": 1} and kappa.unexplained == 0
+    # [10,20) right at b's line (@21, 1 s after its end), [20,30) at e's (@31): 1 s each;
+    # [0,10) never for Kappa, from the landing for Lambda: 00:00 - 10:00:10 = 50,390 s.
+    assert (kappa.latency["windows"].p50, kappa.latency["windows"].max, kappa.latency["windows"].never) == (D(1), D(1), 1)
+    figure = lambda_.latency["windows"]
+    assert (figure.p50, figure.p95, figure.max, figure.never) == (D(1), D(50390), D(50390), 0)
+    assert kappa.error_series[-1].wrong == 1 and lambda_.error_series[-1].wrong == 0
+    assert max(p.wrong for p in kappa.error_series) == 2  # [0,10) wrong from 10 s, [10,20) due at 20 s until @21
+    assert [c.path for c in lambda_.costs] == ["speed", "batch", "reconciliation"]
+    assert [c.path for c in kappa.costs] == ["streaming", "replay"]
+
+
+@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+def test_visitors_state_entries_by_ttl(visitors):
+    report, _ = visitors
+    # 24h: nothing expires in 45 s: 3 entries (L=0), 4 with cart (L=10s). TTL 0: an entry leaves once
+    # its window is released (W* >= end + L): L=0 holds one window at a time; L=10s holds home and
+    # cart of [0,10) with [10,20)'s home (3) until e's W* = 25 releases [0,10), then 2.
+    sizes = {(s.allowed_lateness, s.state_ttl): (s.peak, s.final) for s in report.state_sizes}
+    assert sizes == {("0", "24h"): (3, 3), ("0", "0"): (1, 1), ("10s", "24h"): (4, 4), ("10s", "0"): (3, 2)}
+    assert [(r.state_peak, r.state_final) for r in report.results] == [(3, 3), (3, 3), (4, 4)]
+
+
+@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+def test_visitors_report_files(visitors):
+    report, files = visitors
+    summary = json.loads(files.summary_json.read_text())
+    assert summary["report"]["results"][1]["wrong_at_end"] == {"undercounted": 1}
+    text = files.summary_md.read_text()
+    assert "Kappa W=0s L=0: 1 of 3 outputs wrong at the end (1 undercounted)" in text
+    assert files.error_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- order_payments --------------------------------------------------------------------------------
+
+
+def event(event_id: str, kind: str, order_id: str, minute: int, ingest: int) -> str:
+    return json.dumps({"event_id": event_id, "kind": kind, "order_id": order_id, "amount": "10.00", "currency": "EUR",
+                       "event_time": iso(BASE + timedelta(minutes=minute)), "ingest_time": iso(BASE + timedelta(minutes=ingest))})
+
+
+# Join bound 10 minutes, a watermark after every line; segments ingested at the minute after '@'.
+# Truth: (o1,p1), (o2,p2), (o4,p4) matched; o3 unpaid; p9 an orphan.
+PAYMENT_LOG = [
+    [event("o1", "order", "A", 0, 1)],                        # @1
+    [event("p1", "payment", "A", 2, 3)],                      # @3   pays o1
+    [event("o2", "order", "B", 20, 21)],                      # @21
+    [event("o3", "order", "C", 30, 31)],                      # @31  never paid
+    [event("p2", "payment", "B", 22, 32)],                    # @32  W=0: W = 30 > 22, late; W=10m: W = 20, pays o2
+    [event("p9", "payment", "Z", 31, 33), event("p1", "payment", "A", 2, 33), "{"],  # @33 orphan; p1 retried; bad
+    [event("o4", "order", "D", 100, 105), event("p4", "payment", "D", 101, 105)],    # @105 W* passes o3's and p9's holds
+]
+
+
+@pytest.fixture(scope="module")
+def payments(spark, tmp_path_factory):
+    lake = tmp_path_factory.mktemp("payments-compare")
+    write_log(lake, PAYMENT_LOG)
+    config = LabConfig(lake=lake, table_engine="deltalake", join_bound=600 * SECOND, watermark_interval=0)
+    plan = ComparisonPlan("op", watermark_delays=("0s", "10m"), allowed_lateness=("0",), segments_per_batch=1, error_step="1m",
+                       processing_time=False)
+    return run_payments_comparison(spark, config, plan, source="hand-made")
+
+
+def test_payments_log_truth_and_the_end(payments):
+    report = payments
+    assert (report.log.lines, report.log.events, report.log.duplicates, report.log.dead_letters) == (10, 8, 1, 1)
+    assert dict(report.truth) == {"matched": 3, "unpaid": 1, "orphan": 1}
+    assert report.log_end == BASE + timedelta(minutes=105)
+    assert report.batch_landing == report.end == LANDING
+    assert [r.configuration.key for r in report.results] == ["lambda-w0s-l0", "lambda-w10m-l0", "kappa-w0s-l0", "kappa-w10m-l0"]
+
+
+def test_payments_what_each_configuration_gets_wrong(payments):
+    lambda_, lambda_late, kappa, kappa_late = payments.results
+    # W=0: p2 is late (side output), so (o2,p2) is missed and o2 is reported unpaid when p9's
+    # W* = 31 passes its interval; W=10m joins them. Lambda's batch corrects W=0 at midnight.
+    assert dict(kappa.wrong_at_end) == {"missed match": 1, "wrongly unpaid": 1}
+    assert dict(kappa_late.wrong_at_end) == {} and dict(lambda_.wrong_at_end) == {}
+    assert dict(lambda_.wrong_before_batch) == {"missed match": 1, "wrongly unpaid": 1} and dict(lambda_late.wrong_before_batch) == {}
+    assert dict(kappa.side_output) == {"late payments": 1} and dict(kappa_late.side_output) == {}
+    assert kappa.absorbed is None  # the join has no allowed lateness
+    assert dict(kappa.reconciliation) == {"late_payment": 2} and kappa.unexplained == 0
+    assert [(r.compared, r.duplicates, r.dead_letters) for r in payments.results] == [(5, 1, 1), (5, 1, 1), (6, 1, 1), (5, 1, 1)]
+    # Matched pairs from the payment's time: (o1,p1) at @3 = 60 s; (o4,p4) at @105 = 240 s; (o2,p2)
+    # at @32 = 600 s (W=10m), never (Kappa W=0), at the landing for Lambda W=0: 00:00 - 10:22 = 49,080 s.
+    # o3 unpaid from its close (10:40) to @105: 3,900 s; p9 orphan from 10:31 to @105: 4,440 s.
+    matched = lambda r: (r.latency["matched"].p50, r.latency["matched"].p95, r.latency["matched"].max, r.latency["matched"].never)
+    assert matched(kappa) == (D(60), D(240), D(240), 1)
+    assert matched(kappa_late) == (D(240), D(600), D(600), 0)
+    assert matched(lambda_) == (D(240), D(49080), D(49080), 0)
+    assert (kappa.latency["unpaid"].max, kappa.latency["orphan"].max) == (D(3900), D(4440))
+
+
+def test_payments_state_rows(payments):
+    # Held orders and payments plus first copies remembered (remembered_from = max(event time, W);
+    # kept while >= W* - 1h). W=0 peaks after @33 (6 remembered, o3 and p9 held) and ends with o4,
+    # p4 held and remembered; W=10m peaks after @33 (6 remembered, o2 o3 p2 p9 held), ends with
+    # p9 o4 p4 remembered and o4 p4 held.
+    assert [(r.state_peak, r.state_final) for r in payments.results] == [(8, 4), (10, 5), (8, 4), (10, 5)]
+
+
+@pytest.mark.slow
+def test_the_cli_compares_order_payments_and_refuses_what_does_not_apply(tmp_path):
+    env = venv_env({"PYTHONPATH": str(REPO)})
+    lake = tmp_path / "lake"
+    write_log(lake, PAYMENT_LOG)
+    common = ["compare", "--pipeline", "order_payments", "--lake", str(lake), "--join-bound", "10m", "--watermark-interval", "0"]
+    refused = run([str(VENV_BIN / "lklab"), *common, "--allowed-lateness", "0,5m"], env=env, timeout=120)
+    assert refused.returncode == 2 and "no allowed lateness" in refused.stderr
+    done = run([str(VENV_BIN / "lklab"), *common, "--watermark-delay", "0s,10m", "--segments-per-batch", "1", "--name", "op"],
+               env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid)" in done.stdout
+    assert (lake / "reports" / "op" / "error_over_time.png").exists()
