@@ -435,9 +435,9 @@ def submitted(output: str) -> list[tuple[str, str]]:
     return re.findall(r"Spark-Submit cmd: \S+ .*? \S+/spark_jobs/(\S+\.py) ([^\[\n]*?)\s*(?:\[|$)", output, re.M)
 
 
-def test_unique_visitors_nightly_recomputes_the_truth_reconciles_and_fails_a_breach_at_once(tmp_path_factory, tmp_path):
-    """One run of ``unique_visitors_nightly``; then, one truth member deleted, its reconcile alone
-    (the batch marked done) finds a difference nothing explains: a breach, failed at once."""
+def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(tmp_path_factory, tmp_path):
+    """One run of ``unique_visitors_nightly``. (A breach failing at once is the billing DAG's test:
+    the same ``spark_job``; the unique_visitors verdict line is ``test_visitors_jobs``'s.)"""
     home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
     # The lab's pipeline setting says billing: the DAG must name its pipeline on every command line.
     env = {**airflow_env(home, tmp_path / "lake"), "LKLAB_PIPELINE": "billing_windows"}
@@ -470,22 +470,4 @@ def test_unique_visitors_nightly_recomputes_the_truth_reconciles_and_fails_a_bre
     assert "40 (window, user) rows compared: 38 matching, 2 explained by the late side output, 0 differing" in output
     assert "proven: corrected (served members + late side output) == truth for every window" in output
 
-    members = DeltaTable(str(lake / "tables" / "visitors_truth_members"))
-    member = table(lake, "visitors_truth_members").sort_by([(c, "ascending") for c in ("user_id", "url", "window_start")]).to_pylist()[0]
-    members.delete(f"user_id = '{member['user_id']}' AND url = '{member['url']}' AND window_start = '{member['window_start'].isoformat()}'")
-    breach_day = README_DAY + timedelta(days=1)
-
-    done = run([AIRFLOW, "dags", "test", "unique_visitors_nightly", breach_day.isoformat(), "--mark-success-pattern", "recompute_truth"],
-               env=env, timeout=600)
-
-    output = done.stdout + done.stderr
-    assert done.returncode == 1 and "DagRun failed" in output, output[-8000:]
-    attempts = task_attempts(home, "unique_visitors_nightly")
-    assert attempts[("reconcile", -1)] == ("failed", 1, 0), attempts  # two retries, none used
-    assert ("BREACH: reconcile_job.py ran and found a problem (exit 3); a breach fails at once, without retries: "
-            "lklab reconcile: UNEXPLAINED: 1 differences") in output
-    breached = table(lake, "visitors_corrected").filter(pc.not_equal(table(lake, "visitors_corrected")["run_id"], "speed: truth v1, stream batch 3"))
-    assert [(r["user_id"], r["verdict"], r["reasons"]) for r in breached.to_pylist() if r["reasons"]] == [
-        (member["user_id"], "differs", "unexplained"),
-    ]
-    assert dag_run_states(home) == {"unique_visitors_nightly": ["success", "failed"]}
+    assert dag_run_states(home) == {"unique_visitors_nightly": ["success"]}

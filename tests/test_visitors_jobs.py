@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from lklab.page_view_generator import (
     PageViewParams,
@@ -135,3 +136,14 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
         done = run([str(VENV_BIN / "lklab"), *command, *common], env=env, timeout=600)
         assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert "proven: corrected" in done.stdout and "0 differing" in done.stdout
+
+    # One truth member deleted by hand: a difference nothing explains, exit 3 and the verdict on stderr.
+    members_path = tmp_path / "lake" / "tables" / "visitors_truth_members"
+    members = DeltaTable(str(members_path)).to_pyarrow_dataset().to_table()
+    member = members.sort_by([(c, "ascending") for c in ("user_id", "url", "window_start")]).to_pylist()[0]
+    DeltaTable(str(members_path)).delete(
+        f"user_id = '{member['user_id']}' AND url = '{member['url']}' AND window_start = '{member['window_start'].isoformat()}'"
+    )
+    done = run([str(VENV_BIN / "lklab"), "reconcile", *common], env=env, timeout=600)
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "lklab reconcile: UNEXPLAINED: 1 differences" in done.stderr
