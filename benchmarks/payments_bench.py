@@ -66,8 +66,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
@@ -95,15 +93,21 @@ from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stream_runs import PeakMemory, ProgressReports, files_per_batch, order_for_file_source, steady_state  # noqa: E402
+from stream_runs import (  # noqa: E402
+    Measured,
+    ProgressReports,
+    files_per_batch,
+    measure_jobs,
+    micros_of,
+    order_for_file_source,
+    progress,
+    require,
+)
 
 EVENT_SCHEMA = "event_id string, kind string, order_id string, amount string, currency string, event_time timestamp"
 PRESENT = " AND ".join(f"{name} IS NOT NULL" for name in ("event_id", "kind", "order_id", "amount", "currency", "event_time"))
 SIDE_COLUMNS = ("event_id", "order_id", "amount", "currency", "event_time")
 
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def side(events: DataFrame, kind: str) -> DataFrame:
@@ -171,10 +175,6 @@ def pairs_of(frame: DataFrame) -> set[tuple[str, str]]:
     return set(zip(column(matched, "order_event_id"), column(matched, "payment_event_id")))
 
 
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"DISAGREEMENT: {message}")
-
 
 def sample(values: set) -> list:
     return sorted(values)[:3]
@@ -186,9 +186,6 @@ def rejected_events(spark: SparkSession, tables: Tables, scratch: Path) -> set[s
     path.write_text("".join(f"{line}\n" for line in column(tables.read(PAYMENTS_BATCH_DEAD_LETTER.name), "raw_line")))
     return set(column(spark.read.schema(EVENT_SCHEMA).json(str(path)).where(PRESENT), "event_id"))
 
-
-def micros_of(stamp: str | None) -> int | None:
-    return None if stamp is None else int(datetime.fromisoformat(stamp).timestamp() * 1_000_000)
 
 
 def spark_kept(spark: SparkSession, log_dir: Path, checkpoint: Path, reports: list[dict]) -> set[str]:
@@ -270,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
         parser.error("--events, --segment-minutes and --repeats must be at least 1")
 
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="payments-bench-", dir=args.scratch) as scratch_dir:
         scratch = Path(scratch_dir)
         lake = scratch / "lake"
@@ -289,53 +287,32 @@ def main(argv: list[str] | None = None) -> int:
             "bare_stream": lambda run: bare_stream(spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"),
             "lab_stream": lambda run: run_payments_speed(spark, config, available_now=True, app_id="bench", prefix=f"{run}_"),
         }
-        progress("warm-up: one unmeasured run of each")
-        for job, action in jobs.items():
-            action("warmup")
-            progress(f"warm-up: {job} done")
-
-        measured = {job: [] for job in jobs}
-        query_reports: dict[str, list[dict]] = {}
-        memory = {job: PeakMemory() for job in jobs}
-        for repeat in range(1, args.repeats + 1):
-            run = f"run{repeat}"
-            for job, action in jobs.items():
-                with memory[job]:
-                    started = time.perf_counter()
-                    action(run)
-                    wall = time.perf_counter() - started
-                if job.endswith("stream"):
-                    query_reports[job] = reports.last_query()
-                    steady, batches = steady_state(query_reports[job])
-                    measured[job].append({"wall": wall, "steady": steady, "batches_after_first": batches})
-                    progress(f"run {repeat}/{args.repeats}: {job} {wall:.1f}s, micro-batches after the first {steady:.1f}s ({batches})")
-                else:
-                    measured[job].append({"wall": wall})
-                    progress(f"run {repeat}/{args.repeats}: {job} {wall:.1f}s")
+        measured = measure_jobs(jobs, args.repeats, reports)
         progress("checking that the lab and bare Spark joined the same pairs (the last run of each)")
         last = f"run{args.repeats}"
         agreement = check(spark, config, scratch, scratch / "bare-batch", scratch / f"bare-{last}" / "out",
-                          scratch / f"bare-{last}" / "checkpoint", query_reports["bare_stream"], f"{last}_")
+                          scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
         spark.stop()
 
-    return report(args, manifest, len(segments), steady_lines, measured, memory, agreement)
+    return report(args, manifest, len(segments), steady_lines, measured, agreement, load_at_start)
 
 
-def report(args, manifest: dict, segments: int, steady_lines: int, measured: dict, memory: dict, agreement: dict) -> int:
+def report(args, manifest: dict, segments: int, steady_lines: int, measured: Measured, agreement: dict,
+           load_at_start: float) -> int:
     lines = manifest["lines"]
-    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.items()}
+    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.runs.items()}
     figures = {
         "log": {"lines": lines, "orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"],
                 "malformed": sum(manifest["dead_letters"].values()), "segments": segments},
         "repeats": args.repeats,
-        "runs": measured,
+        "runs": measured.runs,
         "median": median,
-        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in memory.items()},
+        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in measured.memory.items()},
         "batch_ratio_lab_to_bare": median["lab_batch"]["wall"] / median["bare_batch"]["wall"],
         "stream_wall_ratio_lab_to_bare": median["lab_stream"]["wall"] / median["bare_stream"]["wall"],
         "stream_steady_ratio_lab_to_bare": median["lab_stream"]["steady"] / median["bare_stream"]["steady"],
         "agreement": agreement,
-        "load_average_at_end": os.getloadavg()[0],
+        "load_average": {"start": load_at_start, "end": os.getloadavg()[0]},
         "cores": os.cpu_count(),
     }
     if args.json_out:
@@ -357,7 +334,8 @@ def report(args, manifest: dict, segments: int, steady_lines: int, measured: dic
           f"wall {figures['stream_wall_ratio_lab_to_bare']:.2f}x")
     rss = figures["peak_rss_mib"]
     print("peak RSS, process tree (driver): " + ", ".join(f"{job} {v['process_tree']:,.0f} MiB ({v['driver']:,.0f})" for job, v in rss.items())
-          + " (the JVM's heap, once grown, is kept: later jobs inherit it)")
+          + " (summed over the processes, pages shared by forked Python workers counted in each; the JVM and idle workers"
+            " are shared by the four jobs, so what one leaves counts in the next)")
     a = agreement
     print(f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
           f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
@@ -366,7 +344,7 @@ def report(args, manifest: dict, segments: int, steady_lines: int, measured: dic
           f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)")
     print(f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
           f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}")
-    print(f"load average at the end {figures['load_average_at_end']:.1f} on {figures['cores']} cores")
+    print(f"load average (1 min) {load_at_start:.1f} at the start, {figures['load_average']['end']:.1f} at the end, on {figures['cores']} cores")
     return 0
 
 

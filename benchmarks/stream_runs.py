@@ -1,7 +1,10 @@
-"""What the streaming benchmarks need around a run: Spark's file source over the log, progress, memory.
+"""What the pipeline benchmarks share: the measured runs, Spark's file source over the log, progress, memory.
 
-* ``order_for_file_source``: Spark's file source takes new files in modification-time order, and
-  segments written within the same millisecond tie. Setting their times one second apart, in
+* ``measure_jobs``: one unmeasured run of each job, then ``repeats`` measured runs of each,
+  interleaved: wall seconds, the peak memory of each job, and for a streaming job (its name ends
+  in ``stream``) the steady state of the query it ran.
+* ``order_for_file_source``: Spark's file source takes new files in modification-time order (a
+  millisecond's resolution), and segments written in one go may tie. Setting their times one second apart, in
   segment order, makes it read the log in the log's order (what the lab's own source does).
 * ``files_per_batch``: which files each micro-batch of a file-source query read, from the
   checkpoint's source log (``sources/<n>/<batch>`` and its compactions).
@@ -11,22 +14,45 @@
   first, the figure ``speed_bench.py`` compares.
 * ``PeakMemory``: the largest resident memory of this process tree (the driver, its JVM and
   the JVM's Python workers) while open, sampled.
+* ``require``: the exit (status 1) when the lab and bare Spark did not compute the same thing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 import psutil
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-__all__ = ["order_for_file_source", "files_per_batch", "ProgressReports", "steady_state", "PeakMemory"]
+__all__ = [
+    "Measured", "PeakMemory", "ProgressReports", "files_per_batch", "measure_jobs", "micros_of", "order_for_file_source", "progress",
+    "require", "steady_state",
+]
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def require(condition: bool, message: str) -> None:
+    """Stop the benchmark (exit status 1) when the two sides did not compute the same thing."""
+    if not condition:
+        raise SystemExit(f"DISAGREEMENT: {message}")
+
+
+def micros_of(stamp: str | None) -> int | None:
+    """A progress report's ISO time (``2026-01-05T00:08:58.490Z``) in microseconds."""
+    return None if stamp is None else int(datetime.fromisoformat(stamp).timestamp() * 1_000_000)
 
 
 def order_for_file_source(log_root: Path) -> list[Path]:
@@ -119,7 +145,7 @@ class PeakMemory:
             self.tree, self.driver = max(self.tree, sum(sizes)), max(self.driver, sizes[0] if sizes else 0)
             self._stop.wait(self.every)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._stop.clear()  # may be opened again: the peak is over every time it was open
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -128,3 +154,37 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+@dataclass
+class Measured:
+    """Per job: its measured runs (``wall`` seconds, and for a stream ``steady`` seconds and
+    ``batches_after_first``), its peak memory, and the last streaming run's progress reports."""
+
+    runs: dict[str, list[dict]] = field(default_factory=dict)
+    memory: dict[str, PeakMemory] = field(default_factory=dict)
+    reports: dict[str, list[dict]] = field(default_factory=dict)
+
+
+def measure_jobs(jobs: dict[str, Callable[[str], object]], repeats: int, reports: ProgressReports) -> Measured:
+    """Run every job once unmeasured (``"warmup"``), then ``repeats`` times (``"run1"``, ...)."""
+    progress("warm-up: one unmeasured run of each")
+    for job, action in jobs.items():
+        action("warmup")
+        progress(f"warm-up: {job} done")
+    measured = Measured({job: [] for job in jobs}, {job: PeakMemory() for job in jobs})
+    for repeat in range(1, repeats + 1):
+        for job, action in jobs.items():
+            with measured.memory[job]:
+                started = time.perf_counter()
+                action(f"run{repeat}")
+                wall = time.perf_counter() - started
+            if job.endswith("stream"):
+                measured.reports[job] = reports.last_query()
+                steady, batches = steady_state(measured.reports[job])
+                measured.runs[job].append({"wall": wall, "steady": steady, "batches_after_first": batches})
+                progress(f"run {repeat}/{repeats}: {job} {wall:.1f}s, micro-batches after the first {steady:.1f}s ({batches})")
+            else:
+                measured.runs[job].append({"wall": wall})
+                progress(f"run {repeat}/{repeats}: {job} {wall:.1f}s")
+    return measured

@@ -59,8 +59,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
@@ -72,22 +70,34 @@ from lklab.cli.process_exit import exit_process  # noqa: E402
 from lklab.page_view_generator import PageViewParams, generate_page_views  # noqa: E402
 from lklab.visitors_batch import run_visitors_batch  # noqa: E402
 from lklab.visitors_speed import run_visitors_speed  # noqa: E402
-from shared.catalog import VISITORS_BATCH_DEAD_LETTER, VISITORS_BATCH_TABLES, VISITORS_LATE_EVENTS, VISITORS_TRUTH, VISITORS_WINDOWS  # noqa: E402
+from shared.catalog import (  # noqa: E402
+    VISITORS_BATCH_DEAD_LETTER,
+    VISITORS_BATCH_TABLES,
+    VISITORS_LATE_EVENTS,
+    VISITORS_TRUTH,
+    VISITORS_WINDOWS,
+)
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 from shared.windows import TumblingWindows  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stream_runs import PeakMemory, ProgressReports, files_per_batch, order_for_file_source, steady_state  # noqa: E402
+from stream_runs import (  # noqa: E402
+    Measured,
+    ProgressReports,
+    files_per_batch,
+    measure_jobs,
+    micros_of,
+    order_for_file_source,
+    progress,
+    require,
+)
 
 VIEW_SCHEMA = "event_id string, user_id string, url string, event_time timestamp"
 PRESENT = " AND ".join(f"{name} IS NOT NULL" for name in ("event_id", "user_id", "url", "event_time"))
 Counts = dict[tuple[int, int, str], int]  # (window_start, window_end in microseconds, user_id) -> distinct URLs
 
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def window_of(config: LabConfig) -> Column:
@@ -158,10 +168,6 @@ def keys_of(frame: DataFrame) -> set[tuple[int, int, str]]:
     return set(counts_of(frame.select("window_start", "window_end", "user_id", F.lit(0).alias("distinct_urls"))))
 
 
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"DISAGREEMENT: {message}")
-
 
 def differing(left: Counts, right: Counts, keys) -> list:
     return sorted(key for key in keys if left.get(key) != right.get(key))
@@ -175,9 +181,6 @@ def rejected_windows(spark: SparkSession, tables: Tables, config: LabConfig, scr
     views = spark.read.schema(VIEW_SCHEMA).json(str(path)).where(PRESENT)
     return keys_of(bare_counts(views, config))
 
-
-def micros_of(stamp: str | None) -> int | None:
-    return None if stamp is None else int(datetime.fromisoformat(stamp).timestamp() * 1_000_000)
 
 
 def spark_kept(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoint: Path, reports: list[dict]) -> tuple[Counts, set]:
@@ -248,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
         parser.error("--events, --segment-minutes and --repeats must be at least 1")
 
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="visitors-bench-", dir=args.scratch) as scratch_dir:
         scratch = Path(scratch_dir)
         lake = scratch / "lake"
@@ -267,53 +271,32 @@ def main(argv: list[str] | None = None) -> int:
             "bare_stream": lambda run: bare_stream(spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"),
             "lab_stream": lambda run: run_visitors_speed(spark, config, available_now=True, app_id="bench", prefix=f"{run}_"),
         }
-        progress("warm-up: one unmeasured run of each")
-        for job, action in jobs.items():
-            action("warmup")
-            progress(f"warm-up: {job} done")
-
-        measured = {job: [] for job in jobs}
-        query_reports: dict[str, list[dict]] = {}
-        memory = {job: PeakMemory() for job in jobs}
-        for repeat in range(1, args.repeats + 1):
-            run = f"run{repeat}"
-            for job, action in jobs.items():
-                with memory[job]:
-                    started = time.perf_counter()
-                    action(run)
-                    wall = time.perf_counter() - started
-                if job.endswith("stream"):
-                    query_reports[job] = reports.last_query()
-                    steady, batches = steady_state(query_reports[job])
-                    measured[job].append({"wall": wall, "steady": steady, "batches_after_first": batches})
-                    progress(f"run {repeat}/{args.repeats}: {job} {wall:.1f}s, micro-batches after the first {steady:.1f}s ({batches})")
-                else:
-                    measured[job].append({"wall": wall})
-                    progress(f"run {repeat}/{args.repeats}: {job} {wall:.1f}s")
+        measured = measure_jobs(jobs, args.repeats, reports)
         progress("checking that the lab and bare Spark computed the same counts (the last run of each)")
         last = f"run{args.repeats}"
         agreement = check(spark, config, scratch, scratch / "bare-batch", scratch / f"bare-{last}" / "out",
-                          scratch / f"bare-{last}" / "checkpoint", query_reports["bare_stream"], f"{last}_")
+                          scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
         spark.stop()
 
-    return report(args, manifest, len(segments), steady_lines, measured, memory, agreement)
+    return report(args, manifest, len(segments), steady_lines, measured, agreement, load_at_start)
 
 
-def report(args, manifest: dict, segments: int, steady_lines: int, measured: dict, memory: dict, agreement: dict) -> int:
+def report(args, manifest: dict, segments: int, steady_lines: int, measured: Measured, agreement: dict,
+           load_at_start: float) -> int:
     lines = manifest["lines"]
-    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.items()}
+    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.runs.items()}
     figures = {
         "log": {"lines": lines, "views": manifest["views"], "resends": manifest["duplicates"],
                 "malformed": sum(manifest["dead_letters"].values()), "segments": segments},
         "repeats": args.repeats,
-        "runs": measured,
+        "runs": measured.runs,
         "median": median,
-        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in memory.items()},
+        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in measured.memory.items()},
         "batch_ratio_lab_to_bare": median["lab_batch"]["wall"] / median["bare_batch"]["wall"],
         "stream_wall_ratio_lab_to_bare": median["lab_stream"]["wall"] / median["bare_stream"]["wall"],
         "stream_steady_ratio_lab_to_bare": median["lab_stream"]["steady"] / median["bare_stream"]["steady"],
         "agreement": agreement,
-        "load_average_at_end": os.getloadavg()[0],
+        "load_average": {"start": load_at_start, "end": os.getloadavg()[0]},
         "cores": os.cpu_count(),
     }
     if args.json_out:
@@ -335,13 +318,14 @@ def report(args, manifest: dict, segments: int, steady_lines: int, measured: dic
           f"wall {figures['stream_wall_ratio_lab_to_bare']:.2f}x")
     rss = figures["peak_rss_mib"]
     print("peak RSS, process tree (driver): " + ", ".join(f"{job} {v['process_tree']:,.0f} MiB ({v['driver']:,.0f})" for job, v in rss.items())
-          + " (the JVM's heap, once grown, is kept: later jobs inherit it)")
+          + " (summed over the processes, pages shared by forked Python workers counted in each; the JVM and idle workers"
+            " are shared by the four jobs, so what one leaves counts in the next)")
     a = agreement
     print(f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
           f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
           f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
           f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)")
-    print(f"load average at the end {figures['load_average_at_end']:.1f} on {figures['cores']} cores")
+    print(f"load average (1 min) {load_at_start:.1f} at the start, {figures['load_average']['end']:.1f} at the end, on {figures['cores']} cores")
     return 0
 
 
