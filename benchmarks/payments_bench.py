@@ -109,7 +109,6 @@ PRESENT = " AND ".join(f"{name} IS NOT NULL" for name in ("event_id", "kind", "o
 SIDE_COLUMNS = ("event_id", "order_id", "amount", "currency", "event_time")
 
 
-
 def side(events: DataFrame, kind: str) -> DataFrame:
     """One side of the join, its columns prefixed with ``kind``."""
     return events.where(F.col("kind") == kind).select(*[F.col(name).alias(f"{kind}_{name}") for name in SIDE_COLUMNS])
@@ -175,7 +174,6 @@ def pairs_of(frame: DataFrame) -> set[tuple[str, str]]:
     return set(zip(column(matched, "order_event_id"), column(matched, "payment_event_id")))
 
 
-
 def sample(values: set) -> list:
     return sorted(values)[:3]
 
@@ -185,7 +183,6 @@ def rejected_events(spark: SparkSession, tables: Tables, scratch: Path) -> set[s
     path = scratch / "rejected.jsonl"
     path.write_text("".join(f"{line}\n" for line in column(tables.read(PAYMENTS_BATCH_DEAD_LETTER.name), "raw_line")))
     return set(column(spark.read.schema(EVENT_SCHEMA).json(str(path)).where(PRESENT), "event_id"))
-
 
 
 def spark_kept(spark: SparkSession, log_dir: Path, checkpoint: Path, reports: list[dict]) -> set[str]:

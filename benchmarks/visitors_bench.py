@@ -99,7 +99,6 @@ PRESENT = " AND ".join(f"{name} IS NOT NULL" for name in ("event_id", "user_id",
 Counts = dict[tuple[int, int, str], int]  # (window_start, window_end in microseconds, user_id) -> distinct URLs
 
 
-
 def window_of(config: LabConfig) -> Column:
     """The lab's window as Spark's ``window`` (tumbling: the benchmark refuses other kinds)."""
     spec = config.window
@@ -168,7 +167,6 @@ def keys_of(frame: DataFrame) -> set[tuple[int, int, str]]:
     return set(counts_of(frame.select("window_start", "window_end", "user_id", F.lit(0).alias("distinct_urls"))))
 
 
-
 def differing(left: Counts, right: Counts, keys) -> list:
     return sorted(key for key in keys if left.get(key) != right.get(key))
 
@@ -180,7 +178,6 @@ def rejected_windows(spark: SparkSession, tables: Tables, config: LabConfig, scr
     path.write_text("".join(f"{line}\n" for line in lines))
     views = spark.read.schema(VIEW_SCHEMA).json(str(path)).where(PRESENT)
     return keys_of(bare_counts(views, config))
-
 
 
 def spark_kept(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoint: Path, reports: list[dict]) -> tuple[Counts, set]:
