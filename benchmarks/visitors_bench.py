@@ -53,10 +53,8 @@ the step and every Delta commit), with the log lines of those batches per second
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -84,6 +82,9 @@ from shared.windows import TumblingWindows  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_runs import (  # noqa: E402
+    print_load,
+    print_timings,
+    ratio_figures,
     Measured,
     ProgressReports,
     files_per_batch,
@@ -281,48 +282,21 @@ def main(argv: list[str] | None = None) -> int:
 def report(args, manifest: dict, segments: int, steady_lines: int, measured: Measured, agreement: dict,
            load_at_start: float) -> int:
     lines = manifest["lines"]
-    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.runs.items()}
-    figures = {
-        "log": {"lines": lines, "views": manifest["views"], "resends": manifest["duplicates"],
-                "malformed": sum(manifest["dead_letters"].values()), "segments": segments},
-        "repeats": args.repeats,
-        "runs": measured.runs,
-        "median": median,
-        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in measured.memory.items()},
-        "batch_ratio_lab_to_bare": median["lab_batch"]["wall"] / median["bare_batch"]["wall"],
-        "stream_wall_ratio_lab_to_bare": median["lab_stream"]["wall"] / median["bare_stream"]["wall"],
-        "stream_steady_ratio_lab_to_bare": median["lab_stream"]["steady"] / median["bare_stream"]["steady"],
-        "agreement": agreement,
-        "load_average": {"start": load_at_start, "end": os.getloadavg()[0]},
-        "cores": os.cpu_count(),
-    }
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
+    figures = ratio_figures(args, {"lines": lines, "views": manifest["views"], "resends": manifest["duplicates"],
+         "malformed": sum(manifest["dead_letters"].values()), "segments": segments}, measured, agreement, load_at_start)
     log = figures["log"]
     print(f"log: {lines:,} lines ({log['views']:,} views, {log['resends']:,} resends, {log['malformed']:,} malformed), "
           f"{segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    for job, label in (("bare_batch", "bare Spark batch (read.json, dropDuplicates, count distinct)"),
-                       ("lab_batch", "lab batch truth (validation, first copies, members, dead letters)")):
-        print(f"{label:68s} {median[job]['wall']:7.1f}s {lines / median[job]['wall']:9,.0f} lines/s")
-    print(f"ratio lab / bare Spark, batch (time): {figures['batch_ratio_lab_to_bare']:.2f}x")
-    batches = median["bare_stream"]["batches_after_first"]
-    for job, label in (("bare_stream", "bare Spark stream (dedup within watermark + count, drops late)"),
-                       ("lab_stream", "lab speed layer (late side output, state, exactly once)")):
-        m = median[job]
-        print(f"{label:68s} wall {m['wall']:6.1f}s | batches 1..{batches:.0f}: {m['steady']:6.1f}s, "
-              f"{m['steady'] / m['batches_after_first']:.3f}s per batch, {steady_lines / m['steady']:8,.0f} lines/s")
-    print(f"ratio lab / bare Spark, stream: steady state {figures['stream_steady_ratio_lab_to_bare']:.2f}x, "
-          f"wall {figures['stream_wall_ratio_lab_to_bare']:.2f}x")
-    rss = figures["peak_rss_mib"]
-    print("peak RSS, process tree (driver): " + ", ".join(f"{job} {v['process_tree']:,.0f} MiB ({v['driver']:,.0f})" for job, v in rss.items())
-          + " (summed over the processes, pages shared by forked Python workers counted in each; the JVM and idle workers"
-            " are shared by the four jobs, so what one leaves counts in the next)")
+    print_timings(figures, lines, steady_lines, {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
+         "lab_batch": "lab batch truth (validation, first copies, members, dead letters)",
+         "bare_stream": "bare Spark stream (dedup within watermark + count, drops late)",
+         "lab_stream": "lab speed layer (late side output, state, exactly once)"})
     a = agreement
     print(f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
           f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
           f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
           f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)")
-    print(f"load average (1 min) {load_at_start:.1f} at the start, {figures['load_average']['end']:.1f} at the end, on {figures['cores']} cores")
+    print_load(figures, load_at_start)
     return 0
 
 
