@@ -5,7 +5,9 @@ watermark delay ``W`` (the join has no allowed lateness: a late event joins noth
 twice: live (``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
 ``kappa/<plan>-w<W>-l0/``) and as a replay (``run_payments_replay`` into
 ``kappa/<plan>-w<W>-l0-replay/``); their rows must agree (the join is cut-independent) before
-anything is measured. The live stream is reconciled against the truth (``reconcile_payments``).
+anything is measured. The live stream is reconciled against the truth (``reconcile_payments``),
+which writes its finance audit to ``reports/payments-<plan>-w<W>-l0/payments_audit.csv``; the
+stream's ``StreamCheck`` carries that file, and the report links it.
 Lambda at ``W`` and Kappa at ``W`` share that stream: Lambda adds the batch correction.
 
 **Outputs** (``lklab.served_outputs``), keyed by log lines: a matched pair (order line, payment
@@ -40,7 +42,7 @@ from lklab.payments_reconcile import reconcile_payments
 from lklab.payments_stream import run_payments_replay, run_payments_speed
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
 from lklab.report.model import PathCost
-from lklab.report.pipeline_model import LogSummary, PipelineReport, StreamCheck
+from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
 from shared.catalog import (
     PAYMENTS_DEAD_LETTER,
@@ -156,8 +158,10 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     state = metrics["state_rows"].to_pylist()
     late_kinds = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))["kind"].to_pylist()
     served = _served(tables, live, clock, config.join_bound)
+    audit_csv = reconciled.audit_csv.resolve()
+    audit = AuditFile(str(audit_csv), reconciled.audit_rows) if audit_csv.exists() else None
     return MeasuredStream(
-        check=StreamCheck(delay, "0", plan.segments_per_batch, metrics.num_rows, len(served)),
+        check=StreamCheck(delay, "0", plan.segments_per_batch, metrics.num_rows, len(served), audit),
         served=served,
         side_output={"late orders": late_kinds.count("order"), "late payments": late_kinds.count("payment")},
         late=None,

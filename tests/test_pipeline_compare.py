@@ -1,23 +1,31 @@
 """``lklab compare`` on unique_visitors and order_payments: a hand-made log per pipeline, two
 stream settings each, every figure derived by hand beside its assertion. The measurement's
-definitions (``lklab.served_outputs``) are checked on their own first, without Spark."""
+definitions (``lklab.served_outputs``) and the report's files (from a hand-built report) are
+checked on their own first, without Spark."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal as D
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+import lklab.report
 from lklab import served_outputs
 from lklab.experiment import ComparisonPlan
 from lklab.payments_comparison import run_payments_comparison
-from lklab.report.pipeline_render import write_pipeline_report
+from lklab.report.pipeline_model import StateSize
+from lklab.report.pipeline_render import verdict_line, write_pipeline_report
 from lklab.visitors_comparison import run_visitors_comparison
 from shared.config import LabConfig
 from shared.eventlog import EventLog, heartbeat_line
+from tests.pipeline_report_fixtures import audit_path, sample_pipeline_report
 from tests.processes import REPO, VENV_BIN, run, venv_env
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
@@ -51,6 +59,165 @@ def test_timelines_wrong_outputs_and_latency_by_hand():
     lambda_ = served_outputs.with_landing(served, truth, 25 * SECOND)  # the batch serves the truth from 25 on
     assert served_outputs.wrong_at(lambda_, truth, due, 25 * SECOND) == []
     assert served_outputs.latency_seconds(lambda_, truth, due) == {("a",): D(2), ("b",): D(5)}
+
+
+# --- the report's files, from a hand-built report, without Spark ---------------------------------
+
+
+class _HtmlTables(HTMLParser):
+    """``{table class: [[cell text, ...] per row, header first]}``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: dict[str, list[list[str]]] = {}
+        self._rows = self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._rows = self.tables.setdefault(dict(attrs)["class"], [])
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("th", "td") and self._rows is not None:
+            self._cell = ""
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td") and self._cell is not None:
+            self._rows[-1].append(self._cell)
+            self._cell = None
+        elif tag == "table":
+            self._rows = None
+
+
+def html_tables(page: str) -> dict[str, list[list[str]]]:
+    parser = _HtmlTables()
+    parser.feed(page)
+    return parser.tables
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Each table's rows of cell text (bold and backslash escapes taken off), header first."""
+    tables, rows = [], None
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            if not line.startswith("|---"):
+                cells = line[2:-2].split(" | ")
+                rows = (rows or []) + [[re.sub(r"\\(.)", r"\1", c.removeprefix("**").removesuffix("**")) for c in cells]]
+        elif rows:
+            tables.append(rows)
+            rows = None
+    return tables
+
+
+@pytest.fixture
+def written(tmp_path):
+    reports = tmp_path / "reports"
+    report = sample_pipeline_report(reports)
+    return report, reports, write_pipeline_report(report, reports / "op")
+
+
+def test_report_page_shows_the_tables_of_summary_md(written):
+    _, _, files = written
+    page, text = files.html.read_text(), files.summary_md.read_text()
+    tables = html_tables(page)
+    assert list(tables) == ["side-by-side", "audits", "streams"]
+    side_by_side, streams = markdown_tables(text)
+    assert tables["side-by-side"] == side_by_side
+    assert tables["streams"] == streams == [
+        ["W", "L", "segments per micro-batch", "micro-batches (live)", "outputs served (live == replay)"],
+        ["0s", "0", "1", "7", "6"],
+        ["10m", "0", "1", "7", "5"],
+    ]
+    rows = {row[0]: row[1:] for row in side_by_side}
+    # 2 rows of outputs, 2 kinds wrong, 1 before the batch, 3 per truth kind (3), 1 side output, 4
+    # of late, duplicates, dead letters and state, 5 cost paths and the total, 2 of reconciliation.
+    assert len(side_by_side) == 1 + 27
+    assert rows[""] == ["Lambda W=0s L=0", "Kappa W=0s L=0", "Kappa W=10m L=0"]
+    assert rows["wrong at the end"] == ["0", "2", "0"]
+    assert rows["· missed match"] == rows["· wrongly unpaid"] == ["0", "1", "0"]
+    assert rows["served wrong until the batch landed"] == ["2", "—", "—"]
+    assert rows["matched: p95 / max"] == ["49,080 s / 49,080 s", "240 s / 240 s", "600 s / 600 s"]
+    assert rows["matched: never exactly right"] == ["0 of 3", "1 of 3", "0 of 3"]
+    assert rows["late, absorbed by the allowed lateness"] == ["—", "—", "—"]  # the join has none
+    assert rows["cost: speed layer, CPU s (wall s)"] == ["3.2 (4.4)", "—", "—"]
+    assert rows["cost: total CPU s (wall s)"] == ["5.7 (7.6)", "4.7 (6.4)", "5.1 (6.8)"]  # 3.2 + 2.0 + 0.5 CPU s
+    assert rows["reconciliation: late_payment"] == ["2", "2", "0"]
+    assert re.findall(r'<section id="([^"]+)">', page) == ["side-by-side", "verdicts", "error", "audit", "method"]
+
+
+def test_figures_are_the_same_in_the_page_the_digest_and_the_json(written):
+    report, _, files = written
+    page, text = files.html.read_text(), files.summary_md.read_text()
+    summary = json.loads(files.summary_json.read_text())
+    lambda_, kappa, kappa_late = summary["report"]["results"]
+    rows = {row[0]: row[1:] for row in html_tables(page)["side-by-side"]}
+    assert rows == {row[0]: row[1:] for row in markdown_tables(text)[0]}
+    assert kappa["compared"] == 6 and rows["outputs compared at the end"][1] == "6"
+    assert lambda_["latency"]["matched"]["p95"] == "49080.000000" and rows["matched: p95 / max"][0].startswith("49,080 s /")
+    assert (kappa_late["state_peak"], kappa_late["state_final"]) == (10, 5) and rows["state entries: peak / final"][2] == "10 / 5"
+    assert summary["derived"]["lambda-w0s-l0"]["cpu_seconds"] == pytest.approx(5.7) and rows["cost: total CPU s (wall s)"][0][:3] == "5.7"
+    kappa_line = ("Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid); 4/5 truth outputs "
+                  "exactly right for good; side output 1 late payments; state peak 8; 4.7 CPU s")
+    assert verdict_line(report, report.results[1]) == kappa_line
+    for result in report.results:  # no character of a verdict needs escaping in Markdown or HTML
+        line = verdict_line(report, result)
+        assert summary["derived"][result.configuration.key]["verdict"] == line
+        assert f"\n- {line}\n" in text
+        assert f"<li>{line}</li>" in page
+    assert summary["report"]["streams"][0]["audit"]["rows"] == 3 and "payments_audit.csv</a></td><td>3</td>" in page
+    assert "payments_audit.csv), 3 rows" in text
+
+
+def test_report_links_each_audit_relative_to_its_folder(written):
+    _, reports, files = written
+    page, text = files.html.read_text(), files.summary_md.read_text()
+    assert html_tables(page)["audits"] == [
+        ["stream", "CSV", "rows"],
+        ["W=0s L=0", "../payments-op-w0s-l0/payments_audit.csv", "3"],
+        ["W=10m L=0", "../payments-op-w10m-l0/payments_audit.csv", "1"],
+    ]
+    hrefs = re.findall(r'<a href="(\.\./[^"]+)">', page)
+    assert hrefs == ["../payments-op-w0s-l0/payments_audit.csv", "../payments-op-w10m-l0/payments_audit.csv"]
+    assert [(files.html.parent / h).resolve() for h in hrefs] == [audit_path(reports, d).resolve() for d in ("0s", "10m")]
+    assert "- W=0s L=0: [../payments-op-w0s-l0/payments\\_audit.csv](../payments-op-w0s-l0/payments_audit.csv), 3 rows" in text
+    summary = json.loads(files.summary_json.read_text())
+    assert summary["report"]["streams"][1]["audit"] == {"path": str(audit_path(reports, "10m")), "rows": 1}
+
+
+def test_report_page_is_self_contained_on_billings_layout(written):
+    _, _, files = written
+    page = files.html.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "<title>Lambda vs Kappa on order_payments — op</title>" in page
+    assert ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
+            'img-src data:">') in page
+    assert (Path(lklab.report.__file__).parent / "templates" / "report.css").read_text() in page
+    assert "<script" not in page
+    png = base64.b64encode(files.error_plot.read_bytes()).decode()
+    assert f'<img class="plot" id="plot-error" src="data:image/png;base64,{png}"' in page
+    assert '<a href="error_over_time.png">error_over_time.png</a>' in page
+    assert "source hand-made &lt;b&gt;&amp; ·" in page and "<b>" not in page
+    assert '<p class="ok" id="unexplained">' in page
+
+
+def test_report_without_audits_shows_the_state_table_and_flags_the_unexplained(tmp_path):
+    report = sample_pipeline_report()
+    kappa = dataclasses.replace(report.results[1], unexplained=1)
+    report = dataclasses.replace(report, results=(report.results[0], kappa, report.results[2]),
+                                 state_sizes=(StateSize("0s", "0", "24h", 7, 8, 4), StateSize("0s", "0", "0", 7, 3, 1)))
+    files = write_pipeline_report(report, tmp_path)
+    page, text = files.html.read_text(), files.summary_md.read_text()
+    assert re.findall(r'<section id="([^"]+)">', page) == ["side-by-side", "verdicts", "error", "state", "method"]
+    assert "Finance audit" not in text and "payments_audit" not in page
+    state = markdown_tables(text)[1]
+    assert html_tables(page)["state-by-ttl"] == state == [
+        ["W", "L", "state TTL", "micro-batches", "peak", "final"], ["0s", "0", "24h", "7", "8", "4"], ["0s", "0", "0", "7", "3", "1"],
+    ]
+    assert '<p class="alarm" id="unexplained">Unexplained differences in: Kappa W=0s L=0.</p>' in page
+    assert [row for row in markdown_tables(text)[0] if row[0] == "reconciliation: unexplained"] == [["reconciliation: unexplained", "0", "1", "0"]]
 
 
 # --- unique_visitors -----------------------------------------------------------------------------
@@ -141,6 +308,10 @@ def test_visitors_report_files(visitors):
     text = files.summary_md.read_text()
     assert "Kappa W=0s L=0: 1 of 3 outputs wrong at the end (1 undercounted)" in text
     assert files.error_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = files.html.read_text()
+    assert "<li>Kappa W=0s L=0: 1 of 3 outputs wrong at the end (1 undercounted)" in page
+    assert html_tables(page)["state-by-ttl"] == markdown_tables(text)[1]  # the visitors' state by TTL
+    assert "Finance audit" not in page  # the visitors' reconciliation writes no audit
 
 
 # --- order_payments --------------------------------------------------------------------------------
@@ -181,6 +352,10 @@ def test_payments_log_truth_and_the_end(payments):
     assert report.log_end == BASE + timedelta(minutes=105)
     assert report.batch_landing == report.end == LANDING
     assert [r.configuration.key for r in report.results] == ["lambda-w0s-l0", "lambda-w10m-l0", "kappa-w0s-l0", "kappa-w10m-l0"]
+    # Each live stream's reconciliation wrote its audit: W=0s o2 and o3 unpaid and p2 late; W=10m o3 unpaid.
+    audits = [Path(s.audit.path) for s in report.streams]
+    assert [a.parts[-2:] for a in audits] == [("payments-op-w0s-l0", "payments_audit.csv"), ("payments-op-w10m-l0", "payments_audit.csv")]
+    assert [s.audit.rows for s in report.streams] == [len(a.read_text().splitlines()) - 1 for a in audits] == [3, 1]
 
 
 def test_payments_what_each_configuration_gets_wrong(payments):
@@ -225,3 +400,6 @@ def test_the_cli_compares_order_payments_and_refuses_what_does_not_apply(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid)" in done.stdout
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
+    assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
+    page = (lake / "reports" / "op" / "report.html").read_text()
+    assert '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page and '<a href="../payments-op-w10m-l0/payments_audit.csv">' in page

@@ -3,8 +3,9 @@
 Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: file
 descriptors 3 and 4, NUL-separated JSON), so no port is opened and no websocket client is
 needed. It runs in an empty network namespace (``unshare -n``) when the kernel allows it, and
-always with a proxy and host rules that lead nowhere. The test records console messages,
-uncaught exceptions, log entries and every request the page makes.
+always with a proxy and host rules that lead nowhere. The tests record console messages,
+uncaught exceptions, log entries and every request the page makes: billing's report and a
+pipeline comparison's (order_payments, with its embedded PNG and audit links).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from lklab.report import write_report
+from lklab.report.pipeline_render import write_pipeline_report
+from tests.pipeline_report_fixtures import sample_pipeline_report
 from tests.report_fixtures import sample_report
 
 INSTALL_HINT = "Chromium is needed for this test: install it with `apt-get install -y chromium` (Debian package)."
@@ -134,15 +138,11 @@ _PAGE_FACTS = """(() => {
 })()"""
 
 
-@pytest.fixture(scope="module")
-def opened_report(tmp_path_factory):
-    """Open ``report.html`` from disk; the page's facts, every protocol event, and the URL."""
-    chromium = _chromium()
-    out = tmp_path_factory.mktemp("report")
-    files = write_report(sample_report(), out)
+def _open(html: Path, profile: Path, facts_script: str):
+    """Open ``html`` from disk; the page's facts (``facts_script``'s value), every protocol event, and the URL."""
     command = _offline_prefix() + [
-        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", "--no-first-run",
+        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+        f"--user-data-dir={profile}", "--no-first-run",
         "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--proxy-server=127.0.0.1:9",
         "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1280,2000", "about:blank",
@@ -153,13 +153,30 @@ def opened_report(tmp_path_factory):
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Runtime", "Log", "Page", "Network"):
             browser.send(f"{domain}.enable", session=session)
-        url = files.html.resolve().as_uri()
+        url = html.resolve().as_uri()
         browser.send("Page.navigate", {"url": url}, session=session)
         browser.wait_for("Page.loadEventFired")
-        facts = browser.send("Runtime.evaluate", {"expression": _PAGE_FACTS, "returnByValue": True}, session=session)
-        yield facts["result"]["value"], browser.events, url
+        facts = browser.send("Runtime.evaluate", {"expression": facts_script, "returnByValue": True}, session=session)
+        return facts["result"]["value"], list(browser.events), url
     finally:
         browser.close()
+
+
+def _problems(events: list[dict]) -> list[dict]:
+    """Console errors and warnings, uncaught exceptions and error log entries."""
+    return [
+        e["params"] for e in events
+        if e["method"] == "Runtime.exceptionThrown"
+        or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning", "assert"))
+        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning"))
+    ]
+
+
+@pytest.fixture(scope="module")
+def opened_report(tmp_path_factory):
+    """Billing's ``report.html`` opened from disk: its facts, every protocol event, and the URL."""
+    files = write_report(sample_report(), tmp_path_factory.mktemp("report"))
+    return _open(files.html, tmp_path_factory.mktemp("chromium-profile"), _PAGE_FACTS)
 
 
 def test_report_renders_with_its_sections_and_plots(opened_report):
@@ -179,12 +196,41 @@ def test_report_renders_with_its_sections_and_plots(opened_report):
 
 def test_report_has_no_console_errors_and_loads_nothing_else(opened_report):
     _, events, url = opened_report
-    problems = [
-        e["params"] for e in events
-        if e["method"] == "Runtime.exceptionThrown"
-        or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning", "assert"))
-        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning"))
-    ]
-    assert problems == []
+    assert _problems(events) == []
+    requested = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
+    assert requested and all(u == url or u.startswith("data:") for u in requested), requested
+
+
+_PIPELINE_FACTS = """(() => {
+  const plot = document.getElementById('plot-error');
+  return {
+    title: document.title,
+    sections: [...document.querySelectorAll('section')].map(s => s.id),
+    plot: {complete: plot.complete, naturalWidth: plot.naturalWidth, width: plot.getBoundingClientRect().width},
+    tables: [...document.querySelectorAll('table')].map(t => [t.className, t.querySelectorAll('tbody tr').length]),
+    meta: document.getElementById('meta').textContent,
+    scripts: document.querySelectorAll('script').length,
+    bodyWidth: document.body.getBoundingClientRect().width,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def opened_pipeline_report(tmp_path_factory):
+    """An order_payments ``report.html`` (with its audit links) opened from disk."""
+    reports = tmp_path_factory.mktemp("reports")
+    files = write_pipeline_report(sample_pipeline_report(reports), reports / "op")
+    return _open(files.html, tmp_path_factory.mktemp("chromium-profile"), _PIPELINE_FACTS)
+
+
+def test_pipeline_report_renders_its_tables_and_plot_and_loads_nothing_else(opened_pipeline_report):
+    facts, events, url = opened_pipeline_report
+    assert facts["title"] == "Lambda vs Kappa on order_payments — op"
+    assert facts["sections"] == ["side-by-side", "verdicts", "error", "audit", "method"]
+    assert facts["tables"] == [["side-by-side", 27], ["audits", 2], ["streams", 2]]
+    assert facts["plot"]["complete"] and facts["plot"]["naturalWidth"] > 300 and facts["plot"]["width"] > 300, facts["plot"]
+    assert "source hand-made <b>& ·" in facts["meta"]  # escaped text shows as text
+    assert facts["scripts"] == 0 and facts["bodyWidth"] > 600
+    assert _problems(events) == []
     requested = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
     assert requested and all(u == url or u.startswith("data:") for u in requested), requested

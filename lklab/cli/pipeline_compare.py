@@ -68,8 +68,8 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
     from lklab.report.pipeline_render import verdict_line, write_pipeline_report
 
     files = write_pipeline_report(report, Path(config.lake) / "reports" / name)
-    print(f"report: {files.summary_md}")
-    print(f"summary: {files.summary_json}; plot: {files.error_plot}")
+    print(f"report: {files.html}")
+    print(f"summary: {files.summary_json}, {files.summary_md}; plot: {files.error_plot}")
     for result in report.results:
         print(f"  {verdict_line(report, result)}")
     return UNHEALTHY if any(r.unexplained for r in report.results) else 0

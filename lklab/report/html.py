@@ -5,8 +5,9 @@ Content-Security-Policy forbids loading anything else, so a stray external refer
 as a blocked load instead of a silent request. All text from the data is escaped. Long tables
 sit in ``<details>``; the audit lists the largest events and points to the CSV for all of them.
 
-The markup is in ``templates/`` (``report.html.j2``, one macro per section in
-``sections.html.j2``, ``report.css``); this module computes what they show and renders them.
+The markup is in ``templates/`` (``report.html.j2`` on the layout every report page shares,
+``page.html.j2``; one macro per section in ``sections.html.j2``; ``report.css``); this module
+computes what they show and renders them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from . import formats, plots
 from .comparison import compare
 from .model import Report
 
-__all__ = ["AUDIT_ROWS_SHOWN", "render_html"]
+__all__ = ["AUDIT_ROWS_SHOWN", "TEMPLATES", "render_html"]
 
 AUDIT_ROWS_SHOWN = 200
 
@@ -34,7 +35,8 @@ def _escaped(value: object) -> Markup:
     return value if isinstance(value, Markup) else Markup(escape(str(value), quote=True))
 
 
-_TEMPLATES = Environment(
+# Every report page renders through this environment (``pipeline_html`` too), so all escape alike.
+TEMPLATES = Environment(
     loader=PackageLoader("lklab.report", "templates"),
     # Autoescape stays on behind ``finalize``: a value that bypasses it (a constant folded at
     # compile time, a ``join`` filter) is still escaped, with MarkupSafe's entities.
@@ -68,7 +70,7 @@ def _error_caption(report: Report) -> str:
 def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str:
     """The report page as a string (UTF-8 when written)."""
     labels = {c.key: c.label for c in report.configurations}
-    return _TEMPLATES.get_template("report.html.j2").render(
+    return TEMPLATES.get_template("report.html.j2").render(
         report=report,
         comparison=compare(report),
         formats=formats,

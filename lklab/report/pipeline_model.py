@@ -16,6 +16,7 @@ and the last point of the error series is the wrong outputs at the end.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,7 +26,8 @@ from reconciliation.result import nearest_rank
 from .model import Configuration, PathCost
 from .validation import check_utc, freeze
 
-__all__ = ["PIPELINES", "LatencyFigure", "ErrorCount", "PipelineResult", "StreamCheck", "StateSize", "LogSummary", "PipelineReport"]
+__all__ = ["PIPELINES", "LatencyFigure", "ErrorCount", "PipelineResult", "AuditFile", "StreamCheck", "StateSize", "LogSummary",
+           "PipelineReport"]
 
 PIPELINES = ("unique_visitors", "order_payments")
 
@@ -139,15 +141,33 @@ class PipelineResult:
 
 
 @dataclass(frozen=True)
+class AuditFile:
+    """A finance audit CSV the live stream's reconciliation wrote: ``path`` absolute, as it was
+    written; ``rows`` below its header."""
+
+    path: str
+    rows: int
+
+    def __post_init__(self) -> None:
+        if not os.path.isabs(self.path):
+            raise ValueError(f"audit path {self.path!r}: give it absolute")
+        if self.rows < 0:
+            raise ValueError(f"audit rows {self.rows}: must not be negative")
+
+
+@dataclass(frozen=True)
 class StreamCheck:
     """One stream setting run live (``micro_batches`` of ``segments_per_batch`` segments) and
-    replayed; ``outputs``: the rows both wrote, checked equal before anything was measured."""
+    replayed; ``outputs``: the rows both wrote, checked equal before anything was measured.
+    ``audit``: the finance audit of the live stream's reconciliation, where the pipeline has one
+    (order_payments: its unpaid orders and late payments)."""
 
     watermark_delay: str
     allowed_lateness: str
     segments_per_batch: int
     micro_batches: int
     outputs: int
+    audit: AuditFile | None = None
 
 
 @dataclass(frozen=True)
