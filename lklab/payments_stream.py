@@ -8,7 +8,12 @@ carried in memory from the batch before (read from ``payments_state`` when a pro
 Exactly once: each output table gets at most one Delta commit per batch, tagged ``(app_id,
 batch_id)`` and skipped when already committed; ``payments_state`` is written last, so a batch
 replayed after a crash reads the state from before it, and a batch whose state is committed is
-skipped whole. Side outputs without rows commit nothing once their table exists.
+skipped whole. Side outputs without rows commit nothing once their table exists. Crash points
+(``lklab.crash_points``: ``start``, ``before:``/``after:`` each table, the state last) let the
+tests kill it anywhere in a batch (``tests/test_payments_jobs.py``). Always on (without
+``available_now``), it appends a heartbeat to a log quiet for ``heartbeat-interval`` while it
+holds an order or payment with no match yet (``lklab.heartbeats``): the watermark then moves
+past their intervals, and they become final unpaid orders and orphans without new traffic.
 
 **Replay** (``run_payments_replay``): the same rows for the whole log under ``kappa/<name>/``,
 as a live run reading one segment per micro-batch writes them (batch ``k`` is the ``k+1``-th
@@ -34,6 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from lklab.crash_points import committing, crash_point
+from lklab.heartbeats import Heartbeats
 from shared import catalog
 from shared.catalog import (
     PAYMENTS_DEAD_LETTER,
@@ -91,10 +98,19 @@ class PaymentsStream:
     prefix: str = ""
     state: JoinState | None = field(default=None, init=False)
     next_batch: int | None = field(default=None, init=False)
+    last_segment_read: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.tables = Tables(self.spark, self.config.lake, self.config.table_engine, keep_open=True)
         self.settings = join_settings(self.config)
+        self.busy = threading.Event()
+
+    @property
+    def holds_open_state(self) -> bool:
+        """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
+        if self.state is None:
+            return False
+        return any(pc.any(pc.invert(held["matched"].fill_null(False))).as_py() for held in (self.state.orders, self.state.payments))
 
     def table(self, table: catalog.Table) -> str:
         return table.at(self.prefix)
@@ -107,18 +123,30 @@ class PaymentsStream:
 
     def process(self, lines: DataFrame, batch_id: int) -> None:
         """``foreachBatch`` body: join the batch's lines and commit each result once, state last."""
+        self.busy.set()
+        try:
+            self._process(lines, batch_id)
+        finally:
+            self.busy.clear()
+
+    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        crash_point(batch_id, "start")
         if self.tables.already_committed(self.table(PAYMENTS_STATE), self.app_id, batch_id):
             self.state = None  # committed before a restart: the next batch reads what it left
             return
         parsed = parse_order_lines(lines.toArrow())
+        if parsed.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
         step = join_step(parsed, self._resume(batch_id), self.settings, batch_id)
         metrics = join_metrics_row(batch_id, parsed, step, time.monotonic() - started)
         for table, rows in _outputs(step, metrics).items():
             name = self.table(table)
-            if rows.num_rows or not self.tables.exists(name):
-                self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
-        self.tables.overwrite(self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id)
+            with committing(batch_id, table.name):
+                if rows.num_rows or not self.tables.exists(name):
+                    self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+        with committing(batch_id, PAYMENTS_STATE.name):
+            self.tables.overwrite(self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id)
         self.state, self.next_batch = step.state, batch_id + 1
         row = metrics.to_pylist()[0]
         log.info(json.dumps({"event": "micro-batch", "stream": self.prefix + self.app_id, **{k: v for k, v in row.items() if "watermark" not in k}}))
@@ -156,10 +184,13 @@ def run_payments_speed(
         )
         query = (query.trigger(availableNow=True) if available_now else query.trigger(processingTime=trigger_interval)).start()
         stop = stop or threading.Event()
+        heartbeats = None if available_now else Heartbeats(stream, EventLog(lake), config.heartbeat_interval)
         while query.isActive:
             query.awaitTermination(0.5)
             if stop.is_set():
                 query.stop()
+            elif heartbeats is not None:
+                heartbeats.check()
         if query.exception() is not None:
             raise RuntimeError(f"order_payments stream failed: {query.exception()}")
         record(stream.tables, names, payments_settings(config))

@@ -14,19 +14,17 @@ Per batch that is one Spark query and up to six Delta commits. The state stays i
 one batch to the next (read from ``stream_state`` when a process starts and after a batch found
 already committed), and the five output commits run side by side before the state's.
 
-An always-on layer keeps the log's clock moving while no traffic arrives: once it has read
-everything, holds open windows, and the log has not grown for ``heartbeat-interval``, it
-appends a heartbeat line (``shared.events``) to the log, which it then reads like any other, as
-a replay will.
+Crash points (``lklab.crash_points``) at the start of each batch and around each commit let
+the tests kill it anywhere. An always-on layer keeps the log's clock moving while no traffic
+arrives (``lklab.heartbeats``): once it has read everything, holds open windows, and the log has
+not grown for ``heartbeat-interval``, it appends a heartbeat line to the log, which it then
+reads like any other, as a replay will.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from lklab.crash_points import committing, crash_point
+from lklab.heartbeats import Heartbeats
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import (
@@ -48,7 +48,7 @@ from shared.catalog import (
     STREAM_STATE,
 )
 from shared.config import LabConfig
-from shared.eventlog import EventLog, format_timestamp, scan_lines
+from shared.eventlog import EventLog, format_timestamp
 from shared.events import parse_events
 from shared.locks import writer
 from shared.log_source import SOURCE_NAME
@@ -62,13 +62,6 @@ __all__ = ["SpeedLayer", "run_speed", "SPEED_TABLES"]
 
 SPEED_TABLES = tuple(table.name for table in catalog.SPEED_TABLES)  # under the layer's prefix
 log = logging.getLogger("lklab.speed")
-
-
-def _crash_point(batch_id: int, point: str) -> None:
-    """Fault injection for the exactly-once tests: ``LKLAB_CRASH_AT=<batch>:<point>`` kills
-    this process with SIGKILL there (points: ``start``, ``before:<table>``, ``after:<table>``)."""
-    if os.environ.get("LKLAB_CRASH_AT") == f"{batch_id}:{point}":
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -115,15 +108,14 @@ class SpeedLayer:
         return _Carried(batch_id, state)
 
     @property
-    def holds_open_windows(self) -> bool:
+    def holds_open_state(self) -> bool:
         """Windows the watermark has not finalised yet are held (what a heartbeat can move on)."""
         carried = self._carried
         return carried is not None and bool(pc.any(pc.equal(carried.state.windows["status"], "open")).as_py())
 
     def _write(self, batch_id: int, table: catalog.Table, action) -> None:
-        _crash_point(batch_id, f"before:{table.name}")
-        action(self.table(table))
-        _crash_point(batch_id, f"after:{table.name}")
+        with committing(batch_id, table.name):
+            action(self.table(table))
 
     def _append_rows(self, name: str, rows: pa.Table, batch_id: int) -> None:
         """Append a batch's rows once. A batch without rows commits nothing (once the table
@@ -148,7 +140,7 @@ class SpeedLayer:
 
     def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        _crash_point(batch_id, "start")
+        crash_point(batch_id, "start")
         if self.tables.already_committed(self.table(STREAM_STATE), self.app_id, batch_id):
             self._carried = None  # done before a crash; the next batch reads what it left
             return
@@ -204,33 +196,6 @@ def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
         )
 
 
-class _Heartbeats:
-    """Appends a heartbeat once the log has been quiet for ``interval`` (wall clock), the layer
-    has read all of it and holds open windows, and the last line is not a heartbeat already."""
-
-    def __init__(self, layer: SpeedLayer, log: EventLog, interval: int) -> None:
-        self.layer, self.log, self.interval = layer, log, interval / 1e6
-        self.seen, self.since = log.last_segment(), time.monotonic()
-
-    def check(self) -> None:
-        last = self.log.last_segment()
-        if last != self.seen:
-            self.seen, self.since = last, time.monotonic()
-            return
-        quiet = time.monotonic() - self.since >= self.interval
-        if not quiet or last == 0 or self.layer.busy.is_set() or not self.layer.holds_open_windows:
-            return
-        if self.layer.last_segment_read >= last and not _is_heartbeat_segment(self.log.segment_path(last)):
-            self.log.append_heartbeat()
-
-
-def _is_heartbeat_segment(path: Path) -> bool:
-    """The segment holds one line, a heartbeat (reading two lines at most, of 1,024 bytes)."""
-    with open(path, "rb") as handle:
-        lines = list(itertools.islice((line for batch in scan_lines(handle, 1024) for line in batch.lines), 2))
-    return len(lines) == 1 and b'"heartbeat": true' in lines[0]
-
-
 def run_speed(
     spark: SparkSession,
     config: LabConfig,
@@ -268,7 +233,7 @@ def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_i
     stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
     query = stream.start()
     stop = stop or threading.Event()
-    heartbeats = None if available_now or not config.heartbeat_interval else _Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
+    heartbeats = None if available_now else Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
     try:
         while query.isActive:
             query.awaitTermination(0.5)

@@ -11,7 +11,13 @@ Exactly once, as the billing speed layer (``lklab.speed_layer``): every write is
 tagged ``(app_id, batch_id)`` and skipped when already committed; ``visitors_state`` is written
 last, so a micro-batch replayed after a crash starts from the state before it and commits nothing
 twice, and one whose state is already committed is skipped whole. ``VisitorTables`` is that
-commit, shared with the replay (``lklab.visitors_replay``).
+commit, shared with the replay (``lklab.visitors_replay``). Crash points
+(``lklab.crash_points``: ``start``, ``before:``/``after:`` each table) let the tests kill it
+anywhere in a batch (``tests/test_visitors_jobs.py``).
+
+Always on (without ``available_now``), it appends a heartbeat to a log quiet for
+``heartbeat-interval`` while it holds windows the watermark has not made final
+(``lklab.heartbeats``), so they become final without new traffic.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from lklab.crash_points import committing, crash_point
+from lklab.heartbeats import Heartbeats
 from shared import catalog
 from shared.catalog import (
     VISITORS_DEAD_LETTER,
@@ -40,7 +48,7 @@ from shared.catalog import (
 )
 from shared.config import LabConfig
 from shared.distinct_urls import WINDOW_KEY
-from shared.eventlog import format_timestamp
+from shared.eventlog import EventLog, format_timestamp
 from shared.locks import writer
 from shared.log_source import SOURCE_NAME
 from shared.page_views import PARSED_SCHEMA, parse_page_views
@@ -49,6 +57,8 @@ from shared.tables import Tables
 from shared.visitor_metrics import visitor_metrics_row
 from shared.visitor_state import VisitorState, state_from_table, state_table
 from shared.visitors_stream import VisitorBatch, VisitorSettings, visitors_step
+from shared.watermark import is_final
+from shared.windows import micros
 
 __all__ = ["APP_ID", "VisitorTables", "VisitorsSpeedLayer", "run_visitors_speed", "visitor_settings", "visitors_table_settings"]
 
@@ -94,28 +104,33 @@ class VisitorTables:
     def _append(self, table: catalog.Table, rows: pa.Table, batch_id: int) -> None:
         # A batch without rows commits nothing once the table exists: there is nothing to repeat.
         name = self.name(table)
-        if rows.num_rows or not self.tables.exists(name):
-            self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+        with committing(batch_id, table.name):
+            if rows.num_rows or not self.tables.exists(name):
+                self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
 
     def _merge_windows(self, changes: pa.Table, batch_id: int) -> None:
         name = self.name(VISITORS_WINDOWS)
-        if changes.num_rows or not self.tables.exists(name):
-            since = format_timestamp(pc.min(changes["window_end"]).as_py()) if changes.num_rows else None
-            rows = changes.append_column("_delete", pa.array([False] * changes.num_rows, pa.bool_()))  # a served row is never deleted
-            self.tables.upsert(
-                name, rows, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id,
-                target_filter=f"t.window_end >= '{since}'" if since else None,
-            )
+        with committing(batch_id, VISITORS_WINDOWS.name):
+            if changes.num_rows or not self.tables.exists(name):
+                since = format_timestamp(pc.min(changes["window_end"]).as_py()) if changes.num_rows else None
+                rows = changes.append_column("_delete", pa.array([False] * changes.num_rows, pa.bool_()))  # a served row is never deleted
+                self.tables.upsert(
+                    name, rows, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id,
+                    target_filter=f"t.window_end >= '{since}'" if since else None,
+                )
 
     def commit(self, batch_id: int, parsed: pa.Table, step: VisitorBatch) -> None:
-        """Commit micro-batch ``batch_id``'s rows, the state last (the commit point)."""
+        """Commit micro-batch ``batch_id``'s rows, the state last (the commit point), each
+        between its crash points (``lklab.crash_points``; the replay's one batch has them too)."""
         self._append(VISITORS_DEAD_LETTER, step.dead_letters, batch_id)
         self._append(VISITORS_DUPLICATES, step.duplicates, batch_id)
         self._append(VISITORS_LATE_EVENTS, step.late, batch_id)
         self._append(VISITORS_MEMBERS, step.members, batch_id)
         self._merge_windows(step.windows, batch_id)
-        self.tables.append(self.name(VISITORS_STREAM_METRICS), visitor_metrics_row(batch_id, parsed, step), app_id=self.app_id, version=batch_id)
-        self.tables.overwrite(self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id)
+        with committing(batch_id, VISITORS_STREAM_METRICS.name):
+            self.tables.append(self.name(VISITORS_STREAM_METRICS), visitor_metrics_row(batch_id, parsed, step), app_id=self.app_id, version=batch_id)
+        with committing(batch_id, VISITORS_STATE.name):
+            self.tables.overwrite(self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id)
         if not self._recorded:
             record(self.tables, [self.name(table) for table in VISITORS_SPEED_TABLES], self.settings)
             self._recorded = True
@@ -129,13 +144,34 @@ class VisitorsSpeedLayer:
     settings: VisitorSettings
     _state: tuple[int, VisitorState] | None = None  # (the batch it is the state before, the state)
     batches: int = 0
+    last_segment_read: int = 0
+    busy: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def holds_open_state(self) -> bool:
+        """The state holds a window the watermark has not made final (what a heartbeat can move on)."""
+        if self._state is None:
+            return False
+        state = self._state[1]
+        ends = micros(state.members["window_end"])
+        return bool((~is_final(ends, state.clock.watermark_after(self.settings.clock))).any())
 
     def process(self, lines: DataFrame, batch_id: int) -> None:
+        self.busy.set()
+        try:
+            self._process(lines, batch_id)
+        finally:
+            self.busy.clear()
+
+    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        crash_point(batch_id, "start")
         if self.sink.committed(batch_id):
             self._state = None  # done before a restart; the next batch reads the state it left
             return
         parsed = lines.toArrow().select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
+        if parsed.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
         state = self._state[1] if self._state and self._state[0] == batch_id else self.sink.read_state()
         step = visitors_step(parsed, state, self.settings, batch_id)
         self.sink.commit(batch_id, parsed, step)
@@ -188,10 +224,13 @@ def run_visitors_speed(
         stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
         query = stream.start()
         stop = stop or threading.Event()
+        heartbeats = None if available_now else Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
         while query.isActive:
             query.awaitTermination(0.5)
             if stop.is_set():
                 query.stop()
+            elif heartbeats is not None:
+                heartbeats.check()
         if query.exception() is not None:
             raise RuntimeError(f"unique_visitors speed layer failed: {query.exception()}")
         return layer

@@ -1,12 +1,19 @@
-"""The order_payments jobs on one small generated log: the stream whatever its micro-batches and
-restarts, the replay, the batch truth against the oracle, the reconciliation and the CLI."""
+"""The order_payments jobs on one small generated log: the stream whatever its micro-batches,
+restarts and SIGKILLs mid-batch, the replay, the batch truth against the oracle, the
+reconciliation and the CLI. Then a quiet log: the always-on stream's heartbeat makes its unpaid
+orders and orphans final."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
+import signal
 import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
 
 import pyarrow.compute as pc
 import pytest
@@ -147,3 +154,90 @@ def test_the_cli_end_to_end(tmp_path):
         outputs.append(done.stdout)
     assert "conserved" in outputs[2] and "(agrees)" in outputs[2]
     assert "finance audit:" in outputs[3] and "unexplained" not in outputs[3]
+
+
+def committed(lake) -> dict:
+    """Every table the stream commits, its metrics (durations aside) and state included, batch ids kept, order-free."""
+    from shared.tables import Tables
+
+    tables, found = Tables(None, lake, "deltalake"), {}
+    for table in catalog.PAYMENTS_TABLES:
+        got = tables.read_arrow(table.name)
+        if table is catalog.PAYMENTS_METRICS:
+            got = got.drop_columns(["duration_seconds"])
+        found[table.name] = sorted(map(str, got.to_pylist()))
+    return found
+
+
+# Batch 1 killed with its matches committed but not its other outputs or state (its replay must
+# skip the first and commit the rest); batch 2 killed after its state, complete in Delta but not
+# in Spark's commit log (the restart skips it whole and reads the state it left). Each kill is a
+# JVM start, so two points, not every one (tests/test_exactly_once.py walks them all for billing).
+CRASH_POINTS = (f"1:after:{catalog.PAYMENTS_MATCHED.name}", f"2:after:{catalog.PAYMENTS_STATE.name}")
+
+
+@pytest.mark.slow
+def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, streamed, log_lake, tmp_path):
+    from lklab.payments_stream import run_payments_speed
+    from tests.processes import REPO, VENV_BIN, run, venv_env
+
+    lake = shutil.copytree(log_lake, tmp_path / "crashes")
+    env = venv_env({"PYTHONPATH": str(REPO), "LKLAB_TABLE_ENGINE": "deltalake"})
+    argv = [str(VENV_BIN / "lklab"), "speed", "--available-now", "--pipeline", "order_payments", "--lake", str(lake)]
+    for crash_at in CRASH_POINTS:
+        killed = run(argv, env={**env, "LKLAB_CRASH_AT": crash_at}, timeout=300)
+        assert killed.returncode == -signal.SIGKILL, f"{crash_at} was not reached:\n{killed.stderr[-3000:]}"
+    run_payments_speed(spark, config_for(lake), available_now=True)
+    assert committed(lake) == committed(streamed[0])
+
+
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+
+
+def order_line(event_id: str, kind: str, order_id: str, seconds: int, ingest: int) -> str:
+    def iso(offset: int) -> str:
+        return (BASE + timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return json.dumps({"event_id": event_id, "kind": kind, "order_id": order_id, "amount": "10.00", "currency": "EUR",
+                       "event_time": iso(seconds), "ingest_time": iso(ingest)})
+
+
+def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_final(spark, tmp_path):
+    """Orders and payments one per segment, a second apart; a payment matches up to 5 s after its
+    order, the watermark trails 5 s. The stream, always on, reads them, waits for a quiet second
+    and appends one heartbeat."""
+    from lklab.payments_stream import run_payments_replay, run_payments_speed
+    from shared.durations import parse_duration
+    from shared.eventlog import EventLog
+    from shared.tables import Tables
+
+    log = EventLog(tmp_path)
+    events = [("o1", "order", "A", 10), ("o2", "order", "B", 12), ("p2", "payment", "B", 14), ("pD", "payment", "D", 20), ("o3", "order", "C", 33)]
+    for index, (event_id, kind, order_id, seconds) in enumerate(events):
+        log.append([order_line(event_id, kind, order_id, seconds, 10_000 + index)], stamp=False)
+    config = LabConfig(lake=tmp_path, table_engine="deltalake", join_bound=parse_duration("5s"), watermark_delay=parse_duration("5s"),
+                       heartbeat_interval=parse_duration("1s"))
+    stop = threading.Event()
+    stream = threading.Thread(target=run_payments_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop))
+    tables = Tables(None, tmp_path, "deltalake")
+    metrics = catalog.PAYMENTS_METRICS.name
+    stream.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not tables.exists(metrics) or tables.read_arrow(metrics).num_rows < 6):
+            time.sleep(0.5)
+        time.sleep(2)  # two more quiet intervals: o3 is still held, but the last line is a heartbeat already
+    finally:
+        stop.set()
+        stream.join(timeout=120)
+    assert log.last_segment() == 6 and '"heartbeat": true' in log.segment_path(6).read_text()
+    assert tables.read_arrow(metrics).sort_by("batch_id")["heartbeats"].to_pylist() == [0, 0, 0, 0, 0, 1]
+    # without the heartbeat W* stays at 20 - 5 = 15 (the order at 33 is in the last tick), not past
+    # o1's interval [10, 15]; the heartbeat's tick takes it in: 33 - 5 = 28 > 15 makes o1 unpaid
+    # and 28 > 20 + 5 pD an orphan; o3's interval [33, 38] stays open
+    assert [(r["order_event_id"], r["payment_event_id"]) for r in tables.read_arrow("payments_matched").to_pylist()] == [("o2", "p2")]
+    assert tables.read_arrow("payments_unpaid")["event_id"].to_pylist() == ["o1"]
+    assert tables.read_arrow("payments_orphans")["event_id"].to_pylist() == ["pD"]
+    assert tables.read_arrow("payments_late_events").num_rows == tables.read_arrow("payments_dead_letter").num_rows == 0
+    run_payments_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
+    assert rows(tmp_path, catalog.replay_prefix("after"), batch_ids=True) == rows(tmp_path, batch_ids=True)

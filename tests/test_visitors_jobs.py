@@ -1,10 +1,15 @@
 """The ``unique_visitors`` jobs on one small generated log: the speed layer whatever the
-micro-batch cuts and across a restart, the replay equal to it, the batch truth equal to the
-oracle, reconciliation proving corrected == truth once, and the CLI end to end."""
+micro-batch cuts, across a restart and across SIGKILLs mid-batch, the replay equal to it, the
+batch truth equal to the oracle, reconciliation proving corrected == truth once, and the CLI end
+to end. Then a quiet log: the always-on stream's heartbeat makes its windows final."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -22,15 +27,19 @@ from lklab.visitors_replay import run_visitors_replay
 from lklab.visitors_speed import run_visitors_speed
 from shared.catalog import (
     VISITORS_CORRECTED,
+    VISITORS_MEMBERS,
     VISITORS_SPEED_TABLES,
+    VISITORS_STATE,
     VISITORS_STREAM_METRICS,
     VISITORS_TRUTH,
     replay_prefix,
 )
 from shared.config import LabConfig
+from shared.durations import parse_duration
 from shared.eventlog import EventLog
 from shared.tables import Tables
 from tests.processes import REPO, VENV_BIN, run, venv_env
+from tests.visitor_lines import at, seconds_of, url
 
 SECOND = 1_000_000
 # ~300 views over 10 minutes in 1-minute segments (12 segments), with resends and bad lines;
@@ -147,3 +156,69 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
     done = run([str(VENV_BIN / "lklab"), "reconcile", *common], env=env, timeout=600)
     assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-4000:]
     assert "lklab reconcile: UNEXPLAINED: 1 differences" in done.stderr
+
+
+def committed_rows(spark, lake: Path) -> dict[str, list[dict]]:
+    """Every table the stream commits, its metrics and state included, batch ids kept, in a fixed order."""
+    tables = Tables(spark, lake, "deltalake")
+    return {table.name: sorted(tables.read_arrow(table.name).to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values()))
+            for table in VISITORS_SPEED_TABLES}
+
+
+# Batch 1 killed with its side outputs and members committed but not its windows, metrics or
+# state (its replay must skip the first and commit the rest); batch 2 killed after its state,
+# complete in Delta but not in Spark's commit log (the restart skips it whole and reads the state
+# it left). Each kill is a JVM start, so two points, not every one (tests/test_exactly_once.py
+# walks them all for billing).
+CRASH_POINTS = (f"1:after:{VISITORS_MEMBERS.name}", f"2:after:{VISITORS_STATE.name}")
+
+
+@pytest.mark.slow
+def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, lakes, one_per_batch):
+    lake = lakes / "crashes"
+    copy_segments(lakes / "one", lake, 1, 12)
+    env = venv_env({"PYTHONPATH": str(REPO), "LKLAB_TABLE_ENGINE": "deltalake"})
+    argv = [str(VENV_BIN / "lklab"), "speed", "--available-now", "--pipeline", "unique_visitors", "--lake", str(lake)]
+    for crash_at in CRASH_POINTS:
+        killed = run(argv, env={**env, "LKLAB_CRASH_AT": crash_at}, timeout=300)
+        assert killed.returncode == -signal.SIGKILL, f"{crash_at} was not reached:\n{killed.stderr[-3000:]}"
+    restarted = run_visitors_speed(spark, config_for(lake), available_now=True)
+    assert restarted.batches == 9  # batches 3..11; batch 2 was committed whole
+    assert committed_rows(spark, lake) == committed_rows(spark, lakes / "one")
+
+
+def view_line(event_id: str, seconds: int, ingest: int) -> str:
+    return json.dumps({"event_id": event_id, "user_id": "u1", "url": url("home"), "event_time": at(seconds).isoformat().replace("+00:00", "Z"),
+                       "ingest_time": at(ingest).isoformat().replace("+00:00", "Z")})
+
+
+def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_path):
+    """Views at 10, 12, 18, 22 and 33 s, one segment each, a second apart; 5 s tumbling windows,
+    watermark 5 s behind. The stream, always on, reads them, waits for a quiet second and
+    appends one heartbeat."""
+    log = EventLog(tmp_path)
+    for index, seconds in enumerate((10, 12, 18, 22, 33)):
+        log.append([view_line(f"v{index}", seconds, 10_000 + index)], stamp=False)
+    config = LabConfig(lake=tmp_path, table_engine="deltalake", window_size=parse_duration("5s"), watermark_delay=parse_duration("5s"),
+                       heartbeat_interval=parse_duration("1s"))
+    stop = threading.Event()
+    stream = threading.Thread(target=run_visitors_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop))
+    tables = Tables(spark, tmp_path, "deltalake")
+    metrics = VISITORS_STREAM_METRICS.name
+    stream.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not tables.exists(metrics) or tables.read_arrow(metrics).num_rows < 6):
+            time.sleep(0.5)
+        time.sleep(2)  # two more quiet intervals: nothing left open, so no second heartbeat
+    finally:
+        stop.set()
+        stream.join(timeout=120)
+    assert log.last_segment() == 6 and '"heartbeat": true' in log.segment_path(6).read_text()
+    assert tables.read_arrow(metrics).sort_by("batch_id")["heartbeats"].to_pylist() == [0, 0, 0, 0, 0, 1]
+    windows = {(seconds_of(r["window_start"]), r["status"]) for r in tables.read_arrow("visitors_windows").to_pylist()}
+    # without the heartbeat the watermark would stay at 22 - 5 = 17 (the view at 33 is in the
+    # last tick); the heartbeat's tick takes it in: 33 - 5 = 28 makes [15, 20) and [20, 25) final
+    assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
+    run_visitors_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
+    assert stream_rows(spark, tmp_path, replay_prefix("after")) == stream_rows(spark, tmp_path)
