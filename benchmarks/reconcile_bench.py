@@ -35,14 +35,12 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
 import pandas as pd  # noqa: E402
-import psutil  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
@@ -59,6 +57,7 @@ from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
+from stream_runs import PeakMemory  # noqa: E402
 
 NO_EXPLANATIONS = "window_start timestamp, window_end timestamp, account_id string, currency string, reason string, events long, money decimal(38,6)"
 NO_LATE_EVENTS = "currency string, amount decimal(20,6), lateness_seconds decimal(20,6)"
@@ -106,35 +105,6 @@ def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float,
         "missing_in_stream": len(compare.df1_unq_rows),
         "extra_in_stream": len(compare.df2_unq_rows),
     }
-
-
-class PeakMemory:
-    """The largest resident memory of this process tree (and of its largest process) while open."""
-
-    def __init__(self, every: float = 0.2) -> None:
-        self.every, self.tree, self.largest = every, 0, 0
-        self._stop = threading.Event()
-
-    def _sample(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            sizes = []
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    sizes.append(proc.memory_info().rss)
-                except psutil.Error:
-                    continue
-            self.tree, self.largest = max(self.tree, sum(sizes)), max(self.largest, max(sizes, default=0))
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> "PeakMemory":
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def lab_reconcile(spark: SparkSession, lake: Path) -> tuple[float, Reconciliation, PeakMemory]:

@@ -127,12 +127,13 @@ def steady_state(reports: list[dict]) -> tuple[float, int]:
 
 
 class PeakMemory:
-    """The largest resident memory of this process tree, and of this (driver) process, while open.
+    """The largest resident memory of this process tree, of this (driver) process and of its
+    largest process (with Spark: the JVM), while open.
 
     Sampled every ``every`` seconds: a peak shorter than that can be missed."""
 
     def __init__(self, every: float = 0.2) -> None:
-        self.every, self.tree, self.driver = every, 0, 0
+        self.every, self.tree, self.driver, self.largest = every, 0, 0, 0
         self._stop = threading.Event()
 
     def _sample(self) -> None:
@@ -145,6 +146,7 @@ class PeakMemory:
                 except psutil.Error:
                     continue
             self.tree, self.driver = max(self.tree, sum(sizes)), max(self.driver, sizes[0] if sizes else 0)
+            self.largest = max(self.largest, max(sizes, default=0))
             self._stop.wait(self.every)
 
     def __enter__(self) -> PeakMemory:
