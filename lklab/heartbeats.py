@@ -12,15 +12,16 @@ One per quiet spell: none while the last segment is a heartbeat already.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from shared.eventlog import EventLog, scan_lines
 
-__all__ = ["HeartbeatStream", "Heartbeats"]
+__all__ = ["HeartbeatStream", "Heartbeats", "marks_busy"]
 
 
 class HeartbeatStream(Protocol):
@@ -32,6 +33,21 @@ class HeartbeatStream(Protocol):
     @property
     def holds_open_state(self) -> bool:
         """The state holds something only a later watermark settles."""
+
+
+def marks_busy(step: Callable[[Any, Any, int], None]) -> Callable[[Any, Any, int], None]:
+    """A stream's ``foreachBatch`` body, with the stream's ``busy`` set while it runs (what
+    ``Heartbeats`` and a clean stop wait on)."""
+
+    @functools.wraps(step)
+    def process(stream: Any, lines: Any, batch_id: int) -> None:
+        stream.busy.set()
+        try:
+            step(stream, lines, batch_id)
+        finally:
+            stream.busy.clear()
+
+    return process
 
 
 class Heartbeats:

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats
+from lklab.heartbeats import Heartbeats, marks_busy
 from shared import catalog
 from shared.catalog import (
     PAYMENTS_DEAD_LETTER,
@@ -121,15 +121,9 @@ class PaymentsStream:
         name = self.table(PAYMENTS_STATE)
         return join_state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else JoinState.empty()
 
+    @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:
         """``foreachBatch`` body: join the batch's lines and commit each result once, state last."""
-        self.busy.set()
-        try:
-            self._process(lines, batch_id)
-        finally:
-            self.busy.clear()
-
-    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         crash_point(batch_id, "start")
         if self.tables.already_committed(self.table(PAYMENTS_STATE), self.app_id, batch_id):

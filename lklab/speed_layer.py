@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats
+from lklab.heartbeats import Heartbeats, marks_busy
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import (
@@ -130,15 +130,9 @@ class SpeedLayer:
                 name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id, target_filter=f"t.window_end >= '{since}'",
             )
 
+    @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:
         """``foreachBatch`` body: classify the batch's parsed lines and commit each result once."""
-        self.busy.set()
-        try:
-            self._process(lines, batch_id)
-        finally:
-            self.busy.clear()
-
-    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         crash_point(batch_id, "start")
         if self.tables.already_committed(self.table(STREAM_STATE), self.app_id, batch_id):

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats
+from lklab.heartbeats import Heartbeats, marks_busy
 from shared import catalog
 from shared.catalog import (
     VISITORS_DEAD_LETTER,
@@ -156,14 +156,8 @@ class VisitorsSpeedLayer:
         ends = micros(state.members["window_end"])
         return bool((~is_final(ends, state.clock.watermark_after(self.settings.clock))).any())
 
+    @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:
-        self.busy.set()
-        try:
-            self._process(lines, batch_id)
-        finally:
-            self.busy.clear()
-
-    def _process(self, lines: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         crash_point(batch_id, "start")
         if self.sink.committed(batch_id):
