@@ -309,8 +309,10 @@ def _fixed_history(on_time: pa.Table, held: pa.Table, rows: pa.Table, advances: 
         _marker=np.zeros(on_time.num_rows, dtype=bool),
     )
     found = advances.finalising(micros(rows["window_end"]))
-    # a window first counted in this run cannot be finalised before the line that opened it
-    opened = rows["_line_min"].fill_null(NO_TIME).to_numpy(zero_copy_only=False)
+    # a window first counted in this run cannot be finalised before the line that opened it; one
+    # held from before can, even when a late update touches it later in the run
+    had = rows["_had"].to_numpy(zero_copy_only=False)
+    opened = np.where(had, NO_TIME, rows["_line_min"].fill_null(NO_TIME).to_numpy(zero_copy_only=False))
     finalising = (found >= 0) & (advances.keys[np.maximum(found, 0)] >= opened) if len(advances.keys) else found >= 0
     finalised = rows.filter(pa.array(finalising))
     at = found[finalising]
