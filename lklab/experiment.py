@@ -11,8 +11,10 @@ watermark delay ``W``, ``(W, L)`` for each Kappa configuration — runs twice ov
   ``kappa/<plan>-w<W>-l<L>-replay/``: Kappa's replay cost, and its ``window_history`` is what
   the stream served, line by line.
 
-The stream's rows depend on the log alone, so both must hold the same windows: checked before
-anything is measured (a run that disagrees stops the comparison).
+The stream's rows depend on the log alone, so both must write the same rows to every output
+table (``lklab.stream_agreement``: windows and their status, late events, duplicates, dead
+letters, the end state, and the metrics' totals; batch ids and durations aside): checked before
+anything is measured (a run that disagrees stops the comparison, naming the tables).
 
 **Lambda's nightly batch.** At each UTC midnight ``M`` of processing time after the log's first
 line, Lambda recomputes every day before ``M`` from the segments complete by then (every line of
@@ -60,8 +62,9 @@ from lklab.report import (
     StreamRun,
 )
 from lklab.speed_layer import run_speed
+from lklab.stream_agreement import require_same_rows
 from reconciliation.reconcile import reconcile
-from shared.catalog import BATCH_DUPLICATES, BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
+from shared.catalog import BATCH_DUPLICATES, BATCH_TRUTH, SPEED_AGGREGATES, WINDOW_HISTORY, replay_prefix
 from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -162,13 +165,8 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
     return landings, final, cost
 
 
-def _windows(tables: Tables, prefix: str) -> set[tuple]:
-    name = f"{prefix}speed_aggregates"
-    if not tables.exists(name):
-        return set()
-    rows = tables.read_arrow(name)
-    changed = rows["updated_ingest_time"].cast(pa.int64()).to_pylist()
-    return set(zip(measure.rows_of(rows).items(), rows["status"].to_pylist(), changed)) if rows.num_rows else set()
+def _rows_in(tables: Tables, name: str) -> int:
+    return tables.read_arrow(name).num_rows if tables.exists(name) else 0
 
 
 def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
@@ -193,18 +191,15 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         run_speed(spark, run_config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
     step("full replay with its window history")
     replay = run_replay(spark, run_config, f"{name}-replay", replace=True, history=True)
-    windows = _windows(tables, live)
-    if windows != _windows(tables, replayed):
-        differ = len(windows ^ _windows(tables, replayed))
-        raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {differ} window rows; "
-                           f"compare {live}speed_aggregates with {replayed}speed_aggregates")
+    require_same_rows(tables, live, replayed, f"stream W={delay} L={lateness}")
     step("reconcile the live stream against batch truth")
     with measure_cost(config.spark_master) as recon_cost:
         recon = reconcile(spark, run_config, against=f"kappa:{name}")
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
     return MeasuredStream(
-        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows, len(windows)),
+        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows,
+                      _rows_in(tables, SPEED_AGGREGATES.at(live))),
         live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
         reconciliation=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),

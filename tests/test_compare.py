@@ -16,12 +16,16 @@ from lklab.experiment import ComparisonPlan, run_comparison
 from lklab.generator import EPOCH_START, GeneratorParams, generate, load_events
 from lklab.report import ErrorPoint, report_from_json, write_report
 from lklab.report.arrival import nearest_rank
+from lklab.stream_agreement import StreamsDisagree, require_same_rows
 from lklab.truth import truth_windows
 from shared.config import load_config
 from shared.events import UTC_MICROS
+from shared.speed import StreamSettings
 from shared.stream_windows import HISTORY_SCHEMA
 from shared.tables import Tables
 from shared.windows import TumblingWindows
+from tests.test_faithful_replay import live
+from tests.test_speed_step import parsed
 
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
@@ -145,6 +149,42 @@ def test_a_session_merged_away_is_no_longer_served():
     end = measure.at_end(served, {wider: (2, D(5))}, 900 * SECOND)
     assert served.value_at(merged, 199 * SECOND) == (1, D(3)) and served.value_at(merged, 200 * SECOND) is None
     assert (end.windows_compared, end.windows_exact) == (1, 1)
+
+
+def test_a_live_run_and_its_replay_must_write_the_same_rows_to_every_table(spark, tmp_path):
+    """What ``lklab compare`` checks before it measures: a run reading one segment per
+    micro-batch and one reading the whole log at once agree (batch ids and metrics rows differ,
+    the rows and the metrics' totals do not); a run that lost a late event, saw a window final
+    that is open, and counted a heartbeat too many stops the comparison, naming those tables."""
+    settings = StreamSettings(TumblingWindows(MINUTE), watermark_delay=10 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+    # segment 2: the watermark is 70 - 10 = 60, "a" again is a duplicate; segment 3: it is 120, "d" (20 s) is late
+    segments = [parsed(1, [("a", 10), ("b", 70)], bad=1), parsed(2, [("a", 10), ("c", 130)]), parsed(3, [("d", 20)])]
+    runs = {"one": live(settings, segments), "whole": live(settings, [pa.concat_tables(segments)])}
+    tampered = dict(runs["one"])
+    tampered["late_events"] = tampered["late_events"].slice(0, 0)
+    windows = tampered["speed_aggregates"].to_pylist()
+    windows[0]["status"] = "final" if windows[0]["status"] == "open" else "open"
+    tampered["speed_aggregates"] = pa.Table.from_pylist(windows, schema=tampered["speed_aggregates"].schema)
+    metrics = tampered["stream_metrics"].to_pylist()
+    metrics[0]["heartbeats"] += 1
+    tampered["stream_metrics"] = pa.Table.from_pylist(metrics, schema=tampered["stream_metrics"].schema)
+    runs["tampered"] = tampered
+    tables = Tables(spark, tmp_path, "deltalake")
+    for run, outputs in runs.items():
+        for name, rows in outputs.items():
+            tables.overwrite(f"kappa/{run}/{name}", rows)
+    assert (runs["one"]["late_events"].num_rows, runs["one"]["duplicate_events"].num_rows, runs["one"]["dead_letter"].num_rows) == (1, 1, 1)
+    assert runs["one"]["stream_metrics"].num_rows == 3 and runs["whole"]["stream_metrics"].num_rows == 1
+
+    require_same_rows(tables, "kappa/one/", "kappa/whole/", "stream W=10s L=0")
+    with pytest.raises(StreamsDisagree) as stopped:
+        require_same_rows(tables, "kappa/whole/", "kappa/tampered/", "stream W=10s L=0")
+    assert str(stopped.value) == (
+        "stream W=10s L=0: kappa/whole/ and kappa/tampered/ must hold the same rows but disagree on "
+        "late_events (1 rows only in the first, 0 only in the second); "
+        "speed_aggregates (1 rows only in the first, 1 only in the second); "
+        "stream_metrics (figures heartbeats 0 against 1)"
+    )
 
 
 # --- a real comparison --------------------------------------------------------------------
