@@ -20,12 +20,13 @@ from lklab.stream_agreement import StreamsDisagree, require_same_rows
 from lklab.truth import truth_windows
 from shared.config import load_config
 from shared.events import UTC_MICROS
-from shared.speed import StreamSettings
+from shared.speed import StreamSettings, stream_step
+from shared.stream_state import StreamState
 from shared.stream_windows import HISTORY_SCHEMA
 from shared.tables import Tables
 from shared.windows import TumblingWindows
 from tests.test_faithful_replay import live
-from tests.test_speed_step import parsed
+from tests.test_speed_step import BASE, PARSED_SCHEMA, line, parsed
 
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
@@ -136,6 +137,38 @@ def test_processing_time_windows_count_each_copy_on_arrival():
     assert (end.windows_compared, end.windows_exact, dict(end.served_money)) == (2, 0, {"USD": D(35)})
     gaps = measure.final_gaps(served, truth)
     assert [(g.window_start, g.gap) for g in gaps["USD"]] == [(utc(0), D(20)), (utc(60), D(20))]
+
+
+def test_five_minutes_of_watermark_delay_declare_windows_final_270_s_later_than_30_s():
+    """One event every 10 s of processing time, each arriving 2 s after it happened (event times
+    0, 10, ..., 1190 s; ingest 2 s later), one account: twenty one-minute windows of 6 events.
+    With a 1 s watermark interval the watermark for the line at ``p = 10k + 2`` is the event
+    time of the line before it minus the delay, ``10(k - 1) - W``. The window ending at
+    ``e = 60(m + 1)`` is final at the first line where that reaches ``e``:
+
+    * ``W = 30s``: ``k = 6m + 10``, at ``p = 60m + 102``: 42 s after its end; the lines reach
+      ``k = 119``, so windows ``m = 0..18`` become final and the last one never does;
+    * ``W = 5m``: ``k = 6m + 37``, at ``p = 60m + 372``: 312 s after its end, windows
+      ``m = 0..13``; six never do.
+
+    Every window is complete 8 s before its end, so it is first served and exactly right before
+    its end (0 s) and holds its 6 events when final, whatever the delay."""
+    lines = [line(1, k + 1, "event", f"e{k}", 10 * k, 10 * k + 2) for k in range(120)]
+    log = pa.Table.from_pylist(lines, schema=PARSED_SCHEMA)
+    start = int(BASE.timestamp()) * SECOND
+    truth = {(start + m * MINUTE, start + (m + 1) * MINUTE, "u1", "USD"): (6, D("6.00")) for m in range(20)}
+    latency = {}
+    for delay in (30, 300):
+        settings = StreamSettings(TumblingWindows(MINUTE), watermark_delay=delay * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+        step = stream_step(log, StreamState.empty(), settings, 0, history=True)
+        latency[delay] = measure.latency(measure.served_from_history(step.history), truth)
+    short, long = latency[30], latency[300]
+    assert (short.final_p50, short.final_p95, short.final_max, short.never_final) == (D(42), D(42), D(42), 1)
+    assert (long.final_p50, long.final_p95, long.final_max, long.never_final) == (D(312), D(312), D(312), 6)
+    assert long.final_p50 - short.final_p50 == D(270)
+    for summary, final in ((short, 19), (long, 14)):
+        assert (summary.first_result_max, summary.exact_max, summary.never_emitted, summary.never_exact) == (D(0), D(0), 0, 0)
+        assert (summary.events_when_final, summary.truth_events) == (6 * final, 120)
 
 
 def test_a_session_merged_away_is_no_longer_served():
