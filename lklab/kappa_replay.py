@@ -95,7 +95,7 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
             DEAD_LETTER: result.dead_letters,
             DUPLICATE_EVENTS: result.duplicates,
             LATE_EVENTS: result.late_events,
-            SPEED_AGGREGATES: result.windows,
+            SPEED_AGGREGATES: result.window_rows,
             STREAM_METRICS: result.metrics,
             STREAM_STATE: result.state,
         }

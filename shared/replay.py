@@ -25,6 +25,25 @@ micro-batch from the start gives the segment. Every other column is what any liv
 
 Each task function is pure (Arrow in, Arrow out); a task's several kinds of output travel in one
 wide Arrow schema, told apart by ``_role``, and are split once the pass is cached.
+
+**What passes through the driver.** The rows that grow with the log — window rows, late
+events, duplicates, dead letters, the window history — stay where they are computed: they are
+frames, and ``Tables.overwrite`` has each task write its rows as Parquet files, the driver making
+one Delta commit that lists them. The driver holds only what grows with the log's segments or
+ticks, or not at all:
+
+* the clock at every segment boundary, and per segment the figures of its ``stream_metrics`` row
+  (from sums per segment and currency): one entry per segment, a file of the log, not a line;
+* with sessions or the history, the watermark's advances: the lines after which it rose, at
+  most one per ``watermark_interval`` of the log's clock (with an interval of 0, one per line
+  that raised it);
+* the end state (``StreamState``): the windows still held (whose end plus the allowed lateness
+  the last watermark has not passed) and the first copies remembered within the dedup horizon
+  of it. That is the traffic of the last horizon of event time, whatever the log's length, and
+  exactly what a live run keeps in memory between micro-batches;
+* broadcast to the tasks for two joins: the 64-bit hashes of ids seen more than once, and the
+  line keys of the copies found to be duplicates: 8 bytes per repeated id or duplicate line.
+  These grow with the log's duplicates (a few in a hundred lines), not with its events.
 """
 
 from __future__ import annotations
@@ -291,13 +310,57 @@ def _line_by_line(settings: StreamSettings, advances: Advances, segments: np.nda
 
 @dataclass(frozen=True)
 class _Windows:
-    rows: pa.Table
+    rows: DataFrame
     late: DataFrame
     outcome_sums: list
     held: pa.Table
     history: DataFrame | None
     window_deltas: pa.Table
     cached: tuple[DataFrame, ...] = ()
+
+
+def _window_rows(final: int | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per-window totals of on-time pairs as ``WINDOW_ROW_SCHEMA`` rows: final once the
+    watermark after the log's last line (``final``) has reached the window's end."""
+    final_time = NO_TIME if final is None else final
+    for batch in batches:
+        ends_of = micros(batch.column("window_end"))
+        yield from pa.table(
+            {
+                **{name: batch.column(name) for name in WINDOW_KEY},
+                "event_count": batch.column("event_count"),
+                "amount_total": batch.column("amount_total"),
+                "status": pa.array(np.where((final_time != NO_TIME) & (final_time >= ends_of), "final", "open"), pa.string()),
+                "updated_batch_id": batch.column("updated_batch_id"),
+                "updated_ingest_time": batch.column("_p").cast(pa.timestamp("us", tz="UTC")),
+            }
+        ).cast(WINDOW_ROW_SCHEMA).to_batches()
+
+
+def _window_lifetimes(segments: np.ndarray, ends: np.ndarray, allowed_lateness: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per segment, how many fixed windows of these totals the state gains minus loses there:
+    a window is held from the segment of its first line until the watermark after a segment
+    reaches its end plus the allowed lateness."""
+    for batch in batches:
+        expires = micros(batch.column("window_end")) + allowed_lateness
+        created = np.searchsorted(segments, split_line_keys(batch.column("_line").to_numpy())[0])
+        gone = np.maximum(np.searchsorted(ends, expires, side="left"), created)
+        yield from _state_deltas(created, gone, segments).to_batches()
+
+
+def _as_rows(frame: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``frame``'s columns of ``schema``, typed (and nullable or not) exactly as ``schema``: the
+    rows a live run writes from Arrow, here left on the executors."""
+
+    def cast(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
+
+    return frame.select(*schema.names).mapInArrow(cast, from_arrow_schema(schema))
+
+
+def _collected(frame: DataFrame, schema: pa.Schema) -> pa.Table:
+    return frame.select(*schema.names).toArrow().cast(schema)
 
 
 def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogClock, settings: StreamSettings) -> _Windows:
@@ -309,22 +372,13 @@ def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogCl
         F.max("batch_id").alias("updated_batch_id"),
         F.max("_p").alias("_p"),
         F.min("_line").alias("_line"),
-    ).toArrow()
-    ends_of, final = micros(totals["window_end"]), clock.final
-    final_time = NO_TIME if final is None else final
-    rows = pa.table(
-        {
-            **{name: totals[name] for name in WINDOW_KEY},
-            "event_count": totals["event_count"],
-            "amount_total": totals["amount_total"],
-            "status": pa.array(np.where((final_time != NO_TIME) & (final_time >= ends_of), "final", "open"), pa.string()),
-            "updated_batch_id": totals["updated_batch_id"],
-            "updated_ingest_time": totals["_p"].cast(pa.timestamp("us", tz="UTC")),
-        }
-    ).cast(WINDOW_ROW_SCHEMA)
-    expires = ends_of + settings.allowed_lateness
-    created = np.searchsorted(clock.segments, split_line_keys(totals["_line"].to_numpy())[0])
-    gone = np.maximum(np.searchsorted(clock.ends, expires, side="left"), created)
+    ).persist()
+    final, lateness = clock.final, settings.allowed_lateness
+    rows = totals.mapInArrow(functools.partial(_window_rows, final), from_arrow_schema(WINDOW_ROW_SCHEMA))
+    held = rows if final is None else rows.where(F.unix_micros("window_end") + F.lit(lateness) > F.lit(final))
+    deltas = totals.select("window_end", "_line").mapInArrow(
+        functools.partial(_window_lifetimes, clock.segments, clock.ends, lateness), "segment long, _delta long"
+    ).groupBy("segment").agg(F.sum("_delta").alias("_delta"))
     sums = outcomes.groupBy("segment", "currency").agg(
         *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
         *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
@@ -333,9 +387,10 @@ def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogCl
         rows=rows,
         late=late,
         outcome_sums=sums,
-        held=rows if final is None else rows.filter(pa.array(expires > final)),
+        held=_collected(held, WINDOW_ROW_SCHEMA),
         history=None,
-        window_deltas=_state_deltas(created, gone, clock.segments),
+        window_deltas=deltas.toArrow(),
+        cached=(totals,),
     )
 
 
@@ -347,10 +402,10 @@ def _ordered(events: DataFrame, clock: LogClock, advances: Advances, settings: S
         *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
     ).collect()
     return _Windows(
-        rows=windowed.where("_role = 'window'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
+        rows=_as_rows(windowed.where("_role = 'window'"), WINDOW_ROW_SCHEMA),
         late=windowed.where("_role = 'late'").select(*LATE_SCHEMA.names),
         outcome_sums=outcomes,
-        held=windowed.where("_role = 'held'").select(*WINDOW_ROW_SCHEMA.names).toArrow().cast(WINDOW_ROW_SCHEMA),
+        held=_collected(windowed.where("_role = 'held'"), WINDOW_ROW_SCHEMA),
         history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
         window_deltas=windowed.where("_role = 'state'").groupBy("segment").agg(F.sum("_delta").alias("_delta")).toArrow(),
         cached=(windowed,),
@@ -371,12 +426,17 @@ class Replay:
     dead_letters: DataFrame
     duplicates: DataFrame
     late_events: DataFrame
-    windows: pa.Table
+    window_rows: DataFrame
     history: DataFrame | None
     metrics: pa.Table
     state: pa.Table
     first_copies: DataFrame | None
     cached: tuple[DataFrame, ...]
+
+    @property
+    def windows(self) -> pa.Table:
+        """``window_rows`` collected (``WINDOW_ROW_SCHEMA``), for a look at a small replay."""
+        return _collected(self.window_rows, WINDOW_ROW_SCHEMA)
 
     def release(self) -> None:
         for frame in self.cached:
@@ -453,7 +513,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         dead_letters=dead,
         duplicates=duplicates,
         late_events=windows.late,
-        windows=windows.rows,
+        window_rows=windows.rows,
         history=windows.history,
         metrics=metrics,
         state=state_table(end_state),
