@@ -1,22 +1,24 @@
 """``lklab compare --pipeline order_payments``: Lambda and Kappa on one order/payment log.
 
-**Runs.** The batch truth once, over the complete log (``run_payments_batch``). Then, per
-watermark delay ``W`` (the join has no allowed lateness: a late event joins nothing), the stream
-twice: live (``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
-``kappa/<plan>-w<W>-l0/``) and as a replay (``run_payments_replay`` into
-``kappa/<plan>-w<W>-l0-replay/``); their rows must agree (the join is cut-independent) before
+**Runs.** The batch truth once, over the complete log (``run_payments_batch``). Then, per stream
+setting ``(W, L)`` (watermark delay, allowed lateness), the stream twice: live
+(``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
+``kappa/<plan>-w<W>-l<L>/``) and as a replay (``run_payments_replay`` into
+``kappa/<plan>-w<W>-l<L>-replay/``); their rows must agree (the join is cut-independent) before
 anything is measured. The live stream is reconciled against the truth (``reconcile_payments``),
-which writes its finance audit to ``reports/payments-<plan>-w<W>-l0/payments_audit.csv``; the
+which writes its finance audit to ``reports/payments-<plan>-w<W>-l<L>/payments_audit.csv``; the
 stream's ``StreamCheck`` carries that file, and the report links it.
-Lambda at ``W`` and Kappa at ``W`` share that stream: Lambda adds the batch correction.
+Lambda at ``W`` is the stream at ``(W, 0)`` plus the batch correction; Kappa at ``(W, L)`` is that
+stream alone. The events its allowed lateness *absorbed* are those late at ``(W, 0)`` and not at
+``(W, L)``: each joined instead of going to the side output.
 
 **Outputs** (``lklab.served_outputs``), keyed by log lines: a matched pair (order line, payment
 line), due at the payment's time (the later event of a pair); an unpaid order, due when its
 interval closes (``order_time + bound``); an orphan payment, due at its time (no order arriving
 in event time after it can pay it). When the stream served each: a pair at the processing time
 of its later line; an unpaid order or orphan at the processing time of the line after which
-the watermark ``W*`` passed its hold (``event_time + bound``), which is the line the stream
-closed it on — read from the log's clock (``shared.clock``, the stream's own settings) and
+the watermark ``W*`` passed its hold (``event_time + bound + allowed_lateness``,
+``JoinSettings.released_at``), which is the line the stream closed it on — read from the log's clock (``shared.clock``, the stream's own settings) and
 checked against the ``watermark`` the row recorded. A wrong output is a ``missed match``, an
 ``extra match``, ``wrongly unpaid`` / ``wrongly orphan`` (the stream reported it, the truth has
 a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pending at the end).
@@ -39,7 +41,7 @@ from pyspark.sql import SparkSession
 from lklab.experiment import ComparisonPlan
 from lklab.payments_batch import run_payments_batch
 from lklab.payments_reconcile import reconcile_payments
-from lklab.payments_stream import run_payments_replay, run_payments_speed
+from lklab.payments_stream import join_settings, run_payments_replay, run_payments_speed
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
@@ -62,6 +64,7 @@ from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.eventlog import EventLog
+from shared.interval_join import JoinSettings
 from shared.events import HEARTBEAT_FIELD
 from shared.log_source import raw_log
 from shared.order_events import parse_order_lines
@@ -122,22 +125,22 @@ def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
     return found
 
 
-def _served(tables: Tables, prefix: str, clock: LogClock, bound: int) -> dict:
+def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings) -> dict:
     matched = tables.read_arrow(PAYMENTS_MATCHED.at(prefix))
     pairs = list(zip(_lines(matched, "order_"), _lines(matched, "payment_")))
     later = [max(order, payment) for order, payment in pairs]
     changes = [(("matched", o, p), t, True) for (o, p), t in zip(pairs, clock.at_line(later).tolist())]
     for kind, table in (("unpaid", PAYMENTS_UNPAID), ("orphan", PAYMENTS_ORPHANS)):
         rows = tables.read_arrow(table.at(prefix))
-        closed = clock.closing(micros(rows["event_time"]) + bound, micros(rows["watermark"]), kind)
+        closed = clock.closing(settings.released_at(micros(rows["event_time"])), micros(rows["watermark"]), kind)
         changes += [((kind, line), t, True) for line, t in zip(_lines(rows), closed.tolist())]
     return timelines(changes)
 
 
-def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, clock: LogClock,
-            step: Progress) -> MeasuredStream:
-    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay))
-    name = f"{plan.name}-w{delay}-l0"
+def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
+            clock: LogClock, step: Progress) -> MeasuredStream:
+    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness))
+    name = f"{plan.name}-w{delay}-l{lateness}"
     live = replay_prefix(name)
     _fresh(tables, Path(config.lake).resolve(), live)
     step("live stream")
@@ -149,22 +152,23 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     replayed, ours = _row_sets(tables, replay_prefix(f"{name}-replay")), _row_sets(tables, live)
     for table in ours:
         if ours[table] != replayed[table]:
-            raise RuntimeError(f"stream W={delay}: the live run and the replay disagree on {table}; "
+            raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
                                f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}")
     step("reconcile the live stream against the truth")
     with measure_cost(config.spark_master) as recon_cost:
         reconciled = reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
     metrics = tables.read_arrow(PAYMENTS_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
-    late_kinds = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))["kind"].to_pylist()
-    served = _served(tables, live, clock, config.join_bound)
+    late = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))
+    late_kinds = late["kind"].to_pylist()
+    served = _served(tables, live, clock, join_settings(run_config))
     audit_csv = reconciled.audit_csv.resolve()
     audit = AuditFile(str(audit_csv), reconciled.audit_rows) if audit_csv.exists() else None
     return MeasuredStream(
-        check=StreamCheck(delay, "0", plan.segments_per_batch, metrics.num_rows, len(served), audit),
+        check=StreamCheck(delay, lateness, plan.segments_per_batch, metrics.num_rows, len(served), audit),
         served=served,
         side_output={"late orders": late_kinds.count("order"), "late payments": late_kinds.count("payment")},
-        late=None,
+        late=frozenset(_lines(late)),
         duplicates=len(ours[PAYMENTS_DUPLICATES.name]),
         dead_letters=len(ours[PAYMENTS_DEAD_LETTER.name]),
         state_peak=max(state, default=0),
@@ -198,8 +202,6 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     last = EventLog(lake).last_segment()
     if last == 0:
         raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline order_payments' first")
-    if any(c.allowed_lateness_seconds for c in plan.configurations()):
-        raise ValueError("order_payments has no allowed lateness (a late order or payment joins nothing): sweep --watermark-delay only")
     started = time.monotonic()
     configurations = plan.configurations()
     progress("batch truth from the complete log")
@@ -210,12 +212,13 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     valid = parsed.filter(pc.is_valid(parsed["event_time"]))
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
 
-    settings = {setting_of(c): c.watermark_delay for c in configurations}
+    settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     streams, clocks = {}, {}
-    for number, (key, delay) in enumerate(settings.items(), start=1):
-        clocks[key] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
-        step = lambda what, label=f"[{number}/{len(settings)}] W={delay}": progress(f"{label}: {what}")
-        streams[key] = _stream(spark, config, tables, plan, delay, clocks[key], step)
+    for number, (key, (delay, lateness)) in enumerate(settings.items(), start=1):
+        if key[0] not in clocks:  # the clock depends on the delay alone
+            clocks[key[0]] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
+        step = lambda what, label=f"[{number}/{len(settings)}] W={delay} L={lateness}": progress(f"{label}: {what}")
+        streams[key] = _stream(spark, config, tables, plan, delay, lateness, clocks[key[0]], step)
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])

@@ -61,23 +61,21 @@ from shared.join_state import JoinState, join_state_from_table, join_state_table
 from shared.locks import writer
 from shared.log_source import SOURCE_NAME, raw_log
 from shared.order_events import parse_order_lines
-from shared.table_settings import record, require
+from shared.table_settings import interval_join_settings, record, require
 from shared.tables import Tables
 
-__all__ = ["join_settings", "payments_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
+__all__ = ["join_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
 
 log = logging.getLogger("lklab.payments")
-_KEYS = ("join-bound", "watermark-delay", "watermark-interval", "dedup-horizon")
 
 
 def join_settings(config: LabConfig) -> JoinSettings:
-    return JoinSettings(config.join_bound, config.watermark_delay, config.watermark_interval, config.dedup_horizon)
-
-
-def payments_settings(config: LabConfig) -> dict[str, str]:
-    """What the stream's rows depend on, recorded on its tables (``shared.table_settings``)."""
-    described = config.describe()
-    return {key: described[key] for key in _KEYS}
+    """The stream step's settings from the lab's configuration (the tables record them as
+    ``shared.table_settings.interval_join_settings``)."""
+    return JoinSettings(
+        bound=config.join_bound, watermark_delay=config.watermark_delay, watermark_interval=config.watermark_interval,
+        dedup_horizon=config.dedup_horizon, allowed_lateness=config.allowed_lateness,
+    )
 
 
 def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:
@@ -165,7 +163,7 @@ def run_payments_speed(
     with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
         stream = PaymentsStream(spark, config, app_id, prefix)
         names = [stream.table(table) for table in catalog.PAYMENTS_TABLES]
-        require(stream.tables, names, payments_settings(config))
+        require(stream.tables, names, interval_join_settings(config))
         checkpoint = lake / "checkpoints" / (prefix + app_id)
         if not checkpoint.exists() and stream.tables.exists(stream.table(PAYMENTS_STATE)):
             raise RuntimeError(
@@ -187,7 +185,7 @@ def run_payments_speed(
                 heartbeats.check()
         if query.exception() is not None:
             raise RuntimeError(f"order_payments stream failed: {query.exception()}")
-        record(stream.tables, names, payments_settings(config))
+        record(stream.tables, names, interval_join_settings(config))
         return stream
 
 
@@ -236,5 +234,5 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
         for table, parts in collected.items():
             tables.overwrite(table.at(prefix), pa.concat_tables(parts) if parts else table.schema.empty_table())
         tables.overwrite(PAYMENTS_STATE.at(prefix), join_state_table(state))
-        record(tables, names, payments_settings(config))
+        record(tables, names, interval_join_settings(config))
         return PaymentsReplay(name, segments, raw.num_rows, time.monotonic() - started)

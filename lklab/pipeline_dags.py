@@ -87,7 +87,7 @@ ORDER_PAYMENTS = PipelineDags(
     reconcile_writes="writes the finance audit `reports/payments-<UTC time>/payments_audit.csv` (no table)",
     batch_tables=catalog.PAYMENTS_BATCH_TABLES,
     # The join bound is the truth's: a replay with another one could not be reconciled.
-    replay_settings=(("watermark-delay", "1m"),),
+    replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
 )
 
 

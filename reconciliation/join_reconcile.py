@@ -16,7 +16,9 @@ that payment). Checked in this order, the first that applies:
 * ``duplicate``: one side called a line a later copy (in practice a retry the stream no longer
   recognised, beyond its dedup horizon, counted as a first copy);
 * ``late_order`` / ``late_payment``: the stream sent the order / payment to the side output
-  (its interval, or the earliest interval it could fall in, had been closed by the watermark);
+  (its interval, or the earliest interval it could fall in, had been closed by the watermark
+  more than the allowed lateness before). An event the allowed lateness let in is no fate: it
+  joined as an on-time one, so it differs from the truth only through another line's fate;
 * ``pending``: the stream still holds the event undecided (the watermark has not closed it);
 * ``unexplained``: none of these: a lost or invented row, the alarm.
 

@@ -14,25 +14,36 @@ not compared. An order with no match is *unpaid*; a payment with no match is an 
 
 **The stream** (``join_step``) judges every line by the watermark ``W`` of the log's clock
 (``shared.clock``; ``W*`` is the watermark in force after a line). The lab's watermark says
-"every event before ``W`` is in", so a closed interval ``[a, b]`` is complete once ``W > b``:
+"every event before ``W`` is in", so a closed interval ``[a, b]`` is complete once ``W > b``.
+Each event has a *match interval* that closes at ``closed_at``:
 
-* an order is **late** when its line's ``W > order_time + bound``: its interval closed before it
-  arrived (any payment for it would itself have been judged on a complete interval);
-* a payment is **late** when its line's ``W > payment_time``: the earliest order it could pay,
-  at ``payment_time - bound``, has had its interval closed and may have been evicted;
-* late events go to the side output with their ``kind`` (which side they were), the watermark,
-  ``closed_at`` (``order_time + bound`` or ``payment_time``) and ``lateness_seconds`` (``W -
-  closed_at``); they join nothing.
+* an order's is ``[order_time, order_time + bound]`` (the payments it can take): ``closed_at =
+  order_time + bound``;
+* a payment's is the orders it can pay, ``[payment_time - bound, payment_time]``, whose earliest
+  interval closes at ``payment_time``: ``closed_at = payment_time``.
 
-State retention follows: an on-time order is held until the first line with ``W* > order_time +
-bound`` (then, if nothing matched it, it is a final *unpaid* row); an on-time payment until the
-first line with ``W* > payment_time + bound``, after which no on-time order can pay it (an
-on-time order with ``order_time <= payment_time`` needs ``W <= order_time + bound``); if
-nothing matched it, it is a final *orphan* row. Because ``W*`` of a line is never above the
-``W`` of a later line, an on-time order and an on-time payment that match always meet in state,
-whichever comes first: the stream's matched pairs are exactly the truth's pairs between on-time
-first copies, whatever the micro-batch cuts, and the unpaid and orphan rows are final when
-emitted. Events still held at the end of the log are *pending*.
+As Flink's interval join and Spark's stream-stream join do, the watermark closes a row's match
+interval and evicts it from the state; as windows do (``shared.watermark``), the *allowed
+lateness* ``L`` keeps the interval open that much longer:
+
+* an event is **late** when its line's ``W > closed_at + L``; it goes to the side output with its
+  ``kind`` (which side it was), the watermark, ``closed_at`` and ``lateness_seconds`` (``W -
+  closed_at``, always above ``L``), and joins nothing. An event behind its ``closed_at`` but
+  within ``L`` is on time and joins as any other (Flink's interval join drops every event behind
+  the watermark);
+* an on-time order or payment is **held** until the first line with ``W* > event_time + bound +
+  L`` (``released_at``): then an order nothing matched is a final *unpaid* row, a payment a final
+  *orphan* (no on-time order can pay it any more: one with ``order_time <= payment_time`` needs
+  ``W <= order_time + bound + L``).
+
+Why matching on-time events always meet, whichever comes first: an on-time payment has ``W <=
+payment_time + L <= order_time + bound + L``, an on-time order ``W <= order_time + bound + L <=
+payment_time + bound + L``; and ``W*`` of a line is never above the ``W`` of a later line, so
+the earlier one is still held when the later one arrives. The stream's matched pairs are exactly
+the truth's pairs between on-time first copies, whatever the micro-batch cuts, and the unpaid
+and orphan rows are final when emitted. The price of ``L``: the state holds every event ``L``
+longer, and an unpaid order or an orphan is reported ``L`` later. Events still held at the end
+of the log are *pending*.
 """
 
 from __future__ import annotations
@@ -122,21 +133,39 @@ def _by_line(table: pa.Table, *prefix: str) -> pa.Table:
 @dataclass(frozen=True)
 class JoinSettings:
     """``bound``: how long after its order a payment still matches; the clock's
-    ``watermark_delay`` and ``watermark_interval``; the ``dedup_horizon`` (microseconds)."""
+    ``watermark_delay`` and ``watermark_interval``; the ``dedup_horizon``; ``allowed_lateness``:
+    how long after the watermark closed an event's match interval it still joins (all
+    microseconds). The rule's times live here, once: ``closed_at``, ``is_late``, ``released_at``."""
 
     bound: int = DEFAULT_BOUND
     watermark_delay: int = 60 * _SECOND
     watermark_interval: int = _SECOND
     dedup_horizon: int = 3600 * _SECOND
+    allowed_lateness: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("bound", "watermark_delay", "watermark_interval", "dedup_horizon"):
+        for name in ("bound", "watermark_delay", "watermark_interval", "dedup_horizon", "allowed_lateness"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
 
     @property
     def clock(self) -> ClockSettings:
         return ClockSettings(self.watermark_delay, self.watermark_interval)
+
+    def closed_at(self, times: np.ndarray, is_order: np.ndarray) -> np.ndarray:
+        """When each event's match interval closes: ``order_time + bound`` for an order, the
+        payment's own time for a payment (the earliest order it can pay closes then)."""
+        return np.where(is_order, times + self.bound, times)
+
+    def is_late(self, closed_at: np.ndarray, watermark: np.ndarray) -> np.ndarray:
+        """Late: the watermark ``W`` its line was judged by is past ``closed_at + allowed_lateness``
+        (an unknown ``W`` makes nothing late)."""
+        return (watermark != NO_TIME) & (watermark > closed_at + self.allowed_lateness)
+
+    def released_at(self, times: np.ndarray) -> np.ndarray:
+        """An on-time event is held until ``W* > event_time + bound + allowed_lateness``: then no
+        on-time partner can still come, and an unmatched one is final (unpaid or orphan)."""
+        return times + self.bound + self.allowed_lateness
 
 
 def interval_pairs(orders: pa.Table, payments: pa.Table, bound: int) -> tuple[np.ndarray, np.ndarray]:
@@ -286,12 +315,12 @@ def _held(events: pa.Table, matched: np.ndarray) -> pa.Table:
     return _with(events.select(ORDER_EVENT_SCHEMA.names), matched=pa.array(matched, pa.bool_())).cast(HELD_SCHEMA)
 
 
-def _closed(held: pa.Table, closes: np.ndarray, after: int | None, w_star: np.ndarray, batch_id: int, schema: pa.Schema):
+def _closed(held: pa.Table, released: np.ndarray, after: int | None, w_star: np.ndarray, batch_id: int, schema: pa.Schema):
     """Split ``held`` into the rows still held and the unmatched rows made final (``W* >
-    closes``), each final row with the ``W*`` of the line that closed it."""
-    gone = np.zeros(held.num_rows, dtype=bool) if after is None else after > closes
+    released``), each final row with the ``W*`` of the line that released it."""
+    gone = np.zeros(held.num_rows, dtype=bool) if after is None else after > released
     final = gone & ~held["matched"].to_numpy(zero_copy_only=False)
-    at = np.searchsorted(w_star, closes[final], side="right")
+    at = np.searchsorted(w_star, released[final], side="right")
     rows = held.filter(pa.array(final)).select(ORDER_EVENT_SCHEMA.names)
     rows = _with(rows, watermark=_timestamps(w_star[at]), batch_id=pa.array(np.full(len(at), batch_id), pa.int64()))
     return held.filter(pa.array(~gone)), rows.cast(schema)
@@ -312,8 +341,8 @@ def join_step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_
 
     times, marks = _micros(firsts["event_time"]), firsts["_w"].to_numpy()
     is_order = pc.equal(firsts["kind"], ORDER).to_numpy(zero_copy_only=False) if firsts.num_rows else np.zeros(0, dtype=bool)
-    closes = np.where(is_order, times + bound, times)
-    late = (marks != NO_TIME) & (marks > closes)
+    closes = settings.closed_at(times, is_order)
+    late = settings.is_late(closes, marks)
     late_rows = _with(
         firsts.filter(pa.array(late)).select(ORDER_EVENT_SCHEMA.names),
         watermark=_timestamps(marks[late]),
@@ -338,8 +367,8 @@ def join_step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_
 
     after = run.state.watermark_after(settings.clock)
     w_star = run.watermark_after
-    held_orders, unpaid = _closed(orders, _micros(orders["event_time"]) + bound, after, w_star, batch_id, UNPAID_SCHEMA)
-    held_payments, orphans = _closed(payments, _micros(payments["event_time"]) + bound, after, w_star, batch_id, ORPHAN_SCHEMA)
+    held_orders, unpaid = _closed(orders, settings.released_at(_micros(orders["event_time"])), after, w_star, batch_id, UNPAID_SCHEMA)
+    held_payments, orphans = _closed(payments, settings.released_at(_micros(payments["event_time"])), after, w_star, batch_id, ORPHAN_SCHEMA)
 
     since = remembered_from(times, marks)
     remembered = pa.concat_tables([state.remembered, _with(firsts.select(ORDER_EVENT_SCHEMA.names), remembered_from=_timestamps(since)).cast(REMEMBERED_SCHEMA)])

@@ -3,16 +3,17 @@
 * ``clock``: the log clock after the last line read (``shared.clock.ClockState``);
 * ``remembered``: first copies a later copy can still be recognised against
   (``REMEMBERED_SCHEMA``: the event and ``remembered_from``, see ``shared.dedup``);
-* ``orders``: on-time orders whose match interval ``[order_time, order_time + bound]`` the
-  watermark has not yet passed (``HELD_SCHEMA``; ``matched``: a payment has matched it already);
+* ``orders``: on-time orders the watermark has not yet released: held while the watermark after a
+  line is at most ``order_time + bound + allowed_lateness`` (``HELD_SCHEMA``; ``matched``: a
+  payment has matched it already);
 * ``payments``: on-time payments an on-time order can still arrive for: held while the watermark
-  after a line is at most ``payment_time + bound`` (``HELD_SCHEMA``).
+  after a line is at most ``payment_time + bound + allowed_lateness`` (``HELD_SCHEMA``).
 
-So the state holds each on-time order about ``bound + watermark_delay`` of event time and each
-payment as long, plus the dedup horizon's first copies: its size grows with the event rate times
-``bound + watermark_delay`` (``rows``), not with the log. It is committed as one table
-(``payments_state``, one row per clock, remembered copy or held event, told apart by
-``state_kind``).
+(``shared.interval_join.JoinSettings.released_at``.) So the state holds each on-time event about
+``bound + allowed_lateness + watermark_delay`` of event time, plus the dedup horizon's first
+copies: its size grows with the event rate times that span (``rows``), not with the log. It is
+committed as one table (``payments_state``, one row per clock, remembered copy or held event, told
+apart by ``state_kind``).
 """
 
 from __future__ import annotations

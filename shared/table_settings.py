@@ -8,7 +8,9 @@ with, as Delta table properties (``lklab.<setting>``, values as a user writes th
   ``window-size``, ``window-slide`` or ``session-gap``) and the settings that decide which lines
   are dead letters (``max-clock-skew``, ``max-line-bytes``);
 * a stream's tables (speed layer, replay): the same, and the stream's own settings
-  (``watermark-delay``, ``watermark-interval``, ``allowed-lateness``, ``dedup-horizon``).
+  (``watermark-delay``, ``watermark-interval``, ``allowed-lateness``, ``dedup-horizon``);
+* the order-payment join's stream: its ``join-bound`` and the stream's own settings
+  (``interval_join_settings``); its truth, the ``join-bound`` alone.
 
 The stream and the batch must dead-letter the same lines, or a reconciliation compares two logs:
 ``agreed`` over both refuses a lake whose batch truth and stream disagree on a setting.
@@ -29,7 +31,7 @@ from deltalake import DeltaTable
 from shared.config import LabConfig, with_settings
 
 __all__ = [
-    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "recorded", "require", "record",
+    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "interval_join_settings", "recorded", "require", "record",
     "adopt", "agreed", "LINE_KEYS",
 ]
 
@@ -64,6 +66,12 @@ def stream_settings(config: LabConfig) -> dict[str, str]:
     """Windows, the line settings and the stream's own settings."""
     described = config.describe()
     return {**batch_settings(config), **{key: described[key] for key in _STREAM_KEYS}}
+
+
+def interval_join_settings(config: LabConfig) -> dict[str, str]:
+    """The join bound and the stream's own settings: what the order-payment stream's rows depend on."""
+    described = config.describe()
+    return {"join-bound": described["join-bound"], **{key: described[key] for key in _STREAM_KEYS}}
 
 
 def recorded(tables, name: str) -> dict[str, str]:

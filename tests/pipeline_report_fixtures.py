@@ -47,18 +47,18 @@ def sample_pipeline_report(reports: Path | None = None) -> PipelineReport:
     lambda_ = PipelineResult(
         Configuration("lambda", "0s", "0"), 5, {}, {"missed match": 1, "wrongly unpaid": 1},
         (ErrorCount(at(22), 1), ErrorCount(at(40), 2), ErrorCount(LANDING, 0)),
-        _latency(LatencyFigure(3, D(240), D(49080), D(49080), 0)), {"late payments": 1}, None, 1, 1, 8, 4,
+        _latency(LatencyFigure(3, D(240), D(49080), D(49080), 0)), {"late payments": 1}, 0, 1, 1, 8, 4,
         (PathCost("speed", 3.2, 4.4), PathCost("batch", 2.0, 2.5), PathCost("reconciliation", 0.5, 0.7)),
         {"late_payment": 2}, 0)
     kappa = PipelineResult(
         Configuration("kappa", "0s", "0"), 6, {"missed match": 1, "wrongly unpaid": 1}, None,
         (ErrorCount(at(22), 1), ErrorCount(at(40), 2), ErrorCount(LANDING, 2)),
-        _latency(LatencyFigure(3, D(60), D(240), D(240), 1)), {"late payments": 1}, None, 1, 1, 8, 4,
+        _latency(LatencyFigure(3, D(60), D(240), D(240), 1)), {"late payments": 1}, 0, 1, 1, 8, 4,
         (PathCost("streaming", 3.2, 4.4), PathCost("replay", 1.5, 2.0)), {"late_payment": 2}, 0)
     kappa_late = PipelineResult(
         Configuration("kappa", "10m", "0"), 5, {}, None,
         (ErrorCount(at(22), 1), ErrorCount(at(32), 0), ErrorCount(LANDING, 0)),
-        _latency(LatencyFigure(3, D(240), D(600), D(600), 0)), {}, None, 1, 1, 10, 5,
+        _latency(LatencyFigure(3, D(240), D(600), D(600), 0)), {}, 0, 1, 1, 10, 5,
         (PathCost("streaming", 3.6, 4.8), PathCost("replay", 1.5, 2.0)), {}, 0)
     audits = ({"0s": None, "10m": None} if reports is None else
               {"0s": AuditFile(str(audit_path(reports, "0s")), 3), "10m": AuditFile(str(audit_path(reports, "10m")), 1)})

@@ -38,6 +38,7 @@ def test_every_command_explains_itself_with_an_example(command):
         (["reconcile", "--against", "kappa"], "use 'speed' or 'kappa:<RUN>'"),
         (["reconcile", "--abs-tol", "-1"], "abs-tol"),
         (["replay", "--name", "../x"], "replay name '../x'"),
+        (["batch", "--pipeline", "order_payments", "--date", "2026-01-05"], "--date does not apply to 'batch' on the order_payments pipeline"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):

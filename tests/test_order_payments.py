@@ -1,19 +1,16 @@
 """The order_payments pipeline's core: validation, the interval join (batch rule and stream step),
 its transcripts through both paths, random micro-batch cuts, conservation, and reconciliation.
 
-Transcripts (``tests/transcripts/order_payments/*.yaml``) list events per log segment (``t`` in
-minutes after ``BASE``). Segment ``k`` is ingested at ``BASE + 10h + k`` seconds: with the
-one-second watermark interval each segment is a tick of its own, so a segment's lines are judged
-by the latest event time of the segments before it minus the delay. The log ends with a
-heartbeat one second later, which takes the last segment into the watermark.
+Transcripts (``tests/transcripts/order_payments/*.yaml``, read as ``tests/order_payment_transcripts``
+says) run here through the stream step in Arrow, one segment per micro-batch;
+``tests/test_transcripts_spark.py`` runs them through the Spark jobs.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -22,38 +19,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciliation.join_reconcile import JoinSide, reconcile_join
-from shared.durations import parse_duration
 from shared.interval_join import JoinSettings, join_events, join_log, join_step
 from shared.join_state import JoinState, join_state_from_table, join_state_table
 from shared.order_events import ORDER_EVENT_SCHEMA, parse_order_line, parse_order_lines
-
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
-TRANSCRIPTS = sorted(Path(__file__).parent.joinpath("transcripts", "order_payments").glob("*.yaml"))
-MINUTE = 60_000_000
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def event(event_id, kind, order_id, minutes, ingest_seconds, amount="10.00", currency="EUR") -> str:
-    return json.dumps(
-        {"event_id": event_id, "kind": kind, "order_id": order_id, "amount": amount, "currency": currency,
-         "event_time": iso(BASE + timedelta(minutes=minutes)), "ingest_time": iso(BASE + timedelta(hours=10, seconds=ingest_seconds))}
-    )
-
-
-def heartbeat(ingest_seconds) -> str:
-    return json.dumps({"heartbeat": True, "ingest_time": iso(BASE + timedelta(hours=10, seconds=ingest_seconds))})
-
-
-def raw(segment: int, lines: list[str]) -> pa.Table:
-    return pa.table({"segment": [segment] * len(lines), "line_number": list(range(1, len(lines) + 1)), "raw_line": lines},
-                    schema=pa.schema([("segment", pa.int64()), ("line_number", pa.int64()), ("raw_line", pa.string())]))
-
-
-def minutes(moment) -> int:
-    return int((moment - BASE).total_seconds() // 60)
+from tests.order_payment_transcripts import (
+    BASE,
+    MINUTE,
+    TRANSCRIPTS,
+    check_reconciliation,
+    check_stream,
+    check_truth,
+    event,
+    heartbeat,
+    join_settings_of,
+    raw,
+    segment_lines,
+)
 
 
 def run_stream(batches: list[pa.Table], join_settings: JoinSettings, state: JoinState | None = None):
@@ -139,18 +120,15 @@ def test_a_zero_bound_matches_only_the_same_instant():
 def test_settings_reject_negative_durations_naming_the_setting():
     with pytest.raises(ValueError, match="bound must not be negative"):
         JoinSettings(bound=-1)
+    with pytest.raises(ValueError, match="allowed-lateness must not be negative"):
+        JoinSettings(allowed_lateness=-1)
 
 
 # ----------------------------------------------------------------------------- transcripts
 
 
 def transcript_batches(segments: list) -> list[pa.Table]:
-    batches = []
-    for index, entries in enumerate(segments):
-        lines = [e["raw"] if "raw" in e else event(e["id"], e["kind"], e["order"], e["t"], index, e.get("amount", "10.00")) for e in entries]
-        batches.append(parse_order_lines(raw(index + 1, lines)))
-    batches.append(parse_order_lines(raw(len(segments) + 1, [heartbeat(len(segments))])))
-    return batches
+    return [parse_order_lines(raw(number, lines)) for number, lines in enumerate(segment_lines(segments), start=1)]
 
 
 def stream_side(steps, state: JoinState, last_segment: int) -> JoinSide:
@@ -171,40 +149,19 @@ def transcript(request):
 
 
 def test_transcript_through_the_stream_step_and_the_batch_rule(transcript):
-    options = transcript["settings"]
-    join_settings = JoinSettings(
-        bound=parse_duration(options["bound"]), watermark_delay=parse_duration(options["watermark-delay"]),
-        dedup_horizon=parse_duration(options["dedup-horizon"]),
-    )
+    join_settings = join_settings_of(transcript["settings"])
     batches = transcript_batches(transcript["segments"])
     steps, state = run_stream(batches, join_settings)
-    stream, expect = transcript["expect"]["stream"], transcript["expect"]
-
-    def pairs(table):
-        return sorted(map(list, zip(table["order_event_id"].to_pylist(), table["payment_event_id"].to_pylist())))
-
-    def closed(table):
-        return sorted([r["event_id"], minutes(r["watermark"])] for r in table.to_pylist())
-
-    assert pairs(concat(steps, "matched")) == sorted(stream["matched"])
-    assert closed(concat(steps, "unpaid")) == sorted(stream["unpaid"])
-    assert closed(concat(steps, "orphans")) == sorted(stream["orphans"])
-    late = [[r["event_id"], r["kind"], minutes(r["watermark"]), minutes(r["closed_at"]), r["lateness_seconds"]] for r in concat(steps, "late").to_pylist()]
-    assert sorted(late) == sorted([i, k, w, c, Decimal(x)] for i, k, w, c, x in stream["late"])
-    assert sorted(concat(steps, "duplicates")["event_id"].to_pylist()) == sorted(stream["duplicates"])
-    assert concat(steps, "dead_letters")["reject_reason"].to_pylist() == stream["dead_letters"]
-    assert sorted(state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist()) == stream["held"]
-
+    expect = transcript["expect"]
+    check_stream(
+        expect, matched=concat(steps, "matched"), unpaid=concat(steps, "unpaid"), orphans=concat(steps, "orphans"),
+        late=concat(steps, "late"), duplicates=concat(steps, "duplicates"), dead_letters=concat(steps, "dead_letters"),
+        held=state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist(),
+    )
     truth = join_log(pa.concat_tables(batches), join_settings.bound).result
-    assert pairs(truth.matched) == sorted(expect["truth"]["matched"])
-    assert sorted(truth.unpaid["event_id"].to_pylist()) == sorted(expect["truth"]["unpaid"])
-    assert sorted(truth.orphans["event_id"].to_pylist()) == sorted(expect["truth"]["orphans"])
-
+    check_truth(expect, matched=truth.matched, unpaid=truth.unpaid, orphans=truth.orphans)
     ids = {(r["segment"], r["line_number"]): r["event_id"] for b in batches for r in b.to_pylist()}
-    found = reconcile_join(truth_side(batches, join_settings.bound), stream_side(steps, state, len(batches)))
-    described = [[d.outcome, d.presence, ids.get(d.order_line), ids.get(d.payment_line), d.reason] for d in found.differences]
-    assert sorted(described, key=str) == sorted(expect["reconciliation"], key=str)
-    assert found.unexplained == 0
+    check_reconciliation(expect, reconcile_join(truth_side(batches, join_settings.bound), stream_side(steps, state, len(batches))), ids)
 
 
 # ----------------------------------------------------------------------------- random logs
@@ -247,6 +204,7 @@ join_settings_strategy = st.builds(
     watermark_delay=st.sampled_from([0, 2 * MINUTE, 10 * MINUTE]),
     watermark_interval=st.sampled_from([0, 1_000_000, 60_000_000]),
     dedup_horizon=st.sampled_from([MINUTE, 60 * MINUTE]),
+    allowed_lateness=st.sampled_from([0, 0, 5 * MINUTE, 30 * MINUTE]),
 )
 
 STREAM_OUTPUTS = ("matched", "unpaid", "orphans", "late", "duplicates", "dead_letters")

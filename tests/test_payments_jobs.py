@@ -6,6 +6,7 @@ orders and orphans final."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import shutil
@@ -20,6 +21,7 @@ import pytest
 
 from shared import catalog
 from shared.config import LabConfig
+from shared.durations import parse_duration
 
 MINUTE = 60_000_000
 PARAMS = dict(orders=150, seed=7, span=120 * MINUTE, segment_interval=10 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
@@ -52,15 +54,23 @@ def rows(lake, prefix: str = "", *, batch_ids: bool = False) -> dict:
     return found
 
 
+LATENESS = "30m"
+LATE_LIVE, LATE_REPLAY = catalog.replay_prefix(f"live-l{LATENESS}"), catalog.replay_prefix(f"r1-l{LATENESS}")
+
+
 @pytest.fixture(scope="module")
 def streamed(spark, log_lake, tmp_path_factory):
-    """The log streamed one segment per batch (then replayed there), and five per batch elsewhere."""
+    """The log streamed one segment per batch (then replayed there), and five per batch elsewhere;
+    with allowed lateness ``LATENESS``, streamed live five segments per batch and replayed."""
     from lklab.payments_stream import run_payments_replay, run_payments_speed
 
     one, many = (shutil.copytree(log_lake, tmp_path_factory.mktemp("payments") / name) for name in ("one", "many"))
     run_payments_speed(spark, config_for(one), available_now=True, segments_per_batch=1)
     run_payments_speed(spark, config_for(many), available_now=True, segments_per_batch=5)
     run_payments_replay(spark, config_for(one), "r1")
+    late_config = dataclasses.replace(config_for(one), allowed_lateness=parse_duration(LATENESS))
+    run_payments_speed(spark, late_config, available_now=True, segments_per_batch=5, prefix=LATE_LIVE)
+    run_payments_replay(spark, late_config, f"r1-l{LATENESS}")
     return one, many
 
 
@@ -74,6 +84,25 @@ def test_the_stream_writes_the_same_rows_whatever_the_segments_per_batch(streame
 def test_the_replay_writes_the_live_rows_one_segment_per_batch_batch_ids_included(streamed):
     one, _ = streamed
     assert rows(one, catalog.replay_prefix("r1"), batch_ids=True) == rows(one, batch_ids=True)
+
+
+def test_with_allowed_lateness_the_replay_writes_the_live_rows_and_fewer_events_are_late(streamed):
+    from shared.table_settings import recorded
+    from shared.tables import Tables
+
+    one, _ = streamed
+    tables = Tables(None, one, "deltalake")
+    assert rows(one, LATE_REPLAY) == rows(one, LATE_LIVE)  # batch ids aside: the live run read five segments a batch
+
+    def lines(table: catalog.Table, prefix: str, side: str = "") -> set:
+        found = tables.read_arrow(table.at(prefix))
+        return set(zip(found[f"{side}segment"].to_pylist(), found[f"{side}line_number"].to_pylist()))
+
+    # every event late with the lateness is late without it; some the lateness let in joined
+    assert lines(catalog.PAYMENTS_LATE_EVENTS, LATE_LIVE) < lines(catalog.PAYMENTS_LATE_EVENTS, "")
+    absorbed = lines(catalog.PAYMENTS_LATE_EVENTS, "") - lines(catalog.PAYMENTS_LATE_EVENTS, LATE_LIVE)
+    assert absorbed & lines(catalog.PAYMENTS_MATCHED, LATE_LIVE, "payment_")
+    assert recorded(tables, catalog.PAYMENTS_MATCHED.at(LATE_LIVE))["allowed-lateness"] == LATENESS
 
 
 def test_a_restart_after_half_the_log_gives_the_same_rows(spark, streamed, log_lake, tmp_path):

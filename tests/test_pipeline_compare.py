@@ -141,7 +141,7 @@ def test_report_page_shows_the_tables_of_summary_md(written):
     assert rows["served wrong until the batch landed"] == ["2", "—", "—"]
     assert rows["matched: p95 / max"] == ["49,080 s / 49,080 s", "240 s / 240 s", "600 s / 600 s"]
     assert rows["matched: never exactly right"] == ["0 of 3", "1 of 3", "0 of 3"]
-    assert rows["late, absorbed by the allowed lateness"] == ["—", "—", "—"]  # the join has none
+    assert rows["late, absorbed by the allowed lateness"] == ["0", "0", "0"]  # at L=0 it lets nothing in
     assert rows["cost: speed layer, CPU s (wall s)"] == ["3.2 (4.4)", "—", "—"]
     assert rows["cost: total CPU s (wall s)"] == ["5.7 (7.6)", "4.7 (6.4)", "5.1 (6.8)"]  # 3.2 + 2.0 + 0.5 CPU s
     assert rows["reconciliation: late_payment"] == ["2", "2", "0"]
@@ -160,7 +160,7 @@ def test_figures_are_the_same_in_the_page_the_digest_and_the_json(written):
     assert (kappa_late["state_peak"], kappa_late["state_final"]) == (10, 5) and rows["state entries: peak / final"][2] == "10 / 5"
     assert summary["derived"]["lambda-w0s-l0"]["cpu_seconds"] == pytest.approx(5.7) and rows["cost: total CPU s (wall s)"][0][:3] == "5.7"
     kappa_line = ("Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid); 4/5 truth outputs "
-                  "exactly right for good; side output 1 late payments; state peak 8; 4.7 CPU s")
+                  "exactly right for good; side output 1 late payments, absorbed 0; state peak 8; 4.7 CPU s")
     assert verdict_line(report, report.results[1]) == kappa_line
     for result in report.results:  # no character of a verdict needs escaping in Markdown or HTML
         line = verdict_line(report, result)
@@ -366,7 +366,7 @@ def test_payments_what_each_configuration_gets_wrong(payments):
     assert dict(kappa_late.wrong_at_end) == {} and dict(lambda_.wrong_at_end) == {}
     assert dict(lambda_.wrong_before_batch) == {"missed match": 1, "wrongly unpaid": 1} and dict(lambda_late.wrong_before_batch) == {}
     assert dict(kappa.side_output) == {"late payments": 1} and dict(kappa_late.side_output) == {}
-    assert kappa.absorbed is None  # the join has no allowed lateness
+    assert kappa.absorbed == lambda_.absorbed == 0  # at L=0 the allowed lateness lets nothing in
     assert dict(kappa.reconciliation) == {"late_payment": 2} and kappa.unexplained == 0
     assert [(r.compared, r.duplicates, r.dead_letters) for r in payments.results] == [(5, 1, 1), (5, 1, 1), (6, 1, 1), (5, 1, 1)]
     # Matched pairs from the payment's time: (o1,p1) at @3 = 60 s; (o4,p4) at @105 = 240 s; (o2,p2)
@@ -388,18 +388,25 @@ def test_payments_state_rows(payments):
 
 
 @pytest.mark.slow
-def test_the_cli_compares_order_payments_and_refuses_what_does_not_apply(tmp_path):
+def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path):
     env = venv_env({"PYTHONPATH": str(REPO)})
     lake = tmp_path / "lake"
     write_log(lake, PAYMENT_LOG)
     common = ["compare", "--pipeline", "order_payments", "--lake", str(lake), "--join-bound", "10m", "--watermark-interval", "0"]
-    refused = run([str(VENV_BIN / "lklab"), *common, "--allowed-lateness", "0,5m"], env=env, timeout=120)
-    assert refused.returncode == 2 and "no allowed lateness" in refused.stderr
-    done = run([str(VENV_BIN / "lklab"), *common, "--watermark-delay", "0s,10m", "--segments-per-batch", "1", "--name", "op"],
-               env=env, timeout=900)
+    done = run([str(VENV_BIN / "lklab"), *common, "--watermark-delay", "0s", "--allowed-lateness", "0,10m", "--segments-per-batch", "1",
+                "--name", "op"], env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+    verdicts = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if line.startswith("  ")}
+    assert list(verdicts) == ["Lambda W=0s L=0", "Kappa W=0s L=0", "Kappa W=0s L=10m"]
     assert "Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid)" in done.stdout
+    # L=10m: p2 (22) at W=30 is on time (30 <= 22 + 10) and o2 is still held (until W* > 20 + 10 + 10):
+    # (o2,p2) joins, nothing is wrong at the end, and the one event late at L=0 is absorbed.
+    assert "Kappa W=0s L=10m: 0 of 5 outputs wrong at the end (none)" in verdicts["Kappa W=0s L=10m"]
+    assert "side output none, absorbed 1;" in verdicts["Kappa W=0s L=10m"]
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
     assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
     page = (lake / "reports" / "op" / "report.html").read_text()
-    assert '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page and '<a href="../payments-op-w10m-l0/payments_audit.csv">' in page
+    assert '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page and '<a href="../payments-op-w0s-l10m/payments_audit.csv">' in page
+    # the audits: W=0s L=0 o2 and o3 unpaid and p2 late; L=10m o3 unpaid
+    audits = [lake / "reports" / f"payments-op-w0s-{l}" / "payments_audit.csv" for l in ("l0", "l10m")]
+    assert [len(a.read_text().splitlines()) - 1 for a in audits] == [3, 1]

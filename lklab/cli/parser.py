@@ -53,13 +53,15 @@ def _add_days(parser: argparse.ArgumentParser) -> None:
 
 
 def _command(sub, name: str, summary: str, example: str) -> argparse.ArgumentParser:
-    return sub.add_parser(
+    command = sub.add_parser(
         name,
         help=summary,
         description=summary,
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    command.set_defaults(command_parser=command)  # its defaults tell a flag given from one left alone (lklab.cli.pipelines)
+    return command
 
 
 def _add_compare_options(parser: argparse.ArgumentParser) -> None:

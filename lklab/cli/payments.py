@@ -1,18 +1,23 @@
-"""The ``order_payments`` pipeline's commands (``lklab COMMAND --pipeline order_payments``)."""
+"""The ``order_payments`` pipeline's commands (``lklab COMMAND --pipeline order_payments``).
+
+generate: an order/payment log (``lklab.order_payment_generator``); speed and replay: the stream,
+live and as a Kappa replay (``lklab.payments_stream``, with the join bound, watermark delay and
+allowed lateness); batch: the truth (``lklab.payments_batch``) checked against the generator's
+oracle; reconcile: a stream against the truth and the finance audit (``lklab.payments_reconcile``),
+exit 3 when a difference is unexplained. ``compare`` is ``lklab.cli.pipeline_compare``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from typing import Callable
 
 from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import config_from
+from lklab.cli.pipelines import replay_name, stream_stop
 from shared.durations import parse_duration
 
-__all__ = ["COMMANDS"]
+__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -51,13 +56,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
     from shared import catalog
 
     config = config_from(args)
-    if args.segments_per_batch < 1:
-        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = stream_stop(args)
     settings = config.describe()
     progress(f"order_payments stream on {config.lake / 'log'}: join bound {settings['join-bound']}, "
-             f"watermark delay {settings['watermark-delay']}")
+             f"watermark delay {settings['watermark-delay']}, allowed lateness {settings['allowed-lateness']}")
     with spark_for(config, "lklab-payments-speed") as spark:
         stream = run_payments_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
         metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
@@ -98,13 +100,12 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.payments_stream import PaymentsReplayExists, run_payments_replay
-    from shared.catalog import replay_prefix
 
     config = config_from(args)
-    try:
-        prefix = replay_prefix(args.name)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    prefix = replay_name(args)
+    settings = config.describe()
+    progress(f"order_payments replay '{args.name}': join bound {settings['join-bound']}, watermark delay "
+             f"{settings['watermark-delay']}, allowed lateness {settings['allowed-lateness']}")
     with spark_for(config, f"lklab-payments-replay-{args.name}", PaymentsReplayExists) as spark:
         run = run_payments_replay(spark, config, args.name, replace=args.replace)
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
@@ -130,19 +131,3 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         print(f"lklab reconcile: UNEXPLAINED: {result.unexplained:,} differences", file=sys.stderr)
         return UNHEALTHY
     return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from lklab.cli.pipeline_compare import compare_pipeline
-
-    return compare_pipeline(args, "order_payments")
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "generate": cmd_generate,
-    "speed": cmd_speed,
-    "batch": cmd_batch,
-    "replay": cmd_replay,
-    "reconcile": cmd_reconcile,
-    "compare": cmd_compare,
-}

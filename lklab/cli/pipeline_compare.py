@@ -2,9 +2,9 @@
 than billing, and its report under ``<lake>/reports/NAME/``.
 
 The sweep is read as billing's (``lklab.cli.compare``: comma-separated ``--watermark-delay`` and
-``--allowed-lateness``); ``unique_visitors`` also sweeps ``--state-ttl`` (its state sizes only),
-``order_payments`` has no allowed lateness (default and only value 0). ``--scenario`` is refused:
-generate the pipeline's log first with ``lklab generate --pipeline NAME``.
+``--allowed-lateness``, the same defaults); ``unique_visitors`` also sweeps ``--state-ttl`` (its
+state sizes only). ``--scenario`` is refused: generate the pipeline's log first with ``lklab
+generate --pipeline NAME``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
     if getattr(args, "scenario", None):
         raise UsageError(f"--scenario generates a billing log; for {pipeline} run 'lklab generate --pipeline {pipeline}' first, "
                          "then compare")
-    if pipeline == "order_payments" and args.allowed_lateness is None:
-        args.allowed_lateness = "0"
     ttls = _list(args.state_ttl) if pipeline == "unique_visitors" and getattr(args, "state_ttl", None) else ()
     if ttls:
         args.state_ttl = None
@@ -50,9 +48,6 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
         replay_prefix(name)
         if pipeline == "unique_visitors":
             require_fixed(config.window)
-        elif any(c.allowed_lateness_seconds for c in plan.configurations()):
-            raise ValueError("order_payments has no allowed lateness (a late order or payment joins nothing): "
-                             "sweep --watermark-delay only")
     except ValueError as err:
         raise UsageError(str(err)) from None
     progress(f"{pipeline}: {len(plan.configurations())} configurations to run")

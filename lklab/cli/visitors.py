@@ -4,21 +4,19 @@ generate: a page-view log (``lklab.page_view_generator``; ``--accounts`` is the 
 users); speed: the stream (``lklab.visitors_speed``); batch: the truth
 (``lklab.visitors_batch``); replay: a Kappa replay (``lklab.visitors_replay``); reconcile: a
 stream against the truth (``lklab.visitors_reconcile``), exit 3 when a difference is
-unexplained; compare: Lambda and Kappa side by side (``lklab.cli.pipeline_compare``).
+unexplained. ``compare`` is ``lklab.cli.pipeline_compare``.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from collections.abc import Callable
 
 from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import config_from
+from lklab.cli.pipelines import replay_name, stream_stop
 
-__all__ = ["COMMANDS", "render_reconciliation"]
+__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile", "render_reconciliation"]
 
 
 def _config(args: argparse.Namespace):
@@ -57,10 +55,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     from shared.catalog import VISITORS_STREAM_METRICS
 
     config = _config(args)
-    if args.segments_per_batch < 1:
-        raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = stream_stop(args)
     progress(f"unique_visitors speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
              f"state TTL {config.describe()['state-ttl']}")
     with spark_for(config, "lklab-visitors-speed") as spark:
@@ -87,13 +82,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.visitors_replay import ReplayExists, run_visitors_replay
-    from shared.catalog import replay_prefix
 
     config = _config(args)
-    try:
-        prefix = replay_prefix(args.name)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    prefix = replay_name(args)
     with spark_for(config, f"lklab-visitors-replay-{args.name}", ReplayExists) as spark:
         run = run_visitors_replay(spark, config, args.name, replace=args.replace)
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
@@ -139,19 +130,3 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
               "only, no side output explaining it)", file=sys.stderr)
         return UNHEALTHY
     return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from lklab.cli.pipeline_compare import compare_pipeline
-
-    return compare_pipeline(args, "unique_visitors")
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "generate": cmd_generate,
-    "speed": cmd_speed,
-    "batch": cmd_batch,
-    "replay": cmd_replay,
-    "reconcile": cmd_reconcile,
-    "compare": cmd_compare,
-}

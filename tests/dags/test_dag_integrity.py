@@ -76,7 +76,7 @@ PIPELINE_ARGUMENTS = {
     ],
     ("order_payments_replay", "replay"): [
         "--pipeline", "order_payments", "--name", "{{ params.run_name }}",
-        "--watermark-delay", "{{ params.watermark_delay }}",
+        "--watermark-delay", "{{ params.watermark_delay }}", "--allowed-lateness", "{{ params.allowed_lateness }}",
         "--replace",
     ],
 }
@@ -408,9 +408,9 @@ def test_pipeline_replay_params_default_to_the_labs_settings(dagbag):
     settings = LabConfig().describe()
     visitors, payments = dagbag.dags["unique_visitors_replay"].params, dagbag.dags["order_payments_replay"].params
     assert set(visitors) == {"run_name", "watermark_delay", "allowed_lateness"}
-    assert set(payments) == {"run_name", "watermark_delay"}
-    assert (visitors["watermark_delay"], visitors["allowed_lateness"]) == (settings["watermark-delay"], settings["allowed-lateness"])
-    assert payments["watermark_delay"] == settings["watermark-delay"]
+    assert set(payments) == set(visitors) == {"run_name", "watermark_delay", "allowed_lateness"}
+    for params in (visitors, payments):
+        assert (params["watermark_delay"], params["allowed_lateness"]) == (settings["watermark-delay"], settings["allowed-lateness"])
 
 
 def test_pipeline_dag_docs_show_the_commands_they_run(dagbag):
