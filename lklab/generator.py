@@ -24,6 +24,7 @@ import numpy as np
 
 from lklab.progress import progress as track
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
+from shared.catalog import REPLAY_ROOT
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
@@ -179,16 +180,24 @@ def _quantiles(delays: np.ndarray) -> dict[str, float]:
 
 def unreplaceable(lake: str | Path) -> str | None:
     """Why replacing ``lake`` by a generated scenario would lose something (None: nothing
-    would): a log the lab did not generate, or a speed layer's checkpoint (an always-on layer
-    reads this lake)."""
+    would): an always-on stream's checkpoint, or a log the lab did not generate.
+
+    Every always-on stream keeps its checkpoint directly under ``<lake>/checkpoints/`` (the
+    billing speed layer ``speed``, unique_visitors ``visitors-speed``, order_payments
+    ``payments``); the runs of a comparison or a replay keep theirs under ``kappa/``, and are
+    the lab's own to replace."""
     lake = Path(lake)
+    checkpoints = lake / "checkpoints"
+    runs = REPLAY_ROOT.rstrip("/")
+    streams = sorted(p.name for p in checkpoints.iterdir() if p.name != runs) if checkpoints.is_dir() else []
+    if streams:
+        named = ", ".join(f"checkpoints/{name}" for name in streams)
+        return f"is read by a speed layer (it has the checkpoint{'s' if len(streams) > 1 else ''} {named})"
     log = EventLog(lake)
     if not (log.root.exists() and any(log.root.iterdir())):
         return None
     if not (lake / "generator" / "manifest.json").is_file():
         return f"holds a log the lab did not generate ({log.last_segment()} segments)"
-    if (lake / "checkpoints" / "speed").exists():
-        return "is read by a speed layer (it has the checkpoint checkpoints/speed)"
     return None
 
 

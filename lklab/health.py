@@ -7,13 +7,22 @@ its Delta commit history, and from the log itself, the check derives:
 * **backlog**: log segments published after the last one a micro-batch read, and how long the
   oldest of them has been waiting (seconds since it was published);
 * **watermark lag**: the newest micro-batch's ``watermark_lag_seconds`` (its max ingest time
-  minus the watermark it hands on): how far event time trails arrival. A negative lag (the
-  watermark ahead of arrival) means an event claimed a time in the future: unhealthy.
+  minus the watermark it hands on): how far event time trails arrival.
+
+A negative lag is not by itself a bad clock. The stream accepts an event dated up to
+``max-clock-skew`` after its ingest time and hands on ``max event time - watermark-delay``, so
+with the defaults (5m, 1m) an honest event can put the watermark up to 4 minutes ahead of
+arrival: the **allowed lead** is ``max(0, max-clock-skew - watermark-delay)``, read from the
+settings the checked table recorded (``shared.table_settings``; the lab's defaults where it
+recorded none). A watermark further ahead than that can only come from a clock the stream did
+not catch (a writer whose clock runs behind, a table built before ``max-clock-skew``): unhealthy,
+and every event behind it is judged late.
 
 The stream is **stalled** when it has not committed for longer than ``max_staleness`` *and*
 a segment has waited at least that long: an idle stream over a quiet log is healthy, and a
 segment published a second ago after a quiet hour is not a stall. The stream is **lagging**
-when the watermark lag exceeds ``max_watermark_lag``. No ``stream_metrics`` table at all is
+when the watermark lag exceeds ``max_watermark_lag``, and **ahead** when the watermark leads
+arrival by more than the allowed lead. No ``stream_metrics`` table at all is
 unhealthy too. Durations are strings as everywhere in the lab (``90s``, ``10m``).
 """
 
@@ -50,6 +59,7 @@ class StreamHealth:
     watermark_lag_seconds: float | None
     max_staleness_seconds: float
     max_watermark_lag_seconds: float
+    max_watermark_lead_seconds: float
     reasons: tuple[str, ...]
 
     @property
@@ -74,7 +84,8 @@ class StreamHealth:
             f"committed {seconds(self.freshness_seconds)} ago (limit {seconds(self.max_staleness_seconds)})",
             f"  log: segment {self.log_last_segment}, read up to {self.last_segment_read or 0}, "
             f"{self.segments_behind} behind, oldest unread waiting {seconds(self.oldest_unread_wait_seconds)}",
-            f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {seconds(self.max_watermark_lag_seconds)})",
+            f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {seconds(self.max_watermark_lag_seconds)}; "
+            f"the watermark may lead arrival by {seconds(self.max_watermark_lead_seconds)})",
         ]
         lines += [f"  - {reason}" for reason in self.reasons]
         return "\n".join(lines)
@@ -96,6 +107,26 @@ def _configured_lake() -> Path:
 
 def _seconds(micros: int) -> float:
     return micros / MICROS_PER_SECOND
+
+
+def _exact(seconds: float) -> str:
+    """Seconds to the microsecond, without trailing zeros: ``240``, ``240.000001``."""
+    return f"{seconds:,.6f}".rstrip("0").rstrip(".")
+
+
+def _allowed_lead(lake: Path, table: str) -> tuple[int, str]:
+    """How far (microseconds) the watermark of the stream writing ``table`` may lead arrival,
+    and why: ``max(0, max-clock-skew - watermark-delay)`` as the table recorded them."""
+    from shared.config import LabConfig
+    from shared.table_settings import recorded
+    from shared.tables import Tables
+
+    settings = recorded(Tables(None, lake, "deltalake"), table)
+    defaults = LabConfig().describe()
+    skew, delay = (settings.get(key, defaults[key]) for key in ("max-clock-skew", "watermark-delay"))
+    lead = max(0, parse_duration(skew, name="max-clock-skew") - parse_duration(delay, name="watermark-delay"))
+    source = "its settings" if settings else "the lab's defaults (the table recorded no settings)"
+    return lead, f"max-clock-skew {skew} less watermark-delay {delay}, {source}"
 
 
 def stream_health(
@@ -121,6 +152,7 @@ def stream_health(
     log_last = segments[-1].number if segments else 0
 
     last_commit_at = freshness = last_batch = last_read = lag = None
+    lead, lead_rule = _allowed_lead(lake.resolve(), table)
     if DeltaTable.is_deltatable(str(path)):
         delta = DeltaTable(str(path))
         committed_ms = delta.history(1)[0]["timestamp"]
@@ -150,10 +182,11 @@ def stream_health(
             f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} "
             f"(micro-batch {last_batch})"
         )
-    if lag is not None and lag < 0:
+    if lag is not None and -lag > _seconds(lead):
         reasons.append(
-            f"clock: the watermark is {-lag:,.0f}s ahead of the latest ingest time (micro-batch {last_batch}): "
-            "an event time ahead of its arrival moved it; every event behind it is judged late"
+            f"ahead: the watermark is {_exact(-lag)}s ahead of the latest ingest time (micro-batch {last_batch}), "
+            f"more than the {_exact(_seconds(lead))}s an accepted event can put it ahead ({lead_rule}): "
+            "a clock the stream did not catch moved it, and every event behind it is judged late"
         )
     return StreamHealth(
         table_path=str(path),
@@ -168,6 +201,7 @@ def stream_health(
         watermark_lag_seconds=lag,
         max_staleness_seconds=staleness_limit,
         max_watermark_lag_seconds=lag_limit,
+        max_watermark_lead_seconds=_seconds(lead),
         reasons=tuple(reasons),
     )
 

@@ -44,7 +44,7 @@ from shared.speed import StreamSettings
 from shared.table_settings import record, stream_settings
 from shared.tables import Tables
 
-__all__ = ["ReplayRun", "ReplayExists", "run_replay"]
+__all__ = ["ReplayRun", "ReplayExists", "run_replay", "writer_role"]
 
 class ReplayExists(FileExistsError):
     """A replay of that name already has tables or a checkpoint."""
@@ -64,6 +64,11 @@ class ReplayRun:
     cost_scope: str
 
 
+def writer_role(name: str) -> str:
+    """The lock a replay named ``name`` holds while it runs (``shared.locks``)."""
+    return f"replay-{name}"
+
+
 def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, history: bool = False) -> ReplayRun:
     """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings.
 
@@ -71,7 +76,7 @@ def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bo
     refused (``LockHeld``)."""
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
-    with writer(lake, f"replay-{name}"):
+    with writer(lake, writer_role(name)):
         return _run_replay(spark, config, lake, name, prefix, replace, history)
 
 

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["LockHeld", "hold", "writer", "appender", "whole_lake", "history_append"]
+__all__ = ["LockHeld", "hold", "writer", "refuse_if_held", "appender", "whole_lake", "history_append"]
 
 _ROLE_NAME = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -96,6 +96,15 @@ def writer(lake: str | Path, role: str) -> Iterator[None]:
         _share_lake(stack, lake)
         stack.enter_context(hold(lake, role))
         yield
+
+
+def refuse_if_held(lake: str | Path, role: str) -> None:
+    """Raise ``LockHeld`` now if a writer of ``role`` runs (or the lake is being replaced),
+    keeping no lock: a command checks before it starts Spark, so a second writer is refused in a
+    moment rather than after the engine has started. The job still takes the lock when it
+    writes (``writer``): that, not this check, is what keeps two writers apart."""
+    with writer(lake, role):
+        pass
 
 
 @contextmanager

@@ -3,14 +3,22 @@
 One small generated lake is copied twice. On the reference copy the four jobs run once each,
 uninterrupted: the speed layer over the whole log, the batch recompute, a Kappa replay and a
 reconciliation. On the chaos copy each job is started and killed (SIGKILL to its whole process
-group, the JVM included) at a random moment of its run, ``--kills`` times in all across the four
-jobs, and then run to completion. Every table of the two lakes must then hold the same rows
-(as multisets), apart from the run-history tables (one row per execution: the chaos lake has
-more executions) and columns that record when or how long something ran.
+group, the JVM included) at a random moment of its run, then run to completion. Every table of
+the two lakes must then hold the same rows (as multisets), apart from the run-history tables
+(one row per execution: the chaos lake has more executions) and columns that record when or how
+long something ran.
 
-    .venv/bin/python -m tests.chaos [--kills 20] [--seed 1] [--events 3000]
+A kill counts only when it interrupted the job while it ran: the moment is drawn from the job's
+uninterrupted duration, and an attempt that finds the job already finished is counted apart, its
+work is undone (the lake is put back as it was before that attempt, so no later kill hits a
+rerun of a finished job) and the moment is drawn again, within the time that attempt took. ``--kills`` are shared out over the four jobs as evenly as they go (the rest to jobs drawn at
+random), so from four kills on every job is killed at least once. The summary says how many
+kills interrupted each job, in how many attempts, and which tables and rows were compared; the
+script fails when fewer kills than asked interrupted a job.
 
-``tests/test_chaos.py`` runs a short version in the test suite.
+    .venv/bin/python -m tests.chaos --kills 20 [--seed 1] [--events 3000]
+
+``tests/test_chaos.py`` runs a short version in the test suite (one kill per job).
 """
 
 from __future__ import annotations
@@ -37,18 +45,35 @@ JOBS = {
     "replay": ["replay", "--name", "chaos"],
     "reconcile": ["reconcile"],
 }
-HISTORY = {"batch_runs", "replay_runs"}  # one row per execution
-WHEN = {"duration_seconds", "recorded_at", "wall_seconds", "cpu_seconds", "run_id"}  # when / how long / which execution
+HISTORY = ("batch_runs", "replay_runs")  # one row per execution
+WHEN = ("duration_seconds", "recorded_at", "wall_seconds", "cpu_seconds", "run_id")  # when / how long / which execution
+MAX_MISSES = 5  # per job: attempts that found the job finished before its kill
 
 
 @dataclass
 class Chaos:
-    """What a chaos run did and found."""
+    """What a chaos run did and found: per job, the kills that interrupted it while it ran
+    (``kills``) and every attempt (``attempts``, including those that found it exited); rows per
+    table compared; the tables whose rows differ from the uninterrupted run's."""
 
     kills: Counter = field(default_factory=Counter)
-    killed_before_exit: Counter = field(default_factory=Counter)
+    attempts: Counter = field(default_factory=Counter)
     tables: dict[str, int] = field(default_factory=dict)
     differences: list[str] = field(default_factory=list)
+
+    def summary(self) -> list[str]:
+        """What was killed and what was checked, for the console."""
+        per_job = ", ".join(f"{job} {self.kills[job]} in {self.attempts[job]} attempt(s)" for job in JOBS)
+        missed = sum(self.attempts.values()) - sum(self.kills.values())
+        return [
+            f"{sum(self.kills.values())} kills interrupted a running job ({per_job}); "
+            f"{missed} attempt(s) found the job finished and were undone",
+            f"checked {len(self.tables)} tables, {sum(self.tables.values()):,} rows, against the uninterrupted run's rows "
+            "as multisets: " + ("all equal" if not self.differences else "DIFFERENT"),
+            "  " + ", ".join(f"{name} {rows:,}" for name, rows in sorted(self.tables.items())),
+            f"  not compared: {', '.join(HISTORY)} (one row per execution); columns {', '.join(WHEN)}",
+            *(f"  {line}" for line in self.differences),
+        ]
 
 
 def _environment(lake: Path) -> dict[str, str]:
@@ -57,33 +82,63 @@ def _environment(lake: Path) -> dict[str, str]:
     return env
 
 
-def _run(lake: Path, job: str, kill_after: float | None = None) -> tuple[int, str]:
-    """Run ``job``; with ``kill_after`` seconds, SIGKILL its process group then (if still alive)."""
-    process = subprocess.Popen([LKLAB, *JOBS[job]], env=_environment(lake), start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(lake: Path, job: str, stderr) -> subprocess.Popen:
+    return subprocess.Popen([LKLAB, *JOBS[job]], env=_environment(lake), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+
+
+def _end(process: subprocess.Popen) -> None:
+    """SIGKILL what is left of the job's process group (the JVM of a killed driver included)."""
     try:
-        if kill_after is None:
-            _, errors = process.communicate(timeout=900)
-            return process.returncode, errors
-        try:
-            process.wait(timeout=kill_after)
-        except subprocess.TimeoutExpired:
-            pass
-        return process.poll() if process.poll() is not None else -signal.SIGKILL, ""
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _run(lake: Path, job: str) -> tuple[int, str]:
+    """Run ``job`` to the end: its exit code and what it printed on stderr."""
+    process = _start(lake, job, subprocess.PIPE)
+    try:
+        _, errors = process.communicate(timeout=900)
+        return process.returncode, errors
     finally:
+        _end(process)
+
+
+def _attempt(lake: Path, job: str, kill_after: float, errors: Path) -> tuple[int, float]:
+    """Start ``job`` and SIGKILL its process group after ``kill_after`` seconds: ``-SIGKILL``
+    when that interrupted it, else the code it had exited with on its own (its stderr in
+    ``errors``); and the seconds it ran."""
+    started = time.monotonic()
+    with errors.open("w") as stderr:
+        process = _start(lake, job, stderr)
         try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
+            return process.wait(timeout=kill_after), time.monotonic() - started
+        except subprocess.TimeoutExpired:
+            return -signal.SIGKILL, kill_after  # still running: _end interrupts it
+        finally:
+            _end(process)
+
+
+def _restore(snapshot: Path, lake: Path) -> None:
+    shutil.rmtree(lake)
+    shutil.copytree(snapshot, lake)
 
 
 def _finish(lake: Path, job: str) -> None:
     code, errors = _run(lake, job)
     if job == "replay" and code == 2 and "already exists" in errors:
-        return  # a killed replay had already recorded its run: done
+        return  # an attempt not killed in time had recorded the replay: done
     if code != 0:
         raise RuntimeError(f"lklab {job} exited {code} on the chaos lake:\n{errors[-3000:]}")
+
+
+def _plan(kills: int, chooser: random.Random) -> Counter:
+    """Kills per job: as even as they go, the rest to distinct jobs drawn at random."""
+    plan = Counter({job: kills // len(JOBS) for job in JOBS})
+    plan.update(chooser.sample(list(JOBS), kills % len(JOBS)))
+    return plan
 
 
 def _rows(lake: Path) -> dict[str, Counter]:
@@ -115,14 +170,26 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print) -> Chaos
         durations[job] = time.monotonic() - started
         say(f"reference: lklab {job} {durations[job]:.0f}s")
     result = Chaos()
-    plan = Counter(chooser.choice(list(JOBS)) for _ in range(kills))
+    plan = _plan(kills, chooser)
+    snapshot, errors = scratch / "before-attempt", scratch / "attempt.err"
     for job in JOBS:
-        for attempt in range(plan[job]):
-            moment = chooser.uniform(0.0, durations[job] * 1.1)
-            code, _ = _run(wrecked, job, kill_after=moment)
-            result.kills[job] += 1
-            result.killed_before_exit[job] += int(code == -signal.SIGKILL)
-            say(f"chaos: lklab {job} killed after {moment:.1f}s ({'killed' if code == -signal.SIGKILL else f'had exited {code}'})")
+        while result.kills[job] < plan[job] and result.attempts[job] - result.kills[job] < MAX_MISSES:
+            shutil.rmtree(snapshot, ignore_errors=True)
+            shutil.copytree(wrecked, snapshot)
+            moment = chooser.uniform(0.0, durations[job])
+            code, ran = _attempt(wrecked, job, moment, errors)
+            result.attempts[job] += 1
+            if code == -signal.SIGKILL:
+                result.kills[job] += 1
+                say(f"chaos: lklab {job} killed after {moment:.1f}s")
+                continue
+            if code != 0:
+                raise RuntimeError(f"lklab {job} exited {code} on the chaos lake:\n{errors.read_text()[-3000:]}")
+            # it ran to the end first: undo its work, so that the next kill interrupts the job, not
+            # a rerun, and draw the next moment within the time it took from here
+            _restore(snapshot, wrecked)
+            durations[job] = ran
+            say(f"chaos: lklab {job} had finished after {ran:.1f}s, before its kill at {moment:.1f}s; its work undone, drawn again")
         _finish(wrecked, job)
         say(f"chaos: lklab {job} run to completion")
     expected, found = _rows(reference), _rows(wrecked)
@@ -137,18 +204,18 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print) -> Chaos
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs across the four jobs (default 20)")
+    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of a running job across the four jobs (default 20)")
     parser.add_argument("--seed", type=int, default=1, help="random seed: which jobs, at which moments (default 1)")
     parser.add_argument("--events", type=int, default=3000, help="events in the generated log (default 3,000)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lklab-chaos-") as scratch:
         result = chaos(args.kills, args.seed, args.events, Path(scratch))
-    print(f"killed: {dict(result.kills)} (still running when killed: {dict(result.killed_before_exit)})")
-    print(f"checked {len(result.tables)} tables, {sum(result.tables.values()):,} rows: "
-          + ("all equal to the uninterrupted run" if not result.differences else "DIFFERENT"))
-    for line in result.differences:
-        print(f"  {line}")
-    return 1 if result.differences else 0
+    for line in result.summary():
+        print(line)
+    short = sum(result.kills.values()) < args.kills
+    if short:
+        print(f"only {sum(result.kills.values())} of {args.kills} kills interrupted a running job")
+    return 1 if result.differences or short else 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 One small log, one ``spark_jobs/speed_job.py --available-now`` run over it (shared with the
 Airflow tests); each test works on its own copy and moves the clock (``now``) or the log,
-never the table.
+never the table. The watermark's lead over arrival is checked on ``stream_metrics`` rows with
+an exact lag and on a real stream over an event as far ahead as the stream accepts.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, stream_health
+from lklab.speed_layer import run_speed
+from shared.config import LabConfig, load_config
 from shared.eventlog import EventLog
+from shared.stream_metrics import BatchFigures, metrics_table
+from shared.table_settings import record, stream_settings
+from shared.tables import Tables
+from tests.conftest import event_line
 from tests.processes import VENV_BIN, airflow_env, airflow_home, copy_lake, run, speed_layer_lake
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # the tests on the shared speed-layer lake
 HOUR = 3600.0
 
 
@@ -45,6 +52,7 @@ def newest_metrics(lake) -> dict:
     return max(rows, key=lambda row: row["batch_id"])
 
 
+@slow
 def test_caught_up_stream_is_healthy(lake):
     segments = EventLog(lake).last_segment()
     newest = newest_metrics(lake)
@@ -64,12 +72,14 @@ def test_caught_up_stream_is_healthy(lake):
     assert health.as_dict()["healthy"] is True
 
 
+@slow
 def test_idle_stream_over_a_quiet_log_is_healthy(lake):
     health = stream_health(lake, max_staleness="10m", max_watermark_lag="1d", now=time.time() + 5 * HOUR)
     assert health.freshness_seconds > 5 * HOUR - 60
     assert health.healthy
 
 
+@slow
 def test_stream_that_stopped_reading_is_stalled(lake):
     segment = EventLog(lake).append(['{"event_id": "late-arrival"}'])
     health = stream_health(lake, max_staleness="10m", max_watermark_lag="1d", now=time.time() + HOUR)
@@ -84,6 +94,7 @@ def test_stream_that_stopped_reading_is_stalled(lake):
     assert "speed layer UNHEALTHY" in str(raised.value)
 
 
+@slow
 def test_segment_published_just_now_after_a_quiet_hour_is_not_a_stall(lake):
     segment = EventLog(lake).append(['{"event_id": "first-after-quiet"}'])
     now = time.time() + HOUR
@@ -93,6 +104,7 @@ def test_segment_published_just_now_after_a_quiet_hour_is_not_a_stall(lake):
     assert health.healthy
 
 
+@slow
 def test_watermark_lag_over_the_limit_is_lagging(lake):
     lag = newest_metrics(lake)["watermark_lag_seconds"]
     limit = f"{int(lag) - 1}s"
@@ -101,6 +113,7 @@ def test_watermark_lag_over_the_limit_is_lagging(lake):
     assert stream_health(lake, max_staleness="10m", max_watermark_lag=f"{int(lag) + 1}s").healthy
 
 
+@slow
 def test_a_lake_the_stream_never_wrote_is_unhealthy(template, tmp_path):
     lake = tmp_path / "fresh"
     (lake / "log").mkdir(parents=True)
@@ -113,11 +126,13 @@ def test_a_lake_the_stream_never_wrote_is_unhealthy(template, tmp_path):
     )
 
 
+@slow
 def test_thresholds_are_durations(lake):
     with pytest.raises(ValueError, match="max-staleness: '10' needs a unit"):
         stream_health(lake, max_staleness="10")
 
 
+@slow
 def test_speed_layer_health_dag_passes_and_fails_loudly(lake, home):
     """The DAG's task on the configured lake (LKLAB_LAKE): a real run, then a failing task."""
     airflow = str(VENV_BIN / "airflow")
@@ -133,3 +148,62 @@ def test_speed_layer_health_dag_passes_and_fails_loudly(lake, home):
     # `tasks test` exits 0 whatever the task does; the failure is in the task's log and state.
     assert "Task failed with exception" in output and "new_state=up_for_retry" in output, output[-4000:]
     assert "lklab.health.SpeedLayerUnhealthy: speed layer UNHEALTHY" in output and "lagging: watermark lag" in output
+
+
+# --- the watermark ahead of arrival -------------------------------------------------------
+
+INGEST = 1_767_614_400_000_000  # 2026-01-05T12:00:00Z, microseconds
+SECOND = 1_000_000
+
+
+def one_batch(lake, watermark_ahead: int, settings: dict | None):
+    """A lake whose ``stream_metrics`` holds one micro-batch handing on a watermark
+    ``watermark_ahead`` microseconds after its latest ingest time, with ``settings`` recorded."""
+    figures = BatchFigures(
+        batch_id=0, first_segment=1, last_segment=1, input_lines=1, on_time=1, late=0, late_updates=0, duplicates=0,
+        dead_letters=0, heartbeats=0, watermark=None, next_watermark=INGEST + watermark_ahead, max_event_time=None,
+        latest_ingest=INGEST, state_rows=1, on_time_amounts=[], late_amounts=[], duplicate_amounts=[], duration_seconds=0.1,
+    )
+    write_deltalake(str(lake / "tables" / "stream_metrics"), metrics_table([figures]))
+    if settings is not None:
+        record(Tables(None, lake, "deltalake"), ["stream_metrics"], settings)
+    return lake
+
+
+def settings(**changed) -> dict:
+    return {**stream_settings(LabConfig()), **changed}
+
+
+def ahead(seconds: str, allowed: str, rule: str) -> tuple[str]:
+    return (
+        f"ahead: the watermark is {seconds}s ahead of the latest ingest time (micro-batch 0), more than the {allowed}s an "
+        f"accepted event can put it ahead ({rule}): a clock the stream did not catch moved it, and every event behind it "
+        "is judged late",
+    )
+
+
+@pytest.mark.parametrize("skew, delay, allowed", [("5m", "1m", 240), ("10m", "30s", 570), ("1m", "5m", 0)])
+def test_the_watermark_may_lead_arrival_by_max_clock_skew_less_watermark_delay_and_not_a_microsecond_more(tmp_path, skew, delay, allowed):
+    recorded = settings(**{"max-clock-skew": skew, "watermark-delay": delay})
+    at_limit = stream_health(one_batch(tmp_path / "at", allowed * SECOND, recorded), max_watermark_lag="1d")
+    assert (at_limit.watermark_lag_seconds, at_limit.max_watermark_lead_seconds, at_limit.reasons) == (-allowed, allowed, ())
+    over = stream_health(one_batch(tmp_path / "over", allowed * SECOND + 1, recorded), max_watermark_lag="1d")
+    assert over.watermark_lag_seconds == -(allowed * SECOND + 1) / SECOND
+    assert over.reasons == ahead(f"{allowed}.000001", f"{allowed}", f"max-clock-skew {skew} less watermark-delay {delay}, its settings")
+    assert not over.healthy and "the watermark may lead arrival by" in over.describe()
+
+
+def test_a_table_that_recorded_no_settings_is_held_to_the_labs_defaults(tmp_path):
+    assert stream_health(one_batch(tmp_path / "at", 240 * SECOND, None), max_watermark_lag="1d").healthy
+    over = stream_health(one_batch(tmp_path / "over", 241 * SECOND, None), max_watermark_lag="1d")
+    assert over.reasons == ahead("241", "240", "max-clock-skew 5m less watermark-delay 1m, the lab's defaults (the table recorded no settings)")
+
+
+def test_a_real_stream_over_an_event_as_far_ahead_as_it_accepts_is_healthy(spark, tmp_path):
+    """With the default settings an event dated 5m after its ingest time is accepted and puts
+    the watermark 4 minutes ahead of arrival: no false alarm."""
+    EventLog(tmp_path).append([event_line(event_time="2026-01-05T12:05:00Z", ingest_time="2026-01-05T12:00:00Z")], stamp=False)
+    config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", "watermark-interval": "0"}, environ={})
+    run_speed(spark, config, available_now=True)
+    health = stream_health(tmp_path, max_watermark_lag="1d")
+    assert (health.watermark_lag_seconds, health.max_watermark_lead_seconds, health.reasons) == (-240.0, 240.0, ())

@@ -1,6 +1,6 @@
 """Settings belong to the tables: a stream or a batch refuses to add rows built with other
-settings (the command exits 2), and reconcile uses the windows the tables were built with unless
-told otherwise (and then refuses a contradiction, naming both values)."""
+settings (the command exits 2), and reconcile, replay and compare use the windows the tables were
+built with unless told otherwise (and then refuse a contradiction, naming both values)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lklab.batch_recompute import run_batch
+from lklab.cli.compare import compare_config
+from lklab.cli.parser import build_parser
 from lklab.generator import GeneratorParams, generate
 from lklab.speed_layer import run_speed
 from shared.config import load_config
@@ -34,12 +37,11 @@ def lklab_env(lake) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory):
-    """A speed layer and a batch recompute (``lklab batch``) built with 2-minute windows."""
+    """A speed layer and a batch recompute built with 2-minute windows."""
     path = tmp_path_factory.mktemp("two-minute-lake")
     generate(GeneratorParams(events=600, accounts=3, span=2 * HOUR, segment_interval=HOUR), path)
     run_speed(spark, config(path, **{"window-size": "2m"}), available_now=True)
-    done = subprocess.run([LKLAB, "batch", "--window-size", "2m"], capture_output=True, text=True, env=lklab_env(path), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_batch(spark, config(path, **{"window-size": "2m"}))
     return path
 
 
@@ -83,3 +85,36 @@ def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake
     refused = subprocess.run([LKLAB, "reconcile", "--window-size", "1m"], capture_output=True, text=True, env=env, timeout=600)
     assert refused.returncode == 2
     assert "--window-size 1m given, the speed layer holds 2m" in refused.stderr
+
+
+def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
+    env = lklab_env(lake)
+    refused = subprocess.run([LKLAB, "replay", "--name", "one-minute", "--window-size", "1m"], capture_output=True, text=True,
+                             env=env, timeout=600)
+    assert refused.returncode == 2
+    assert refused.stderr.endswith(
+        "lklab replay: settings contradict the tables: --window-size 1m given, the lake's tables (a replay is compared with "
+        "them) holds 2m. Drop the flag to use the tables' settings\n"
+    ), refused.stderr
+    assert not (lake / "tables" / "kappa" / "one-minute").exists()
+    done = subprocess.run([LKLAB, "replay", "--name", "adopted"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tables = Tables(None, lake, "deltalake")
+    assert recorded(tables, "kappa/adopted/speed_aggregates") == recorded(tables, "speed_aggregates")
+    assert [row["windows"] for row in tables.read_arrow("replay_runs").to_pylist() if row["name"] == "adopted"] == ["tumbling 2m"]
+    # the speed layer's rules with the speed layer's settings: the same windows, row for row
+    rows = lambda name: sorted(tables.read_arrow(name).to_pylist(), key=lambda row: [str(v) for v in row.values()])
+    assert rows("kappa/adopted/speed_aggregates") == rows("speed_aggregates")
+
+
+def test_compare_on_the_lakes_log_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
+    refused = subprocess.run([LKLAB, "compare", "--window-size", "1m"], capture_output=True, text=True, env=lklab_env(lake), timeout=600)
+    assert refused.returncode == 2
+    assert refused.stderr.endswith(
+        "lklab compare: settings contradict the tables: --window-size 1m given, the lake's tables (a comparison recomputes "
+        "its batch truth) holds 2m. Drop the flag to use the tables' settings\n"
+    ), refused.stderr
+    parse = build_parser().parse_args
+    assert compare_config(parse(["compare", "--lake", str(lake)])).window.describe() == "tumbling 2m"
+    # --scenario generates the lake anew: the flags alone count
+    assert compare_config(parse(["compare", "--lake", str(lake), "--scenario", "billing"])).window.describe() == "tumbling 1m"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lklab.cli.console import UNHEALTHY, UsageError, progress
 from lklab.cli.generate import generate_log
-from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from
+from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, lake_windows
 from shared.config import LabConfig
 
 
@@ -83,9 +83,18 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
     return UNHEALTHY if unexplained else 0
 
 
+def compare_config(args: argparse.Namespace) -> LabConfig:
+    """The settings a comparison runs with. On the lake's own log, the windows and line
+    settings its batch truth and speed layer were built with, where no flag is given (the
+    comparison recomputes ``batch_truth``; a contradicting flag is refused, exit 2, naming both
+    values); with ``--scenario`` the lake is generated anew and the flags alone count."""
+    config = config_from(args)
+    return config if args.scenario else lake_windows(config, "a comparison recomputes its batch truth")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     sweep = _sweep(args)
-    config = config_from(args)
+    config = compare_config(args)
     if args.scenario:
         _regenerate(args, config)
         return _compare(args, config, args.scenario, sweep)

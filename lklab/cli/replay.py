@@ -10,8 +10,9 @@ from lklab.cli.options import config_from, lake_windows
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lklab.kappa_replay import ReplayExists, run_replay
+    from lklab.kappa_replay import ReplayExists, run_replay, writer_role
     from shared.catalog import replay_prefix
+    from shared.locks import refuse_if_held
     from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
 
@@ -20,6 +21,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         replay_prefix(args.name)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    refuse_if_held(config.lake.resolve(), writer_role(args.name))  # before Spark starts: a running replay of that name
     settings = config.describe()
     progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
               f"allowed lateness {settings['allowed-lateness']}")

@@ -1,0 +1,74 @@
+"""``lklab compare --scenario`` (and ``demo``) generate a new lake over the old one only when
+nothing would be lost: not a log the lab did not generate, and not a lake that an always-on
+stream of any pipeline reads (its checkpoint is under ``<lake>/checkpoints/<app id>``)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lklab.generator import GeneratorParams, generate, unreplaceable
+from lklab.page_view_generator import PageViewParams, generate_page_views
+from lklab.payments_stream import run_payments_speed
+from lklab.speed_layer import run_speed
+from lklab.visitors_speed import run_visitors_speed
+
+LKLAB = str(Path(sys.executable).parent / "lklab")
+# An always-on stream runs without a prefix: its checkpoint is checkpoints/<its app id>.
+ALWAYS_ON = [inspect.signature(run).parameters["app_id"].default for run in (run_speed, run_visitors_speed, run_payments_speed)]
+
+
+def lklab(*args) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
+    return subprocess.run([LKLAB, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.fixture
+def generated(tmp_path) -> Path:
+    generate(GeneratorParams(events=50), tmp_path / "lake")
+    return tmp_path / "lake"
+
+
+def test_the_three_always_on_streams_are_the_pipelines_speed_layers():
+    assert ALWAYS_ON == ["speed", "visitors-speed", "payments"]
+
+
+def test_a_generated_lake_no_stream_reads_is_replaceable_also_after_a_comparison(generated):
+    assert unreplaceable(generated) is None
+    (generated / "checkpoints" / "kappa" / "compare-1-w30s-l0" / "speed" / "offsets").mkdir(parents=True)
+    assert unreplaceable(generated) is None  # a comparison's own live run
+
+
+@pytest.mark.parametrize("app_id", ALWAYS_ON)
+def test_a_lake_an_always_on_stream_reads_is_not_replaceable(generated, app_id):
+    (generated / "checkpoints" / app_id / "offsets").mkdir(parents=True)
+    assert unreplaceable(generated) == f"is read by a speed layer (it has the checkpoint checkpoints/{app_id})"
+
+
+def test_every_stream_reading_the_lake_is_named_even_over_a_log_the_lab_did_not_generate(tmp_path):
+    for app_id in ("visitors-speed", "payments"):
+        (tmp_path / "checkpoints" / app_id).mkdir(parents=True)
+    assert unreplaceable(tmp_path) == "is read by a speed layer (it has the checkpoints checkpoints/payments, checkpoints/visitors-speed)"
+
+
+def test_compare_scenario_refuses_a_billing_lake_turned_page_views_that_the_visitors_layer_reads(tmp_path):
+    """``generate --pipeline unique_visitors --overwrite`` replaces the log and leaves the billing
+    generator's manifest: the checkpoint alone tells that the unique_visitors layer reads it."""
+    lake = str(tmp_path / "lake")
+    generate(GeneratorParams(events=50), lake)
+    generate_page_views(PageViewParams(views=50), lake, overwrite=True)
+    (tmp_path / "lake" / "checkpoints" / "visitors-speed" / "offsets").mkdir(parents=True)
+    log = {path.name: path.read_bytes() for path in (tmp_path / "lake" / "log").iterdir()}
+    refused = lklab("compare", "--scenario", "billing", "--lake", lake)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"lklab compare: {lake} is read by a speed layer (it has the checkpoint checkpoints/visitors-speed); "
+        "pass --overwrite to replace it, or choose another --lake\n"
+    )
+    assert {path.name: path.read_bytes() for path in (tmp_path / "lake" / "log").iterdir()} == log
+    assert (tmp_path / "lake" / "checkpoints" / "visitors-speed" / "offsets").is_dir()
