@@ -61,7 +61,9 @@ from lklab.report import (
 )
 from lklab.speed_layer import run_speed
 from reconciliation.reconcile import reconcile
-from shared.catalog import BATCH_DUPLICATES, BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
+from shared.catalog import (
+    BATCH_DUPLICATES, BATCH_TRUTH, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, WINDOW_HISTORY, replay_prefix,
+)
 from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -163,7 +165,7 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
 
 
 def _windows(tables: Tables, prefix: str) -> set[tuple]:
-    name = f"{prefix}speed_aggregates"
+    name = SPEED_AGGREGATES.at(prefix)
     if not tables.exists(name):
         return set()
     rows = tables.read_arrow(name)
@@ -197,14 +199,14 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     if windows != _windows(tables, replayed):
         differ = len(windows ^ _windows(tables, replayed))
         raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {differ} window rows; "
-                           f"compare {live}speed_aggregates with {replayed}speed_aggregates")
+                           f"compare {SPEED_AGGREGATES.at(live)} with {SPEED_AGGREGATES.at(replayed)}")
     step("reconcile the live stream against batch truth")
     with measure_cost(config.spark_master) as recon_cost:
         recon = reconcile(spark, run_config, against=f"kappa:{name}")
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
-    late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
+    late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
-        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows, len(windows)),
+        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(STREAM_METRICS.at(live)).num_rows, len(windows)),
         live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
         reconciliation=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
@@ -216,7 +218,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         served=measure.served_from_history(history),
         history=history,
         late_events=late,
-        state_rows_max=max(tables.read_arrow(f"{replayed}stream_metrics").column("state_rows").to_pylist() or [0]),
+        state_rows_max=max(tables.read_arrow(STREAM_METRICS.at(replayed)).column("state_rows").to_pylist() or [0]),
     )
 
 
@@ -260,9 +262,8 @@ def run_comparison(
     streams: dict[tuple[int, int], MeasuredStream] = {}
     with track("stream settings", total=len(settings)) as settings_run:
         for key, setting in settings.items():
-            eta = "" if settings_run.remaining is None else f", about {settings_run.remaining:.0f}s left"
-            label = f"[{settings_run.done + 1}/{len(settings)}] W={setting[0]} L={setting[1]}"
-            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
+            label = f"W={setting[0]} L={setting[1]}"
+            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}"))
             settings_run.advance()
 
     progress(f"measuring {len(configurations)} configurations on the processing-time clock")
