@@ -37,49 +37,30 @@ def _diff_field(name: str) -> pa.Field:
     return pa.field(name, _MONEY if name.endswith(("_amount", "_money", "amount_delta")) else pa.int64())
 
 
+_TEXT, _COUNT, _RATE = pa.string(), pa.int64(), pa.float64()
 RUNS_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string()),
-        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
-        pa.field("against", pa.string()),
-        pa.field("date_from", pa.date32()),
-        pa.field("date_to", pa.date32()),
-        pa.field("windows", pa.string()),
-        pa.field("tolerance", pa.string()),
-        pa.field("batch_last_segment", pa.int64()),
-        pa.field("stream_last_segment", pa.int64()),
-        pa.field("stream_batch", pa.int64()),
-        pa.field("stream_versions", pa.string()),  # JSON: {table: Delta version read}
-        pa.field("currency", pa.string()),
-        pa.field("windows_compared", pa.int64()),
-        pa.field("windows_matched", pa.int64()),
-        pa.field("exact_match_rate", pa.float64()),
-        pa.field("truth_amount", _MONEY),
-        pa.field("stream_amount", _MONEY),
-        pa.field("completeness", pa.float64()),
-        pa.field("total_abs_error", _MONEY),
-        pa.field("max_rel_error", pa.float64()),
-        pa.field("late_events", pa.int64()),
-        pa.field("late_amount", _MONEY),
-        *[pa.field(f"lateness_{p}_seconds", LATENESS_TYPE) for p in ("p50", "p99", "p99_9", "max")],
-        pa.field("unexplained_windows", pa.int64()),
-        pa.field("unexplained_events", pa.int64()),
-        pa.field("unexplained_amount", _MONEY),
-        pa.field("corrected_equals_truth", pa.bool_()),
-        pa.field("corrected_unexplained_events", pa.int64()),
-        pa.field("corrected_unexplained_amount", _MONEY),
-        *[field for reason in REASONS for field in (
-            pa.field(f"explained_{reason}_events", pa.int64()), pa.field(f"explained_{reason}_amount", _MONEY)
-        )],
-    ]
+    {
+        # the run: what was compared with what, how far each side had read
+        "run_id": _TEXT, "recorded_at": pa.timestamp("us", tz="UTC"), "against": _TEXT, "date_from": pa.date32(),
+        "date_to": pa.date32(), "windows": _TEXT, "tolerance": _TEXT, "batch_last_segment": _COUNT,
+        "stream_last_segment": _COUNT, "stream_batch": _COUNT, "stream_versions": _TEXT,  # JSON: {table: version read}
+        # one currency's figures
+        "currency": _TEXT, "windows_compared": _COUNT, "windows_matched": _COUNT, "exact_match_rate": _RATE,
+        "truth_amount": _MONEY, "stream_amount": _MONEY, "completeness": _RATE, "total_abs_error": _MONEY,
+        "max_rel_error": _RATE, "late_events": _COUNT, "late_amount": _MONEY,
+        **{f"lateness_{p}_seconds": LATENESS_TYPE for p in ("p50", "p99", "p99_9", "max")},
+        "unexplained_windows": _COUNT, "unexplained_events": _COUNT, "unexplained_amount": _MONEY,
+        "corrected_equals_truth": pa.bool_(), "corrected_unexplained_events": _COUNT, "corrected_unexplained_amount": _MONEY,
+        **{name: kind for reason in REASONS for name, kind in ((f"explained_{reason}_events", _COUNT), (f"explained_{reason}_amount", _MONEY))},
+    }
 )
 
 DIFFS_SCHEMA = pa.schema([*_RUN, *_WINDOW, *[_diff_field(c) for c in (*DIFF_COLUMNS, *EXPLAINED_COLUMNS) if c not in WINDOW_KEY]])
 
 CORRECTIONS_SCHEMA = pa.schema(  # ``kind``: ``reconciliation.fold.CORRECTION_KINDS``
-    [*_RUN, *_WINDOW, pa.field("kind", pa.string()), pa.field("add_events", pa.int64()), pa.field("add_amount", _MONEY)]
+    [*_RUN, *_WINDOW, pa.field("kind", _TEXT), pa.field("add_events", _COUNT), pa.field("add_amount", _MONEY)]
 )
 
 # ``corrected_aggregates``: the stream's windows with the side output folded in, and the share of
 # each window the fold added (``reconciliation.fold.corrected_rows``).
-CORRECTED_SCHEMA = pa.schema([*AGGREGATE_ARROW_SCHEMA, pa.field("late_events", pa.int64()), pa.field("late_amount", _MONEY)])
+CORRECTED_SCHEMA = pa.schema([*AGGREGATE_ARROW_SCHEMA, pa.field("late_events", _COUNT), pa.field("late_amount", _MONEY)])

@@ -23,15 +23,11 @@ BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, share
 
 # One row per recompute: ``date_from``/``date_to`` the days it wrote (null: it found none).
 RUNS_SCHEMA = pa.schema(
-    [
-        pa.field("run_number", pa.int64()),
-        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
-        pa.field("date_from", pa.date32()),
-        pa.field("date_to", pa.date32()),
-        *[pa.field(name, pa.int64()) for name in ("last_segment", "lines", "events", "duplicates", "dead_letters", "heartbeats", "windows")],
-        pa.field("wall_seconds", pa.float64()),
-        pa.field("cpu_seconds", pa.float64()),
-    ]
+    {
+        "run_number": pa.int64(), "recorded_at": pa.timestamp("us", tz="UTC"), "date_from": pa.date32(), "date_to": pa.date32(),
+        **dict.fromkeys(("last_segment", "lines", "events", "duplicates", "dead_letters", "heartbeats", "windows"), pa.int64()),
+        "wall_seconds": pa.float64(), "cpu_seconds": pa.float64(),
+    }
 )
 
 

@@ -13,18 +13,11 @@ import pyarrow as pa
 __all__ = ["RUNS_SCHEMA"]
 
 RUNS_SCHEMA = pa.schema(
-    [
-        pa.field("name", pa.string()),
-        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
-        pa.field("windows", pa.string()),  # the window spec, as ``WindowSpec.describe`` says it
-        pa.field("watermark_delay", pa.string()),
-        pa.field("allowed_lateness", pa.string()),
-        pa.field("dedup_horizon", pa.string()),
-        pa.field("segments", pa.int64()),
-        pa.field("micro_batches", pa.int64()),
-        pa.field("lines", pa.int64()),
-        pa.field("wall_seconds", pa.float64()),
-        pa.field("cpu_seconds", pa.float64()),
-        pa.field("cost_scope", pa.string()),
-    ]
+    {
+        "name": pa.string(), "recorded_at": pa.timestamp("us", tz="UTC"),
+        "windows": pa.string(),  # the window spec, as ``WindowSpec.describe`` says it
+        **dict.fromkeys(("watermark_delay", "allowed_lateness", "dedup_horizon"), pa.string()),
+        **dict.fromkeys(("segments", "micro_batches", "lines"), pa.int64()),
+        "wall_seconds": pa.float64(), "cpu_seconds": pa.float64(), "cost_scope": pa.string(),
+    }
 )
