@@ -263,7 +263,7 @@ def run_comparison(
     with track("stream settings", total=len(settings)) as settings_run:
         for key, setting in settings.items():
             label = f"W={setting[0]} L={setting[1]}"
-            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}"))
+            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(settings_run.step(f"{label}: {what}")))
             settings_run.advance()
 
     progress(f"measuring {len(configurations)} configurations on the processing-time clock")

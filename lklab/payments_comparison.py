@@ -216,7 +216,7 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     with track("stream settings", total=len(settings)) as settings_run:
         for key, delay in settings.items():
             clocks[key] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
-            step = lambda what, label=f"W={delay}": progress(f"{label}: {what}")
+            step = lambda what, label=f"W={delay}": progress(settings_run.step(f"{label}: {what}"))
             streams[key] = _stream(spark, config, tables, plan, delay, clocks[key], step)
             settings_run.advance()
 

@@ -198,7 +198,7 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     streams, sizes = {}, []
     with track("stream settings", total=len(settings)) as settings_run:
         for key, (delay, lateness) in settings.items():
-            step = lambda what, label=f"W={delay} L={lateness}": progress(f"{label}: {what}")
+            step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
             streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
             sizes.append(StateSize(delay, lateness, ttls[0], streams[key].check.micro_batches, streams[key].state_peak, streams[key].state_final))
             sizes += [_ttl_sizes(spark, config, tables, plan, (delay, lateness), ttl, streams[key].served, step) for ttl in ttls[1:]]
