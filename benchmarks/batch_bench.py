@@ -40,6 +40,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from lklab.batch_recompute import run_batch  # noqa: E402
 from lklab.generator import GeneratorParams, generate  # noqa: E402
 from shared.batch_runs import BatchRun  # noqa: E402
+from shared.catalog import tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.eventlog import EventLog  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
@@ -59,7 +60,7 @@ def bare_spark(spark: SparkSession, log_dir: Path, window_seconds: int, out: Pat
 
 def lab_batch(spark: SparkSession, config: LabConfig) -> BatchRun:
     """``run_batch`` on a lake without tables, so every write really happens."""
-    shutil.rmtree(Path(config.lake) / "tables", ignore_errors=True)
+    shutil.rmtree(tables_root(config.lake), ignore_errors=True)
     return run_batch(spark, config)
 
 

@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 
 from lklab.generator import GeneratorParams, generate  # noqa: E402
+from shared.catalog import tables_root  # noqa: E402
 
 
 def progress(message: str) -> None:
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[tuple[float, float, float, float]]] = {side: [] for side in sides}
         for repeat in range(1, args.repeats + 1):
             for side, (argv, checkout) in sides.items():
-                shutil.rmtree(lake / "tables", ignore_errors=True)
+                shutil.rmtree(tables_root(lake), ignore_errors=True)
                 runs[side].append(timed_process(argv, {**env, "PYTHONPATH": checkout}, checkout))
                 seconds, cpu, before, after = runs[side][-1]
                 progress(f"run {repeat}/{args.repeats}: {side} {seconds:.1f}s, cpu {cpu:.1f}s (load {before:.1f} -> {after:.1f})")

@@ -30,12 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from shared.catalog import BATCH_TABLES, CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from stream_from_truth import LakeShape, build_lake  # noqa: E402
 from tests.processes import VENV_BIN, free_port, start, stop_all, venv_env, wait_until  # noqa: E402
 
-BATCH_TABLES = ("batch_truth", "batch_dead_letter", "batch_duplicates", "batch_runs")
 
 
 def progress(message: str) -> None:
@@ -74,10 +74,8 @@ def on_cluster(lake: Path, workers: int, scratch: Path) -> dict:
                 "--memory", "3g", "--webui-port", str(free_port()), "--work-dir", str(logs / f"work-{number}"),
                 f"spark://127.0.0.1:{port}"], env=env, log_dir=logs))
         wait_until(lambda: alive_workers(ui) == workers, timeout=120, what=f"{workers} ALIVE workers", services=services)
-        for name in BATCH_TABLES:
-            shutil.rmtree(lake / "tables" / name, ignore_errors=True)
-        for name in ("recon_diffs", "recon_runs", "recon_corrections", "corrected_aggregates"):
-            shutil.rmtree(lake / "tables" / name, ignore_errors=True)
+        for table in (*BATCH_TABLES, RECON_DIFFS, RECON_RUNS, RECON_CORRECTIONS, CORRECTED_AGGREGATES):
+            shutil.rmtree(tables_root(lake) / table.name, ignore_errors=True)
         common = ["--lake", str(lake), "--table-engine", "deltalake", "--spark-master", f"spark://127.0.0.1:{port}"]
         run_env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1"})
         progress(f"{workers} worker(s): lklab batch")

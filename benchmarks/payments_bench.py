@@ -85,6 +85,7 @@ from shared.catalog import (  # noqa: E402
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
+    tables_root,
 )
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
@@ -162,7 +163,7 @@ def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoin
 def lab_batch(spark: SparkSession, config: LabConfig):
     """``run_payments_batch`` on a lake without its tables, so every write really happens."""
     for table in PAYMENTS_BATCH_TABLES:
-        shutil.rmtree(Path(config.lake) / "tables" / table.name, ignore_errors=True)
+        shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
     return run_payments_batch(spark, config)
 
 

@@ -52,7 +52,7 @@ from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
-from shared.catalog import STREAM_STATE  # noqa: E402
+from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, SPEED_AGGREGATES, STREAM_STATE, tables_root  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,8 +72,8 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     tables = Tables(spark, lake, "deltalake")
     started = time.perf_counter()
     parts = [
-        side_rows(tables.read("batch_truth"), truth_count="event_count", truth_amount="amount_total"),
-        side_rows(tables.read("speed_aggregates"), stream_count="event_count", stream_amount="amount_total"),
+        side_rows(tables.read(BATCH_TRUTH.name), truth_count="event_count", truth_amount="amount_total"),
+        side_rows(tables.read(SPEED_AGGREGATES.name), stream_count="event_count", stream_amount="amount_total"),
     ]
     none = spark.createDataFrame([], NO_EXPLANATIONS)
     windows = explained_windows(compare_windows(parts, Tolerance()), none, none).persist()
@@ -84,8 +84,8 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
 
 
 def load_pandas(lake: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    read = lambda name: DeltaTable(str(lake / "tables" / name)).to_pyarrow_dataset().to_table().to_pandas()
-    return read("batch_truth"), read("speed_aggregates")
+    read = lambda name: DeltaTable(str(tables_root(lake) / name)).to_pyarrow_dataset().to_table().to_pandas()
+    return read(BATCH_TRUTH.name), read(SPEED_AGGREGATES.name)
 
 
 def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float, dict[str, int]]:
@@ -209,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
 
     lake, s = figures["lake"], figures["seconds"]
     print(f"lake: {lake['lines']:,} log lines in {lake['segments']:,} segments; batch read 1..{lake['batch_last_segment']:,}")
-    print(f"pair: batch_truth {lake['truth_windows']:,} rows, speed_aggregates {lake['stream_windows']:,} rows")
+    print(f"pair: {BATCH_TRUTH.name} {lake['truth_windows']:,} rows, {SPEED_AGGREGATES.name} {lake['stream_windows']:,} rows")
     print(f"statuses (lab = datacompy): {figures['statuses']}")
     print(f"attributed events by reason: {figures['explained_events']}; unexplained: {figures['unexplained_events']}")
-    print(f"corrected_aggregates equals truth: {figures['corrected_equals_truth']} "
+    print(f"{CORRECTED_AGGREGATES.name} equals truth: {figures['corrected_equals_truth']} "
           f"(still separated by {figures['corrected_explained_events']})")
     print(f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
           f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)")

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 from lklab.batch_recompute import run_batch  # noqa: E402
 from lklab.generator import GeneratorParams, generate  # noqa: E402
 from lklab.kappa_replay import run_replay  # noqa: E402
+from shared.catalog import BATCH_TABLES, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 
@@ -50,9 +51,8 @@ def timed(action):
 
 def batch(spark, config: LabConfig):
     """``run_batch`` on a lake without batch tables, so every write really happens."""
-    tables = Path(config.lake) / "tables"
-    for name in ("batch_truth", "batch_dead_letter", "batch_duplicates", "batch_runs"):
-        shutil.rmtree(tables / name, ignore_errors=True)
+    for table in BATCH_TABLES:
+        shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
     return run_batch(spark, config)
 
 

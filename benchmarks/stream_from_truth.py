@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.scenarios import HOUR
+from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import EVENT_COLUMNS, parse_events
@@ -104,10 +105,10 @@ def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: La
         F.lit(None).cast("timestamp").alias("updated_ingest_time"),
     )
     return {
-        "speed_aggregates": speed_aggregates,
-        "late_events": late_events,
-        "duplicate_events": lines.duplicates.where(~counted).transform(_with_batch),
-        "dead_letter": lines.dead_letters.transform(_with_batch),
+        SPEED_AGGREGATES.name: speed_aggregates,
+        LATE_EVENTS.name: late_events,
+        DUPLICATE_EVENTS.name: lines.duplicates.where(~counted).transform(_with_batch),
+        DEAD_LETTER.name: lines.dead_letters.transform(_with_batch),
         "_aggregated": aggregated,
         "_counted": lines.duplicates.where(counted),
     }
@@ -127,7 +128,7 @@ def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambd
     progress("deriving the speed layer's tables")
     stream = _stream_tables(spark, lake, config, shape, last)
     written = {}
-    for name in ("speed_aggregates", "late_events", "duplicate_events", "dead_letter"):
+    for name in (t.name for t in (SPEED_AGGREGATES, LATE_EVENTS, DUPLICATE_EVENTS, DEAD_LETTER)):
         rows = stream[name].toArrow()
         tables.overwrite(name, rows)
         written[name] = rows.num_rows
@@ -136,20 +137,20 @@ def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambd
         "first_segment": pa.array([1], pa.int64()),
         "last_segment": pa.array([last], pa.int64()),
         "input_lines": pa.array([manifest["lines"]], pa.int64()),
-        "late": pa.array([written["late_events"]], pa.int64()),
-        "duplicates": pa.array([written["duplicate_events"]], pa.int64()),
-        "dead_letters": pa.array([written["dead_letter"]], pa.int64()),
+        "late": pa.array([written[LATE_EVENTS.name]], pa.int64()),
+        "duplicates": pa.array([written[DUPLICATE_EVENTS.name]], pa.int64()),
+        "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
     }
-    tables.overwrite("stream_metrics", pa.table(summary))
+    tables.overwrite(STREAM_METRICS.name, pa.table(summary))
     beyond = F.col("segment") > F.lit(batch_last)
     derived = DerivedLake(
         lines=manifest["lines"],
         segments=last,
         batch_last_segment=batch_last,
         truth_windows=batch.windows,
-        stream_windows=written["speed_aggregates"],
-        late_events=written["late_events"],
-        late_events_read_by_batch=stream["late_events"].where(~beyond).count(),
+        stream_windows=written[SPEED_AGGREGATES.name],
+        late_events=written[LATE_EVENTS.name],
+        late_events_read_by_batch=stream[LATE_EVENTS.name].where(~beyond).count(),
         counted_retries_read_by_batch=stream["_counted"].where(~beyond).count(),
         stream_lines_beyond_batch=stream["_aggregated"].where(beyond).count(),
     )

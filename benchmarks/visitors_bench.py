@@ -74,6 +74,7 @@ from shared.catalog import (  # noqa: E402
     VISITORS_LATE_EVENTS,
     VISITORS_TRUTH,
     VISITORS_WINDOWS,
+    tables_root,
 )
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
@@ -152,7 +153,7 @@ def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoin
 def lab_batch(spark: SparkSession, config: LabConfig):
     """``run_visitors_batch`` on a lake without its tables, so every write really happens."""
     for table in VISITORS_BATCH_TABLES:
-        shutil.rmtree(Path(config.lake) / "tables" / table.name, ignore_errors=True)
+        shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
     return run_visitors_batch(spark, config)
 
 
@@ -215,7 +216,7 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
     truth = counts_of(tables.read(VISITORS_TRUTH.name))
     bare = counts_of(spark.read.parquet(str(bare_out)))
     wrong = differing(truth, bare, (truth.keys() | bare.keys()) - rejected)
-    require(not wrong, f"batch: {len(wrong)} windows differ between visitors_truth and bare Spark, e.g. {wrong[:3]}")
+    require(not wrong, f"batch: {len(wrong)} windows differ between {VISITORS_TRUTH.name} and bare Spark, e.g. {wrong[:3]}")
 
     spark_stream = counts_of(spark.read.parquet(str(stream_out)))
     expected, spark_dropped = spark_kept(spark, log_dir, config, checkpoint, reports)

@@ -1,10 +1,12 @@
 """``lambda_kappa_experiment``: one end-to-end comparison of Lambda and Kappa on one log.
 
-Manual. On a lake of its own (``lake``, default ``$LKLAB_EXPERIMENT_LAKE``, else the
-configured lake's path with ``-experiment`` appended), never the live one:
+Manual. On a lake of its own (``lake``; left empty: ``$LKLAB_EXPERIMENT_LAKE``, else the
+configured lake's path with ``-experiment`` appended, read when the run starts), never the
+live one:
 
 0. ``claim_lake`` refuses the configured live lake and any lake holding data the experiment
-   did not make (``lklab.experiment_lake``): the steps below overwrite what they find;
+   did not make (``lklab.experiment_lake``): the steps below overwrite what they find, in the
+   lake it returns;
 1. ``generate_log`` writes a scenario log (skipped with ``generate: false`` to use the log
    already in that lake);
 2. Lambda: ``speed_layer`` (the streaming job over the whole log, then stops) and
@@ -21,7 +23,6 @@ events, duplicates, dead letters) is the experiment's result; an unexplained one
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Param, dag, task
@@ -30,7 +31,7 @@ from lklab.spark_task import spark_job
 
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 BREACH = 3  # reconcile_job's exit code: an unexplained gap
-EXPERIMENT_LAKE = os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{os.environ.get('LKLAB_LAKE') or 'lake'}-experiment"
+LAKE = "{{ ti.xcom_pull(task_ids='claim_lake') }}"  # the lake claim_lake claimed
 STREAM_SETTINGS = [
     "--watermark-delay", "{{ params.watermark_delay }}",
     "--allowed-lateness", "{{ params.allowed_lateness }}",
@@ -39,7 +40,7 @@ STREAM_SETTINGS = [
 
 def spark_step(task_id: str, job: str, *args: str, **operator_args):
     """A step of the experiment: ``spark_jobs/<job>.py --lake <lake> ARGS`` via ``spark_default``."""
-    return spark_job(task_id, job, ["--lake", "{{ params.lake }}", *args],
+    return spark_job(task_id, job, ["--lake", LAKE, *args],
                      name=f"lklab-experiment-{task_id}", trigger_rule="none_failed", **operator_args)
 
 
@@ -50,7 +51,7 @@ def spark_step(task_id: str, job: str, *args: str, **operator_args):
     max_active_runs=1,
     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=1)},
     params={
-        "lake": Param(EXPERIMENT_LAKE, type="string", minLength=1, description="the experiment's own lake (absolute path)"),
+        "lake": Param("", type="string", description="the experiment's own lake (absolute path; empty: the default, see above)"),
         "generate": Param(True, type="boolean", description="write a fresh scenario log first (false: use the lake's log)"),
         "scenario": Param("billing", enum=["billing", "clickstream", "outage"]),
         "events": Param(100_000, type="integer", minimum=1),
@@ -65,23 +66,24 @@ def spark_step(task_id: str, job: str, *args: str, **operator_args):
 def lambda_kappa_experiment():
     @task
     def claim_lake(params=None) -> str:
-        """Refuse a lake the experiment did not make (the configured live one, from the
-        environment or the configuration file, or any with data of its own)."""
-        from lklab.experiment_lake import claim
+        """The experiment's lake (``lake``, or the default); refused if the experiment did not
+        make it (the configured live one, from the environment or the configuration file, or
+        any with data of its own)."""
+        from lklab.experiment_lake import claim, default_lake
         from shared.config import load_config
 
-        return str(claim(params["lake"], load_config().lake))
+        live = load_config().lake
+        return str(claim(params["lake"] or default_lake(live), live))
 
     @task.run_if(lambda context: context["params"]["generate"], skip_message="using the log already in the lake")
     @task
-    def generate_log(params=None) -> dict:
+    def generate_log(lake: str, params=None) -> dict:
         from lklab.generator import GeneratorParams, generate
 
         scenario = GeneratorParams(scenario=params["scenario"], events=params["events"], seed=params["seed"])
-        return generate(scenario, params["lake"], overwrite=True).manifest
+        return generate(scenario, lake, overwrite=True).manifest
 
-    log = generate_log()
-    claim_lake() >> log
+    log = generate_log(claim_lake())
     speed_layer = spark_step("speed_layer", "speed_job", "--available-now", *STREAM_SETTINGS)
     batch = spark_step("batch_recompute", "batch_job")
     replay = spark_step("kappa_replay", "replay_job", "--name", "{{ params.run_name }}", "--replace", *STREAM_SETTINGS)

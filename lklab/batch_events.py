@@ -19,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Iterable, Mapping
 
+from shared.catalog import BATCH_TRUTH
+
 __all__ = ["event_days", "days_to_reconcile"]
 
 
@@ -27,15 +29,15 @@ def event_days(event: Any) -> list[dt.date]:
     days = (event.extra or {}).get("days")
     if days is not None:
         if not isinstance(days, list) or not days:
-            raise ValueError(f"batch_truth event {_name(event)}: extra 'days' must be a non-empty list of YYYY-MM-DD, got {days!r}")
+            raise ValueError(f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be a non-empty list of YYYY-MM-DD, got {days!r}")
         try:
             return [dt.date.fromisoformat(day) for day in days]
         except (TypeError, ValueError):
-            raise ValueError(f"batch_truth event {_name(event)}: extra 'days' must be YYYY-MM-DD dates, got {days!r}") from None
+            raise ValueError(f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be YYYY-MM-DD dates, got {days!r}") from None
     source = event.source_dag_run
     if source is None or source.logical_date is None:
         raise ValueError(
-            f"batch_truth event {_name(event)} names no day: it has no extra 'days' and no source run with a "
+            f"{BATCH_TRUTH.name} event {_name(event)} names no day: it has no extra 'days' and no source run with a "
             "logical date; post it with extra {\"days\": [\"YYYY-MM-DD\"]}"
         )
     return [_utc_day(source.logical_date)]
@@ -48,7 +50,7 @@ def days_to_reconcile(events_by_asset: Mapping[Any, Iterable[Any]], logical_date
     if days:
         return sorted(days)
     if logical_date is None:
-        raise ValueError("no batch_truth event and no logical date: trigger the run with a logical date (the day to reconcile)")
+        raise ValueError(f"no {BATCH_TRUTH.name} event and no logical date: trigger the run with a logical date (the day to reconcile)")
     return [_utc_day(logical_date)]
 
 

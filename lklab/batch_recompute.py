@@ -19,6 +19,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lklab.progress import progress as track
 from shared.batch_runs import BATCH_TABLES_LOCK, BatchRun, record_run, recorded_position
 from shared.catalog import BATCH_DEAD_LETTER, BATCH_DUPLICATES, BATCH_TRUTH
 from shared.compute_cost import measure_cost
@@ -69,10 +70,14 @@ def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: boo
         parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).transform(without_event_text).persist()
         lines = classify_lines(parsed).persisted()
         truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
-        tables.overwrite(BATCH_TRUTH.name, truth, predicate=days.predicate())
-        record(tables, [BATCH_TRUTH.name], built_with)
-        tables.insert_new(BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
-        tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
+        with track("batch recompute: tables written", total=3) as writing:
+            tables.overwrite(BATCH_TRUTH.name, truth, predicate=days.predicate())
+            record(tables, [BATCH_TRUTH.name], built_with)
+            writing.advance()
+            tables.insert_new(BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
+            writing.advance()
+            tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
+            writing.advance()
         counts = parsed.agg(
             F.count(F.lit(1)).alias("lines"),
             F.count_if("heartbeat").alias("heartbeats"),

@@ -64,7 +64,9 @@ from lklab.report import (
 from lklab.speed_layer import run_speed
 from lklab.stream_agreement import require_same_rows
 from reconciliation.reconcile import reconcile
-from shared.catalog import BATCH_DUPLICATES, BATCH_TRUTH, SPEED_AGGREGATES, WINDOW_HISTORY, replay_prefix
+from shared.catalog import (
+    BATCH_DUPLICATES, BATCH_TRUTH, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, WINDOW_HISTORY, replay_prefix,
+)
 from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -196,9 +198,9 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     with measure_cost(config.spark_master) as recon_cost:
         recon = reconcile(spark, run_config, against=f"kappa:{name}")
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
-    late = tables.read_arrow(f"{live}late_events") if tables.exists(f"{live}late_events") else None
+    late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
-        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(f"{live}stream_metrics").num_rows,
+        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(STREAM_METRICS.at(live)).num_rows,
                       _rows_in(tables, SPEED_AGGREGATES.at(live))),
         live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
@@ -211,7 +213,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         served=measure.served_from_history(history),
         history=history,
         late_events=late,
-        state_rows_max=max(tables.read_arrow(f"{replayed}stream_metrics").column("state_rows").to_pylist() or [0]),
+        state_rows_max=max(tables.read_arrow(STREAM_METRICS.at(replayed)).column("state_rows").to_pylist() or [0]),
     )
 
 
@@ -255,9 +257,8 @@ def run_comparison(
     streams: dict[tuple[int, int], MeasuredStream] = {}
     with track("stream settings", total=len(settings)) as settings_run:
         for key, setting in settings.items():
-            eta = "" if settings_run.remaining is None else f", about {settings_run.remaining:.0f}s left"
-            label = f"[{settings_run.done + 1}/{len(settings)}] W={setting[0]} L={setting[1]}"
-            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(f"{label}: {what}{eta}"))
+            label = f"W={setting[0]} L={setting[1]}"
+            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(settings_run.step(f"{label}: {what}")))
             settings_run.advance()
 
     progress(f"measuring {len(configurations)} configurations on the processing-time clock")

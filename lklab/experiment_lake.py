@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 EXPERIMENT_MARKER = "lklab-experiment.json"
@@ -19,6 +20,12 @@ _CONTENTS = ("log", "tables", "checkpoints", "generator")
 
 class NotAnExperimentLake(ValueError):
     """The lake given to the experiment holds data the experiment did not make."""
+
+
+def default_lake(live_lake: str | Path) -> str:
+    """The experiment's lake when none is given: ``$LKLAB_EXPERIMENT_LAKE``, else the live
+    lake's path with ``-experiment`` appended."""
+    return os.environ.get("LKLAB_EXPERIMENT_LAKE") or f"{live_lake}-experiment"
 
 
 def claim(lake: str | Path, live_lake: str | Path | None) -> Path:

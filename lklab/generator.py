@@ -24,6 +24,7 @@ import numpy as np
 
 from lklab.progress import progress as track
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
+from reconciliation.result import nearest_rank
 from shared.catalog import REPLAY_ROOT
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
@@ -174,8 +175,10 @@ def _malformed_lines(events: GeneratedEvents, rng: np.random.Generator, count: i
 
 
 def _quantiles(delays: np.ndarray) -> dict[str, float]:
-    points = {"p50": 50, "p99": 99, "p99_9": 99.9, "max": 100}
-    return {name: float(np.percentile(delays, q)) / SECOND for name, q in points.items()}
+    """Arrival delay quantiles in seconds (nearest rank, the lab's one percentile)."""
+    points = {"p50": "0.5", "p99": "0.99", "p99_9": "0.999", "max": "1"}
+    ordered = np.sort(delays)
+    return {name: float(nearest_rank(ordered, p)) / SECOND for name, p in points.items()}
 
 
 def unreplaceable(lake: str | Path) -> str | None:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from shared.catalog import STREAM_METRICS
+from shared.catalog import STREAM_METRICS, tables_root
 from shared.durations import MICROS_PER_SECOND, parse_duration
 from shared.eventlog import EventLog
 
@@ -147,7 +147,7 @@ def stream_health(
     lag_limit = _seconds(parse_duration(max_watermark_lag, name="max-watermark-lag"))
     lake = Path(lake) if lake is not None else _configured_lake()
     now = time.time() if now is None else now
-    path = lake.resolve() / "tables" / table
+    path = tables_root(lake) / table
     segments = EventLog(lake).segments()
     log_last = segments[-1].number if segments else 0
 
@@ -171,7 +171,7 @@ def stream_health(
 
     reasons: list[str] = []
     if last_commit_at is None:
-        reasons.append(f"no {table} table under {lake.resolve() / 'tables'}: the speed layer has not committed a micro-batch")
+        reasons.append(f"no {table} table under {tables_root(lake)}: the speed layer has not committed a micro-batch")
     elif freshness > staleness_limit and waiting is not None and waiting > staleness_limit:
         reasons.append(
             f"stalled: no micro-batch committed for {freshness:,.0f}s (limit {max_staleness}) "

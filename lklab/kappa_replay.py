@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from lklab.progress import progress as track
 from shared.catalog import (
     DEAD_LETTER,
     DUPLICATE_EVENTS,
@@ -106,8 +107,10 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
         }
         if result.history is not None:
             outputs[WINDOW_HISTORY] = result.history
-        for table, rows in outputs.items():
-            tables.overwrite(table.at(prefix), rows)
+        with track(f"replay {name}: tables written", total=len(outputs)) as writing:
+            for table, rows in outputs.items():
+                tables.overwrite(table.at(prefix), rows)
+                writing.advance()
         record(tables, [table.at(prefix) for table in outputs], stream_settings(config))
         result.release()
         parsed.unpersist()
@@ -138,5 +141,5 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
     }
     with history_append(lake, REPLAY_RUNS.name):
         existing = tables.read_arrow(REPLAY_RUNS.name).num_rows if tables.exists(REPLAY_RUNS.name) else 0
-        tables.append(REPLAY_RUNS.name, pa.table(row), app_id="replay-runs", version=existing + 1)
+        tables.append(REPLAY_RUNS.name, pa.table(row, schema=REPLAY_RUNS.schema), app_id="replay-runs", version=existing + 1)
     return run

@@ -155,7 +155,8 @@ def maintain_lake(
     started = time.monotonic()
     done, missing = [], []
     with writer(lake, "maintenance"):
-        present = [t for t in ALWAYS_ON_TABLES if DeltaTable.is_deltatable(str(lake / "tables" / t.name))]
+        root = catalog.tables_root(lake)
+        present = [t for t in ALWAYS_ON_TABLES if DeltaTable.is_deltatable(str(root / t.name))]
         missing = [t.name for t in ALWAYS_ON_TABLES if t not in present]
         for role in dict.fromkeys(t.rewritten_by for t in present):
             group = [t for t in present if t.rewritten_by == role]
@@ -166,7 +167,7 @@ def maintain_lake(
                         stack.enter_context(hold(lake, role))
                     except LockHeld as held:
                         skipped = f"its writer is running ({held})"
-                done += [_maintain_table(lake / "tables" / t.name, hours, skipped) for t in group]
+                done += [_maintain_table(root / t.name, hours, skipped) for t in group]
     order = [t.name for t in ALWAYS_ON_TABLES]
     return LakeMaintenance(
         lake=str(lake),

@@ -43,6 +43,7 @@ from lklab.payments_batch import run_payments_batch
 from lklab.payments_reconcile import reconcile_payments
 from lklab.payments_stream import join_settings, run_payments_replay, run_payments_speed
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
+from lklab.progress import progress as track
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
@@ -214,11 +215,13 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
 
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     streams, clocks = {}, {}
-    for number, (key, (delay, lateness)) in enumerate(settings.items(), start=1):
-        if key[0] not in clocks:  # the clock depends on the delay alone
-            clocks[key[0]] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
-        step = lambda what, label=f"[{number}/{len(settings)}] W={delay} L={lateness}": progress(f"{label}: {what}")
-        streams[key] = _stream(spark, config, tables, plan, delay, lateness, clocks[key[0]], step)
+    with track("stream settings", total=len(settings)) as settings_run:
+        for key, (delay, lateness) in settings.items():
+            if key[0] not in clocks:  # the clock depends on the delay alone
+                clocks[key[0]] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
+            step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
+            streams[key] = _stream(spark, config, tables, plan, delay, lateness, clocks[key[0]], step)
+            settings_run.advance()
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])

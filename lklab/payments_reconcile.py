@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from lklab.order_payment_audit import payments_audit_csv
 from lklab.payments_batch import truth_position
 from reconciliation.join_reconcile import JoinReconciliation, JoinSide, reconcile_join
+from reconciliation.render import render_text
 from shared import catalog
 from shared.catalog import (
     PAYMENTS_BATCH_DEAD_LETTER,
@@ -43,7 +44,7 @@ from shared.join_state import join_state_from_table
 from shared.table_settings import agreed
 from shared.tables import Tables
 
-__all__ = ["PaymentsInputError", "PaymentsReconciliation", "reconcile_payments"]
+__all__ = ["PaymentsInputError", "PaymentsReconciliation", "reconcile_payments", "render_text"]
 
 
 class PaymentsInputError(RuntimeError):
@@ -102,3 +103,14 @@ def reconcile_payments(spark: SparkSession, config: LabConfig, *, against: str =
     audit.write_text(payments_audit_csv(unpaid, late))
     late_payments = int(pc.sum(pc.equal(late["kind"], "payment")).as_py() or 0)
     return PaymentsReconciliation(against, truth_segment, stream.last_segment, result, audit, unpaid.num_rows + late_payments)
+
+
+@render_text.register
+def _render_payments(found: PaymentsReconciliation) -> str:
+    result = found.result
+    lines = [f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})"]
+    lines += [f"  {outcome:<8} truth {truth:>8,}  stream {stream:>8,}" for outcome, (truth, stream) in result.counts.items()]
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in result.by_reason.items()) or "none"
+    lines.append(f"differences: {len(result.differences):,} ({reasons})")
+    lines.append(f"finance audit: {found.audit_rows:,} rows (unpaid orders, late payments) -> {found.audit_csv}")
+    return "\n".join(lines)

@@ -77,6 +77,13 @@ class Progress:
         left = "" if self.remaining is None else f", about {self.remaining:.0f}s left"
         return f"{self.done:,}/{self.total:,}{share}, {self.elapsed:.0f}s elapsed{left}"
 
+    def step(self, text: str) -> str:
+        """``text`` about the step under way, as a message says it: ``[3/10] text, about 28s left``
+        (the step's number, and the time left once a step is done)."""
+        number = f"[{self.done + 1}/{self.total}] " if self.total is not None else ""
+        left = "" if self.remaining is None else f", about {self.remaining:.0f}s left"
+        return f"{number}{text}{left}"
+
     def advance(self, steps: int = 1) -> None:
         """Count ``steps`` more steps done."""
         if steps < 0:

@@ -184,7 +184,7 @@ def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
     metrics = layer.table(STREAM_METRICS)
     if not checkpoint.exists() and layer.tables.exists(metrics):
         raise RuntimeError(
-            f"tables {layer.prefix or ''}stream_metrics already hold batches of '{layer.app_id}' but its "
+            f"tables {metrics} already hold batches of '{layer.app_id}' but its "
             f"checkpoint {checkpoint} is missing: batch ids would restart and be skipped as done. "
             "Restore the checkpoint, or start over with new tables (another --name or a fresh lake)."
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,8 +17,11 @@ import pyarrow.compute as pc
 from reconciliation.render import grouped, render_text
 from shared.aggregation import AGGREGATE_COLUMNS
 from shared.batch_runs import BatchRun
-from shared.catalog import BATCH_DEAD_LETTER, BATCH_TRUTH
+from shared.catalog import BATCH_DEAD_LETTER, BATCH_TRUTH, GENERATOR_TRUTH
 from shared.tables import Tables
+
+if TYPE_CHECKING:
+    from shared.windows import WindowSpec
 
 __all__ = ["BatchSummary", "batch_summary", "render_text", "same_rows"]
 
@@ -32,6 +36,7 @@ class BatchSummary:
     money_by_currency: dict[str, Decimal]
     largest_windows: tuple[dict, ...]
     matches_generator_truth: bool | None
+    windows_overlap: bool = False  # an event counts in every window it is in: a sum over them is no total
 
 
 def same_rows(left: pa.Table, right: pa.Table) -> bool:
@@ -41,7 +46,7 @@ def same_rows(left: pa.Table, right: pa.Table) -> bool:
     return normal(left) == normal(right)
 
 
-def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: int = 5) -> BatchSummary:
+def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 5) -> BatchSummary:
     truth = run.days.select(tables.read_arrow(BATCH_TRUTH.name))
     dead = tables.read_arrow(BATCH_DEAD_LETTER.name)
     dead = dead.filter(pc.less_equal(dead["segment"], run.last_segment))
@@ -53,17 +58,18 @@ def batch_summary(tables: Tables, run: BatchRun, window_description: str, top: i
     ranked = sorted(truth.to_pylist(), key=lambda r: (-abs(r["amount_total"]), r["window_start"], r["account_id"]))
     return BatchSummary(
         run=run,
-        window_description=window_description,
+        window_description=window.describe(),
         dead_letters_by_reason=dict(sorted(reasons.items())),
         windows=truth.num_rows,
         accounts=len(set(truth["account_id"].to_pylist())),
         money_by_currency=dict(sorted(money.items())),
         largest_windows=tuple(ranked[:top]),
         matches_generator_truth=(
-            same_rows(truth, run.days.select(tables.read_arrow("generator_truth")))
-            if tables.exists("generator_truth")
+            same_rows(truth, run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)))
+            if tables.exists(GENERATOR_TRUTH.name)
             else None
         ),
+        windows_overlap=window.overlaps,
     )
 
 
@@ -81,8 +87,7 @@ def _render_batch_summary(summary: BatchSummary) -> str:
     lines.append(
         f"windows ({summary.window_description}): {grouped(summary.windows)} rows over {grouped(summary.accounts)} accounts"
     )
-    overlapping = summary.window_description.startswith("sliding")
-    label = "sum over overlapping windows (each event counted in every window it is in)" if overlapping else "total"
+    label = "sum over overlapping windows (each event counted in every window it is in)" if summary.windows_overlap else "total"
     for currency, total in summary.money_by_currency.items():
         lines.append(f"  {currency} {label}: {grouped(total)}")
     lines.append("largest windows by |amount|:")

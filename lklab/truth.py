@@ -16,13 +16,12 @@ import pyarrow as pa
 from deltalake import CommitProperties, write_deltalake
 
 from lklab.generator import GeneratedEvents
+from shared.catalog import GENERATOR_TRUTH, tables_root
 from shared.currencies import MINOR_UNITS
 from shared.events import AMOUNT_SCALE
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowSpec
 
-__all__ = ["truth_windows", "write_truth", "TRUTH_TABLE"]
-
-TRUTH_TABLE = "generator_truth"
+__all__ = ["truth_windows", "write_truth"]
 
 
 def _micro_units(events: GeneratedEvents) -> np.ndarray:
@@ -100,7 +99,7 @@ def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path) -> 
     """
     table = truth_windows(events, spec)
     write_deltalake(
-        str(Path(lake).resolve() / "tables" / TRUTH_TABLE),
+        str(tables_root(lake) / GENERATOR_TRUTH.name),
         table,
         mode="overwrite",
         schema_mode="overwrite",

@@ -35,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from lklab.experiment import ComparisonPlan
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
+from lklab.progress import progress as track
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
 from lklab.served_outputs import timelines
@@ -195,11 +196,13 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     batch = run_visitors_batch(spark, config)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     streams, sizes = {}, []
-    for number, (key, (delay, lateness)) in enumerate(settings.items(), start=1):
-        step = lambda what, label=f"[{number}/{len(settings)}] W={delay} L={lateness}": progress(f"{label}: {what}")
-        streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
-        sizes.append(StateSize(delay, lateness, ttls[0], streams[key].check.micro_batches, streams[key].state_peak, streams[key].state_final))
-        sizes += [_ttl_sizes(spark, config, tables, plan, (delay, lateness), ttl, streams[key].served, step) for ttl in ttls[1:]]
+    with track("stream settings", total=len(settings)) as settings_run:
+        for key, (delay, lateness) in settings.items():
+            step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
+            streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
+            sizes.append(StateSize(delay, lateness, ttls[0], streams[key].check.micro_batches, streams[key].state_peak, streams[key].state_final))
+            sizes += [_ttl_sizes(spark, config, tables, plan, (delay, lateness), ttl, streams[key].served, step) for ttl in ttls[1:]]
+            settings_run.advance()
 
     outputs = _outputs(tables, streams)
     state = state_from_table(tables.read_arrow(VISITORS_STATE.at(replay_prefix(f"{plan.name}-w{configurations[0].watermark_delay}"

@@ -26,6 +26,7 @@ from lklab.visitors_batch import VISITORS_BATCH_LOCK
 from lklab.visitors_replay import APP_ID as REPLAY_APP
 from lklab.visitors_speed import APP_ID as SPEED_APP
 from reconciliation.distinct_reconcile import DistinctReconciliation, reconcile_distinct
+from reconciliation.render import render_text
 from shared.catalog import (
     VISITORS_BATCH_DUPLICATES,
     VISITORS_CORRECTED,
@@ -46,7 +47,7 @@ from shared.locks import hold, writer
 from shared.table_settings import agreed
 from shared.tables import Tables
 
-__all__ = ["VisitorsReconcileInputError", "VisitorsReconciliation", "reconcile_visitors"]
+__all__ = ["VisitorsReconcileInputError", "VisitorsReconciliation", "reconcile_visitors", "render_text"]
 
 _WINDOW_SETTINGS = ("window-kind", "window-size", "window-slide", "session-gap")
 
@@ -125,5 +126,26 @@ def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliati
     rows = windows.append_column("reasons", pa.array([",".join(sorted(reasons.get(k, ()))) or None for k in keys], pa.string()))
     rows = rows.append_column("run_id", pa.array([run_id] * rows.num_rows, pa.string()))
     version = tables.version(name) + 1 if tables.exists(name) else 0
-    tables.append(name, rows, app_id="visitors-reconcile", version=version)
+    tables.append(name, rows.cast(VISITORS_CORRECTED.schema), app_id="visitors-reconcile", version=version)
     return True
+
+
+@render_text.register
+def _render_visitors(reconciled: VisitorsReconciliation) -> str:
+    result = reconciled.result
+    verdicts = result.verdicts()
+    lines = [
+        f"unique_visitors: {reconciled.against} against {VISITORS_TRUTH.name} ({reconciled.run_id}; read through segment {reconciled.read_through})",
+        (f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
+         f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"),
+    ]
+    if result.differences:
+        reasons = ", ".join(f"{count:,} {reason}" for reason, count in result.reasons().items())
+        lines.append(f"URLs still different: {reasons}")
+        lines += [f"  {d.reason}: {d.side} {d.user_id} {d.url} (window {d.window_start}..{d.window_end}, line {d.segment}:{d.line_number})"
+                  for d in result.differences[:10]]
+    else:
+        lines.append("proven: corrected (served members + late side output) == truth for every window")
+    written = "rows written" if reconciled.written else "this run was already recorded, nothing written"
+    lines.append(f"{VISITORS_CORRECTED.name}: {written}")
+    return "\n".join(lines)

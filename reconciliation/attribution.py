@@ -88,7 +88,7 @@ def disputed_lines(
     lake = str(lake)
     furthest, nearest = max(batch.last_segment, stream.last_segment), min(batch.last_segment, stream.last_segment)
     limits = {"max_clock_skew": max_clock_skew, "max_line_bytes": max_line_bytes}
-    if spec.merges:  # any line of a key can reshape its windows
+    if spec.pick(fixed=False, merging=True):  # any line of a key can reshape its windows
         return parsed_log(spark, lake, furthest, **limits)
     recorded = [frame for frame in (stream.duplicates, stream.late, batch.duplicates) if frame is not None]
     rejected = [frame for frame in (stream.dead_letters, batch.dead_letters) if frame is not None]
@@ -175,7 +175,7 @@ def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days
     )
     if fold_late:
         return _contributions(accepted, spec, days)
-    if spec.merges:
+    if spec.pick(fixed=False, merging=True):  # the stream's sessions, not the batch's
         return _stream_sessions(accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days)
     late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
     return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")

@@ -32,10 +32,27 @@ import pyarrow as pa
 
 from shared.windows import micros
 
-__all__ = ["DIFFERENCE_REASONS", "VERDICTS", "MemberDifference", "DistinctReconciliation", "corrected_members", "reconcile_distinct"]
+__all__ = [
+    "DIFFERENCE_REASONS", "VERDICTS", "WINDOWS_SCHEMA", "CORRECTED_SCHEMA", "MemberDifference", "DistinctReconciliation",
+    "corrected_members", "reconcile_distinct",
+]
 
 DIFFERENCE_REASONS = ("unread", "dead_letter", "duplicate", "unexplained")
 VERDICTS = ("match", "late", "differs")
+_TIME = pa.timestamp("us", tz="UTC")
+# ``DistinctReconciliation.windows``: distinct URL counts per (window, user) and the verdict.
+WINDOWS_SCHEMA = pa.schema(
+    [
+        pa.field("window_start", _TIME),
+        pa.field("window_end", _TIME),
+        pa.field("user_id", pa.string()),
+        *[pa.field(name, pa.int64()) for name in ("served", "corrected", "truth")],
+        pa.field("verdict", pa.string()),
+    ]
+)
+# ``visitors_corrected``: the windows of each run, with the reasons of their differences
+# (comma-separated ``DIFFERENCE_REASONS``, null when none) and the run they belong to.
+CORRECTED_SCHEMA = pa.schema([*WINDOWS_SCHEMA, pa.field("reasons", pa.string()), pa.field("run_id", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -155,16 +172,17 @@ def reconcile_distinct(
         "differs" if w in differing else "match" if s == t else "late"
         for w, (s, _, t) in zip(windows, trio.tolist())
     ]
-    timestamps = lambda index: pa.array([w[index] for w in windows], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    timestamps = lambda index: pa.array([w[index] for w in windows], pa.int64()).cast(_TIME)
     table = pa.table(
         {
             "window_start": timestamps(0),
             "window_end": timestamps(1),
-            "user_id": pa.array([w[2] for w in windows], pa.string()),
-            "served": pa.array(trio[:, 0]),
-            "corrected": pa.array(trio[:, 1]),
-            "truth": pa.array(trio[:, 2]),
-            "verdict": pa.array(verdict, pa.string()),
-        }
+            "user_id": [w[2] for w in windows],
+            "served": trio[:, 0],
+            "corrected": trio[:, 1],
+            "truth": trio[:, 2],
+            "verdict": verdict,
+        },
+        schema=WINDOWS_SCHEMA,
     )
     return DistinctReconciliation(table, tuple(differences))

@@ -65,15 +65,21 @@ def stream_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: Co
     need no fold of their own: the stream's row and the late rows of a window add up to its
     corrected row in the comparison's aggregation.
     """
-    if spec.merges:
-        corrected = fold_late_events(stream, late, spec).where(scope)
-        return [
-            side_rows(stream.where(scope), stream_count="event_count", stream_amount="amount_total"),
-            side_rows(
-                corrected, corrected_count="event_count", corrected_amount="amount_total",
-                folded_events="late_events", folded_amount="late_amount",
-            ),
-        ]
+    return spec.pick(fixed=_fixed_parts, merging=_session_parts)(stream, late, spec, scope)
+
+
+def _session_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: Column) -> list[DataFrame]:
+    corrected = fold_late_events(stream, late, spec).where(scope)
+    return [
+        side_rows(stream.where(scope), stream_count="event_count", stream_amount="amount_total"),
+        side_rows(
+            corrected, corrected_count="event_count", corrected_amount="amount_total",
+            folded_events="late_events", folded_amount="late_amount",
+        ),
+    ]
+
+
+def _fixed_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: Column) -> list[DataFrame]:
     zero = F.lit(0)
     served = side_rows(
         stream.where(scope), stream_count="event_count", stream_amount="amount_total",

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from reconciliation.attribution import REASONS
 from reconciliation.diff import DIFF_COLUMNS, DIFF_STATUSES
-from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap
+from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap, rank_sql
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
 __all__ = ["EXPLAINED_COLUMNS", "explained_windows", "diff_rows", "currency_figures", "largest_gaps"]
@@ -211,8 +211,7 @@ def _late_by_currency(late: DataFrame) -> dict[str, tuple[Decimal, Lateness]]:
         F.count(F.lit(1)).over(by_currency).alias("_n"),
         F.sum("amount").over(by_currency).alias("_money"),
     )
-    # nearest_rank: max(1, ceil(round(fraction * 10000) * n / 10000)), at most n
-    rank = lambda fraction: F.expr(f"least(_n, greatest(1, ({int(round(fraction * 10_000))} * _n + 9999) div 10000))")
+    rank = lambda fraction: F.expr(rank_sql("_n", fraction))  # nearest_rank's rank
     wanted = F.col("_rank") == F.col("_n")
     for fraction in _QUANTILES.values():
         wanted = wanted | (F.col("_rank") == rank(fraction))

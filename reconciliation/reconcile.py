@@ -49,7 +49,7 @@ from reconciliation.metrics import currency_figures, diff_rows, explained_window
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
 from shared import catalog
-from shared.aggregation import AGGREGATE_COLUMNS, AMOUNT_TOTAL_ARROW_TYPE, WINDOW_KEY
+from shared.aggregation import AGGREGATE_COLUMNS, WINDOW_KEY
 from shared.batch_runs import BATCH_TABLES_LOCK, recorded_position
 from shared.catalog import (
     BATCH_DEAD_LETTER,
@@ -75,8 +75,6 @@ from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
 
 __all__ = ["reconcile", "compute", "commit", "Outputs", "stream_prefix", "ReconcileInputError"]
-
-MONEY = AMOUNT_TOTAL_ARROW_TYPE
 
 
 class ReconcileInputError(ValueError):
@@ -106,7 +104,7 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     day = F.to_date("window_start")  # in the session's time zone: UTC
     first, last = tables.read(BATCH_TRUTH.name).agg(F.min(day), F.max(day)).first()
     if first is None:
-        raise ReconcileInputError("batch_truth is empty: run 'lklab batch' first")
+        raise ReconcileInputError(f"{BATCH_TRUTH.name} is empty: run 'lklab batch' first")
     return DayRange(first, last)
 
 
@@ -175,24 +173,7 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
             row[f"explained_{reason}_events"] = explained[reason].events if reason in explained else 0
             row[f"explained_{reason}_amount"] = explained[reason].money if reason in explained else Decimal(0)
         rows.append(row)
-    types = {
-        "recorded_at": pa.timestamp("us", tz="UTC"), "date_from": pa.date32(), "date_to": pa.date32(),
-        "exact_match_rate": pa.float64(), "completeness": pa.float64(), "max_rel_error": pa.float64(),
-        "lateness_p50_seconds": pa.decimal128(20, 6), "lateness_p99_seconds": pa.decimal128(20, 6),
-        "lateness_p99_9_seconds": pa.decimal128(20, 6), "lateness_max_seconds": pa.decimal128(20, 6),
-        "corrected_equals_truth": pa.bool_(), "stream_batch": pa.int64(), "stream_versions": pa.string(),
-    }
-    fields = []
-    for name, value in rows[0].items():
-        if name in types:
-            fields.append(pa.field(name, types[name]))
-        elif isinstance(value, Decimal):
-            fields.append(pa.field(name, MONEY))
-        elif isinstance(value, int):
-            fields.append(pa.field(name, pa.int64()))
-        else:
-            fields.append(pa.field(name, pa.string()))
-    return pa.Table.from_pylist(rows, schema=pa.schema(fields))
+    return pa.Table.from_pylist(rows, schema=RECON_RUNS.schema)
 
 
 @dataclass(frozen=True)
@@ -254,7 +235,7 @@ def compute(
                 "reconcile with the same window settings"
             )
     if not tables.exists(BATCH_TRUTH.name):
-        raise ReconcileInputError(f"no batch_truth under {tables.root}: run 'lklab batch' first")
+        raise ReconcileInputError(f"no {BATCH_TRUTH.name} under {tables.root}: run 'lklab batch' first")
     days = _truth_days(tables, days)
     batch_last, stream_last = _positions(tables, prefix, days, cut)
     run_id = _run_id(tables, prefix, against, days, tolerance, spec.describe(), cut)

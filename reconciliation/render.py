@@ -3,7 +3,8 @@
 ``render_text(result)`` is the one function that turns a result into the lines a command
 prints. It dispatches on the result's type (``functools.singledispatch``): this module renders a
 ``Reconciliation``; a module that defines another result registers its rendering next to it
-(``lklab.summary`` the batch summary) and writes figures with the helpers below, so every
+(``lklab.summary`` the batch summary, ``lklab.visitors_reconcile`` and ``lklab.payments_reconcile``
+the other pipelines' reconciliations) and writes figures with the helpers below, so every
 command's text reads the same way: counts and money grouped in thousands and exact (a
 ``Decimal`` keeps its digits), deltas signed, rates as percentages at four places.
 """
@@ -16,6 +17,7 @@ from decimal import Decimal
 from functools import singledispatch
 
 from reconciliation.result import Reconciliation
+from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, RECON_CORRECTIONS
 
 __all__ = ["render_text", "render_json", "as_dict", "grouped", "signed", "rate"]
 
@@ -91,7 +93,7 @@ def render_text(result: object) -> str:
 @render_text.register
 def _render_reconciliation(result: Reconciliation) -> str:
     lines = [
-        f"reconciliation {result.run_id}: {result.against} vs batch_truth, {result.days.describe()}, "
+        f"reconciliation {result.run_id}: {result.against} vs {BATCH_TRUTH.name}, {result.days.describe()}, "
         f"{result.windows} windows, tolerance {result.tolerance.describe()}",
         f"  truth read the log up to segment {grouped(result.batch_last_segment)}; the stream up to {grouped(result.stream_last_segment)}"
         + ("" if result.stream_batch is None else f" (as of its micro-batch {grouped(result.stream_batch)})"),
@@ -116,7 +118,7 @@ def _render_reconciliation(result: Reconciliation) -> str:
         verdict = "equal the truth" if c.corrected_equals_truth else (
             f"match the truth in {grouped(c.corrected_windows_matched)} of {grouped(c.corrected_windows_compared)} windows"
         )
-        lines.append(f"    stream + side output (corrected_aggregates) {verdict}")
+        lines.append(f"    stream + side output ({CORRECTED_AGGREGATES.name}) {verdict}")
         for e in c.corrected_explained:
             lines.append(f"      still differing by {e.reason}: {signed(e.events)} events, {signed(e.money)}")
         if c.corrected_unexplained_events or c.corrected_unexplained_money:
@@ -130,5 +132,5 @@ def _render_reconciliation(result: Reconciliation) -> str:
                 f"    {g.window_start} {g.account_id} {g.currency} {g.status}: {signed(g.events_delta)} events, "
                 f"{signed(g.amount_delta)} ({why}{rest})"
             )
-    lines.append(f"  {grouped(result.corrections)} window corrections in recon_corrections")
+    lines.append(f"  {grouped(result.corrections)} window corrections in {RECON_CORRECTIONS.name}")
     return "\n".join(lines)

@@ -18,28 +18,42 @@ if TYPE_CHECKING:  # only annotations: the report reads this module without Spar
     from reconciliation.tolerance import Tolerance
     from shared.partitions import DayRange
 
-__all__ = ["Explanation", "Lateness", "CurrencyReconciliation", "WindowGap", "Reconciliation", "nearest_rank"]
+__all__ = ["Explanation", "Lateness", "CurrencyReconciliation", "WindowGap", "Reconciliation", "nearest_rank", "rank_sql"]
 
 T = TypeVar("T")
+
+
+def _probability(probability: Decimal | str | float) -> Decimal:
+    """``probability`` as an exact decimal (a float is read as the decimal it prints as)."""
+    p = Decimal(repr(probability)) if isinstance(probability, float) else Decimal(probability)
+    if not 0 <= p <= 1:
+        raise ValueError(f"probability {probability!r}: a number from 0 to 1")
+    return p
 
 
 def nearest_rank(ordered: Sequence[T], probability: Decimal | str | float) -> T | None:
     """The ``probability`` quantile of an ascending sequence by nearest rank: the smallest value
     with at least ``probability`` of the values at or below it, a value of ``ordered`` itself
-    (a ``Decimal`` stays exact). ``None`` for an empty sequence.
+    (a ``Decimal`` stays exact, an integer stays an integer). ``None`` for an empty sequence.
 
-    This is NumPy's ``inverted_cdf`` method (``numpy.quantile(values, p, method="inverted_cdf")``,
-    the inverse of the empirical distribution function): the value of rank ``ceil(p * n)``, the
-    lowest value for ``p = 0``. NumPy computes ``p * n`` in binary floating point, so 0.07 of
-    100 values is rank 8 there (``0.07 * 100 == 7.000000000000001``); here the rank is computed
-    in decimal, 7, and a float ``probability`` is read as the decimal it prints as.
+    This is the lab's one percentile. It is NumPy's ``inverted_cdf`` method
+    (``numpy.quantile(values, p, method="inverted_cdf")``, the inverse of the empirical
+    distribution function): the value of rank ``ceil(p * n)``, the lowest value for ``p = 0``.
+    NumPy computes ``p * n`` in binary floating point, so 0.07 of 100 values is rank 8 there
+    (``0.07 * 100 == 7.000000000000001``); here the rank is computed exactly, 7. ``rank_sql``
+    is the same rank for Spark.
     """
-    p = Decimal(repr(probability)) if isinstance(probability, float) else Decimal(probability)
-    if not 0 <= p <= 1:
-        raise ValueError(f"probability {probability!r}: a number from 0 to 1")
-    if not ordered:
+    p = _probability(probability)
+    if len(ordered) == 0:
         return None
     return ordered[max(math.ceil(p * len(ordered)), 1) - 1]
+
+
+def rank_sql(count: str, probability: Decimal | str | float) -> str:
+    """``nearest_rank``'s 1-based rank as a Spark SQL expression over the column ``count`` (the
+    number of values): ``ceil(p * count)``, at least 1, in integer arithmetic (``p = a / b``)."""
+    numerator, denominator = _probability(probability).as_integer_ratio()
+    return f"greatest(1, ({numerator} * {count} + {denominator - 1}) div {denominator})"
 
 
 @dataclass(frozen=True)

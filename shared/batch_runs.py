@@ -17,9 +17,18 @@ from shared.locks import history_append
 from shared.partitions import DayRange
 from shared.tables import Tables
 
-__all__ = ["BatchRun", "PositionError", "recorded_position", "record_run", "BATCH_TABLES_LOCK"]
+__all__ = ["BatchRun", "PositionError", "recorded_position", "record_run", "BATCH_TABLES_LOCK", "RUNS_SCHEMA"]
 
 BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, shared by the readers that need them still
+
+# One row per recompute: ``date_from``/``date_to`` the days it wrote (null: it found none).
+RUNS_SCHEMA = pa.schema(
+    {
+        "run_number": pa.int64(), "recorded_at": pa.timestamp("us", tz="UTC"), "date_from": pa.date32(), "date_to": pa.date32(),
+        **dict.fromkeys(("last_segment", "lines", "events", "duplicates", "dead_letters", "heartbeats", "windows"), pa.int64()),
+        "wall_seconds": pa.float64(), "cpu_seconds": pa.float64(),
+    }
+)
 
 
 class PositionError(ValueError):
@@ -82,18 +91,18 @@ def _append_run(tables: Tables, run: BatchRun, written_days: tuple[dt.date | Non
     runs = tables.read_arrow(BATCH_RUNS.name) if tables.exists(BATCH_RUNS.name) else None
     number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
     row = {
-        "run_number": pa.array([number], pa.int64()),
-        "recorded_at": pa.array([dt.datetime.now(dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
-        "date_from": pa.array([written_days[0]], pa.date32()),
-        "date_to": pa.array([written_days[1]], pa.date32()),
-        "last_segment": pa.array([run.last_segment], pa.int64()),
-        "lines": pa.array([run.lines], pa.int64()),
-        "events": pa.array([run.events], pa.int64()),
-        "duplicates": pa.array([run.duplicates], pa.int64()),
-        "dead_letters": pa.array([run.dead_letters], pa.int64()),
-        "heartbeats": pa.array([run.heartbeats], pa.int64()),
-        "windows": pa.array([run.windows], pa.int64()),
-        "wall_seconds": pa.array([run.wall_seconds], pa.float64()),
-        "cpu_seconds": pa.array([run.cpu_seconds], pa.float64()),
+        "run_number": number,
+        "recorded_at": dt.datetime.now(dt.timezone.utc),
+        "date_from": written_days[0],
+        "date_to": written_days[1],
+        "last_segment": run.last_segment,
+        "lines": run.lines,
+        "events": run.events,
+        "duplicates": run.duplicates,
+        "dead_letters": run.dead_letters,
+        "heartbeats": run.heartbeats,
+        "windows": run.windows,
+        "wall_seconds": run.wall_seconds,
+        "cpu_seconds": run.cpu_seconds,
     }
-    tables.append(BATCH_RUNS.name, pa.table(row), app_id="batch-runs", version=number)
+    tables.append(BATCH_RUNS.name, pa.Table.from_pylist([row], RUNS_SCHEMA), app_id="batch-runs", version=number)

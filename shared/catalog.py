@@ -1,16 +1,18 @@
 """The lake's tables: every table's name, row schema and the run-prefix rule, in one place.
 
-A lake holds its Delta tables under ``<lake>/tables/<name>``. The always-on speed layer writes
-the stream tables under their bare names; a Kappa replay named ``RUN`` writes the same tables
-under the prefix ``kappa/RUN/`` (``replay_prefix``), so replays never touch the live layer's
-rows. The batch recompute, the reconciliation and the run histories have one table each.
+A lake holds its Delta tables under ``tables_root(lake)``, ``<lake>/tables/<name>``. The
+always-on speed layer writes the stream tables under their bare names; a Kappa replay named
+``RUN`` writes the same tables under the prefix ``kappa/RUN/`` (``replay_prefix``), so replays
+never touch the live layer's rows. The batch recompute, the reconciliation and the run
+histories have one table each.
 
-``Table.schema`` is the Arrow schema of the rows where the lab fixes it: the stream's tables
-(written from Arrow), the batch's line tables (the same rows without the micro-batch) and the
-corrected windows; the other tables take their columns from the Spark computation that writes
-them, and ``schema`` is None for them. ``empty`` gives a table's rows before it exists. No other
-module spells a table's name: it names the ``Table`` here (``BATCH_TRUTH.name``,
-``SPEED_AGGREGATES.at(prefix)``).
+Every table has its row schema here: ``Table.schema`` (Arrow) and ``Table.spark_schema``. An
+entry names the module that defines the schema beside the code that builds the rows
+(``"module:NAME"``) and imports it only when asked, so naming a table (a DAG does, when it is
+parsed) imports neither Arrow nor Spark. ``empty`` gives a table's rows before it exists. No
+table is partitioned: a day's rows are replaced by a predicate on ``window_start``, not a
+partition. No other module spells a table's name: it names the ``Table`` here
+(``BATCH_TRUTH.name``, ``SPEED_AGGREGATES.at(prefix)``).
 """
 
 from __future__ import annotations
@@ -18,36 +20,40 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
-    "Table", "REPLAY_ROOT", "replay_prefix", "stream_prefix", "StreamChoiceError",
+    "Table", "tables_root", "REPLAY_ROOT", "replay_prefix", "replay_name", "stream_prefix", "StreamChoiceError",
     "DEAD_LETTER", "DUPLICATE_EVENTS", "LATE_EVENTS", "SPEED_AGGREGATES", "STREAM_METRICS", "STREAM_STATE",
     "WINDOW_HISTORY", "SPEED_TABLES", "STREAM_OUTPUTS",
     "BATCH_TRUTH", "BATCH_DEAD_LETTER", "BATCH_DUPLICATES", "BATCH_RUNS", "BATCH_TABLES",
-    "CORRECTED_AGGREGATES", "RECON_RUNS", "RECON_DIFFS", "RECON_CORRECTIONS", "REPLAY_RUNS",
+    "CORRECTED_AGGREGATES", "RECON_RUNS", "RECON_DIFFS", "RECON_CORRECTIONS", "REPLAY_RUNS", "GENERATOR_TRUTH",
 ]
+
+
+def tables_root(lake: str | Path) -> Path:
+    """Where ``lake`` keeps its tables: ``<lake>/tables``, resolved."""
+    return Path(lake).resolve() / "tables"
 
 
 @dataclass(frozen=True)
 class Table:
-    """One table of the lake: ``name`` under ``<lake>/tables``; ``rows``: where the Arrow schema
-    of its rows is defined (``"module:NAME"``, with ``without`` columns dropped), None when Spark
-    gives them their shape. The schema is imported when asked for, so naming a table (a DAG
-    does, when it is parsed) imports neither Arrow nor Spark."""
+    """One table of the lake: ``name`` under ``tables_root``; ``rows``: where the Arrow schema
+    of its rows is defined (``"module:NAME"``, with ``without`` columns dropped), imported when
+    asked for."""
 
     name: str
-    rows: str | None = None
+    rows: str
     without: tuple[str, ...] = ()
 
     @property
-    def schema(self) -> "pa.Schema | None":
-        if self.rows is None:
-            return None
+    def schema(self) -> "pa.Schema":
         module, attribute = self.rows.split(":")
         schema = getattr(importlib.import_module(module), attribute)
         for column in self.without:
@@ -58,13 +64,15 @@ class Table:
         """The table's name under a run prefix (``""``: the speed layer's; ``kappa/RUN/``)."""
         return f"{prefix}{self.name}"
 
-    def empty(self, spark: "SparkSession") -> "DataFrame":
-        """No rows, with the table's columns (what reading it gives before it is written)."""
+    @property
+    def spark_schema(self) -> "StructType":
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        if self.schema is None:
-            raise ValueError(f"{self.name} takes its columns from the computation that writes it")
-        return spark.createDataFrame([], from_arrow_schema(self.schema))
+        return from_arrow_schema(self.schema)
+
+    def empty(self, spark: "SparkSession") -> "DataFrame":
+        """No rows, with the table's columns (what reading it gives before it is written)."""
+        return spark.createDataFrame([], self.spark_schema)
 
 
 # The stream's tables: written by the always-on speed layer (no prefix) and by each replay.
@@ -80,19 +88,22 @@ SPEED_TABLES = (DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, ST
 STREAM_OUTPUTS = (SPEED_AGGREGATES, LATE_EVENTS, DUPLICATE_EVENTS, DEAD_LETTER, STREAM_METRICS)
 
 # The batch recompute's.
-BATCH_TRUTH = Table("batch_truth")
+BATCH_TRUTH = Table("batch_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 BATCH_DEAD_LETTER = Table("batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
 BATCH_DUPLICATES = Table("batch_duplicates", "shared.speed:DUPLICATE_SCHEMA", without=("batch_id",))
-BATCH_RUNS = Table("batch_runs")
+BATCH_RUNS = Table("batch_runs", "shared.batch_runs:RUNS_SCHEMA")
 BATCH_TABLES = (BATCH_TRUTH, BATCH_DUPLICATES, BATCH_DEAD_LETTER, BATCH_RUNS)
+# The generator's ground truth of the batch's windows, computed without Spark (``lklab.truth``).
+GENERATOR_TRUTH = Table("generator_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 
-# The reconciliation's (``corrected_aggregates`` is per stream: under the stream's prefix).
-CORRECTED_AGGREGATES = Table("corrected_aggregates", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
-RECON_RUNS = Table("recon_runs")
-RECON_DIFFS = Table("recon_diffs")
-RECON_CORRECTIONS = Table("recon_corrections")
+# The reconciliation's (``corrected_aggregates`` is per stream: under the stream's prefix). Its
+# rows are the reconciliation's results: their schemas are defined with them.
+CORRECTED_AGGREGATES = Table("corrected_aggregates", "reconciliation.recon_tables:CORRECTED_SCHEMA")
+RECON_RUNS = Table("recon_runs", "reconciliation.recon_tables:RUNS_SCHEMA")
+RECON_DIFFS = Table("recon_diffs", "reconciliation.recon_tables:DIFFS_SCHEMA")
+RECON_CORRECTIONS = Table("recon_corrections", "reconciliation.recon_tables:CORRECTIONS_SCHEMA")
 
-REPLAY_RUNS = Table("replay_runs")
+REPLAY_RUNS = Table("replay_runs", "shared.replay_runs:RUNS_SCHEMA")  # a Kappa replay's cost, one row per run
 
 REPLAY_ROOT = "kappa/"
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -137,7 +148,7 @@ VISITORS_DEAD_LETTER = Table("visitors_dead_letter", "shared.speed:DEAD_LETTER_S
 VISITORS_STATE = Table("visitors_state", "shared.visitor_state:STATE_SCHEMA")  # clock, remembered ids, member entries (TTL)
 VISITORS_STREAM_TABLES = (VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STATE)
 VISITORS_TRUTH = Table("visitors_truth", "shared.distinct_urls:COUNT_SCHEMA")  # the batch rule over the whole log
-VISITORS_CORRECTED = Table("visitors_corrected")  # per stream: served, corrected, truth and verdict per window
+VISITORS_CORRECTED = Table("visitors_corrected", "reconciliation.distinct_reconcile:CORRECTED_SCHEMA")  # per stream: served, corrected, truth and verdict per window
 # Per micro-batch: the segments read and where the lines went (a reconciliation's read-through).
 VISITORS_STREAM_METRICS = Table("visitors_stream_metrics", "shared.visitor_metrics:VISITOR_METRICS_SCHEMA")
 # What a stream job writes: its outputs, then the state (the commit point) last.

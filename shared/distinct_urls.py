@@ -31,7 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from shared.events import UTC_MICROS
 from shared.spark_arrow import per_key
-from shared.windows import SessionWindows, WindowSpec, assign_windows_table
+from shared.windows import WindowSpec, assign_windows_table
 
 __all__ = [
     "MEMBER_KEY", "WINDOW_KEY", "MEMBER_SCHEMA", "COUNT_SCHEMA", "require_fixed", "view_pairs", "first_views",
@@ -65,9 +65,7 @@ COUNT_SCHEMA = pa.schema(
 
 def require_fixed(spec: WindowSpec) -> WindowSpec:
     """``spec`` when it is tumbling or sliding; a ``ValueError`` naming the valid kinds otherwise."""
-    if isinstance(spec, SessionWindows) or spec.merges:
-        raise ValueError(f"unique_visitors counts distinct URLs per fixed window: window-kind must be tumbling or sliding, not {spec.kind}")
-    return spec
+    return spec.require_fixed("unique_visitors counts distinct URLs per fixed window")
 
 
 def view_pairs(spec: WindowSpec, views: pa.Table) -> pa.Table:

@@ -459,7 +459,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
     """The stream's rows for the whole log (``parsed``: ``parse_events`` output, cached by the
     caller), as a live run reading one segment per micro-batch writes them."""
     clock, lines, stats = log_clock(parsed.select(*_NEEDED), settings.clock)
-    whole_events = history or settings.window.merges
+    whole_events = history or settings.window.pick(fixed=False, merging=True)
     task = _Pass(clock, settings, whole_events)
     passed = lines.transform(_flag_repeated).mapInArrow(task, from_arrow_schema(_PASS)).persist()
     role = lambda name: passed.where(F.col("_role") == name)

@@ -127,9 +127,7 @@ def window_step(
 ) -> WindowRun:
     """Judge ``events`` (first copies in log order with ``_line``, ``_p``, ``_w``, ``_w_after``,
     ``batch_id``) against the windows ``held`` (``WINDOW_ROW_SCHEMA``); see the module docstring."""
-    if spec.merges:
-        return _Sessions(spec, allowed_lateness, advances, history).run(events, held)
-    return _fixed(spec, allowed_lateness, events, held, advances, history)
+    return spec.pick(fixed=_fixed, merging=_sessions)(spec, allowed_lateness, events, held, advances, history)
 
 
 def _with(table: pa.Table, **columns) -> pa.Table:
@@ -421,6 +419,10 @@ class _Version:
     @property
     def window(self) -> tuple:
         return (self.start, self.end, *self.key)
+
+
+def _sessions(spec: SessionWindows, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool) -> WindowRun:
+    return _Sessions(spec, allowed_lateness, advances, history).run(events, held)
 
 
 class _Sessions:

@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 _PREFIX = "lklab."
-_WINDOW_KEYS = {"tumbling": ("window-size",), "sliding": ("window-size", "window-slide"), "session": ("session-gap",)}
 _STREAM_KEYS = ("watermark-delay", "watermark-interval", "allowed-lateness", "dedup-horizon")
 LINE_KEYS = ("max-clock-skew", "max-line-bytes")
 
@@ -48,7 +47,7 @@ class SettingsConflict(ValueError):
 def window_settings(config: LabConfig) -> dict[str, str]:
     """The window settings that matter for ``config``'s window kind."""
     described = config.describe()
-    return {"window-kind": config.window_kind, **{key: described[key] for key in _WINDOW_KEYS[config.window_kind]}}
+    return {"window-kind": config.window_kind, **{key: described[key] for key in config.window.settings}}
 
 
 def line_settings(config: LabConfig) -> dict[str, str]:

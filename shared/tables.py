@@ -1,6 +1,6 @@
 """Delta table I/O: the one place that knows how tables are written and read.
 
-Tables live under ``<lake>/tables/<name>``. Two engines write the same Delta format:
+Tables live under ``<lake>/tables/<name>`` (``shared.catalog.tables_root``). Two engines write the same Delta format:
 
 * ``deltalake`` (delta-rs, the default): Spark computes, the driver hands Arrow data to
   delta-rs, which commits.
@@ -48,6 +48,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from shared.catalog import tables_root
+
 __all__ = ["Tables", "resolve_engine", "delta_spark_jars", "TableNameError"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)*$")
@@ -86,7 +88,7 @@ class Tables:
 
     def __init__(self, spark: SparkSession, lake: str | Path, engine: str = "auto", *, keep_open: bool = False) -> None:
         self.spark = spark
-        self.root = Path(lake).resolve() / "tables"
+        self.root = tables_root(lake)
         self.engine = resolve_engine(engine)
         self.keep_open = keep_open
         self._open: dict[str, DeltaTable] = {}

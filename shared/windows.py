@@ -17,21 +17,30 @@ micro-batch, ``assign_windows`` runs it over a Spark DataFrame.
 
 What differs between the kinds lives on the kinds, so no other module asks which kind it has:
 
-* ``merges``: whether a window's bounds can change as events arrive. Fixed windows (tumbling,
-  sliding) never change; a session grows, and two sessions of a key merge when an event falls
-  between them, so whoever folds or explains a session must look at every row of its key.
+* ``assign(events)``: the rule itself, in Arrow (``assign_windows_table`` calls it).
+* ``pick(fixed=..., merging=...)``: of two alternatives, the one for this window's family.
+  Fixed windows (tumbling, sliding) sit on the clock: an event's windows follow from its time
+  alone, so each (event, window) pair can be judged, folded and explained on its own, by any
+  subset of the events. A session grows, and two sessions of a key merge when an event falls
+  between them: whoever judges, folds or explains a session must look at every event of its key.
+  A module whose algorithm differs between the families hands both and lets the window choose.
 * ``late_windows(late)``: the windows a side-output row adds its event to when it is folded
   back in. A fixed window's late row names its window; a session's late event forms its own
   session ``[t, t + gap)``, one per line, to be merged with the ones it touches.
 * ``merged(rows)``: window rows of a key relabelled with the bounds of the window they end up
   in (fixed windows: unchanged; sessions: overlapping intervals merged into one).
+* ``require_fixed(why)``: the window itself, or a ``ValueError`` for sessions (a rule that only
+  has meaning per fixed window says ``why``).
+* ``overlaps``: whether an event can count in several windows (sliding), so a sum over the
+  windows is not a total; ``settings``: the settings that define the windows, as a user names
+  them (``window-size`` ...).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -47,12 +56,12 @@ __all__ = [
     "WINDOW_KINDS",
     "TumblingWindows",
     "SlidingWindows",
+    "FixedWindows",
     "SessionWindows",
     "WindowSpec",
     "window_spec",
     "assign_windows_table",
     "assign_windows",
-    "last_window_end",
     "micros",
     "KEY_COLUMNS",
     "WINDOW_COLUMNS",
@@ -65,20 +74,45 @@ WINDOW_COLUMNS = ("window_start", "window_end")
 RULE_COLUMNS = ("event_id", *KEY_COLUMNS, "event_time")  # all the rule reads, sessions included
 
 
-@dataclass(frozen=True)
-class TumblingWindows:
-    """Fixed, non-overlapping windows of ``size`` microseconds."""
+T = TypeVar("T")
+
+
+class _FixedWindows:
+    """What tumbling and sliding windows share: windows fixed on the clock, ``size``
+    microseconds long, one starting every ``step`` microseconds."""
 
     size: int
-    kind = "tumbling"
+    overlaps = False
 
-    def __post_init__(self) -> None:
-        _require_positive("window-size", self.size)
+    @property
+    def step(self) -> int:
+        return self.size
 
-    def describe(self) -> str:
-        return f"tumbling {format_duration(self.size)}"
+    @property
+    def windows_per_event(self) -> int:
+        """The most windows one event can belong to: ``ceil(size / step)``."""
+        return -(-self.size // self.step)
 
-    merges = False
+    def pick(self, *, fixed: T, merging: T) -> T:
+        """``fixed``: an event's windows follow from its time alone (see the module docstring)."""
+        return fixed
+
+    def require_fixed(self, why: str) -> "FixedWindows":
+        return self
+
+    def assign(self, events: pa.Table) -> pa.Table:
+        """One row per (event, window), in the order of ``events`` (an event's windows next to
+        each other, earliest start last)."""
+        times = micros(events["event_time"])
+        per_event = self.windows_per_event
+        rows = np.repeat(np.arange(events.num_rows), per_event)
+        starts = _floor_to(times, self.step)[rows] - np.tile(np.arange(per_event), events.num_rows) * self.step
+        inside = times[rows] < starts + self.size
+        return _with_window(events.take(rows[inside]), starts[inside], self.size)
+
+    def assign_frame(self, events: DataFrame, function, schema) -> DataFrame:
+        """Run ``function`` (an Arrow assignment) over ``events``: any partition of them will do."""
+        return per_partition(events, function, schema)
 
     def late_windows(self, late: DataFrame) -> DataFrame:
         """Side-output rows, one per (event, window): the windows are the ones they name."""
@@ -90,12 +124,33 @@ class TumblingWindows:
 
 
 @dataclass(frozen=True)
-class SlidingWindows:
+class TumblingWindows(_FixedWindows):
+    """Fixed, non-overlapping windows of ``size`` microseconds."""
+
+    size: int
+    kind = "tumbling"
+    settings = ("window-size",)
+
+    def __post_init__(self) -> None:
+        _require_positive("window-size", self.size)
+
+    def describe(self) -> str:
+        return f"tumbling {format_duration(self.size)}"
+
+    def assign(self, events: pa.Table) -> pa.Table:
+        """One row per event: the window ``[N*size, (N+1)*size)`` holding its time."""
+        return _with_window(events, _floor_to(micros(events["event_time"]), self.size), self.size)
+
+
+@dataclass(frozen=True)
+class SlidingWindows(_FixedWindows):
     """Overlapping windows of ``size`` microseconds starting every ``slide`` microseconds."""
 
     size: int
     slide: int
     kind = "sliding"
+    settings = ("window-size", "window-slide")
+    overlaps = True
 
     def __post_init__(self) -> None:
         _require_positive("window-size", self.size)
@@ -107,22 +162,11 @@ class SlidingWindows:
             )
 
     @property
-    def windows_per_event(self) -> int:
-        """The most windows one event can belong to: ``ceil(size / slide)``."""
-        return -(-self.size // self.slide)
+    def step(self) -> int:
+        return self.slide
 
     def describe(self) -> str:
         return f"sliding {format_duration(self.size)} every {format_duration(self.slide)}"
-
-    merges = False
-
-    def late_windows(self, late: DataFrame) -> DataFrame:
-        """Side-output rows, one per (event, window): the windows are the ones they name."""
-        return late
-
-    def merged(self, rows: DataFrame) -> DataFrame:
-        """Fixed windows never merge: ``rows`` as they are."""
-        return rows
 
 
 @dataclass(frozen=True)
@@ -131,6 +175,8 @@ class SessionWindows:
 
     gap: int
     kind = "session"
+    settings = ("session-gap",)
+    overlaps = False
 
     def __post_init__(self) -> None:
         _require_positive("session-gap", self.gap)
@@ -138,7 +184,20 @@ class SessionWindows:
     def describe(self) -> str:
         return f"session gap {format_duration(self.gap)}"
 
-    merges = True
+    def pick(self, *, fixed: T, merging: T) -> T:
+        """``merging``: an event's session depends on the other events of its key."""
+        return merging
+
+    def require_fixed(self, why: str) -> "FixedWindows":
+        raise ValueError(f"{why}: window-kind must be tumbling or sliding, not {self.kind}")
+
+    def assign(self, events: pa.Table) -> pa.Table:
+        """One row per event, all rows of a session carrying its bounds, over the rows given."""
+        return _sessions(events, self)
+
+    def assign_frame(self, events: DataFrame, function, schema) -> DataFrame:
+        """Run ``function`` (an Arrow assignment) over ``events``, every event of a key in one call."""
+        return per_key(events, KEY_COLUMNS, function, schema)
 
     def late_windows(self, late: DataFrame) -> DataFrame:
         """One row per late line, its window the session its event forms alone: ``[t, t + gap)``."""
@@ -160,6 +219,7 @@ class SessionWindows:
         )
 
 
+FixedWindows = Union[TumblingWindows, SlidingWindows]
 WindowSpec = Union[TumblingWindows, SlidingWindows, SessionWindows]
 
 
@@ -187,14 +247,7 @@ def assign_windows_table(spec: WindowSpec, events: pa.Table) -> pa.Table:
     one row per event, all rows of a session carrying the same window, computed over the rows
     given: a stream must pass every event of the keys it recomputes.
     """
-    if isinstance(spec, SessionWindows):
-        return _sessions(events, spec)
-    if isinstance(spec, TumblingWindows):
-        starts = _floor_to(micros(events["event_time"]), spec.size)
-        return _with_window(events, starts, spec.size)
-    if isinstance(spec, SlidingWindows):
-        return _sliding(events, spec)
-    raise TypeError(f"not a window spec: {spec!r}")
+    return spec.assign(events)
 
 
 def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
@@ -203,19 +256,9 @@ def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
 
     def transform(events: DataFrame) -> DataFrame:
         schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
-        function = functools.partial(assign_windows_table, spec)
-        if isinstance(spec, SessionWindows):
-            return per_key(events, KEY_COLUMNS, function, schema)
-        return per_partition(events, function, schema)
+        return spec.assign_frame(events, functools.partial(assign_windows_table, spec), schema)
 
     return transform
-
-
-def last_window_end(spec: TumblingWindows | SlidingWindows, times: np.ndarray) -> np.ndarray:
-    """End of the last fixed window holding each event time (microseconds): once the
-    watermark passes it, none of the event's windows can change."""
-    step = spec.size if isinstance(spec, TumblingWindows) else spec.slide
-    return _floor_to(times, step) + spec.size
 
 
 def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -233,15 +276,6 @@ def _with_window(events: pa.Table, starts: np.ndarray, size: int) -> pa.Table:
     return events.append_column("window_start", pa.array(starts).cast(kind)).append_column(
         "window_end", pa.array(starts + size).cast(kind)
     )
-
-
-def _sliding(events: pa.Table, spec: SlidingWindows) -> pa.Table:
-    times = micros(events["event_time"])
-    per_event = spec.windows_per_event
-    rows = np.repeat(np.arange(events.num_rows), per_event)
-    starts = _floor_to(times, spec.slide)[rows] - np.tile(np.arange(per_event), events.num_rows) * spec.slide
-    inside = times[rows] < starts + spec.size
-    return _with_window(events.take(rows[inside]), starts[inside], spec.size)
 
 
 def _sessions(events: pa.Table, spec: SessionWindows) -> pa.Table:

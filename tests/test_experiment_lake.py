@@ -1,8 +1,10 @@
 """The experiment DAG claims its lake before overwriting it (``lklab.experiment_lake``)."""
 
+from pathlib import Path
+
 import pytest
 
-from lklab.experiment_lake import EXPERIMENT_MARKER, NotAnExperimentLake, claim
+from lklab.experiment_lake import EXPERIMENT_MARKER, NotAnExperimentLake, claim, default_lake
 from lklab.generator import GeneratorParams, generate
 
 
@@ -28,3 +30,10 @@ def test_a_lake_with_data_the_experiment_did_not_make_is_refused_and_left_alone(
         claim(lake, tmp_path / "lake")
     assert not (lake / EXPERIMENT_MARKER).exists()
     assert (lake / "checkpoints" / "speed" / "offsets").read_text() == "0"
+
+
+def test_the_default_lake_is_the_environments_else_the_live_one_with_a_suffix(monkeypatch):
+    monkeypatch.delenv("LKLAB_EXPERIMENT_LAKE", raising=False)
+    assert default_lake(Path("/data/lake")) == "/data/lake-experiment"
+    monkeypatch.setenv("LKLAB_EXPERIMENT_LAKE", "/data/trial")
+    assert default_lake(Path("/data/lake")) == "/data/trial"

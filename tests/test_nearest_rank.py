@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import numpy as np
 import pytest
 
-from reconciliation.result import nearest_rank
+from reconciliation.result import nearest_rank, rank_sql
 
 
 def textbook(values: list, p: D):
@@ -53,3 +53,12 @@ def test_the_value_is_an_element_of_the_list():
 def test_probabilities_outside_zero_to_one_are_refused(p):
     with pytest.raises(ValueError, match="a number from 0 to 1"):
         nearest_rank([D(1)], p)
+
+
+def test_spark_takes_the_same_rank(spark):
+    """``rank_sql``, the rank a Spark query selects, is ``nearest_rank``'s for every count."""
+    probabilities = ("0", "0.07", "0.28", "0.5", "0.99", "0.999", "1")
+    rows = spark.range(1, 41).selectExpr("id", *[f"{rank_sql('id', p)} AS r{i}" for i, p in enumerate(probabilities)]).collect()
+    for row in rows:
+        ranked = list(range(1, row["id"] + 1))  # rank r holds value r
+        assert [row[f"r{i}"] for i in range(len(probabilities))] == [nearest_rank(ranked, p) for p in probabilities], row["id"]

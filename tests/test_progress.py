@@ -91,3 +91,13 @@ def test_configure_logging_prints_time_and_message_once(capsys):
         logger.handlers.clear()
     (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith("] starting Spark") and line[0] == "[" and line[9] == "]"
+
+
+def test_a_step_says_its_number_and_the_time_left(clock):
+    with progress("settings", total=3, bar=False) as settings:
+        assert settings.step("W=20s: live stream") == "[1/3] W=20s: live stream"  # no pace yet
+        clock.now += 12
+        settings.advance()
+        assert settings.step("W=5m: replay") == "[2/3] W=5m: replay, about 24s left"
+    with progress("scan", bar=False) as scan:
+        assert scan.step("segment 7") == "segment 7"

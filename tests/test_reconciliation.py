@@ -186,6 +186,25 @@ def test_recon_tables_hold_the_result(spark, known):
     assert sum(diffs["amount_delta"].to_pylist()) == Decimal("63") - Decimal("115")
 
 
+def test_every_table_written_has_the_rows_its_catalog_entry_says(spark, known):
+    """Speed layer, batch and reconciliation tables, as written: the columns and types of
+    ``shared.catalog`` (nullability aside: Spark and delta-rs record it differently)."""
+    from shared import catalog
+
+    lake, _, _ = known
+    tables = Tables(spark, lake, "deltalake")
+    entries = [t for t in vars(catalog).values() if isinstance(t, catalog.Table) and tables.exists(t.name)]
+    columns = lambda schema: [(f.name, f.type) for f in schema]
+    assert {t.name for t in entries} == {
+        "speed_aggregates", "late_events", "duplicate_events", "dead_letter", "stream_metrics", "stream_state",
+        "batch_truth", "batch_dead_letter", "batch_duplicates", "batch_runs",
+        "corrected_aggregates", "recon_runs", "recon_diffs", "recon_corrections",
+    }
+    differing = {t.name: columns(tables.read_arrow(t.name).schema) for t in entries
+                 if columns(tables.read_arrow(t.name).schema) != columns(t.schema)}
+    assert differing == {}
+
+
 def test_renderers_read_the_result(known):
     _, _, result = known
     text = render_text(result)

@@ -60,3 +60,39 @@ def test_a_reconciliation_as_text():
         "  no windows on either side for these days",
         "  1,234,567 window corrections in recon_corrections",
     ]
+
+
+def test_the_other_pipelines_reconciliations_as_text(tmp_path):
+    """``unique_visitors`` and ``order_payments`` render through the same function."""
+    import pyarrow as pa
+
+    from lklab.payments_reconcile import PaymentsReconciliation
+    from lklab.visitors_reconcile import VisitorsReconciliation
+    from reconciliation.distinct_reconcile import WINDOWS_SCHEMA, DistinctReconciliation, MemberDifference
+    from reconciliation.join_reconcile import JoinDifference, JoinReconciliation
+
+    windows = pa.Table.from_pylist([
+        {"window_start": dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc), "window_end": dt.datetime(2026, 1, 5, 0, 1, tzinfo=dt.timezone.utc),
+         "user_id": user, "served": served, "corrected": corrected, "truth": truth, "verdict": verdict}
+        for user, served, corrected, truth, verdict in (("u1", 2, 2, 2, "match"), ("u2", 1, 2, 2, "late"), ("u3", 1, 1, 2, "differs"))
+    ], WINDOWS_SCHEMA)
+    missing = MemberDifference(0, 60_000_000, "u3", "/b", "truth_only", "unread", 9, 4)
+    visitors = VisitorsReconciliation("speed", "speed: truth v3, stream batch 7", 8, False, DistinctReconciliation(windows, (missing,)))
+    assert render_text(visitors).splitlines() == [
+        "unique_visitors: speed against visitors_truth (speed: truth v3, stream batch 7; read through segment 8)",
+        "3 (window, user) rows compared: 1 matching, 1 explained by the late side output, 1 differing",
+        "URLs still different: 1 unread",
+        "  unread: truth_only u3 /b (window 0..60000000, line 9:4)",
+        "visitors_corrected: this run was already recorded, nothing written",
+    ]
+
+    late = JoinDifference("matched", "missing_in_stream", (2, 1), (3, 5), "late_payment")
+    joined = JoinReconciliation({"matched": (1_200, 1_199), "unpaid": (3, 4)}, (late,))
+    payments = PaymentsReconciliation("kappa:p1", 9, 9, joined, tmp_path / "payments_audit.csv", 5)
+    assert render_text(payments).splitlines() == [
+        "order_payments: truth (segments 1..9) against kappa:p1 (segments 1..9)",
+        "  matched  truth    1,200  stream    1,199",
+        "  unpaid   truth        3  stream        4",
+        "differences: 1 (late_payment 1)",
+        f"finance audit: 5 rows (unpaid orders, late payments) -> {tmp_path / 'payments_audit.csv'}",
+    ]

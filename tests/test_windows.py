@@ -88,3 +88,26 @@ def test_specs_reject_bad_values():
     with pytest.raises(ValueError, match="must not exceed"):
         SlidingWindows(MIN, 2 * MIN)
     assert window_spec("sliding", size=MIN, slide=None, gap=MIN) == SlidingWindows(MIN, MIN)
+
+
+def test_each_kind_answers_for_itself():
+    """What differs between the kinds is asked of the window, never of its kind."""
+    tumbling, sliding, session = TumblingWindows(MIN), SlidingWindows(2 * MIN, MIN), SessionWindows(MIN)
+    kinds = (tumbling, sliding, session)
+    assert [w.pick(fixed="fixed", merging="merging") for w in kinds] == ["fixed", "fixed", "merging"]
+    assert [w.overlaps for w in kinds] == [False, True, False]  # only sliding counts an event twice
+    assert [w.settings for w in kinds] == [("window-size",), ("window-size", "window-slide"), ("session-gap",)]
+    assert tumbling.require_fixed("a rule") is tumbling and sliding.require_fixed("a rule") is sliding
+    with pytest.raises(ValueError, match="^a rule: window-kind must be tumbling or sliding, not session$"):
+        session.require_fixed("a rule")
+
+
+def test_tumbling_is_sliding_by_its_own_size():
+    """The fixed-window rule, the general one and tumbling's one-window shortcut, agree."""
+    import pyarrow as pa
+
+    times = [-MIN - 1, -1, 0, 1, MIN - 1, MIN, 5 * MIN + 7]
+    events = pa.table({"event_time": pa.array(times, pa.int64()).cast(pa.timestamp("us", tz="UTC"))})
+    assert TumblingWindows(MIN).assign(events).to_pylist() == SlidingWindows(MIN, MIN).assign(events).to_pylist()
+    starts = TumblingWindows(MIN).assign(events)["window_start"].cast(pa.int64()).to_pylist()
+    assert starts == [-2 * MIN, -MIN, 0, 0, 0, MIN, 5 * MIN]

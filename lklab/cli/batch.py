@@ -32,7 +32,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
         if generated is not None:
             progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
             write_truth(generated, config.window, config.lake)
-        summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window.describe())
+        summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window)
     finally:
         spark.stop()
     print(render_text(summary))

@@ -55,7 +55,7 @@ def adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
     tables = settings_tables(config)
     try:
         windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
-        stream = agreed(tables, [f"{prefix}speed_aggregates"])
+        stream = agreed(tables, [catalog.SPEED_AGGREGATES.at(prefix)])
         return adopt(config, {**stream, **windows}, source)
     except SettingsConflict as err:
         raise UsageError(str(err)) from None

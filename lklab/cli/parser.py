@@ -14,6 +14,7 @@ from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.reconcile import cmd_reconcile
 from lklab.cli.replay import cmd_replay
 from lklab.cli.speed import cmd_speed
+from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
 
 def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
@@ -160,14 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
         "lklab replay --name lateness-1h --allowed-lateness 1h",
     )
     _common(replay)
-    replay.add_argument("--name", required=True, help="run name: its tables are kappa/NAME/...")
+    replay.add_argument("--name", required=True, help=f"run name: its tables are {replay_prefix('NAME')}...")
     replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
-    replay.add_argument("--history", action="store_true", help="also write window_history: every change of a window row, "
+    replay.add_argument("--history", action="store_true", help=f"also write {WINDOW_HISTORY.name}: every change of a window row, "
                         "line by line, at its processing time")
     replay.set_defaults(handler=cmd_replay)
 
     reconcile = _command(
-        sub, "reconcile", "Diff a stream against batch_truth, explain every gap, fold the late side output back in "
+        sub, "reconcile", f"Diff a stream against {BATCH_TRUTH.name}, explain every gap, fold the late side output back in "
         "(exit 3 when the unexplained gap exceeds the threshold).",
         "lklab reconcile --date 2026-01-05 --against kappa:lateness-1h --json-out recon.json",
     )

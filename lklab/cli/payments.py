@@ -114,19 +114,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from lklab.payments_reconcile import PaymentsInputError, reconcile_payments
+    from lklab.payments_reconcile import PaymentsInputError, reconcile_payments, render_text
     from shared.catalog import StreamChoiceError
 
     config = config_from(args)
     with spark_for(config, "lklab-payments-reconcile", PaymentsInputError, StreamChoiceError, ValueError) as spark:
         found = reconcile_payments(spark, config, against=args.against)
     result = found.result
-    print(f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})")
-    for outcome, (truth, stream) in result.counts.items():
-        print(f"  {outcome:<8} truth {truth:>8,}  stream {stream:>8,}")
-    reasons = ", ".join(f"{reason} {count:,}" for reason, count in result.by_reason.items()) or "none"
-    print(f"differences: {len(result.differences):,} ({reasons})")
-    print(f"finance audit: {found.audit_rows:,} rows (unpaid orders, late payments) -> {found.audit_csv}")
+    print(render_text(found))
     if result.unexplained:
         print(f"lklab reconcile: UNEXPLAINED: {result.unexplained:,} differences", file=sys.stderr)
         return UNHEALTHY

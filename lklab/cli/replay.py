@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from lklab.cli.console import UsageError, progress
 from lklab.cli.options import config_from, lake_windows
@@ -11,7 +10,7 @@ from lklab.cli.options import config_from, lake_windows
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.kappa_replay import ReplayExists, run_replay, writer_role
-    from shared.catalog import replay_prefix
+    from shared.catalog import replay_prefix, tables_root
     from shared.locks import refuse_if_held
     from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
@@ -35,6 +34,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(
         f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments; "
         f"{run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); "
-        f"tables under {Path(config.lake) / 'tables' / 'kappa' / run.name}"
+        f"tables under {tables_root(config.lake) / replay_prefix(run.name)}"
     )
     return 0

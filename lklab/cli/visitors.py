@@ -16,7 +16,7 @@ from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_fo
 from lklab.cli.options import config_from
 from lklab.cli.pipelines import replay_name, stream_stop
 
-__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile", "render_reconciliation"]
+__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
 
 
 def _config(args: argparse.Namespace):
@@ -70,11 +70,12 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     from lklab.visitors_batch import run_visitors_batch
+    from shared.catalog import VISITORS_TRUTH
 
     config = _config(args)
     with spark_for(config, "lklab-visitors-batch") as spark:
         run = run_visitors_batch(spark, config)
-    print(f"visitors_truth: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
+    print(f"{VISITORS_TRUTH.name}: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
           f"{run.lines:,} lines = {run.views:,} views + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + "
           f"{run.heartbeats:,} heartbeats ({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.wall_seconds:.1f} s wall")
     return 0 if run.conserved else FAILURE
@@ -82,38 +83,19 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.visitors_replay import ReplayExists, run_visitors_replay
+    from shared.catalog import tables_root
 
     config = _config(args)
     prefix = replay_name(args)
     with spark_for(config, f"lklab-visitors-replay-{args.name}", ReplayExists) as spark:
         run = run_visitors_replay(spark, config, args.name, replace=args.replace)
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
-          f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {config.lake / 'tables' / prefix}")
+          f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {tables_root(config.lake) / prefix}")
     return 0
 
 
-def render_reconciliation(reconciled) -> str:
-    """The text summary of a ``VisitorsReconciliation``."""
-    result = reconciled.result
-    verdicts = result.verdicts()
-    lines = [
-        f"unique_visitors: {reconciled.against} against visitors_truth ({reconciled.run_id}; read through segment {reconciled.read_through})",
-        (f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
-         f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"),
-    ]
-    if result.differences:
-        reasons = ", ".join(f"{count:,} {reason}" for reason, count in result.reasons().items())
-        lines.append(f"URLs still different: {reasons}")
-        lines += [f"  {d.reason}: {d.side} {d.user_id} {d.url} (window {d.window_start}..{d.window_end}, line {d.segment}:{d.line_number})"
-                  for d in result.differences[:10]]
-    else:
-        lines.append("proven: corrected (served members + late side output) == truth for every window")
-    lines.append("visitors_corrected: rows written" if reconciled.written else "visitors_corrected: this run was already recorded, nothing written")
-    return "\n".join(lines)
-
-
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors
+    from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors, render_text
     from shared.catalog import StreamChoiceError, stream_prefix
 
     config = _config(args)
@@ -123,7 +105,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     with spark_for(config, "lklab-visitors-reconcile", VisitorsReconcileInputError) as spark:
         reconciled = reconcile_visitors(spark, config, against=args.against)
-    print(render_reconciliation(reconciled))
+    print(render_text(reconciled))
     unexplained = reconciled.result.reasons().get("unexplained", 0)
     if unexplained:  # the verdict line an orchestrator quotes (lines starting "lklab "; lklab.spark_task)
         print(f"lklab reconcile: UNEXPLAINED: {unexplained:,} differences (a URL in the stream's or the truth's members "

@@ -421,3 +421,12 @@ def test_pipeline_dag_docs_show_the_commands_they_run(dagbag):
         assert f"`spark_jobs/reconcile_job.py --pipeline {pipeline} --against speed`" in doc(f"{pipeline}_nightly")
         assert doc(f"{pipeline}_replay").startswith(f"`{pipeline}_replay`: ")
         assert f"`spark_jobs/replay_job.py --pipeline {pipeline} --name <run_name> --replace`" in doc(f"{pipeline}_replay")
+
+
+def test_the_experiment_takes_its_lake_from_claim_lake_when_it_runs(dagbag):
+    """Parsed, the experiment holds no lake: ``claim_lake`` reads the default (the environment,
+    the configuration) when the run starts, and every Spark step runs on the lake it claimed."""
+    dag = dagbag.dags["lambda_kappa_experiment"]
+    assert dag.params["lake"] == ""
+    for task_id in ("speed_layer", "batch_recompute", "kappa_replay", "reconcile_speed", "reconcile_kappa"):
+        assert dag.get_task(task_id).application_args[:2] == ["--lake", "{{ ti.xcom_pull(task_ids='claim_lake') }}"]
