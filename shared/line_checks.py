@@ -21,7 +21,9 @@ around its own field checks and names the first failure, in this order::
   on which value wins: ``duplicate_key``, detail the first key that repeats an earlier one), a
   line that is not JSON (a key repeated in a nested object makes the line ``not_json``, as
   Spark's parser refuses the whole line) and JSON that is not an object. A byte order mark
-  inside a line is no whitespace: such a line is ``not_json``.
+  inside a line is no whitespace: such a line is ``not_json``. Spark's parser reads the first
+  JSON value of a line and ignores whatever follows it (``{...} x`` is that object), and so do
+  the checks here in their Python form.
 * **Clock.** An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
   setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot
   have happened after it arrived, and accepted, one event dated decades ahead would move the
