@@ -1,14 +1,16 @@
 """``lake_maintenance``: compaction and VACUUM of the always-on tables, daily.
 
 Every day at 03:00 UTC (after the night's ``batch_recompute`` and its reconciliation),
-``lklab.maintenance.maintain_lake`` compacts the small files the speed layer and reconciliation
-leave behind (``speed_aggregates``, ``late_events``, ``duplicate_events``, ``dead_letter``,
-``stream_metrics``, ``stream_state``, ``recon_runs``, ``recon_diffs``, ``recon_corrections``) and
-VACUUMs them with the ``retention`` param: every version committed within it stays readable
-(time travel), older ones may not. It runs with delta-rs alone (no Spark), on the configured
-lake (``LKLAB_LAKE`` / ``LKLAB_CONFIG``), under the lake's ``maintenance`` lock; tables the live
-speed layer rewrites in place are compacted only while it is stopped. ``lklab maintain`` does
-the same from the command line.
+``lklab.maintenance.maintain_lake`` compacts the small files the live streams and reconciliation
+leave behind (billing's ``speed_aggregates``, ``late_events``, ``duplicate_events``,
+``dead_letter``, ``stream_metrics``, ``stream_state``; the ``unique_visitors`` stream's
+``visitors_*`` and the ``order_payments`` stream's ``payments_*`` tables; ``recon_runs``,
+``recon_diffs``, ``recon_corrections``) and VACUUMs them with the ``retention`` param: every
+version committed within it stays readable (time travel), older ones may not. It runs with
+delta-rs alone (no Spark), on the configured lake (``LKLAB_LAKE`` / ``LKLAB_CONFIG``), under the
+lake's ``maintenance`` lock; tables a live stream rewrites in place are compacted only while it
+is stopped; a pipeline's tables not in the lake are skipped. ``lklab maintain`` does the same
+from the command line.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["CRASH_AT", "crash_point", "committing"]
+__all__ = ["CRASH_AT", "crash_point", "committing", "batch_points"]
 
 CRASH_AT = "LKLAB_CRASH_AT"
 
@@ -37,3 +37,9 @@ def committing(batch_id: int, table: str) -> Iterator[None]:
     crash_point(batch_id, f"before:{table}")
     yield
     crash_point(batch_id, f"after:{table}")
+
+
+def batch_points(batch_id: int, tables: Iterable[str]) -> list[str]:
+    """Every named crash point of micro-batch ``batch_id``, in the order the batch reaches them,
+    for a stream that commits ``tables`` (catalog names) in that order."""
+    return [f"{batch_id}:start"] + [f"{batch_id}:{when}:{table}" for table in tables for when in ("before", "after")]

@@ -1,7 +1,7 @@
 """Compaction and VACUUM of the lake's always-on tables, keeping time travel within a retention.
 
-The speed layer commits to its tables every micro-batch and reconciliation appends to its
-history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
+The three live streams (billing's speed layer, ``unique_visitors`` and ``order_payments``) commit
+to their tables every micro-batch and reconciliation appends to its history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
 replaced behind for time travel. Maintenance does two things to every always-on table:
 
 * **Compaction** (delta-rs ``optimize.compact``): small files are rewritten into bigger ones in
@@ -25,10 +25,12 @@ Concurrency (delta-rs 1.6.6):
   compacted while their writers run;
 * a compaction next to an in-place rewrite is not safe: a MERGE that commits after it fails (the
   speed layer would stop), and an overwrite that commits after it keeps the compacted file next
-  to its own (the overwritten rows come back). ``speed_aggregates`` (merged) and
-  ``stream_state`` (overwritten) are therefore compacted only while the speed layer's lock is
-  free, and under it, so that none starts meanwhile; while one runs they are skipped (every
-  micro-batch rewrites them, so they hold one or two live files anyway: what they need is VACUUM);
+  to its own (the overwritten rows come back). The tables a stream rewrites every micro-batch
+  (billing's ``speed_aggregates``, merged, and ``stream_state``; ``visitors_windows``, merged,
+  ``visitors_seen`` and ``visitors_state``; ``payments_state``) are therefore compacted only while
+  that stream's lock is free, and under it, so that none starts meanwhile; while it runs they
+  are skipped (every micro-batch rewrites them, so they hold one or two live files anyway: what
+  they need is VACUUM);
 * VACUUM changes no data; a commit landing during it makes its closing commit fail, and it is
   tried again on the new version.
 
@@ -57,8 +59,12 @@ __all__ = [
 
 DEFAULT_RETENTION = "7d"
 MINIMUM_RETENTION_HOURS, MAXIMUM_RETENTION_HOURS = 1, 30 * 24
-# The lock the live speed layer holds while it runs (lklab.speed_layer.run_speed: no prefix, app "speed").
+# The locks the live streams hold while they run ("stream-" + app id, no prefix): the billing
+# speed layer (lklab.speed_layer.run_speed, app "speed"), the unique_visitors stream
+# (lklab.visitors_speed, "visitors-speed") and the order_payments stream (lklab.payments_stream, "payments").
 SPEED_LAYER_LOCK = "stream-speed"
+VISITORS_STREAM_LOCK = "stream-visitors-speed"
+PAYMENTS_STREAM_LOCK = "stream-payments"
 COMMIT_ATTEMPTS = 5
 
 
@@ -71,6 +77,12 @@ class AlwaysOnTable:
     rewritten_by: str | None = None
 
 
+
+def _stream_tables(tables: tuple[catalog.Table, ...], rewritten: tuple[catalog.Table, ...], lock: str) -> tuple[AlwaysOnTable, ...]:
+    """A live stream's tables: ``rewritten`` (merged or overwritten every micro-batch) under its ``lock``."""
+    return tuple(AlwaysOnTable(table.name, rewritten_by=lock if table in rewritten else None) for table in tables)
+
+
 ALWAYS_ON_TABLES = (
     AlwaysOnTable(catalog.SPEED_AGGREGATES.name, rewritten_by=SPEED_LAYER_LOCK),
     AlwaysOnTable(catalog.STREAM_STATE.name, rewritten_by=SPEED_LAYER_LOCK),
@@ -81,6 +93,9 @@ ALWAYS_ON_TABLES = (
     AlwaysOnTable(catalog.RECON_RUNS.name),
     AlwaysOnTable(catalog.RECON_DIFFS.name),
     AlwaysOnTable(catalog.RECON_CORRECTIONS.name),
+    *_stream_tables(catalog.VISITORS_SPEED_TABLES, (catalog.VISITORS_WINDOWS, catalog.VISITORS_SEEN, catalog.VISITORS_STATE),
+                    VISITORS_STREAM_LOCK),
+    *_stream_tables(catalog.PAYMENTS_TABLES, (catalog.PAYMENTS_STATE,), PAYMENTS_STREAM_LOCK),
 )
 
 

@@ -78,7 +78,8 @@ def run_payments_batch(spark: SparkSession, config: LabConfig) -> PaymentsBatchR
         last = EventLog(lake).last_segment()
         if last == 0:
             raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate --pipeline order_payments' first")
-        parsed = raw_log(spark, lake, last).transform(parse_order_events).persist()
+        raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+        parsed = raw.transform(parse_order_events, max_clock_skew=config.max_clock_skew).persist()
         marked = valid_order_events(parsed).transform(mark_order_duplicates).persist()
         result = outcome_result(batch_interval_join(marked.transform(first_copies), config.join_bound).toArrow())
         duplicates = marked.transform(later_copies).toArrow()

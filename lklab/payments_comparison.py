@@ -208,8 +208,8 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     progress("batch truth from the complete log")
     with measure_cost(config.spark_master) as batch_cost:
         batch = run_payments_batch(spark, config)
-    raw = raw_log(spark, lake, last).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
-    parsed = parse_order_lines(raw)
+    raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    parsed = parse_order_lines(raw, config.max_clock_skew)
     valid = parsed.filter(pc.is_valid(parsed["event_time"]))
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
 

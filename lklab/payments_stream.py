@@ -127,7 +127,7 @@ class PaymentsStream:
         if self.tables.already_committed(self.table(PAYMENTS_STATE), self.app_id, batch_id):
             self.state = None  # committed before a restart: the next batch reads what it left
             return
-        parsed = parse_order_lines(lines.toArrow())
+        parsed = parse_order_lines(lines.toArrow(), self.config.max_clock_skew)
         if parsed.num_rows:
             self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
         step = join_step(parsed, self._resume(batch_id), self.settings, batch_id)
@@ -171,7 +171,8 @@ def run_payments_speed(
                 "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables."
             )
         query = (
-            spark.readStream.format(SOURCE_NAME).option("path", str(lake)).option("segmentsPerBatch", segments_per_batch).load()
+            spark.readStream.format(SOURCE_NAME).option("path", str(lake)).option("segmentsPerBatch", segments_per_batch)
+            .option("maxLineBytes", config.max_line_bytes).load()
             .writeStream.foreachBatch(stream.process).option("checkpointLocation", str(checkpoint))
         )
         query = (query.trigger(availableNow=True) if available_now else query.trigger(processingTime=trigger_interval)).start()
@@ -222,11 +223,11 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
             shutil.rmtree(tables.path(table), ignore_errors=True)
         started = time.monotonic()
         segments = EventLog(lake).last_segment()
-        raw = raw_log(spark, str(lake), segments).toArrow()
+        raw = raw_log(spark, str(lake), segments, max_line_bytes=config.max_line_bytes).toArrow()
         raw = raw.take(pc.sort_indices(raw, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
         state, settings = JoinState.empty(), join_settings(config)
         collected: dict[catalog.Table, list[pa.Table]] = {}
-        for batch_id, segment in enumerate(_segments(parse_order_lines(raw)) if raw.num_rows else []):
+        for batch_id, segment in enumerate(_segments(parse_order_lines(raw, config.max_clock_skew)) if raw.num_rows else []):
             step = join_step(segment, state, settings, batch_id)
             for table, rows in _outputs(step, join_metrics_row(batch_id, segment, step, None)).items():
                 collected.setdefault(table, []).append(rows)

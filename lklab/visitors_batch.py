@@ -10,7 +10,8 @@
   rejected lines of the log.
 
 Each rerun rewrites them from the log as it is then (the log only grows, so the rows only
-grow). Windows other than the ones the tables were built with are refused (``SettingsConflict``).
+grow). Windows or line settings (``max-clock-skew``, ``max-line-bytes``) other than the ones the
+tables were built with are refused (``SettingsConflict``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from shared.page_views import (
     valid_page_views,
 )
 from shared.spark_arrow import per_key
-from shared.table_settings import record, require, window_settings
+from shared.table_settings import batch_settings, record, require
 from shared.tables import Tables
 
 __all__ = ["VISITORS_BATCH_LOCK", "VisitorsBatchRun", "run_visitors_batch"]
@@ -82,13 +83,14 @@ def run_visitors_batch(spark: SparkSession, config: LabConfig) -> VisitorsBatchR
 
 def _run(spark: SparkSession, config: LabConfig, lake: str) -> VisitorsBatchRun:
     tables = Tables(spark, lake, config.table_engine)
-    windows = window_settings(config)
-    require(tables, [VISITORS_TRUTH.name, VISITORS_TRUTH_MEMBERS.name], windows)
+    settings = batch_settings(config)  # the windows, and the line settings that decide the dead letters
+    require(tables, [VISITORS_TRUTH.name, VISITORS_TRUTH_MEMBERS.name], settings)
     last = EventLog(lake).last_segment()
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate --pipeline unique_visitors' first")
     with measure_cost(config.spark_master) as cost:
-        parsed = raw_log(spark, lake, last).transform(parse_page_views).persist()
+        raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+        parsed = raw.transform(parse_page_views, max_clock_skew=config.max_clock_skew).persist()
         marked = mark_duplicates(valid_page_views(parsed), PAYLOAD_COLUMNS).persist()
         members = first_copies(marked).transform(truth_members(config.window)).persist()
         counts = per_key(members, ["user_id"], distinct_url_counts_table, from_arrow_schema(COUNT_SCHEMA))
@@ -96,7 +98,7 @@ def _run(spark: SparkSession, config: LabConfig, lake: str) -> VisitorsBatchRun:
         tables.overwrite(VISITORS_TRUTH.name, counts)
         tables.overwrite(VISITORS_BATCH_DUPLICATES.name, later_copies(marked).select(*VISITORS_BATCH_DUPLICATES.schema.names))
         tables.overwrite(VISITORS_BATCH_DEAD_LETTER.name, rejected_lines(parsed).select(*VISITORS_BATCH_DEAD_LETTER.schema.names))
-        record(tables, [table.name for table in VISITORS_BATCH_TABLES], windows)
+        record(tables, [table.name for table in VISITORS_BATCH_TABLES], settings)
         lines = parsed.agg(
             F.count(F.lit(1)).alias("lines"), F.count_if("heartbeat").alias("heartbeats"), F.count("reject_reason").alias("dead_letters"),
         ).first()

@@ -16,9 +16,14 @@ at ``t`` is the members added by ``t``. A wrong output is ``undercounted`` (late
 it never counted: the side output), ``overcounted``, ``missing`` (served nothing: every view
 late) or ``extra`` (served, not in the truth).
 
-**State TTL.** What is served never depends on the state TTL; the state does. With several
-``state_ttls`` the configurations are measured at the first, and each stream setting also runs
-live at each other TTL (checked to serve the same windows) for the state-size table.
+**State TTL.** What is served never depends on the state TTL; the state does, and the report
+shows how. The configurations are measured at the first of ``state_ttls`` (default: the
+configured TTL, then ``DEFAULT_STATE_TTLS``, a sweep from an hour down to a minute). For the
+state-size table each stream setting runs the stream step again at every TTL, in the driver,
+over the log parsed once and cut into the live run's micro-batches (``segments_per_batch``
+segments each): micro-batches, peak and final entries after a batch. At the measured TTL these
+must be the live run's own figures, and at every TTL the members counted must be the live run's
+(checked). That costs one parse of the log plus a step per micro-batch per TTL, not a stream.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.experiment import ComparisonPlan
@@ -42,7 +48,7 @@ from lklab.served_outputs import timelines
 from lklab.visitors_batch import run_visitors_batch
 from lklab.visitors_reconcile import reconcile_visitors
 from lklab.visitors_replay import run_visitors_replay
-from lklab.visitors_speed import run_visitors_speed
+from lklab.visitors_speed import run_visitors_speed, visitor_settings
 from shared.catalog import (
     VISITORS_DEAD_LETTER,
     VISITORS_DUPLICATES,
@@ -58,13 +64,17 @@ from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import format_duration, parse_duration
 from shared.eventlog import EventLog
+from shared.log_source import raw_log
+from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.tables import Tables
-from shared.visitor_state import state_from_table
+from shared.visitor_state import VisitorState, state_from_table
+from shared.visitors_stream import visitors_step
 from shared.windows import micros
 
-__all__ = ["run_visitors_comparison"]
+__all__ = ["DEFAULT_STATE_TTLS", "default_state_ttls", "run_visitors_comparison"]
 
 Progress = Callable[[str], None]
+DEFAULT_STATE_TTLS = ("1h", "10m", "1m")  # swept after the configured TTL when no TTL is given
 _KINDS = ("windows",)
 
 
@@ -166,27 +176,66 @@ def _outputs(tables: Tables, streams: dict) -> Outputs:
     return Outputs(values, {key: key[1] for key in keys}, _KINDS, lambda key: "windows", _wrong_kind)
 
 
-def _ttl_sizes(spark, config, tables, plan, setting: tuple[str, str], ttl: str, served: dict, step: Progress) -> StateSize:
-    """A live run of ``setting`` at state TTL ``ttl``: its state sizes (it must serve ``served``)."""
+def default_state_ttls(configured: int) -> tuple[str, ...]:
+    """The configured TTL, then the ``DEFAULT_STATE_TTLS`` other than it."""
+    return (format_duration(configured), *[ttl for ttl in DEFAULT_STATE_TTLS if parse_duration(ttl) != configured])
+
+
+def _parsed_log(spark: SparkSession, config: LabConfig, lake: str) -> pa.Table:
+    """The whole log parsed (``PARSED_SCHEMA``), in log order, in the driver."""
+    raw = raw_log(spark, lake, EventLog(lake).last_segment(), max_line_bytes=config.max_line_bytes)
+    parsed = raw.transform(parse_page_views, max_clock_skew=config.max_clock_skew).toArrow()
+    return parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA).sort_by([("segment", "ascending"), ("line_number", "ascending")])
+
+
+def _micro_batches(parsed: pa.Table, segments_per_batch: int, last_segment: int) -> list[pa.Table]:
+    """``parsed`` (sorted by line) cut as a live run reads the log: batch ``k`` holds segments
+    ``k*n + 1 .. (k+1)*n`` (``shared.log_source``)."""
+    batch_of = pc.divide(pc.subtract(parsed["segment"], 1), segments_per_batch)
+    return [parsed.filter(pc.equal(batch_of, k)) for k in range(-(-last_segment // segments_per_batch))]
+
+
+def _member_keys(members: pa.Table) -> set[tuple]:
+    return set(zip(*[members[name].to_pylist() for name in ("window_start", "window_end", "user_id", "url", "segment", "line_number")]))
+
+
+def _ttl_sizes(config: LabConfig, tables: Tables, plan: ComparisonPlan, batches: list[pa.Table], setting: tuple[str, str],
+               ttls: tuple[str, ...], step: Progress) -> list[StateSize]:
+    """The state sizes of ``setting`` at each of ``ttls``, the stream step run in the driver over
+    the live run's micro-batches; the first TTL's must be the live run's, every TTL's members too."""
     delay, lateness = setting
-    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness),
-                                     state_ttl=parse_duration(ttl))
-    step(f"live stream at state TTL {ttl}")
-    live, _ = _live(spark, run_config, tables, plan, f"{plan.name}-w{delay}-l{lateness}-ttl{ttl}")
-    if _served(tables.read_arrow(VISITORS_MEMBERS.at(live))) != served:
-        raise RuntimeError(f"stream W={delay} L={lateness}: state TTL {ttl} changed what it served")
-    return StateSize(delay, lateness, ttl, *_state_sizes(tables, live))
+    live = replay_prefix(f"{plan.name}-w{delay}-l{lateness}")
+    counted = _member_keys(tables.read_arrow(VISITORS_MEMBERS.at(live)))
+    sizes = []
+    for ttl in ttls:
+        step(f"state at TTL {ttl}")
+        settings = visitor_settings(dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness),
+                                                        state_ttl=parse_duration(ttl)))
+        state, entries, members = VisitorState.empty(), [], []
+        for batch_id, lines in enumerate(batches):
+            stepped = visitors_step(lines, state, settings, batch_id)
+            state = stepped.state
+            entries.append(stepped.state_entries)
+            members.append(stepped.members)
+        if _member_keys(pa.concat_tables(members)) != counted:
+            raise RuntimeError(f"stream W={delay} L={lateness}: state TTL {ttl} changed the URLs counted")
+        sizes.append(StateSize(delay, lateness, ttl, len(entries), max(entries, default=0), entries[-1] if entries else 0))
+    if dataclasses.astuple(sizes[0])[3:] != _state_sizes(tables, live):
+        raise RuntimeError(f"stream W={delay} L={lateness}: the stream step in the driver held {sizes[0]} state entries, "
+                           f"the live run {_state_sizes(tables, live)}")
+    return sizes
 
 
 def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, state_ttls: tuple[str, ...] = (),
                             source: str, progress: Progress = lambda _: None) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
-    ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s)."""
+    ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
+    then the ``DEFAULT_STATE_TTLS`` other than it)."""
     lake = str(Path(config.lake).resolve())
     tables = Tables(spark, lake, config.table_engine)
     if EventLog(lake).last_segment() == 0:
         raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline unique_visitors' first")
-    ttls = tuple(state_ttls) or (format_duration(config.state_ttl),)
+    ttls = tuple(state_ttls) or default_state_ttls(config.state_ttl)
     for ttl in ttls:
         parse_duration(ttl, name="state-ttl")
     config = dataclasses.replace(config, state_ttl=parse_duration(ttls[0]))
@@ -194,14 +243,14 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     configurations = plan.configurations()
     progress("batch truth from the complete log")
     batch = run_visitors_batch(spark, config)
+    batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, EventLog(lake).last_segment())
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     streams, sizes = {}, []
     with track("stream settings", total=len(settings)) as settings_run:
         for key, (delay, lateness) in settings.items():
             step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
             streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
-            sizes.append(StateSize(delay, lateness, ttls[0], streams[key].check.micro_batches, streams[key].state_peak, streams[key].state_final))
-            sizes += [_ttl_sizes(spark, config, tables, plan, (delay, lateness), ttl, streams[key].served, step) for ttl in ttls[1:]]
+            sizes += _ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step)
             settings_run.advance()
 
     outputs = _outputs(tables, streams)

@@ -74,7 +74,8 @@ def run_visitors_replay(spark: SparkSession, config: LabConfig, name: str, *, re
         if segments == 0:
             raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate --pipeline unique_visitors' first")
         with measure_cost(config.spark_master) as cost:
-            parsed = raw_log(spark, str(lake), segments).transform(parse_page_views).toArrow()
+            raw = raw_log(spark, str(lake), segments, max_line_bytes=config.max_line_bytes)
+            parsed = raw.transform(parse_page_views, max_clock_skew=config.max_clock_skew).toArrow()
             parsed = parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
             step = visitors_step(parsed, VisitorState.empty(), visitor_settings(config), 0)
             VisitorTables(tables, prefix, APP_ID, visitors_table_settings(config)).commit(0, parsed, step)

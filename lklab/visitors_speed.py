@@ -8,12 +8,14 @@ in memory from the batch before (read from ``visitors_state`` when the process s
 decides depends on the log alone, not on how it is cut into micro-batches.
 
 Exactly once, as the billing speed layer (``lklab.speed_layer``): every write is a Delta commit
-tagged ``(app_id, batch_id)`` and skipped when already committed; ``visitors_state`` is written
-last, so a micro-batch replayed after a crash starts from the state before it and commits nothing
-twice, and one whose state is already committed is skipped whole. ``VisitorTables`` is that
-commit, shared with the replay (``lklab.visitors_replay``). Crash points
-(``lklab.crash_points``: ``start``, ``before:``/``after:`` each table) let the tests kill it
-anywhere in a batch (``tests/test_visitors_jobs.py``).
+tagged ``(app_id, batch_id)`` and skipped when already committed. ``visitors_seen`` (each user's
+URLs seen within the state TTL, ``shared.visitor_state.seen_table``) is rewritten after each
+batch, and ``visitors_state`` is written last, so a micro-batch replayed after a crash starts
+from the state before it and commits nothing twice, and one whose state is already committed is
+skipped whole. ``VisitorTables`` is that commit, shared with the replay
+(``lklab.visitors_replay``). Crash points (``lklab.crash_points``: ``start``,
+``before:``/``after:`` each table) let the tests kill it anywhere in a batch
+(``tests/test_visitors_jobs.py``).
 
 Always on (without ``available_now``), it appends a heartbeat to a log quiet for
 ``heartbeat-interval`` while it holds windows the watermark has not made final
@@ -41,6 +43,7 @@ from shared.catalog import (
     VISITORS_DUPLICATES,
     VISITORS_LATE_EVENTS,
     VISITORS_MEMBERS,
+    VISITORS_SEEN,
     VISITORS_SPEED_TABLES,
     VISITORS_STATE,
     VISITORS_STREAM_METRICS,
@@ -55,12 +58,12 @@ from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.table_settings import record, require, stream_settings
 from shared.tables import Tables
 from shared.visitor_metrics import visitor_metrics_row
-from shared.visitor_state import VisitorState, state_from_table, state_table
+from shared.visitor_state import VisitorState, seen_table, state_from_table, state_table
 from shared.visitors_stream import VisitorBatch, VisitorSettings, visitors_step
 from shared.watermark import is_final
 from shared.windows import micros
 
-__all__ = ["APP_ID", "VisitorTables", "VisitorsSpeedLayer", "run_visitors_speed", "visitor_settings", "visitors_table_settings"]
+__all__ = ["APP_ID", "COMMIT_ORDER", "VisitorTables", "VisitorsSpeedLayer", "run_visitors_speed", "visitor_settings", "visitors_table_settings"]
 
 APP_ID = "visitors-speed"
 log = logging.getLogger("lklab.visitors")
@@ -76,6 +79,13 @@ def visitor_settings(config: LabConfig) -> VisitorSettings:
 def visitors_table_settings(config: LabConfig) -> dict[str, str]:
     """What the stream's tables record (``shared.table_settings``): the stream's settings and the state TTL."""
     return {**stream_settings(config), "state-ttl": config.describe()["state-ttl"]}
+
+
+# The tables a micro-batch commits, in the order ``VisitorTables.commit`` writes them: the state last.
+COMMIT_ORDER = (
+    VISITORS_DEAD_LETTER, VISITORS_DUPLICATES, VISITORS_LATE_EVENTS, VISITORS_MEMBERS, VISITORS_WINDOWS, VISITORS_STREAM_METRICS,
+    VISITORS_SEEN, VISITORS_STATE,
+)
 
 
 @dataclass
@@ -129,6 +139,8 @@ class VisitorTables:
         self._merge_windows(step.windows, batch_id)
         with committing(batch_id, VISITORS_STREAM_METRICS.name):
             self.tables.append(self.name(VISITORS_STREAM_METRICS), visitor_metrics_row(batch_id, parsed, step), app_id=self.app_id, version=batch_id)
+        with committing(batch_id, VISITORS_SEEN.name):
+            self.tables.overwrite(self.name(VISITORS_SEEN), seen_table(step.state, batch_id), app_id=self.app_id, version=batch_id)
         with committing(batch_id, VISITORS_STATE.name):
             self.tables.overwrite(self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id)
         if not self._recorded:
@@ -210,8 +222,9 @@ def run_visitors_speed(
             spark.readStream.format(SOURCE_NAME)
             .option("path", str(lake))
             .option("segmentsPerBatch", segments_per_batch)
+            .option("maxLineBytes", config.max_line_bytes)
             .load()
-            .transform(parse_page_views)
+            .transform(parse_page_views, max_clock_skew=config.max_clock_skew)
             .writeStream.foreachBatch(layer.process)
             .option("checkpointLocation", str(checkpoint))
         )

@@ -151,8 +151,10 @@ VISITORS_TRUTH = Table("visitors_truth", "shared.distinct_urls:COUNT_SCHEMA")  #
 VISITORS_CORRECTED = Table("visitors_corrected", "reconciliation.distinct_reconcile:CORRECTED_SCHEMA")  # per stream: served, corrected, truth and verdict per window
 # Per micro-batch: the segments read and where the lines went (a reconciliation's read-through).
 VISITORS_STREAM_METRICS = Table("visitors_stream_metrics", "shared.visitor_metrics:VISITOR_METRICS_SCHEMA")
+# Each user's URLs seen within the state TTL, as of the last micro-batch (rewritten every batch).
+VISITORS_SEEN = Table("visitors_seen", "shared.visitor_state:SEEN_TABLE_SCHEMA")
 # What a stream job writes: its outputs, then the state (the commit point) last.
-VISITORS_SPEED_TABLES = (*VISITORS_STREAM_TABLES[:-1], VISITORS_STREAM_METRICS, VISITORS_STATE)
+VISITORS_SPEED_TABLES = (*VISITORS_STREAM_TABLES[:-1], VISITORS_STREAM_METRICS, VISITORS_SEEN, VISITORS_STATE)
 # The batch's: the truth's members (with the first line of each) and its line-level results.
 VISITORS_TRUTH_MEMBERS = Table("visitors_truth_members", "shared.distinct_urls:MEMBER_SCHEMA")
 VISITORS_BATCH_DUPLICATES = Table("visitors_batch_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA", without=("batch_id",))
@@ -160,7 +162,7 @@ VISITORS_BATCH_DEAD_LETTER = Table("visitors_batch_dead_letter", "shared.speed:D
 VISITORS_BATCH_TABLES = (VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES, VISITORS_BATCH_DEAD_LETTER)
 __all__ += [
     "VISITORS_WINDOWS", "VISITORS_MEMBERS", "VISITORS_LATE_EVENTS", "VISITORS_DUPLICATES", "VISITORS_DEAD_LETTER", "VISITORS_STATE",
-    "VISITORS_STREAM_TABLES", "VISITORS_TRUTH", "VISITORS_CORRECTED", "VISITORS_STREAM_METRICS", "VISITORS_SPEED_TABLES",
+    "VISITORS_STREAM_TABLES", "VISITORS_TRUTH", "VISITORS_CORRECTED", "VISITORS_STREAM_METRICS", "VISITORS_SEEN", "VISITORS_SPEED_TABLES",
     "VISITORS_TRUTH_MEMBERS", "VISITORS_BATCH_DUPLICATES", "VISITORS_BATCH_DEAD_LETTER", "VISITORS_BATCH_TABLES",
 ]
 

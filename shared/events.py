@@ -32,11 +32,11 @@ only a moment of processing time, so the log's clock moves on while the traffic 
 ``shared.clock``). It parses with ``heartbeat`` true and a null ``reject_reason`` (its other
 fields are ignored); one without a valid ``ingest_time`` is a dead letter like any bad line.
 Every line is therefore exactly one of: an event, a heartbeat, a dead letter.
+
+The checks of the bytes, the JSON and the clock are every pipeline's (``shared.line_checks``).
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -51,9 +51,18 @@ from pyspark.sql.types import (
 
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
-from shared.durations import format_duration
-from shared.eventlog import LINE_PREFIX_BYTES
 from shared.expressions import built_once
+from shared.line_checks import (
+    dead_letter_text,
+    first_failure,
+    future_check,
+    in_future,
+    let,
+    line_checks,
+    reject_reasons,
+    repeated_key,
+    require_skew,
+)
 
 __all__ = [
     "AMOUNT_PRECISION",
@@ -91,32 +100,18 @@ RAW_LINE_SCHEMA = StructType(
     ]
 )
 
-REJECT_REASONS = {
-    "line_too_long": (
-        "the line is longer than max-line-bytes (detail: its length in bytes; raw_line holds its first "
-        f"{LINE_PREFIX_BYTES:,} bytes, or max-line-bytes if fewer, as text)"
-    ),
-    "invalid_utf8": "the line is not UTF-8 text (raw_line holds its bytes in base64; the detail says so)",
-    "empty_line": "the line is blank",
-    "duplicate_key": "the line's object names a key twice (detail: the key); parsers differ on which value wins",
-    "not_json": "the line is not valid JSON",
-    "not_an_object": "the line is JSON but not an object",
-    "missing_field": "a required field is absent, null or empty (detail: the field)",
-    "wrong_type": "a field is not a JSON string (detail: the field)",
-    "invalid_event_type": f"event_type is not one of {', '.join(EVENT_TYPES)}",
-    "invalid_amount": "amount is not a plain decimal such as 12.34 or -0.5",
-    "amount_out_of_range": (
-        f"amount has more than {AMOUNT_PRECISION - AMOUNT_SCALE} integer digits or more than "
-        f"{AMOUNT_SCALE} decimal places (never rounded)"
-    ),
-    "amount_sign": "a charge must be positive and a refund negative",
-    "invalid_currency": "currency is not an ISO 4217 code",
-    "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
-    "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
-    "event_time_in_future": (
-        "event_time is more than max-clock-skew ahead of the line's ingest_time (detail: both times and the skew)"
-    ),
-}
+REJECT_REASONS = reject_reasons(
+    {
+        "invalid_event_type": f"event_type is not one of {', '.join(EVENT_TYPES)}",
+        "invalid_amount": "amount is not a plain decimal such as 12.34 or -0.5",
+        "amount_out_of_range": (
+            f"amount has more than {AMOUNT_PRECISION - AMOUNT_SCALE} integer digits or more than "
+            f"{AMOUNT_SCALE} decimal places (never rounded)"
+        ),
+        "amount_sign": "a charge must be positive and a refund negative",
+        "invalid_currency": "currency is not an ISO 4217 code",
+    }
+)
 
 UTC_MICROS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
 EVENT_SCHEMA = pa.schema(
@@ -150,17 +145,6 @@ def _iso_timestamp(text: Column) -> Column:
     return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
 
 
-def _first_failure(checks: list[tuple[Column, str, str | Column | None]]) -> Column:
-    """``struct(reason, detail)`` of the first check that fails, null when none does
-    (one ``CASE`` with a branch per check, in order). A detail is a field's name or a column."""
-    result = None
-    for failed, name, field in checks:
-        detail = field if isinstance(field, Column) else F.lit(field)
-        reason = F.struct(F.lit(name).alias("reason"), detail.cast("string").alias("detail"))
-        result = F.when(failed, reason) if result is None else result.when(failed, reason)
-    return result
-
-
 def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed events.
 
@@ -175,8 +159,7 @@ def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew)
     parsed as JSON into a variant, its fields looked up with their JSON types and checked in
     ``REJECT_REASONS`` order (``_variant_path``). Almost every line of a log is clean.
     """
-    if max_clock_skew < 0:
-        raise ValueError(f"max_clock_skew: {max_clock_skew} is not valid; valid: microseconds, 0 or more")
+    require_skew(max_clock_skew)
     parsed = raw
     for columns in _parse_stages(max_clock_skew):
         parsed = parsed.select(*columns)
@@ -271,7 +254,7 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         & text["currency"].isin(*CURRENCY_CODES)
         & typed["event_time"].isNotNull()
         & (text["ingest_time"].isNull() | typed["ingest_time"].isNotNull())
-        & ~_in_future(typed["event_time"], typed["ingest_time"], max_clock_skew)
+        & ~in_future(typed["event_time"], typed["ingest_time"], max_clock_skew)
     )
     no_control = ~F.concat_ws("", *[text[name] for name in fields]).rlike("[\\x00-\\x1F]")
     checked = [
@@ -292,23 +275,6 @@ def _typed(text) -> dict[str, Column]:
         "event_time": _iso_timestamp(text["event_time"]),
         "ingest_time": _iso_timestamp(text["ingest_time"]),
     }
-
-
-def _in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> Column:
-    """The event time is more than ``max_clock_skew`` after the ingest time (false when either
-    is null: nothing to compare)."""
-    ahead = F.unix_micros(event_time) - F.unix_micros(ingest_time)
-    return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
-
-
-def _repeated_key(keys: Column) -> Column:
-    """The first key of an array of an object's keys that repeats an earlier one (null: none)."""
-    return F.try_element_at(F.filter(keys, lambda key, index: F.array_position(keys, key) < index + 1), F.lit(1))
-
-
-def _let(value: Column, body: Callable[[Column], Column]) -> Column:
-    """``body(value)`` with ``value`` computed once (a lambda over a one-element array)."""
-    return F.transform(F.array(value), body)[0]
 
 
 def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> Column:
@@ -333,7 +299,7 @@ def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> 
     def located(v: Column) -> Column:
         return F.struct(
             v.isNull().alias("not_json"),
-            F.when(v.isNull() & readable, _repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
+            F.when(v.isNull() & readable, repeated_key(F.json_object_keys(raw_line))).alias("repeated_key"),
             # JSON that parsed is an object exactly when it opens with "{" after whitespace: a
             # regex is cheaper than the schema of the whole object
             raw_line.rlike("^\\s*[{]").alias("is_object"),
@@ -356,13 +322,13 @@ def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> 
     def checked(parts: Column) -> Column:
         text = {name: parts[f"text_{name}"] for name in fields}
         kind = {name: parts[f"type_{name}"] for name in fields}
-        return _let(
+        return let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
             lambda typed: _variant_result(raw_line, line_bytes, whole, utf8, parts, text, kind, typed, max_clock_skew),
         )
 
     parsed = F.try_parse_json(F.when(readable, raw_line))
-    return _let(parsed, lambda v: _let(located(v), lambda field: _let(extracted(field), checked)))
+    return let(parsed, lambda v: let(located(v), lambda field: let(extracted(field), checked)))
 
 
 def _variant_result(
@@ -373,18 +339,8 @@ def _variant_result(
     heartbeat = parts["heartbeat"]
     amount, event_time, ingest_time = typed["amount"], typed["event_time"], typed["ingest_time"]
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    base64 = F.replace(F.base64(raw_line.cast("binary")), F.lit("\r\n"), F.lit(""))  # Spark wraps it at 76 characters
-    future = F.concat(
-        F.lit("event_time "), text["event_time"], F.lit(f" is more than {format_duration(max_clock_skew)} (max-clock-skew) ahead of ingest_time "),
-        text["ingest_time"],
-    )
-    checks: list[tuple[Column, str, str | Column | None]] = [
-        (~whole, "line_too_long", F.concat(line_bytes.cast("string"), F.lit(" bytes"))),
-        (~utf8, "invalid_utf8", F.concat(F.lit("raw_line holds the line's "), line_bytes.cast("string"), F.lit(" bytes in base64"))),
-        (F.trim(raw_line) == "", "empty_line", None),
-        (parts["repeated_key"].isNotNull(), "duplicate_key", parts["repeated_key"]),
-        (parts["not_json"], "not_json", None),
-        (~parts["is_object"], "not_an_object", None),
+    checks = line_checks(raw_line, line_bytes, whole, utf8, parts["repeated_key"], parts["not_json"], parts["is_object"])
+    checks += [
         (heartbeat & ~ingest_present, "missing_field", "ingest_time"),
         (heartbeat & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
     ]
@@ -415,13 +371,13 @@ def _variant_result(
             "invalid_ingest_time",
             "ingest_time",
         ),
-        (_in_future(event_time, ingest_time, max_clock_skew), "event_time_in_future", future),
+        future_check(event_time, ingest_time, text["event_time"], text["ingest_time"], max_clock_skew),
     ]
     checks += [(~heartbeat & failed, name, field) for failed, name, field in event]
-    return _let(
-        _first_failure(checks),
+    return let(
+        first_failure(checks),
         lambda reject: F.struct(
-            F.when(~whole, F.make_valid_utf8(raw_line)).when(~utf8, base64).alias("raw_text"),
+            dead_letter_text(raw_line, whole, utf8).alias("raw_text"),
             *[text[name].alias(name) for name in ("event_id", "account_id", "event_type")],
             amount.alias("amount"),
             text["currency"].alias("currency"),

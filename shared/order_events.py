@@ -14,7 +14,10 @@ ISO-8601 with ``Z`` or an offset, held in UTC as integer microseconds.
 ``parse_order_lines`` keeps every line: a valid line gets its typed columns and a null
 ``reject_reason``; any other line gets the first failing reason of ``REJECT_REASONS`` (checked in
 that order; the names are billing's where the check is the same, ``invalid_kind`` where billing
-has ``invalid_event_type``) and ``reject_detail`` naming the field. A heartbeat
+has ``invalid_event_type``) and ``reject_detail`` naming the field. The checks of a line's bytes,
+its JSON and its clock are every pipeline's (``shared.line_checks``, in its Python form): a line
+cut at ``max-line-bytes`` or not UTF-8, a repeated key, and an event dated more than
+``max-clock-skew`` after it arrived (``event_time_in_future``) are dead letters as for billing. A heartbeat
 (``{"heartbeat": true, "ingest_time": ...}``) parses with ``heartbeat`` true, as in
 ``shared.events``. Every line is exactly one of: an event, a heartbeat, a dead letter.
 
@@ -25,18 +28,20 @@ lines (``RAW_LINE_SCHEMA``), partition by partition.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD, UTC_MICROS
+from shared.line_checks import future_rejection, read_line, reject_reasons, require_skew
 from shared.spark_arrow import per_partition
 
 __all__ = [
@@ -51,23 +56,18 @@ REQUIRED_FIELDS = ("event_id", "kind", "order_id", "amount", "currency", "event_
 # what a retry repeats: a later copy of an event_id that differs in one of these is a conflict
 PAYLOAD_COLUMNS = ("kind", "order_id", "amount", "currency", "event_time")
 
-REJECT_REASONS = {
-    "empty_line": "the line is blank",
-    "not_json": "the line is not valid JSON",
-    "not_an_object": "the line is JSON but not an object",
-    "missing_field": "a required field is absent, null or empty (detail: the field)",
-    "wrong_type": "a field is not a JSON string (detail: the field)",
-    "invalid_kind": f"kind is not one of {', '.join(KINDS)}",
-    "invalid_amount": "amount is not a plain decimal such as 12.34",
-    "amount_out_of_range": (
-        f"amount has more than {AMOUNT_PRECISION - AMOUNT_SCALE} integer digits or more than "
-        f"{AMOUNT_SCALE} decimal places (never rounded)"
-    ),
-    "amount_sign": "an order's total and a payment must be positive",
-    "invalid_currency": "currency is not an ISO 4217 code",
-    "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
-    "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
-}
+REJECT_REASONS = reject_reasons(
+    {
+        "invalid_kind": f"kind is not one of {', '.join(KINDS)}",
+        "invalid_amount": "amount is not a plain decimal such as 12.34",
+        "amount_out_of_range": (
+            f"amount has more than {AMOUNT_PRECISION - AMOUNT_SCALE} integer digits or more than "
+            f"{AMOUNT_SCALE} decimal places (never rounded)"
+        ),
+        "amount_sign": "an order's total and a payment must be positive",
+        "invalid_currency": "currency is not an ISO 4217 code",
+    }
+)
 
 AMOUNT = pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)
 RAW_ARROW_SCHEMA = pa.schema(
@@ -115,25 +115,23 @@ def _micros(text: str) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _not_json(constant: str):
-    raise ValueError(constant)  # NaN and Infinity are Python's, not JSON's
+def _rejected(reason: str, field: str | None = None, raw_text: str | None = None) -> dict:
+    return {"reject_reason": reason, "reject_detail": field, HEARTBEAT_FIELD: False, "raw_text": raw_text}
 
 
-def _rejected(reason: str, field: str | None = None) -> dict:
-    return {"reject_reason": reason, "reject_detail": field, HEARTBEAT_FIELD: False}
-
-
-def parse_order_line(raw_line: str) -> dict:
+def parse_order_line(raw_line: str | bytes, line_bytes: int | None = None, max_clock_skew: int = LabConfig.max_clock_skew) -> dict:
     """One line's fields (``event_id`` ... ``ingest_time``; times in microseconds), or its
-    ``reject_reason`` and ``reject_detail``; ``heartbeat`` true for a heartbeat."""
-    if raw_line.strip(" ") == "":
-        return _rejected("empty_line")
-    try:
-        value = json.loads(raw_line, parse_constant=_not_json)
-    except ValueError:
-        return _rejected("not_json")
-    if not isinstance(value, dict):
-        return _rejected("not_an_object")
+    ``reject_reason`` and ``reject_detail``; ``heartbeat`` true for a heartbeat.
+
+    ``raw_line``: the line's text, or the bytes the reader kept of it; ``line_bytes``: the whole
+    line's length (None: it is whole); ``max_clock_skew`` in microseconds. A dead letter's
+    ``raw_text`` is what its ``raw_line`` becomes when it is not text as it stands
+    (``shared.line_checks``; None: it is).
+    """
+    line = raw_line.encode() if isinstance(raw_line, str) else raw_line
+    value, rejection, raw_text = read_line(line, line_bytes)
+    if rejection is not None:
+        return _rejected(*rejection, raw_text)
     ingest = value.get("ingest_time")
     ingest_time = _micros(ingest) if isinstance(ingest, str) else None
     if value.get(HEARTBEAT_FIELD) is True:
@@ -167,6 +165,9 @@ def parse_order_line(raw_line: str) -> dict:
         return _rejected("invalid_event_time", "event_time")
     if ingest is not None and ingest_time is None:
         return _rejected("invalid_ingest_time", "ingest_time")
+    future = future_rejection(event_time, ingest_time, value["event_time"], ingest, max_clock_skew)
+    if future is not None:
+        return _rejected(*future)
     return {
         **{name: value[name] for name in ("event_id", "kind", "order_id", "currency")},
         "amount": amount,
@@ -178,10 +179,15 @@ def parse_order_line(raw_line: str) -> dict:
     }
 
 
-def parse_order_lines(raw: pa.Table) -> pa.Table:
-    """``PARSED_ORDER_SCHEMA`` rows for raw lines (``segment``, ``line_number``, ``raw_line``),
-    in the order given; a valid event keeps its ``raw_line`` too."""
-    parsed = [parse_order_line(line) for line in raw["raw_line"].to_pylist()]
+def parse_order_lines(raw: pa.Table, max_clock_skew: int = LabConfig.max_clock_skew) -> pa.Table:
+    """``PARSED_ORDER_SCHEMA`` rows for raw lines (``segment``, ``line_number``, ``raw_line``
+    and, as the log's readers give them, ``line_bytes``), in the order given; a valid event
+    keeps its ``raw_line`` too. ``raw_line`` may hold bytes that are not UTF-8 (a Spark string
+    can): they are read as bytes, never decoded in Arrow."""
+    require_skew(max_clock_skew)
+    lines = raw["raw_line"].cast(pa.binary()).to_pylist()
+    lengths = raw["line_bytes"].to_pylist() if "line_bytes" in raw.column_names else [None] * raw.num_rows
+    parsed = [parse_order_line(line, length, max_clock_skew) for line, length in zip(lines, lengths)]
     columns = {"segment": raw["segment"], "line_number": raw["line_number"]}
     for field in ORDER_EVENT_SCHEMA:
         if field.name in columns:
@@ -191,7 +197,8 @@ def parse_order_lines(raw: pa.Table) -> pa.Table:
             columns[field.name] = pa.array(values, pa.int64()).cast(UTC_MICROS)
         else:
             columns[field.name] = pa.array(values, field.type)
-    columns["raw_line"] = raw["raw_line"]
+    raw_texts = [row.get("raw_text") for row in parsed]
+    columns["raw_line"] = raw["raw_line"] if raw_texts.count(None) == len(raw_texts) else pc.coalesce(pa.array(raw_texts, pa.string()), raw["raw_line"])
     for name in ("reject_reason", "reject_detail"):
         columns[name] = pa.array([row[name] for row in parsed], pa.string())
     columns[HEARTBEAT_FIELD] = pa.array([row[HEARTBEAT_FIELD] for row in parsed], pa.bool_())
@@ -204,9 +211,10 @@ def order_events(parsed: pa.Table) -> pa.Table:
     return parsed.filter(is_event).select(ORDER_EVENT_SCHEMA.names).cast(ORDER_EVENT_SCHEMA)
 
 
-def parse_order_events(raw: DataFrame) -> DataFrame:
-    """``parse_order_lines`` over a Spark DataFrame of raw lines (no row is dropped)."""
-    return per_partition(raw, parse_order_lines, from_arrow_schema(PARSED_ORDER_SCHEMA))
+def parse_order_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
+    """``parse_order_lines`` over a Spark DataFrame of raw lines (``RAW_LINE_SCHEMA``; no row is dropped)."""
+    require_skew(max_clock_skew)
+    return per_partition(raw, partial(parse_order_lines, max_clock_skew=max_clock_skew), from_arrow_schema(PARSED_ORDER_SCHEMA))
 
 
 def valid_order_events(parsed: DataFrame) -> DataFrame:

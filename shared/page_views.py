@@ -13,9 +13,13 @@ log's writer (``shared.eventlog``), like every line's.
 ``parse_page_views`` keeps every line, as ``shared.events.parse_events`` does for billing: a
 valid view gets its typed columns and a null ``reject_reason``; any other line gets the first
 failing reason of ``REJECT_REASONS`` (checked in that order; the names are the billing ones
-where the check is the same, plus ``invalid_url``) and ``reject_detail`` naming the field. A
-heartbeat (``{"heartbeat": true, "ingest_time": ...}``) parses with ``heartbeat`` true. Every
-line is therefore exactly one of: a view, a heartbeat, a dead letter.
+where the check is the same, plus ``invalid_url``) and ``reject_detail`` naming the field. The
+checks of a line's bytes, its JSON and its clock are every pipeline's (``shared.line_checks``):
+a line cut at ``max-line-bytes`` or not UTF-8, a repeated key, and a view dated more than
+``max-clock-skew`` after it arrived (``event_time_in_future``: accepted, it would move the
+watermark there for good) are dead letters as they are for billing. A heartbeat
+(``{"heartbeat": true, "ingest_time": ...}``) parses with ``heartbeat`` true. Every line is
+therefore exactly one of: a view, a heartbeat, a dead letter.
 
 Unlike ``parse_events`` there is no fast path for the writers' own layout: every line goes
 through Spark's variant type (one JSON parse, the fields looked up with their JSON types).
@@ -27,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from shared.config import LabConfig
 from shared.dedup import first_copies, mark_duplicates
 from shared.events import (
     DEAD_LETTER_COLUMNS,
@@ -34,6 +39,16 @@ from shared.events import (
     RAW_LINE_SCHEMA,
     UTC_MICROS,
     rejected_lines,
+)
+from shared.line_checks import (
+    Check,
+    dead_letter_text,
+    first_failure,
+    future_check,
+    line_checks,
+    reject_reasons,
+    repeated_key,
+    require_skew,
 )
 
 __all__ = [
@@ -45,16 +60,7 @@ REQUIRED_FIELDS = ("event_id", "user_id", "url", "event_time")
 # What a faithful resend repeats (``shared.dedup``): ``ingest_time`` is not payload.
 PAYLOAD_COLUMNS = ("user_id", "url", "event_time")
 
-REJECT_REASONS = {
-    "empty_line": "the line is blank",
-    "not_json": "the line is not valid JSON",
-    "not_an_object": "the line is JSON but not an object",
-    "missing_field": "a required field is absent, null or empty (detail: the field)",
-    "wrong_type": "a field is not a JSON string (detail: the field)",
-    "invalid_url": "url is not an absolute http:// or https:// URL without whitespace",
-    "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
-    "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
-}
+REJECT_REASONS = reject_reasons({"invalid_url": "url is not an absolute http:// or https:// URL without whitespace"})
 
 PAGE_VIEW_SCHEMA = pa.schema(
     [
@@ -88,66 +94,74 @@ def _timestamp(text: Column) -> Column:
     return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
 
 
-def parse_page_views(raw: DataFrame) -> DataFrame:
+def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
     """Parse and validate log lines (``RAW_LINE_SCHEMA``) into typed page views.
 
     Returns every input row with the ``PAGE_VIEW_COLUMNS`` (null where not parseable) plus
-    ``raw_line``, ``reject_reason``, ``reject_detail`` and ``heartbeat``: ``PARSED_SCHEMA``.
+    ``raw_line`` (always text: a line cut or not UTF-8 as ``shared.line_checks`` says),
+    ``reject_reason``, ``reject_detail`` and ``heartbeat``: ``PARSED_SCHEMA``.
+    ``max_clock_skew`` is in microseconds (the ``max-clock-skew`` setting).
     """
-    v = F.try_parse_json("raw_line")
-    located = raw.select(
-        "segment", "line_number", "raw_line",
+    require_skew(max_clock_skew)
+    line = F.col("raw_line")
+    shaped = raw.select(
+        "segment", "line_number", "raw_line", "line_bytes",
+        (F.octet_length(line) == F.col("line_bytes")).alias("_whole"), F.is_valid_utf8(line).alias("_utf8"),
+    )
+    readable = F.col("_whole") & F.col("_utf8")
+    v = F.try_parse_json(F.when(readable, line))
+    located = shaped.select(
+        "segment", "line_number", "raw_line", "line_bytes", "_whole", "_utf8",
         v.isNull().alias("_not_json"),
-        F.col("raw_line").rlike("^\\s*[{]").alias("_is_object"),
+        F.when(v.isNull() & readable, repeated_key(F.json_object_keys(line))).alias("_repeated_key"),
         *[F.try_variant_get(v, f"$.{name}", "variant").alias(f"_v_{name}") for name in (*_FIELDS, HEARTBEAT_FIELD)],
     )
     kind = {name: F.schema_of_variant(F.col(f"_v_{name}")) for name in _FIELDS}
     text = {name: F.try_variant_get(F.col(f"_v_{name}"), "$", "string") for name in _FIELDS}
     beat = F.col(f"_v_{HEARTBEAT_FIELD}")
     typed = located.select(
-        "segment", "line_number", "raw_line", "_not_json", "_is_object",
+        "segment", "line_number", "raw_line", "line_bytes", "_whole", "_utf8", "_not_json", "_repeated_key",
         *[kind[name].alias(f"_k_{name}") for name in _FIELDS],
         *[text[name].alias(f"_t_{name}") for name in _FIELDS],
         F.coalesce((F.schema_of_variant(beat) == "BOOLEAN") & F.try_variant_get(beat, "$", "boolean"), F.lit(False)).alias("_beat"),
     ).withColumns({"_event_time": _timestamp(F.col("_t_event_time")), "_ingest_time": _timestamp(F.col("_t_ingest_time"))})
-    return typed.select(
+    judged = typed.withColumn("_reject", first_failure(_checks(max_clock_skew)))
+    return judged.select(
         "segment", "line_number",
         *[F.col(f"_t_{name}").alias(name) for name in ("event_id", "user_id", "url")],
         F.col("_event_time").alias("event_time"),
         F.col("_ingest_time").alias("ingest_time"),
-        "raw_line",
-        *_verdict(),
+        F.coalesce(dead_letter_text(line, F.col("_whole"), F.col("_utf8")), line).alias("raw_line"),
+        F.col("_reject.reason").alias("reject_reason"),
+        F.col("_reject.detail").alias("reject_detail"),
+        (F.col("_beat") & F.col("_reject").isNull()).alias(HEARTBEAT_FIELD),
     ).select(*PARSED_SCHEMA.names)
 
 
-def _verdict() -> list[Column]:
-    """``reject_reason``, ``reject_detail`` (the first failing check, in ``REJECT_REASONS``
-    order) and ``heartbeat`` (a heartbeat that passed its checks)."""
+def _checks(max_clock_skew: int) -> list[Check]:
+    """The checks of ``REJECT_REASONS``, in order: the line's (``shared.line_checks``), a
+    heartbeat's, a view's."""
     kind = {name: F.col(f"_k_{name}") for name in _FIELDS}
     text = {name: F.col(f"_t_{name}") for name in _FIELDS}
+    event_time, ingest_time = F.col("_event_time"), F.col("_ingest_time")
     beat = F.col("_beat")
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks: list[tuple[Column, str, str | None]] = [
-        (F.trim("raw_line") == "", "empty_line", None),
-        (F.col("_not_json"), "not_json", None),
-        (~F.col("_is_object"), "not_an_object", None),
+    checks = line_checks(F.col("raw_line"), F.col("line_bytes"), F.col("_whole"), F.col("_utf8"), F.col("_repeated_key"), F.col("_not_json"))
+    checks += [
         (beat & ~ingest_present, "missing_field", "ingest_time"),
-        (beat & ((kind["ingest_time"] != "STRING") | F.col("_ingest_time").isNull()), "invalid_ingest_time", "ingest_time"),
+        (beat & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
     ]
+    # past this point a heartbeat has passed every check that applies to it
     view = [(kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS]
     view += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
     view += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
     view += [
         (~text["url"].rlike(_URL), "invalid_url", "url"),
-        (F.col("_event_time").isNull(), "invalid_event_time", "event_time"),
-        (ingest_present & ((kind["ingest_time"] != "STRING") | F.col("_ingest_time").isNull()), "invalid_ingest_time", "ingest_time"),
+        (event_time.isNull(), "invalid_event_time", "event_time"),
+        (ingest_present & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
+        future_check(event_time, ingest_time, text["event_time"], text["ingest_time"], max_clock_skew),
     ]
-    checks += [(~beat & failed, name, field) for failed, name, field in view]
-    reason = detail = None
-    for failed, name, field in checks:
-        reason = F.when(failed, F.lit(name)) if reason is None else reason.when(failed, F.lit(name))
-        detail = F.when(failed, F.lit(field).cast("string")) if detail is None else detail.when(failed, F.lit(field).cast("string"))
-    return [reason.alias("reject_reason"), detail.alias("reject_detail"), (beat & reason.isNull()).alias(HEARTBEAT_FIELD)]
+    return checks + [(~beat & failed, name, field) for failed, name, field in view]
 
 
 def valid_page_views(parsed: DataFrame) -> DataFrame:

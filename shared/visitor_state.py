@@ -16,10 +16,13 @@ log's clock (processing time, ``shared.clock``): it leaves the state once the pr
 entry once expired stays expired: when a step drops it changes nothing a later line decides.
 
 The entries within the TTL are the user's **seen set** (``seen_set``: the URLs counted for the
-user in the last ``state_ttl`` of processing time, 24 h by default); they also tell a late view
-of a URL the window already counted from one of a new URL (``shared.visitors_stream``). What is
-served never depends on the TTL: counts change only in held windows. The state grows with the
-TTL: about ``state_ttl x`` the rate of new (window, user, URL) entries (``entries``).
+user in the last ``state_ttl`` of processing time, 24 h by default, and those of windows still
+held); they also tell a late view of a URL the window already counted from one of a new URL
+(``shared.visitors_stream``). The stream writes the set after each micro-batch, expired entries
+gone, to ``visitors_seen`` (``seen_table``: one row per user and URL, with its latest
+``last_seen`` and ``as_of``, the processing time the set stands at). What is served never
+depends on the TTL: counts change only in held windows. The state grows with the TTL: about
+``state_ttl x`` the rate of new (window, user, URL) entries (``entries``).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from shared.stream_state import CLOCK_FIELDS, parts_table, table_parts
 from shared.windows import micros
 
 __all__ = [
-    "REMEMBERED_SCHEMA", "ENTRY_SCHEMA", "SEEN_SCHEMA", "STATE_SCHEMA", "VisitorState", "expired", "seen_set",
-    "state_table", "state_from_table",
+    "REMEMBERED_SCHEMA", "ENTRY_SCHEMA", "SEEN_SCHEMA", "SEEN_TABLE_SCHEMA", "STATE_SCHEMA", "VisitorState", "expired", "seen_set",
+    "seen_table", "state_table", "state_from_table",
 ]
 
 REMEMBERED_SCHEMA = pa.schema([*PAGE_VIEW_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
@@ -56,6 +59,8 @@ ENTRY_SCHEMA = pa.schema(
     ]
 )
 SEEN_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("url", pa.string()), pa.field("last_seen", UTC_MICROS)])
+# ``visitors_seen``: the seen set as of micro-batch ``batch_id``, ``as_of`` the processing time after it.
+SEEN_TABLE_SCHEMA = pa.schema([*SEEN_SCHEMA, pa.field("as_of", UTC_MICROS), pa.field("batch_id", pa.int64(), nullable=False)])
 _SHARED = set(REMEMBERED_SCHEMA.names)
 STATE_SCHEMA = pa.schema(
     [
@@ -106,6 +111,14 @@ def seen_set(state: VisitorState) -> pa.Table:
     grouped = state.members.group_by(["user_id", "url"], use_threads=False).aggregate([("last_seen", "max")])
     table = pa.table({"user_id": grouped["user_id"], "url": grouped["url"], "last_seen": grouped["last_seen_max"]})
     return table.cast(SEEN_SCHEMA).sort_by([("user_id", "ascending"), ("url", "ascending")])
+
+
+def seen_table(state: VisitorState, batch_id: int) -> pa.Table:
+    """``seen_set`` as the rows of ``visitors_seen`` after micro-batch ``batch_id``
+    (``SEEN_TABLE_SCHEMA``): ``as_of`` is the state's processing time, the same on every row."""
+    seen = seen_set(state)
+    as_of = pa.array([state.clock.processing_time] * seen.num_rows, pa.int64()).cast(UTC_MICROS)
+    return seen.append_column("as_of", as_of).append_column("batch_id", pa.array([batch_id] * seen.num_rows, pa.int64())).cast(SEEN_TABLE_SCHEMA)
 
 
 def state_table(state: VisitorState) -> pa.Table:

@@ -24,15 +24,19 @@ from deltalake import DeltaTable
 from lklab.cli import main as lklab
 from lklab.maintenance import (
     ALWAYS_ON_TABLES,
+    PAYMENTS_STREAM_LOCK,
     SPEED_LAYER_LOCK,
+    VISITORS_STREAM_LOCK,
     maintain_lake,
     retention_hours,
 )
 from shared.locks import LockHeld, writer
 from shared.tables import Tables
 
-BATCHES = 6
+BATCHES = 3  # micro-batches per table: three small files to compact (24 tables)
 APPENDED = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is None]
+REWRITTEN = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is not None]
+MERGED = ("speed_aggregates", "visitors_windows")  # merged by window every micro-batch; the other rewritten ones overwritten
 HOLD = """
 import sys, time
 from shared.locks import writer
@@ -54,14 +58,22 @@ def windows(batch: int) -> pa.Table:
     })
 
 
+def rewrite(tables: Tables, name: str, batch: int, app_id: str = "speed") -> None:
+    """A stream's rewrite of table ``name`` in micro-batch ``batch``: its windows merged, or its state overwritten."""
+    if name in MERGED:
+        tables.upsert(name, windows(batch), keys=("window",), app_id=app_id, version=batch)
+    else:
+        tables.overwrite(name, pa.table({"clock": [batch], "windows_held": [batch + 1]}), app_id=app_id, version=batch)
+
+
 def write_lake(lake: Path) -> Tables:
     """Every always-on table after ``BATCHES`` micro-batches (and as many reconciliation runs)."""
     tables = Tables(None, lake, "deltalake")
     for batch in range(BATCHES):
         for name in APPENDED:
             tables.append(name, batch_rows(batch), app_id="speed", version=batch)
-        tables.upsert("speed_aggregates", windows(batch), keys=("window",), app_id="speed", version=batch)
-        tables.overwrite("stream_state", pa.table({"clock": [batch], "windows_held": [batch + 1]}), app_id="speed", version=batch)
+        for name in REWRITTEN:
+            rewrite(tables, name, batch)
     return tables
 
 
@@ -133,26 +145,30 @@ def test_vacuum_deletes_what_is_older_than_the_retention_and_only_that(lake):
             rows(lake, table.table, first_version[table.table])
 
 
-def test_tables_the_running_speed_layer_rewrites_are_vacuumed_but_not_compacted(lake):
+def test_tables_a_running_stream_rewrites_are_vacuumed_but_not_compacted(lake):
     """A MERGE or an overwrite committed after a compaction of the same table fails or brings
-    back overwritten rows (delta-rs 1.6.6), so they wait for a stopped speed layer."""
+    back overwritten rows (delta-rs 1.6.6), so they wait for their stopped stream. The
+    unique_visitors stream runs; billing's speed layer and the order_payments stream do not."""
     tables = Tables(None, lake, "deltalake")  # a second live file each
-    tables.append("speed_aggregates", windows(BATCHES + 1).drop_columns(["_delete"]).slice(1), app_id="extra", version=1)
-    tables.append("stream_state", pa.table({"clock": [BATCHES], "windows_held": [0]}), app_id="extra", version=1)
-    speed_layer = holder(lake, SPEED_LAYER_LOCK)
+    for name in REWRITTEN:
+        extra = windows(BATCHES + 1).drop_columns(["_delete"]).slice(1) if name in MERGED else pa.table({"clock": [BATCHES], "windows_held": [0]})
+        tables.append(name, extra, app_id="extra", version=1)
+    running = {t.name for t in ALWAYS_ON_TABLES if t.rewritten_by == VISITORS_STREAM_LOCK}
+    assert running == {"visitors_windows", "visitors_seen", "visitors_state"}
+    stream = holder(lake, VISITORS_STREAM_LOCK)
     try:
         done = maintain_lake(lake)
     finally:
-        speed_layer.send_signal(signal.SIGKILL)
-        speed_layer.wait()
+        stream.send_signal(signal.SIGKILL)
+        stream.wait()
     by_table = {t.table: t for t in done.tables}
-    for name in ("speed_aggregates", "stream_state"):
-        assert by_table[name].skipped.startswith(f"its writer is running ({SPEED_LAYER_LOCK} is locked by pid {speed_layer.pid}")
+    for name in running:
+        assert by_table[name].skipped.startswith(f"its writer is running ({VISITORS_STREAM_LOCK} is locked by pid {stream.pid}")
         assert by_table[name].files_after == by_table[name].files_before == live_files(lake, name) > 1
-    assert all(by_table[name].skipped is None and by_table[name].files_after == 1 for name in APPENDED)
+    assert all(by_table[name].skipped is None and by_table[name].files_after == 1 for name in APPENDED + REWRITTEN if name not in running)
 
-    done = {t.table: t for t in maintain_lake(lake).tables}  # the speed layer stopped: now they are compacted
-    for name in ("speed_aggregates", "stream_state"):
+    done = {t.table: t for t in maintain_lake(lake).tables}  # the stream stopped: now they are compacted
+    for name in running:
         assert (done[name].skipped, done[name].files_after, live_files(lake, name)) == (None, 1, 1)
 
 
@@ -208,12 +224,22 @@ def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
             retention_hours(text)
 
 
-def test_the_always_on_tables_are_the_speed_layers_and_the_reconciliation_history():
+def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_history():
     from lklab.speed_layer import SPEED_TABLES
+    from lklab.visitors_speed import APP_ID
+    from shared.catalog import PAYMENTS_TABLES, VISITORS_SPEED_TABLES
 
-    names = {t.name for t in ALWAYS_ON_TABLES}
-    assert names == set(SPEED_TABLES) | {"recon_runs", "recon_diffs", "recon_corrections"}
-    assert {t.name for t in ALWAYS_ON_TABLES if t.rewritten_by} == {"speed_aggregates", "stream_state"}
+    names = [t.name for t in ALWAYS_ON_TABLES]
+    assert len(names) == len(set(names))
+    assert set(names) == (set(SPEED_TABLES) | {"recon_runs", "recon_diffs", "recon_corrections"}
+                          | {t.name for t in VISITORS_SPEED_TABLES} | {t.name for t in PAYMENTS_TABLES})
+    assert {t.name: t.rewritten_by for t in ALWAYS_ON_TABLES if t.rewritten_by} == {
+        "speed_aggregates": SPEED_LAYER_LOCK, "stream_state": SPEED_LAYER_LOCK,
+        "visitors_windows": VISITORS_STREAM_LOCK, "visitors_seen": VISITORS_STREAM_LOCK, "visitors_state": VISITORS_STREAM_LOCK,
+        "payments_state": PAYMENTS_STREAM_LOCK,
+    }
+    # the locks the streams take: "stream-" + their app id (run_speed's "speed", run_payments_speed's "payments")
+    assert (SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK) == ("stream-speed", f"stream-{APP_ID}", "stream-payments")
 
 
 def test_lklab_maintain(lake, capsys):

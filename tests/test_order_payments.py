@@ -8,6 +8,7 @@ says) run here through the stream step in Arrow, one segment per micro-batch;
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from decimal import Decimal
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from reconciliation.join_reconcile import JoinSide, reconcile_join
 from shared.interval_join import JoinSettings, join_events, join_log, join_step
 from shared.join_state import JoinState, join_state_from_table, join_state_table
-from shared.order_events import ORDER_EVENT_SCHEMA, parse_order_line, parse_order_lines
+from shared.order_events import ORDER_EVENT_SCHEMA, REJECT_REASONS, parse_order_line, parse_order_lines
 from tests.order_payment_transcripts import (
     BASE,
     MINUTE,
@@ -54,32 +55,68 @@ def concat(steps, name: str) -> pa.Table:
 # ----------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize(
-    "line, reason, detail",
-    [
-        ("   ", "empty_line", None),
-        ('{"event_id": "o1"', "not_json", None),
-        ('{"amount": NaN}', "not_json", None),
-        ("[1, 2]", "not_an_object", None),
-        ('{"heartbeat": true}', "missing_field", "ingest_time"),
-        ('{"heartbeat": true, "ingest_time": "yesterday"}', "invalid_ingest_time", "ingest_time"),
-        (json.dumps({"event_id": "o1", "kind": "order", "order_id": "A", "amount": "1", "currency": "EUR"}), "missing_field", "event_time"),
-        (json.dumps({"event_id": "o1", "kind": "order", "order_id": 7, "amount": "1", "currency": "EUR", "event_time": "x"}), "wrong_type", "order_id"),
-        (event("o1", "order", " ", 0, 0), "missing_field", "order_id"),
-        (event("o1", "refund", "A", 0, 0), "invalid_kind", "kind"),
-        (event("o1", "order", "A", 0, 0, amount="1.2.3"), "invalid_amount", "amount"),
-        (event("o1", "order", "A", 0, 0, amount="1.1234567"), "amount_out_of_range", "amount"),
-        (event("o1", "payment", "A", 0, 0, amount="0.00"), "amount_sign", "amount"),
-        (event("o1", "payment", "A", 0, 0, amount="-5"), "amount_sign", "amount"),
-        (event("o1", "order", "A", 0, 0, currency="eur"), "invalid_currency", "currency"),
-        (event("o1", "order", "A", 0, 0).replace("10:00:00.000000Z", "10:00:00"), "invalid_event_time", "event_time"),
-        (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00", "2026-02-30T10:00:00"), "invalid_event_time", "event_time"),
-        (event("o1", "order", "A", 0, 0).replace("20:00:00.000000Z", "20:00:00+25:00"), "invalid_ingest_time", "ingest_time"),
-    ],
-)
+FUTURE_DETAIL = "event_time {} is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T20:00:00.000000Z"
+ORDER_CASES = [
+    ("   ", "empty_line", None),
+    ('{"event_id": "o1"', "not_json", None),
+    ('{"amount": NaN}', "not_json", None),
+    ("\ufeff" + event("o1", "order", "A", 0, 0), "not_json", None),  # a byte order mark inside a line is no whitespace
+    (event("o1", "order", "A", 0, 0)[:-1] + ', "note": {"k": 1, "k": 2}}', "not_json", None),  # a key repeated in a nested object
+    ("[1, 2]", "not_an_object", None),
+    (event("o1", "order", "A", 0, 0).replace('"kind": "order"', '"kind": "order", "kind": "payment"'), "duplicate_key", "kind"),
+    ('{"heartbeat": true, "heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}', "duplicate_key", "heartbeat"),
+    ('{"heartbeat": true}', "missing_field", "ingest_time"),
+    ('{"heartbeat": true, "ingest_time": "yesterday"}', "invalid_ingest_time", "ingest_time"),
+    (json.dumps({"event_id": "o1", "kind": "order", "order_id": "A", "amount": "1", "currency": "EUR"}), "missing_field", "event_time"),
+    (json.dumps({"event_id": "o1", "kind": "order", "order_id": 7, "amount": "1", "currency": "EUR", "event_time": "x"}), "wrong_type", "order_id"),
+    (event("o1", "order", " ", 0, 0), "missing_field", "order_id"),
+    (event("o1", "refund", "A", 0, 0), "invalid_kind", "kind"),
+    (event("o1", "order", "A", 0, 0, amount="1.2.3"), "invalid_amount", "amount"),
+    (event("o1", "order", "A", 0, 0, amount="1.1234567"), "amount_out_of_range", "amount"),
+    (event("o1", "payment", "A", 0, 0, amount="0.00"), "amount_sign", "amount"),
+    (event("o1", "payment", "A", 0, 0, amount="-5"), "amount_sign", "amount"),
+    (event("o1", "order", "A", 0, 0, currency="eur"), "invalid_currency", "currency"),
+    (event("o1", "order", "A", 0, 0).replace("10:00:00.000000Z", "10:00:00"), "invalid_event_time", "event_time"),
+    (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00", "2026-02-30T10:00:00"), "invalid_event_time", "event_time"),
+    (event("o1", "order", "A", 0, 0).replace("20:00:00.000000Z", "20:00:00+25:00"), "invalid_ingest_time", "ingest_time"),
+    # the ingest time is 10 h after the event time: 10 h 5 min is the latest accepted
+    (event("o1", "order", "A", 605, 0), None, None),
+    (event("o1", "order", "A", 605, 0).replace("20:05:00.000000Z", "20:05:00.000001Z"), "event_time_in_future",
+     FUTURE_DETAIL.format("2026-01-05T20:05:00.000001Z")),
+    (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"), "event_time_in_future",
+     FUTURE_DETAIL.format("2099-01-01T00:00:00Z")),
+    (json.dumps({k: v for k, v in json.loads(event("o1", "order", "A", 0, 0)).items() if k != "ingest_time"}).replace(
+        "2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"), None, None),  # no ingest time: nothing to compare with
+]
+# Lines only a reader can hand over: (the line as read, its length, reason, detail, raw_line of the dead letter)
+NOT_UTF8 = b'{"event_id": "o\xff", "kind": "order"}'
+LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
+ORDER_BYTE_CASES = [
+    (NOT_UTF8, len(NOT_UTF8), "invalid_utf8", "raw_line holds the line's 35 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
+    (LONG[:1024], len(LONG), "line_too_long", "3016 bytes", LONG[:1024].decode()),
+]
+
+
+def test_every_order_reason_is_exercised():
+    assert {case[1] for case in ORDER_CASES} | {case[2] for case in ORDER_BYTE_CASES} == set(REJECT_REASONS) | {None}
+
+
+@pytest.mark.parametrize("line, reason, detail", ORDER_CASES)
 def test_each_bad_line_gets_the_first_failing_reason(line, reason, detail):
     parsed = parse_order_line(line)
     assert (parsed["reject_reason"], parsed["reject_detail"]) == (reason, detail)
+
+
+def test_lines_that_are_not_text_become_text_dead_letters():
+    """The bytes as the log's readers hand them over: a Spark string that is not UTF-8 (an Arrow
+    string column holds it unchecked) and a line cut at max-line-bytes, with its length."""
+    lines = pa.array([line for line, *_ in ORDER_BYTE_CASES], pa.binary()).view(pa.string())
+    raw_lines = pa.table({"segment": [1, 1], "line_number": [1, 2], "raw_line": lines, "line_bytes": [case[1] for case in ORDER_BYTE_CASES]})
+    parsed = parse_order_lines(raw_lines)
+    assert list(zip(parsed["reject_reason"].to_pylist(), parsed["reject_detail"].to_pylist(), parsed["raw_line"].to_pylist())) == [
+        case[2:] for case in ORDER_BYTE_CASES
+    ]
+    assert base64.b64decode(parsed["raw_line"][0].as_py()) == NOT_UTF8
 
 
 def test_a_valid_line_keeps_exact_money_and_utc_microseconds():

@@ -1,7 +1,8 @@
-"""``unique_visitors`` through Spark, kept small: page-view validation with its dead-letter
-reasons, and a generated log end to end (Spark parse, the stream step per segment in Arrow, the
+"""``unique_visitors`` through Spark, kept small: page-view validation with every dead-letter
+reason (billing's checks of a line's bytes, JSON and clock included), and a generated log end to end (Spark parse, the stream step per segment in Arrow, the
 batch truth through Spark, the oracle, reconciliation)."""
 
+import base64
 import json
 
 import pyarrow as pa
@@ -12,51 +13,71 @@ from reconciliation.distinct_reconcile import reconcile_distinct
 from shared.distinct_urls import truth_counts, truth_members
 from shared.eventlog import EventLog
 from shared.events import RAW_LINE_SCHEMA
-from shared.page_views import PARSED_SCHEMA, deduplicated_page_views, parse_page_views
+from shared.page_views import PARSED_SCHEMA, REJECT_REASONS, deduplicated_page_views, parse_page_views
 from shared.visitors_stream import VisitorSettings
 from shared.windows import TumblingWindows
+from tests.conftest import raw_frame, read_as_the_log_does
 from tests.visitor_lines import SECOND, concat, run, served_table
 
 GOOD = {"event_id": "v-1", "user_id": "user-1", "url": "https://shop.example/cart", "event_time": "2026-01-05T10:00:00Z",
         "ingest_time": "2026-01-05T10:00:01Z"}
 
 
+# (line, reason, detail): the page-view checks, then billing's checks of a line's bytes, JSON and
+# clock (``shared.line_checks``), the same reasons with the same details
+CASES = [
+    (json.dumps(GOOD), None, None),
+    ("", "empty_line", None),
+    ('{"event_id": ', "not_json", None),
+    ("\ufeff" + json.dumps(GOOD), "not_json", None),  # a byte order mark inside a line is no whitespace
+    (json.dumps(GOOD)[:-1] + ', "note": {"k": 1, "k": 2}}', "not_json", None),  # a key repeated in a nested object
+    (json.dumps([GOOD]), "not_an_object", None),
+    (json.dumps(GOOD).replace('"user_id": "user-1"', '"user_id": "user-1", "user_id": "user-2"'), "duplicate_key", "user_id"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "url"}), "missing_field", "url"),
+    (json.dumps({**GOOD, "user_id": 7}), "wrong_type", "user_id"),
+    (json.dumps({**GOOD, "user_id": "  "}), "missing_field", "user_id"),
+    (json.dumps({**GOOD, "url": "/cart"}), "invalid_url", "url"),
+    (json.dumps({**GOOD, "url": "https://shop.example/a b"}), "invalid_url", "url"),
+    (json.dumps({**GOOD, "event_time": "2026-01-05T10:00:00"}), "invalid_event_time", "event_time"),
+    (json.dumps({**GOOD, "ingest_time": "yesterday"}), "invalid_ingest_time", "ingest_time"),
+    (json.dumps({**GOOD, "event_time": "2026-01-05T10:05:01Z"}), None, None),  # exactly 5m (max-clock-skew) after arrival
+    (json.dumps({**GOOD, "event_time": "2026-01-05T10:05:01.000001Z"}), "event_time_in_future",
+     "event_time 2026-01-05T10:05:01.000001Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"),
+    (json.dumps({**GOOD, "event_time": "2099-01-01T00:00:00Z"}), "event_time_in_future",
+     "event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"),
+    (json.dumps({k: v for k, v in {**GOOD, "event_time": "2099-01-01T00:00:00Z"}.items() if k != "ingest_time"}), None, None),
+    (json.dumps({"heartbeat": True, "ingest_time": "2026-01-05T10:00:02Z"}), None, None),
+    (json.dumps({"heartbeat": True}), "missing_field", "ingest_time"),
+]
+# Lines only a reader can hand over: (the line as read, reason, detail, raw_line of the dead letter)
+NOT_UTF8 = b'{"event_id": "v\xff", "user_id": "user-1"}'
+LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
+BYTE_CASES = [
+    (NOT_UTF8, "invalid_utf8", "raw_line holds the line's 39 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
+    (read_as_the_log_does(LONG, 1024)[0], "line_too_long", "3016 bytes", LONG[:1024].decode()),
+]
+
+
+def test_every_reason_is_exercised():
+    assert {reason for _, reason, _ in CASES} | {reason for _, reason, _, _ in BYTE_CASES} == set(REJECT_REASONS) | {None}
+
+
 def test_page_views_parse_with_the_first_failing_reason(spark):
-    lines = [
-        json.dumps(GOOD),
-        "",
-        '{"event_id": ',
-        json.dumps([GOOD]),
-        json.dumps({k: v for k, v in GOOD.items() if k != "url"}),
-        json.dumps({**GOOD, "user_id": 7}),
-        json.dumps({**GOOD, "user_id": "  "}),
-        json.dumps({**GOOD, "url": "/cart"}),
-        json.dumps({**GOOD, "url": "https://shop.example/a b"}),
-        json.dumps({**GOOD, "event_time": "2026-01-05T10:00:00"}),
-        json.dumps({**GOOD, "ingest_time": "yesterday"}),
-        json.dumps({"heartbeat": True, "ingest_time": "2026-01-05T10:00:02Z"}),
-        json.dumps({"heartbeat": True}),
-    ]
-    raw = spark.createDataFrame([(1, n, line, len(line.encode())) for n, line in enumerate(lines, start=1)], RAW_LINE_SCHEMA)
-    rows = parse_page_views(raw).toArrow()
+    rows = parse_page_views(raw_frame(spark, [line for line, _, _ in CASES])).toArrow()
     assert rows.schema.names == PARSED_SCHEMA.names
-    got = list(zip(rows["reject_reason"].to_pylist(), rows["reject_detail"].to_pylist(), rows["heartbeat"].to_pylist()))
-    assert got == [
-        (None, None, False),
-        ("empty_line", None, False),
-        ("not_json", None, False),
-        ("not_an_object", None, False),
-        ("missing_field", "url", False),
-        ("wrong_type", "user_id", False),
-        ("missing_field", "user_id", False),
-        ("invalid_url", "url", False),
-        ("invalid_url", "url", False),
-        ("invalid_event_time", "event_time", False),
-        ("invalid_ingest_time", "ingest_time", False),
-        (None, None, True),
-        ("missing_field", "ingest_time", False),
-    ]
+    got = list(zip(rows["reject_reason"].to_pylist(), rows["reject_detail"].to_pylist()))
+    assert got == [(reason, detail) for _, reason, detail in CASES]
+    assert rows["heartbeat"].to_pylist() == [line.startswith('{"heartbeat": true, "ingest') for line, _, _ in CASES]
+    assert rows["raw_line"].to_pylist() == [line for line, _, _ in CASES]
     assert rows.slice(0, 1).select(["event_id", "user_id", "url"]).to_pylist() == [{"event_id": "v-1", "user_id": "user-1", "url": GOOD["url"]}]
+
+
+def test_lines_that_are_not_text_become_text_dead_letters(spark):
+    rows = parse_page_views(raw_frame(spark, [line for line, _, _, _ in BYTE_CASES])).toArrow()
+    assert list(zip(rows["reject_reason"].to_pylist(), rows["reject_detail"].to_pylist(), rows["raw_line"].to_pylist())) == [
+        case[1:] for case in BYTE_CASES
+    ]
+    assert set(rows["event_id"].to_pylist()) == {None}
 
 
 def test_a_generated_log_reconciles_exactly(spark, tmp_path):

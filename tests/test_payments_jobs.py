@@ -10,7 +10,6 @@ import dataclasses
 import io
 import json
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -198,26 +197,42 @@ def committed(lake) -> dict:
     return found
 
 
-# Batch 1 killed with its matches committed but not its other outputs or state (its replay must
-# skip the first and commit the rest); batch 2 killed after its state, complete in Delta but not
-# in Spark's commit log (the restart skips it whole and reads the state it left). Each kill is a
-# JVM start, so two points, not every one (tests/test_exactly_once.py walks them all for billing).
-CRASH_POINTS = (f"1:after:{catalog.PAYMENTS_MATCHED.name}", f"2:after:{catalog.PAYMENTS_STATE.name}")
-
-
 @pytest.mark.slow
-def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, streamed, log_lake, tmp_path):
-    from lklab.payments_stream import run_payments_speed
-    from tests.processes import REPO, VENV_BIN, run, venv_env
+def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, tmp_path):
+    """One process killed at each crash point of batch 1 in turn (each goes on from the one
+    before: batch 1 is replayed after every kill), then a clean run: every committed table equals
+    an uninterrupted run's, batch ids and all. 17 points; each is a JVM start, so the first, the
+    last and two drawn at random (``tests/crash_runs.py``).
 
-    lake = shutil.copytree(log_lake, tmp_path / "crashes")
-    env = venv_env({"PYTHONPATH": str(REPO), "LKLAB_TABLE_ENGINE": "deltalake"})
-    argv = [str(VENV_BIN / "lklab"), "speed", "--available-now", "--pipeline", "order_payments", "--lake", str(lake)]
-    for crash_at in CRASH_POINTS:
-        killed = run(argv, env={**env, "LKLAB_CRASH_AT": crash_at}, timeout=300)
-        assert killed.returncode == -signal.SIGKILL, f"{crash_at} was not reached:\n{killed.stderr[-3000:]}"
-    run_payments_speed(spark, config_for(lake), available_now=True)
-    assert committed(lake) == committed(streamed[0])
+    A payment matches up to 5 s after its order, the watermark trails 5 s. Batch 1 (segment 2)
+    writes a row to every table: W = 12 - 5 = 7 for its lines and W* = 7 after them, so p1 (11 s)
+    matches o1 (10 s), pC (5 s) is late, o0's interval [0, 5] and pY's [1, 6] close (unpaid,
+    orphan); o1 is resent and "{" is a dead letter."""
+    from lklab.crash_points import batch_points
+    from lklab.payments_stream import run_payments_speed
+    from shared.config import load_config
+    from shared.eventlog import EventLog
+    from tests.crash_runs import kill_at_each, sampled_points
+
+    log = [
+        [order_line("o0", "order", "Z", 0, 10_000), order_line("pY", "payment", "Y", 1, 10_000), order_line("o1", "order", "A", 10, 10_000),
+         order_line("o2", "order", "B", 12, 10_000)],
+        [order_line("p1", "payment", "A", 11, 10_001), order_line("pC", "payment", "C", 5, 10_001), order_line("o1", "order", "A", 10, 10_001), "{"],
+        [order_line("o3", "order", "C", 40, 10_002)],
+    ]
+    for lake in (tmp_path / "clean", tmp_path / "crashes"):
+        for lines in log:
+            EventLog(lake).append(lines, stamp=False)
+    config = lambda lake: load_config(None, {"lake": str(lake), "table-engine": "deltalake", "join-bound": "5s", "watermark-delay": "5s"}, environ={})
+    run_payments_speed(spark, config(tmp_path / "clean"), available_now=True)
+    expected = committed(tmp_path / "clean")
+    assert all(expected[table.name] for table in catalog.PAYMENTS_TABLES)  # batch 1 writes to every table
+    points = batch_points(1, [table.name for table in catalog.PAYMENTS_TABLES])
+    assert len(points) == 17 and points[-1] == f"1:after:{catalog.PAYMENTS_STATE.name}"
+    seed, sample = sampled_points(points, 2)
+    kill_at_each(tmp_path / "crashes", "order_payments", ["--join-bound", "5s", "--watermark-delay", "5s"], sample, seed)
+    run_payments_speed(spark, config(tmp_path / "crashes"), available_now=True)
+    assert committed(tmp_path / "crashes") == expected, seed
 
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)

@@ -252,7 +252,7 @@ def visitors(spark, tmp_path_factory):
     return report, write_pipeline_report(report, lake / "reports" / "uv")
 
 
-@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+@pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
 def test_visitors_log_truth_and_the_end(visitors):
     report, _ = visitors
     # 9 lines: 6 views (a..f), c's resend, one bad line, one heartbeat.
@@ -264,7 +264,7 @@ def test_visitors_log_truth_and_the_end(visitors):
     assert [(s.allowed_lateness, s.micro_batches, s.outputs) for s in report.streams] == [("0", 7, 3), ("10s", 7, 3)]
 
 
-@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+@pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
 def test_visitors_what_each_configuration_gets_wrong(visitors):
     report, _ = visitors
     lambda_, kappa, lenient = report.results
@@ -289,7 +289,7 @@ def test_visitors_what_each_configuration_gets_wrong(visitors):
     assert [c.path for c in kappa.costs] == ["streaming", "replay"]
 
 
-@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+@pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
 def test_visitors_state_entries_by_ttl(visitors):
     report, _ = visitors
     # 24h: nothing expires in 45 s: 3 entries (L=0), 4 with cart (L=10s). TTL 0: an entry leaves once
@@ -300,7 +300,7 @@ def test_visitors_state_entries_by_ttl(visitors):
     assert [(r.state_peak, r.state_final) for r in report.results] == [(3, 3), (3, 3), (4, 4)]
 
 
-@pytest.mark.slow  # the fixture runs 6 streams and replays: about 45 s
+@pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
 def test_visitors_report_files(visitors):
     report, files = visitors
     summary = json.loads(files.summary_json.read_text())

@@ -175,6 +175,13 @@ def test_state_round_trips_through_its_table():
     assert back.members.equals(steps[0].state.members) and back.remembered.equals(steps[0].state.remembered)
 
 
+def test_the_comparison_sweeps_the_configured_ttl_then_an_hour_ten_minutes_and_a_minute():
+    from lklab.visitors_comparison import default_state_ttls
+
+    assert default_state_ttls(24 * 3600 * SECOND) == ("1d", "1h", "10m", "1m")
+    assert default_state_ttls(600 * SECOND) == ("10m", "1h", "1m")
+
+
 # ----------------------------------------------------------------------------- the generator and its oracle
 
 def test_the_oracle_and_the_rule_agree_on_generated_views():

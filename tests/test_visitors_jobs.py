@@ -1,5 +1,5 @@
 """The ``unique_visitors`` jobs on one small generated log: the speed layer whatever the
-micro-batch cuts, across a restart and across SIGKILLs mid-batch, the replay equal to it, the
+micro-batch cuts, across a restart and across SIGKILLs at its crash points (on a tiny log), the replay equal to it, the
 batch truth equal to the oracle, reconciliation proving corrected == truth once, and the CLI end
 to end. Then a quiet log: the always-on stream's heartbeat makes its windows final."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import threading
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ from lklab.visitors_replay import run_visitors_replay
 from lklab.visitors_speed import run_visitors_speed
 from shared.catalog import (
     VISITORS_CORRECTED,
-    VISITORS_MEMBERS,
     VISITORS_SPEED_TABLES,
     VISITORS_STATE,
     VISITORS_STREAM_METRICS,
@@ -165,31 +163,48 @@ def committed_rows(spark, lake: Path) -> dict[str, list[dict]]:
             for table in VISITORS_SPEED_TABLES}
 
 
-# Batch 1 killed with its side outputs and members committed but not its windows, metrics or
-# state (its replay must skip the first and commit the rest); batch 2 killed after its state,
-# complete in Delta but not in Spark's commit log (the restart skips it whole and reads the state
-# it left). Each kill is a JVM start, so two points, not every one (tests/test_exactly_once.py
-# walks them all for billing).
-CRASH_POINTS = (f"1:after:{VISITORS_MEMBERS.name}", f"2:after:{VISITORS_STATE.name}")
+def view_line(event_id: str, seconds: int, ingest: int, user: str = "u1", page: str = "home") -> str:
+    return json.dumps({"event_id": event_id, "user_id": user, "url": url(page), "event_time": at(seconds).isoformat().replace("+00:00", "Z"),
+                       "ingest_time": at(ingest).isoformat().replace("+00:00", "Z")})
+
+
+# 5 s tumbling windows, the watermark 5 s behind. Batch 1 (segment 2) writes a row to every table:
+# W = 12 - 5 = 7 for its lines, so shop at 3 s is late ([0, 5) closed), cart at 13 s is a new URL
+# of [10, 15); v1 is resent, "{" is a dead letter.
+CRASH_LOG = [
+    [view_line("v0", 10, 10_000), view_line("v1", 12, 10_000, page="cart"), view_line("v2", 11, 10_000, user="u2")],
+    [view_line("v3", 22, 10_001), view_line("v4", 3, 10_001, page="shop"), view_line("v1", 12, 10_001, page="cart"), "{",
+     view_line("v5", 13, 10_001, user="u2", page="cart")],
+    [view_line("v6", 30, 10_002, page="about")],
+]
+CRASH_SETTINGS = ["--window-size", "5s", "--watermark-delay", "5s"]
 
 
 @pytest.mark.slow
-def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, lakes, one_per_batch):
-    lake = lakes / "crashes"
-    copy_segments(lakes / "one", lake, 1, 12)
-    env = venv_env({"PYTHONPATH": str(REPO), "LKLAB_TABLE_ENGINE": "deltalake"})
-    argv = [str(VENV_BIN / "lklab"), "speed", "--available-now", "--pipeline", "unique_visitors", "--lake", str(lake)]
-    for crash_at in CRASH_POINTS:
-        killed = run(argv, env={**env, "LKLAB_CRASH_AT": crash_at}, timeout=300)
-        assert killed.returncode == -signal.SIGKILL, f"{crash_at} was not reached:\n{killed.stderr[-3000:]}"
-    restarted = run_visitors_speed(spark, config_for(lake), available_now=True)
-    assert restarted.batches == 9  # batches 3..11; batch 2 was committed whole
-    assert committed_rows(spark, lake) == committed_rows(spark, lakes / "one")
+def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, tmp_path):
+    """One process killed at each crash point of batch 1 in turn (each goes on from the one
+    before: batch 1 is replayed after every kill), then a clean run: every committed table equals
+    an uninterrupted run's, batch ids and all. 17 points; each is a JVM start, so the first, the
+    last and two drawn at random (``tests/crash_runs.py``)."""
+    from lklab.crash_points import batch_points
+    from lklab.visitors_speed import COMMIT_ORDER
+    from shared.config import load_config
+    from tests.crash_runs import kill_at_each, sampled_points
 
-
-def view_line(event_id: str, seconds: int, ingest: int) -> str:
-    return json.dumps({"event_id": event_id, "user_id": "u1", "url": url("home"), "event_time": at(seconds).isoformat().replace("+00:00", "Z"),
-                       "ingest_time": at(ingest).isoformat().replace("+00:00", "Z")})
+    for lake in (tmp_path / "clean", tmp_path / "crashes"):
+        for lines in CRASH_LOG:
+            EventLog(lake).append(lines, stamp=False)
+    config = lambda lake: load_config(None, {"lake": str(lake), "table-engine": "deltalake", "window-size": "5s", "watermark-delay": "5s"}, environ={})
+    run_visitors_speed(spark, config(tmp_path / "clean"), available_now=True)
+    expected = committed_rows(spark, tmp_path / "clean")
+    assert all(expected[table.name] for table in COMMIT_ORDER)  # batch 1 writes to every table
+    points = batch_points(1, [table.name for table in COMMIT_ORDER])
+    assert len(points) == 17 and points[-1] == f"1:after:{VISITORS_STATE.name}"
+    seed, sample = sampled_points(points, 2)
+    kill_at_each(tmp_path / "crashes", "unique_visitors", CRASH_SETTINGS, sample, seed)
+    restarted = run_visitors_speed(spark, config(tmp_path / "crashes"), available_now=True)
+    assert restarted.batches == 1, seed  # batch 2: batch 1 was committed whole at its last point
+    assert committed_rows(spark, tmp_path / "crashes") == expected, seed
 
 
 def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_path):
@@ -222,3 +237,36 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_
     assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
     run_visitors_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
     assert stream_rows(spark, tmp_path, replay_prefix("after")) == stream_rows(spark, tmp_path)
+
+
+def test_the_seen_set_is_written_each_micro_batch_and_expired_entries_leave_it(spark, tmp_path):
+    """10 s tumbling windows, the watermark on the largest event time (no delay), state TTL 30 s;
+    one segment per micro-batch, ingested at 100, 110 and 140 s. ``visitors_seen`` after each
+    batch: per user and URL the latest on-time view's processing time, as of the batch's last line."""
+    from deltalake import DeltaTable
+
+    from shared.catalog import VISITORS_SEEN
+
+    log = EventLog(tmp_path)
+    log.append([view_line("a", 10, 100), view_line("b", 12, 100, page="cart"), view_line("c", 11, 100, user="u2")], stamp=False)
+    log.append([view_line("d", 21, 110)], stamp=False)
+    log.append([view_line("e", 35, 140, user="u2", page="shop")], stamp=False)
+    config = LabConfig(lake=tmp_path, table_engine="deltalake", window_size=parse_duration("10s"), watermark_delay=0,
+                       state_ttl=parse_duration("30s"))
+    assert run_visitors_speed(spark, config, available_now=True).batches == 3
+
+    path = str(Tables(spark, tmp_path, "deltalake").path(VISITORS_SEEN.name))
+    versions = {int(c["lklab.version"]): c["version"] for c in DeltaTable(path).history() if "lklab.version" in c}
+    written = {batch: [(r["user_id"], r["url"].rsplit("/", 1)[1], seconds_of(r["last_seen"]), seconds_of(r["as_of"]), r["batch_id"])
+                       for r in DeltaTable(path, version=version).to_pyarrow_table().sort_by([("user_id", "ascending"), ("url", "ascending")]).to_pylist()]
+               for batch, version in versions.items()}
+    assert written == {
+        0: [("u1", "cart", 100, 100, 0), ("u1", "home", 100, 100, 0), ("u2", "home", 100, 100, 0)],
+        # d (21 s) is a new URL of [20, 30) for u1: home seen again at 110; W* = 12 releases nothing
+        1: [("u1", "cart", 100, 110, 1), ("u1", "home", 110, 110, 1), ("u2", "home", 100, 110, 1)],
+        # e's line sees W = 21: [10, 20) is released, and at 140 s its entries, last seen at 100 s,
+        # are 40 s old (> 30 s): u1's cart and u2's home leave; u1's home stays through [20, 30)
+        2: [("u1", "home", 110, 140, 2), ("u2", "shop", 140, 140, 2)],
+    }
+    entries = Tables(spark, tmp_path, "deltalake").read_arrow(VISITORS_STREAM_METRICS.name).sort_by("batch_id")["state_entries"].to_pylist()
+    assert entries == [3, 4, 2]

@@ -52,7 +52,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_speed(args: argparse.Namespace) -> int:
     from lklab.visitors_speed import run_visitors_speed
-    from shared.catalog import VISITORS_STREAM_METRICS
+    from shared.catalog import VISITORS_SEEN, VISITORS_STREAM_METRICS
+    from shared.eventlog import format_timestamp
 
     config = _config(args)
     stop = stream_stop(args)
@@ -60,11 +61,16 @@ def cmd_speed(args: argparse.Namespace) -> int:
              f"state TTL {config.describe()['state-ttl']}")
     with spark_for(config, "lklab-visitors-speed") as spark:
         layer = run_visitors_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
-        metrics = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_STREAM_METRICS))
+        metrics = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_STREAM_METRICS)).sort_by("batch_id")
+        seen = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_SEEN))
     totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", "views", "duplicates", "dead_letters", "new_urls", "late_pairs")}
     print(f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['views']:,} views + {totals['duplicates']:,} "
           f"duplicates + {totals['dead_letters']:,} dead letters (+ heartbeats); {totals['new_urls']:,} URLs counted, "
           f"{totals['late_pairs']:,} late (side output)")
+    if metrics.num_rows:
+        as_of = format_timestamp(seen["as_of"][0].as_py()) if seen.num_rows else "-"
+        print(f"{VISITORS_SEEN.name}: {seen.num_rows:,} URLs seen by {len(set(seen['user_id'].to_pylist())):,} users within the state TTL "
+              f"{config.describe()['state-ttl']}, as of {as_of}; state: {metrics['state_entries'][-1].as_py():,} member entries")
     return 0
 
 

@@ -1,0 +1,253 @@
+"""The checks every line of the log gets, whatever pipeline reads it: its bytes, its JSON, its clock.
+
+The log is one stream of lines shared by every pipeline (``shared.eventlog``), and a line can be
+bad in ways that have nothing to do with its fields. Each pipeline's parser
+(``shared.events`` for billing, ``shared.page_views``, ``shared.order_events``) runs these checks
+around its own field checks and names the first failure, in this order::
+
+    line_too_long, invalid_utf8, empty_line, duplicate_key, not_json, not_an_object   (LINE_REASONS)
+    missing_field, wrong_type, <the pipeline's own>, invalid_event_time, invalid_ingest_time
+    event_time_in_future                                                              (CLOCK_REASONS)
+
+(``reject_reasons`` composes that dict.) What each check means:
+
+* **Bytes.** The readers hand over a line's bytes as they are, with ``line_bytes``, the length
+  of the whole line (``shared.events.RAW_LINE_SCHEMA``). A line the reader cut (longer than
+  ``max-line-bytes``: it holds fewer bytes than ``line_bytes``) is ``line_too_long`` and its
+  dead letter keeps the part kept, as text (a character the cut split becomes U+FFFD). A line
+  that is not UTF-8 is ``invalid_utf8`` and its dead letter keeps every byte, in base64. Neither
+  is parsed at all.
+* **JSON.** A blank line (spaces only), a repeated key in the outermost object (parsers differ
+  on which value wins: ``duplicate_key``, detail the first key that repeats an earlier one), a
+  line that is not JSON (a key repeated in a nested object makes the line ``not_json``, as
+  Spark's parser refuses the whole line) and JSON that is not an object. A byte order mark
+  inside a line is no whitespace: such a line is ``not_json``. Spark's parser reads the first
+  JSON value of a line and ignores whatever follows it (``{...} x`` is that object), and so do
+  the checks here in their Python form.
+* **Clock.** An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
+  setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot
+  have happened after it arrived, and accepted, one event dated decades ahead would move the
+  watermark there for good and make every later event late. A line without ``ingest_time`` is
+  not checked. It is the last check: the line is otherwise a valid event.
+
+The checks come in two forms over the same names, order, details and dead-letter text: Spark
+columns (``line_checks``, ``in_future``, ``future_check``, ``dead_letter_text``) for the
+parsers that run in Spark, and Python (``read_line``, ``future_rejection``) for the one that
+runs in Python over Arrow. ``tests/test_line_checks.py`` runs the same lines through both.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Callable
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from shared.durations import format_duration
+from shared.eventlog import LINE_PREFIX_BYTES
+
+__all__ = [
+    "LINE_REASONS", "CLOCK_REASONS", "Check", "Rejection", "reject_reasons", "first_failure", "let", "repeated_key",
+    "line_checks", "dead_letter_text", "in_future", "future_check", "read_line", "future_rejection", "require_skew",
+]
+
+LINE_REASONS = {
+    "line_too_long": (
+        "the line is longer than max-line-bytes (detail: its length in bytes; raw_line holds its first "
+        f"{LINE_PREFIX_BYTES:,} bytes, or max-line-bytes if fewer, as text)"
+    ),
+    "invalid_utf8": "the line is not UTF-8 text (raw_line holds its bytes in base64; the detail says so)",
+    "empty_line": "the line is blank",
+    "duplicate_key": "the line's object names a key twice (detail: the key); parsers differ on which value wins",
+    "not_json": "the line is not valid JSON",
+    "not_an_object": "the line is JSON but not an object",
+}
+_FIELD_REASONS = {
+    "missing_field": "a required field is absent, null or empty (detail: the field)",
+    "wrong_type": "a field is not a JSON string (detail: the field)",
+}
+_TIME_REASONS = {
+    "invalid_event_time": "event_time is not ISO-8601 with Z or an offset",
+    "invalid_ingest_time": "ingest_time is present but not ISO-8601 with Z or an offset",
+}
+CLOCK_REASONS = {
+    "event_time_in_future": (
+        "event_time is more than max-clock-skew ahead of the line's ingest_time (detail: both times and the skew)"
+    ),
+}
+
+# The details, as ``str.format`` templates: one text whichever form fills it in.
+_TOO_LONG = "{} bytes"
+_NOT_UTF8 = "raw_line holds the line's {} bytes in base64"
+_IN_FUTURE = "event_time {} is more than {} (max-clock-skew) ahead of ingest_time {}"
+_OBJECT_START = "^\\s*[{]"  # JSON that parsed is an object exactly when it opens so
+_JSON_SPACE = " \t\n\r"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+Check = tuple[Column, str, "str | Column | None"]  # (failed, reason, detail: a field's name or a column)
+Rejection = tuple[str, "str | None"]  # (reason, detail)
+
+
+def reject_reasons(own: dict[str, str]) -> dict[str, str]:
+    """A parser's ``REJECT_REASONS``, in the order checked: the line's, the fields' presence and
+    type, the pipeline's ``own`` checks, the times', the clock's."""
+    return {**LINE_REASONS, **_FIELD_REASONS, **own, **_TIME_REASONS, **CLOCK_REASONS}
+
+
+def require_skew(max_clock_skew: int) -> None:
+    if max_clock_skew < 0:
+        raise ValueError(f"max_clock_skew: {max_clock_skew} is not valid; valid: microseconds, 0 or more")
+
+
+# ----------------------------------------------------------------------------- Spark columns
+
+
+def _filled(template: str, *values: Column) -> Column:
+    """``template`` with its ``{}`` replaced by ``values`` (null when one is null)."""
+    pieces = template.split("{}")
+    parts = [F.lit(pieces[0])] if pieces[0] else []
+    for value, piece in zip(values, pieces[1:]):
+        parts.append(value.cast("string"))
+        if piece:
+            parts.append(F.lit(piece))
+    return F.concat(*parts)
+
+
+def first_failure(checks: list[Check]) -> Column:
+    """``struct(reason, detail)`` of the first check that fails, null when none does
+    (one ``CASE`` with a branch per check, in order). A detail is a field's name or a column."""
+    result = None
+    for failed, name, field in checks:
+        detail = field if isinstance(field, Column) else F.lit(field)
+        reason = F.struct(F.lit(name).alias("reason"), detail.cast("string").alias("detail"))
+        result = F.when(failed, reason) if result is None else result.when(failed, reason)
+    return result
+
+
+def let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` computed once (a lambda over a one-element array)."""
+    return F.transform(F.array(value), body)[0]
+
+
+def repeated_key(keys: Column) -> Column:
+    """The first key of an array of an object's keys that repeats an earlier one (null: none)."""
+    return F.try_element_at(F.filter(keys, lambda key, index: F.array_position(keys, key) < index + 1), F.lit(1))
+
+
+def line_checks(raw_line: Column, line_bytes: Column, whole: Column, utf8: Column, repeated: Column, not_json: Column,
+                is_object: Column | None = None) -> list[Check]:
+    """The ``LINE_REASONS`` checks, in order.
+
+    ``whole``: ``octet_length(raw_line) == line_bytes``; ``utf8``: ``is_valid_utf8(raw_line)``;
+    parse JSON only when both hold. ``not_json``: the parse gave null; ``repeated``: when it did,
+    ``repeated_key(json_object_keys(raw_line))`` (Spark's parser refuses an object that names a
+    key twice, and ``json_object_keys`` tells such a line from one that is not JSON);
+    ``is_object``: default ``raw_line`` opens with ``{`` after whitespace.
+    """
+    is_object = raw_line.rlike(_OBJECT_START) if is_object is None else is_object
+    return [
+        (~whole, "line_too_long", _filled(_TOO_LONG, line_bytes)),
+        (~utf8, "invalid_utf8", _filled(_NOT_UTF8, line_bytes)),
+        (F.trim(raw_line) == "", "empty_line", None),
+        (repeated.isNotNull(), "duplicate_key", repeated),
+        (not_json, "not_json", None),
+        (~is_object, "not_an_object", None),
+    ]
+
+
+def dead_letter_text(raw_line: Column, whole: Column, utf8: Column) -> Column:
+    """What ``raw_line`` becomes in a dead letter when it is not text as it stands (null: it is):
+    the part a cut line kept, made valid UTF-8; the bytes of a line that is not UTF-8, in base64."""
+    encoded = F.replace(F.base64(raw_line.cast("binary")), F.lit("\r\n"), F.lit(""))  # Spark wraps it at 76 characters
+    return F.when(~whole, F.make_valid_utf8(raw_line)).when(~utf8, encoded)
+
+
+def in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> Column:
+    """The event time is more than ``max_clock_skew`` after the ingest time (false when either
+    is null: nothing to compare)."""
+    ahead = F.unix_micros(event_time) - F.unix_micros(ingest_time)
+    return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
+
+
+def future_check(event_time: Column, ingest_time: Column, event_text: Column, ingest_text: Column, max_clock_skew: int) -> Check:
+    """The ``event_time_in_future`` check: the typed times decide, the texts as written name them."""
+    detail = _filled(_IN_FUTURE, event_text, F.lit(format_duration(max_clock_skew)), ingest_text)
+    return in_future(event_time, ingest_time, max_clock_skew), "event_time_in_future", detail
+
+
+# ----------------------------------------------------------------------------- Python
+
+
+class _Object(dict):
+    """A JSON object as ``json.loads`` builds it, with the first key that repeats an earlier one."""
+
+    repeated: str | None = None
+
+
+def _read_object(pairs: list[tuple[str, object]], nested_repeats: list[str]) -> _Object:
+    value = _Object(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        value.repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        nested_repeats.append(value.repeated)
+    return value
+
+
+def _not_json(constant: str):
+    raise ValueError(constant)  # NaN and Infinity are Python's, not JSON's
+
+
+def _lone_surrogate(value: object) -> bool:
+    """A string of ``value`` (a key included) holds half a surrogate pair: an escape such as
+    ``"\\ud800"`` that Python's parser takes and Spark's refuses."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_lone_surrogate(key) or _lone_surrogate(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(map(_lone_surrogate, value))
+    return False
+
+
+def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejection | None, str | None]:
+    """One line through the ``LINE_REASONS`` checks, in Python: ``(value, rejection, text)``.
+
+    ``line``: the bytes the reader kept; ``line_bytes``: the whole line's length (None: ``line``
+    is whole). ``value`` is the parsed JSON object (None when rejected), ``text`` what
+    ``raw_line`` becomes in a dead letter when it is not text as it stands (None: it is).
+    """
+    if line_bytes is not None and len(line) != line_bytes:
+        return None, ("line_too_long", _TOO_LONG.format(line_bytes)), line.decode("utf-8", errors="replace")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, ("invalid_utf8", _NOT_UTF8.format(len(line))), base64.b64encode(line).decode("ascii")
+    if text.strip(" ") == "":
+        return None, ("empty_line", None), None
+    repeats: list[str] = []
+    decoder = json.JSONDecoder(parse_constant=_not_json, object_pairs_hook=lambda pairs: _read_object(pairs, repeats))
+    try:
+        # as Spark's parser reads a line: JSON whitespace, one value, and whatever follows it ignored
+        value, _ = decoder.raw_decode(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+    except ValueError:
+        return None, ("not_json", None), None
+    if "\\u" in text and _lone_surrogate(value):
+        return None, ("not_json", None), None
+    if isinstance(value, _Object) and value.repeated is not None:
+        return None, ("duplicate_key", value.repeated), None
+    if repeats:  # only in a nested object: Spark's parser refuses the whole line
+        return None, ("not_json", None), None
+    if not isinstance(value, dict):
+        return None, ("not_an_object", None), None
+    return value, None, None
+
+
+def future_rejection(event_time: int, ingest_time: int | None, event_text: str, ingest_text: str | None,
+                     max_clock_skew: int) -> Rejection | None:
+    """The ``event_time_in_future`` check on times in microseconds (None: no ingest time, no check)."""
+    if ingest_time is None or event_time - ingest_time <= max_clock_skew:
+        return None
+    return "event_time_in_future", _IN_FUTURE.format(event_text, format_duration(max_clock_skew), ingest_text)
