@@ -4,8 +4,9 @@
 parsed line into exactly one place: a deduplicated event, a duplicate, or a dead letter.
 ``window_totals`` turns events into per-window totals. Dedup, windows and totals are the Arrow
 rules of ``shared.dedup``, ``shared.windows`` and ``shared.aggregation`` run by Spark; the
-speed layer (``shared.speed``) calls the same rules on each micro-batch. Jobs add only source,
-sink, trigger and checkpoint around these.
+speed layer (``shared.speed``) calls the same rules on each micro-batch. Fixed windows, which
+need nothing but an event's own time, Spark assigns and sums itself (``in_spark``; a test holds
+it equal to the Arrow rule). Jobs add only source, sink, trigger and checkpoint around these.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.aggregation import AGGREGATE_SCHEMA, aggregate_windows_table
+from shared.aggregation import AGGREGATE_SCHEMA, AMOUNT_TOTAL_TYPE, WINDOW_KEY, aggregate_windows_table
 from shared.dedup import first_copies, later_copies, mark_duplicates
 from shared.events import rejected_lines, valid_events
 from shared.spark_arrow import per_key
@@ -67,9 +68,24 @@ def without_event_text(parsed: DataFrame) -> DataFrame:
 
 
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """Events -> one row per window and key with ``event_count`` and ``amount_total``
-    (windows and totals of an account and currency in one call, see ``window_totals_table``)."""
-    return lambda events: per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+    """Events -> one row per window and key with ``event_count`` and ``amount_total``.
+
+    Fixed windows: assigned by Spark (``in_spark``) and counted and summed by it, exactly
+    (``amount`` widened to ``AMOUNT_TOTAL_TYPE`` before it is added, as ``aggregate_windows_table``
+    sums). Sessions: the windows and totals of an account and currency in one Arrow call
+    (``window_totals_table``).
+    """
+
+    def totals(events: DataFrame) -> DataFrame:
+        if spec.merges:
+            return per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+        return (
+            events.select(*KEY_COLUMNS, "event_time", "amount").transform(spec.in_spark)
+            .groupBy(*WINDOW_KEY)
+            .agg(F.count(F.lit(1)).alias("event_count"), F.sum(F.col("amount").cast(AMOUNT_TOTAL_TYPE)).alias("amount_total"))
+        )
+
+    return totals
 
 
 def window_totals_table(spec: WindowSpec, events: pa.Table) -> pa.Table:

@@ -25,6 +25,10 @@ What differs between the kinds lives on the kinds, so no other module asks which
   session ``[t, t + gap)``, one per line, to be merged with the ones it touches.
 * ``merged(rows)``: window rows of a key relabelled with the bounds of the window they end up
   in (fixed windows: unchanged; sessions: overlapping intervals merged into one).
+
+Fixed windows depend on an event's time alone, so they also have the rule as Spark columns
+(``in_spark``): the batch path assigns them in the engine, with no Python process, and a test
+holds it equal to ``assign_windows_table`` at every boundary.
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ from typing import Callable, Union
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, TimestampType
 
 from shared.durations import format_duration
-from shared.spark_arrow import per_key, per_partition, with_fields
+from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
     "WINDOW_KINDS",
@@ -88,6 +92,12 @@ class TumblingWindows:
         """Fixed windows never merge: ``rows`` as they are."""
         return rows
 
+    def in_spark(self, events: DataFrame) -> DataFrame:
+        """``assign_windows_table`` as Spark columns: ``events`` with ``window_start`` and
+        ``window_end`` of the one window holding each ``event_time``."""
+        start = _floor_column(F.unix_micros("event_time"), self.size)
+        return events.withColumns({"window_start": F.timestamp_micros(start), "window_end": F.timestamp_micros(start + F.lit(self.size))})
+
 
 @dataclass(frozen=True)
 class SlidingWindows:
@@ -123,6 +133,20 @@ class SlidingWindows:
     def merged(self, rows: DataFrame) -> DataFrame:
         """Fixed windows never merge: ``rows`` as they are."""
         return rows
+
+    def in_spark(self, events: DataFrame) -> DataFrame:
+        """``assign_windows_table`` as Spark columns: one row per (event, window), the
+        ``windows_per_event`` latest starts at or before ``event_time`` whose window still holds it."""
+        time = F.unix_micros("event_time")
+        back = F.explode(F.sequence(F.lit(0), F.lit(self.windows_per_event - 1))).alias("_back")
+        start = _floor_column(time, self.slide) - F.col("_back") * F.lit(self.slide)
+        return (
+            events.select("*", back)
+            .withColumn("window_start", start)
+            .where(time < F.col("window_start") + F.lit(self.size))
+            .withColumns({"window_start": F.timestamp_micros("window_start"), "window_end": F.timestamp_micros(F.col("window_start") + F.lit(self.size))})
+            .drop("_back")
+        )
 
 
 @dataclass(frozen=True)
@@ -198,15 +222,14 @@ def assign_windows_table(spec: WindowSpec, events: pa.Table) -> pa.Table:
 
 
 def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """``assign_windows_table`` over a Spark DataFrame: per partition for fixed windows, per
-    key for sessions (every event of a key must be in the same call)."""
+    """``assign_windows_table`` over a Spark DataFrame: fixed windows in Spark (``in_spark``),
+    sessions per key in Arrow (every event of a key must be in the same call)."""
 
     def transform(events: DataFrame) -> DataFrame:
+        if not spec.merges:
+            return spec.in_spark(events)
         schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
-        function = functools.partial(assign_windows_table, spec)
-        if isinstance(spec, SessionWindows):
-            return per_key(events, KEY_COLUMNS, function, schema)
-        return per_partition(events, function, schema)
+        return per_key(events, KEY_COLUMNS, functools.partial(assign_windows_table, spec), schema)
 
     return transform
 
@@ -226,6 +249,11 @@ def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def _floor_to(times: np.ndarray, step: int) -> np.ndarray:
     """Largest multiple of ``step`` not above ``times`` (also for times before 1970)."""
     return times - np.mod(times, step)
+
+
+def _floor_column(times: Column, step: int) -> Column:
+    """``_floor_to`` as a Spark column (``pmod``, like ``np.mod``, is never negative)."""
+    return times - F.pmod(times, F.lit(step))
 
 
 def _with_window(events: pa.Table, starts: np.ndarray, size: int) -> pa.Table:
