@@ -96,7 +96,8 @@ def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: boo
             days=days,
             windows=extent["windows"],
         )
-        for frame in (parsed, lines.marked, truth):
+        lines.release()
+        for frame in (parsed, truth):
             frame.unpersist()
     run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
     if days.everything:

@@ -7,7 +7,9 @@ duplicate, but is flagged ``payload_conflict`` so that nobody mistakes a collisi
 harmless retry. ``ingest_time`` is not payload: a retry lands later by nature.
 
 The batch rule is written once, in Arrow (``mark_duplicates_table``); ``mark_duplicates`` runs
-it over a Spark DataFrame, every copy of an id in one call.
+it over a Spark DataFrame, every copy of an id in one call. Only ids seen more than once need
+it (``flag_repeated``: about 1% of a log's ids); a copy of an id seen once is its own first copy
+and is marked where it is, never leaving the JVM.
 
 The stream cannot remember every id forever. It remembers a first copy for ``dedup_horizon``
 behind the watermark, counted from the later of its event time and the watermark it arrived
@@ -38,7 +40,7 @@ from shared.events import EVENT_SCHEMA, UTC_MICROS
 from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
-    "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "mark_duplicates", "first_copies", "later_copies",
+    "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "repeated_ids", "flag_repeated", "Copies", "split_copies", "mark_duplicates", "first_copies", "later_copies",
     "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_from", "remembered_from_column", "remembered_rows",
     "still_remembered",
 ]
@@ -81,10 +83,93 @@ def mark_duplicates_table(events: pa.Table, payload: Sequence[str] = PAYLOAD_COL
     return ordered
 
 
-def mark_duplicates(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> DataFrame:
-    """``mark_duplicates_table`` over a complete set of events (the batch view)."""
+def repeated_ids(lines: DataFrame, events: str = "true") -> DataFrame:
+    """``_id_hash``: the 64-bit hash of every ``event_id`` seen more than once among the rows of
+    ``lines`` that are events (the SQL condition ``events``).
+
+    A rare collision of hashes marks an id repeated that is not, which costs a little and changes
+    nothing (its copies go through the rule, which finds each a first copy).
+    """
+    return lines.where(events).groupBy(F.xxhash64("event_id").alias("_id_hash")).count().where("count > 1").select("_id_hash")
+
+
+def flag_repeated(lines: DataFrame, events: str = "true", repeated: DataFrame | None = None) -> DataFrame:
+    """``lines`` with ``_repeated``: true on a row that is an event (``events``) whose id is in
+    ``repeated`` (``repeated_ids(lines, events)`` unless given), null on every other row.
+
+    The repeated hashes are broadcast to the tasks: they grow with the retries in the log (8
+    bytes each), and no row of the log goes to the driver.
+    """
+    repeated = repeated_ids(lines, events) if repeated is None else repeated
+    flags = F.broadcast(repeated.select("_id_hash", F.lit(True).alias("_repeated")))
+    flagged = lines.withColumn("_id_hash", F.xxhash64("event_id")).join(flags, "_id_hash", "left").drop("_id_hash")
+    return flagged.withColumn("_repeated", F.when(F.expr(events), F.col("_repeated")))
+
+
+@dataclass(frozen=True)
+class Copies:
+    """A complete set of events split by whether their ``event_id`` repeats (``split_copies``).
+
+    ``once``: the events of ids seen once, each its own first copy (they never go through the
+    rule); ``repeated``: every copy of the other ids, marked by ``mark_duplicates_table``;
+    ``ids``: the hashes of those ids (``repeated_ids``).
+    """
+
+    ids: DataFrame
+    once: DataFrame
+    repeated: DataFrame
+
+    @property
+    def marked(self) -> DataFrame:
+        """Every event with ``MARK_FIELDS`` (``mark_duplicates_table``'s columns)."""
+        once = self.once.select(
+            "*",
+            F.lit(False).alias("is_duplicate"),
+            F.col("segment").alias("first_segment"),
+            F.col("line_number").alias("first_line_number"),
+            F.lit(False).alias("payload_conflict"),
+        )
+        return once.unionByName(self.repeated)
+
+    @property
+    def firsts(self) -> DataFrame:
+        """The deduplicated events (``first_copies`` of ``marked``)."""
+        return self.once.unionByName(self.repeated.transform(first_copies))
+
+    @property
+    def later(self) -> DataFrame:
+        """The duplicates (``later_copies`` of ``marked``)."""
+        return self.repeated.transform(later_copies)
+
+    def persisted(self) -> "Copies":
+        """The same with ``ids`` and ``repeated`` cached: the rule runs once, and ``once`` is a
+        filter of the events (which the caller caches) however often it is read."""
+        return Copies(self.ids.persist(), self.once, self.repeated.persist())
+
+    def release(self) -> None:
+        for frame in (self.ids, self.repeated):
+            frame.unpersist()
+
+
+def split_copies(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> Copies:
+    """``events`` (complete: every copy of every id) as ``Copies``: the copies of repeated ids
+    hash-partitioned by ``event_id`` through ``mark_duplicates_table`` (``payload``: as there),
+    every other event marked where it is."""
+    ids = repeated_ids(events)
+    flagged = events.transform(flag_repeated, repeated=ids)
+    repeated = F.coalesce(F.col("_repeated"), F.lit(False))
     function = functools.partial(mark_duplicates_table, payload=tuple(payload))
-    return per_key(events, ["event_id"], function, with_fields(events.schema, *MARK_FIELDS))
+    contested = flagged.where(repeated).drop("_repeated")
+    return Copies(
+        ids=ids,
+        once=flagged.where(~repeated).drop("_repeated"),
+        repeated=per_key(contested, ["event_id"], function, with_fields(events.schema, *MARK_FIELDS)),
+    )
+
+
+def mark_duplicates(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> DataFrame:
+    """``mark_duplicates_table`` over a complete set of events (the batch view; see ``split_copies``)."""
+    return split_copies(events, payload).marked
 
 
 def first_copies(marked: DataFrame) -> DataFrame:

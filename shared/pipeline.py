@@ -4,8 +4,10 @@
 parsed line into exactly one place: a deduplicated event, a duplicate, or a dead letter.
 ``window_totals`` turns events into per-window totals. Dedup, windows and totals are the Arrow
 rules of ``shared.dedup``, ``shared.windows`` and ``shared.aggregation`` run by Spark; the
-speed layer (``shared.speed``) calls the same rules on each micro-batch. Jobs add only source,
-sink, trigger and checkpoint around these.
+speed layer (``shared.speed``) calls the same rules on each micro-batch. Where a rule needs
+nothing but a row's own columns, Spark runs it as its own columns instead, and a test holds the
+two equal: fixed windows (``in_spark``) summed by Spark, and the ids seen once, each its own
+first copy. Jobs add only source, sink, trigger and checkpoint around these.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.aggregation import AGGREGATE_SCHEMA, aggregate_windows_table
-from shared.dedup import first_copies, later_copies, mark_duplicates
+from shared.aggregation import AGGREGATE_SCHEMA, AMOUNT_TOTAL_TYPE, WINDOW_KEY, aggregate_windows_table
+from shared.dedup import Copies, split_copies
 from shared.events import rejected_lines, valid_events
 from shared.spark_arrow import per_key
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows_table
@@ -32,20 +34,28 @@ class LineDispositions:
     """Every input line in exactly one of three DataFrames: ``events``, ``duplicates`` (the two
     halves of ``marked``, the valid lines with their dedup marks) and ``dead_letters``."""
 
-    marked: DataFrame
+    copies: Copies
     dead_letters: DataFrame
 
     @property
+    def marked(self) -> DataFrame:
+        return self.copies.marked
+
+    @property
     def events(self) -> DataFrame:
-        return self.marked.transform(first_copies)
+        return self.copies.firsts
 
     @property
     def duplicates(self) -> DataFrame:
-        return self.marked.transform(later_copies)
+        return self.copies.later
 
     def persisted(self) -> "LineDispositions":
-        """The same, with ``marked`` cached: dedup runs once however many results are read."""
-        return LineDispositions(self.marked.persist(), self.dead_letters)
+        """The same, with the dedup of repeated ids cached: it runs once however many results
+        are read (the rest is a filter of the parsed lines, which the caller caches)."""
+        return LineDispositions(self.copies.persisted(), self.dead_letters)
+
+    def release(self) -> None:
+        self.copies.release()
 
 
 def classify_lines(parsed: DataFrame) -> LineDispositions:
@@ -55,7 +65,7 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
     shadow the good one.
     """
     return LineDispositions(
-        marked=parsed.transform(valid_events).transform(mark_duplicates),
+        copies=split_copies(parsed.transform(valid_events)),
         dead_letters=parsed.transform(rejected_lines),
     )
 
@@ -67,9 +77,25 @@ def without_event_text(parsed: DataFrame) -> DataFrame:
 
 
 def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """Events -> one row per window and key with ``event_count`` and ``amount_total``
-    (windows and totals of an account and currency in one call, see ``window_totals_table``)."""
-    return lambda events: per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+    """Events -> one row per window and key with ``event_count`` and ``amount_total``.
+
+    Fixed windows: assigned by Spark (``in_spark``) and counted and summed by it, exactly
+    (``amount`` widened to ``AMOUNT_TOTAL_TYPE`` before it is added, as ``aggregate_windows_table``
+    sums). Sessions: the windows and totals of an account and currency in one Arrow call
+    (``window_totals_table``).
+    """
+
+    def sessions(events: DataFrame) -> DataFrame:
+        return per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+
+    def fixed(events: DataFrame) -> DataFrame:
+        return (
+            events.select(*KEY_COLUMNS, "event_time", "amount").transform(spec.in_spark)
+            .groupBy(*WINDOW_KEY)
+            .agg(F.count(F.lit(1)).alias("event_count"), F.sum(F.col("amount").cast(AMOUNT_TOTAL_TYPE)).alias("amount_total"))
+        )
+
+    return spec.pick(fixed=fixed, merging=sessions)
 
 
 def window_totals_table(spec: WindowSpec, events: pa.Table) -> pa.Table:

@@ -65,6 +65,7 @@ from shared.clock import NO_TIME, Advances, line_keys, split_line_keys
 from shared.dedup import (
     REMEMBERED_SCHEMA,
     deduplicate_stream,
+    flag_repeated,
     remembered_from,
     remembered_rows,
 )
@@ -443,25 +444,13 @@ class Replay:
             frame.unpersist()
 
 
-def _flag_repeated(lines: DataFrame) -> DataFrame:
-    """``lines`` with ``_repeated``: true where the line's event id may have another copy in
-    the log (only these go through the dedup rule). Ids are grouped by a 64-bit hash: a rare
-    collision marks an id repeated that is not, which costs a little and changes nothing."""
-    hashed = F.xxhash64("event_id")
-    repeated = (
-        lines.where("reject_reason IS NULL AND NOT heartbeat").groupBy(hashed.alias("_id_hash")).count()
-        .where("count > 1").select("_id_hash", F.lit(True).alias("_repeated"))
-    )
-    return lines.withColumn("_id_hash", hashed).join(F.broadcast(repeated), "_id_hash", "left").drop("_id_hash")
-
-
 def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False) -> Replay:
     """The stream's rows for the whole log (``parsed``: ``parse_events`` output, cached by the
     caller), as a live run reading one segment per micro-batch writes them."""
     clock, lines, stats = log_clock(parsed.select(*_NEEDED), settings.clock)
     whole_events = history or settings.window.pick(fixed=False, merging=True)
     task = _Pass(clock, settings, whole_events)
-    passed = lines.transform(_flag_repeated).mapInArrow(task, from_arrow_schema(_PASS)).persist()
+    passed = lines.transform(flag_repeated, "reject_reason IS NULL AND NOT heartbeat").mapInArrow(task, from_arrow_schema(_PASS)).persist()
     role = lambda name: passed.where(F.col("_role") == name)
 
     contested = per_key(

@@ -45,12 +45,12 @@ from typing import Callable, TypeVar, Union
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, TimestampType
 
 from shared.durations import format_duration
-from shared.spark_arrow import per_key, per_partition, with_fields
+from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
     "WINDOW_KINDS",
@@ -111,8 +111,9 @@ class _FixedWindows:
         return _with_window(events.take(rows[inside]), starts[inside], self.size)
 
     def assign_frame(self, events: DataFrame, function, schema) -> DataFrame:
-        """Run ``function`` (an Arrow assignment) over ``events``: any partition of them will do."""
-        return per_partition(events, function, schema)
+        """``function`` (the Arrow rule) over ``events``: done by Spark itself (``in_spark``, the
+        same rule as columns, held equal to it by a test), with no Python process."""
+        return self.in_spark(events)
 
     def late_windows(self, late: DataFrame) -> DataFrame:
         """Side-output rows, one per (event, window): the windows are the ones they name."""
@@ -121,6 +122,22 @@ class _FixedWindows:
     def merged(self, rows: DataFrame) -> DataFrame:
         """Fixed windows never merge: ``rows`` as they are."""
         return rows
+
+    def in_spark(self, events: DataFrame) -> DataFrame:
+        """``assign`` as Spark columns: one row per (event, window), the ``windows_per_event``
+        latest starts at or before ``event_time`` whose window still holds it."""
+        time = F.unix_micros("event_time")
+        latest = _floor_column(time, self.step)
+        if self.windows_per_event == 1:  # tumbling: the one window holding the time
+            return events.withColumns({"window_start": F.timestamp_micros(latest), "window_end": F.timestamp_micros(latest + F.lit(self.size))})
+        back = F.explode(F.sequence(F.lit(0), F.lit(self.windows_per_event - 1))).alias("_back")
+        return (
+            events.select("*", back)
+            .withColumn("window_start", latest - F.col("_back") * F.lit(self.step))
+            .where(time < F.col("window_start") + F.lit(self.size))
+            .withColumns({"window_start": F.timestamp_micros("window_start"), "window_end": F.timestamp_micros(F.col("window_start") + F.lit(self.size))})
+            .drop("_back")
+        )
 
 
 @dataclass(frozen=True)
@@ -251,8 +268,8 @@ def assign_windows_table(spec: WindowSpec, events: pa.Table) -> pa.Table:
 
 
 def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
-    """``assign_windows_table`` over a Spark DataFrame: per partition for fixed windows, per
-    key for sessions (every event of a key must be in the same call)."""
+    """``assign_windows_table`` over a Spark DataFrame: fixed windows in Spark (``in_spark``),
+    sessions per key in Arrow (every event of a key must be in the same call)."""
 
     def transform(events: DataFrame) -> DataFrame:
         schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
@@ -269,6 +286,11 @@ def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def _floor_to(times: np.ndarray, step: int) -> np.ndarray:
     """Largest multiple of ``step`` not above ``times`` (also for times before 1970)."""
     return times - np.mod(times, step)
+
+
+def _floor_column(times: Column, step: int) -> Column:
+    """``_floor_to`` as a Spark column (``pmod``, like ``np.mod``, is never negative)."""
+    return times - F.pmod(times, F.lit(step))
 
 
 def _with_window(events: pa.Table, starts: np.ndarray, size: int) -> pa.Table:

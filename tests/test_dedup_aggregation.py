@@ -73,3 +73,42 @@ def test_arrow_schemas_have_the_types_spark_gives_the_same_columns(spark):
     parsed = raw_frame(spark, [event_line()]).transform(parse_events).transform(valid_events)
     assert types(to_arrow_schema(parsed.schema, timezone="UTC")) == types(EVENT_SCHEMA)
     assert types(to_arrow_schema(AGGREGATE_SCHEMA, timezone="UTC")) == types(AGGREGATE_ARROW_SCHEMA)
+
+
+def test_spark_marks_and_totals_are_the_arrow_rules(spark):
+    """Ids seen once are marked by Spark and fixed windows summed by it; the marks and totals are
+    the Arrow rules' over the same events (copies in several segments, conflicting payloads)."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.compute  # noqa: F401  (pa.compute)
+
+    from shared.dedup import mark_duplicates_table
+    from shared.pipeline import window_totals_table
+    from shared.windows import SlidingWindows
+
+    rng = random.Random(18)
+    segments = {1: [], 2: [], 3: []}
+    for number in range(200):
+        copies = rng.choice([1, 1, 1, 2, 3])
+        for copy in range(copies):
+            amount = f"{rng.randrange(1, 10**6)}.{rng.randrange(0, 10**6):06d}" if copy == 0 or rng.random() < 0.3 else "1.5"
+            time = f"2026-01-05T10:{rng.randrange(60):02d}:00Z"
+            line = event_line(event_id=f"e{number}", amount=amount, account_id=f"a{number % 3}", event_time=time, ingest_time="2026-01-05T12:00:00Z")
+            segments[rng.choice([1, 2, 3])].append(line)
+    frames = [raw_frame(spark, lines, segment=segment) for segment, lines in segments.items()]
+    events = frames[0].union(frames[1]).union(frames[2]).transform(parse_events).transform(valid_events)
+    arrow_events = events.toArrow().cast(EVENT_SCHEMA)
+
+    def rows(table, columns):
+        return sorted(tuple(row[c] for c in columns) for row in table.to_pylist())
+
+    marks = ["segment", "line_number", "is_duplicate", "first_segment", "first_line_number", "payload_conflict"]
+    marked = events.transform(mark_duplicates).toArrow()
+    assert rows(marked, marks) == rows(mark_duplicates_table(arrow_events), marks)
+    assert pa.compute.sum(marked["is_duplicate"]).as_py() > 0 and pa.compute.sum(marked["payload_conflict"]).as_py() > 0
+
+    firsts = marked.filter(pa.compute.invert(marked["is_duplicate"])).select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA)
+    for spec in (TumblingWindows(60_000_000), SlidingWindows(size=300_000_000, slide=60_000_000)):
+        totals = spark.createDataFrame(firsts).transform(window_totals(spec)).toArrow()
+        assert rows(totals, AGGREGATE_SCHEMA.fieldNames()) == rows(window_totals_table(spec, firsts), AGGREGATE_SCHEMA.fieldNames())

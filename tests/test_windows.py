@@ -111,3 +111,34 @@ def test_tumbling_is_sliding_by_its_own_size():
     assert TumblingWindows(MIN).assign(events).to_pylist() == SlidingWindows(MIN, MIN).assign(events).to_pylist()
     starts = TumblingWindows(MIN).assign(events)["window_start"].cast(pa.int64()).to_pylist()
     assert starts == [-2 * MIN, -MIN, 0, 0, 0, MIN, 5 * MIN]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [TumblingWindows(MIN), SlidingWindows(size=5 * MIN, slide=MIN), SlidingWindows(size=50_000_000, slide=20_000_000)],
+    ids=["tumbling", "sliding", "sliding-uneven"],
+)
+def test_fixed_windows_in_spark_are_the_arrow_rule(spark, spec):
+    """The rule written in Arrow and the same rule as Spark columns give the same (event, window)
+    rows: on boundaries, a microsecond either side, before 1970, and at random times."""
+    import random
+
+    import pyarrow as pa
+
+    from shared.windows import assign_windows_table
+
+    step = spec.step
+    edges = [n * step + d for n in (-3, -1, 0, 1, 7, 29_512_345) for d in (-1, 0, 1)] + [spec.size - 1, spec.size, spec.size + 1]
+    rng = random.Random(18)
+    times = edges + [rng.randrange(-10**15, 10**16) for _ in range(300)]
+    rows = [(f"e{i}", t) for i, t in enumerate(times)]
+    table = pa.table({"event_id": [r[0] for r in rows], "event_time": pa.array([r[1] for r in rows], pa.timestamp("us", tz="UTC"))})
+
+    arrow = assign_windows_table(spec, table)
+    expected = sorted(zip(arrow["event_id"].to_pylist(), *[arrow[c].cast(pa.int64()).to_pylist() for c in ("window_start", "window_end")]))
+    frame = spark.createDataFrame(table)
+    got = sorted(
+        (r.event_id, r.start, r.end)
+        for r in spec.in_spark(frame).selectExpr("event_id", "unix_micros(window_start) AS start", "unix_micros(window_end) AS end").collect()
+    )
+    assert got == expected and len(got) >= len(times)
