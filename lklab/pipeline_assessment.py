@@ -27,7 +27,7 @@ from lklab.report.model import Configuration, PathCost
 from lklab.report.pipeline_model import ErrorCount, LatencyFigure, PipelineResult, StreamCheck
 from shared.durations import parse_duration
 
-__all__ = ["DAY", "Outputs", "MeasuredStream", "batch_landing", "measurement_end", "assess", "to_utc", "setting_of"]
+__all__ = ["DAY", "Outputs", "MeasuredStream", "batch_landing", "measurement_end", "landing_and_end", "assess", "to_utc", "setting_of"]
 
 DAY = 86_400_000_000
 Key = tuple
@@ -90,6 +90,12 @@ def batch_landing(log_last: int, latest_due: int) -> int:
 def measurement_end(landing: int, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream]) -> int:
     changes = (t for s in streams.values() for timeline in s.served.values() for t, _ in timeline)
     return max(landing, max(outputs.due.values(), default=landing), max(changes, default=landing))
+
+
+def landing_and_end(log_end: int, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream]) -> tuple[int, int]:
+    """The batch's landing after a log ending at ``log_end`` and the moment of the end (microseconds)."""
+    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
+    return landing, measurement_end(landing, outputs, streams)
 
 
 def _wrong_kinds(outputs: Outputs, served: Mapping, moment: int) -> dict[str, int]:
