@@ -11,7 +11,9 @@ Spark computes and in what they check afterwards; the rest is this module:
   checkpoint fixes it then;
 * ``run_four_jobs``: one temporary lake with the generated log, one Spark session, the four jobs
   measured by ``stream_runs.measure_jobs`` (the lab's batch on a lake without its tables, so
-  every write really happens), then the benchmark's check on the last run of each.
+  every write really happens), then the benchmark's check on the last run of each;
+* ``print_report``: the figures (``stream_runs.ratio_figures``, written to ``--json-out``) and
+  their lines: the log, the timings, the benchmark's agreement lines, the load.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from pyspark.sql import DataFrame, SparkSession
 from shared.catalog import tables_root
 from shared.config import LabConfig
 from shared.spark_session import spark_session
-from stream_runs import Measured, ProgressReports, measure_jobs, order_for_file_source, progress
+from stream_runs import Measured, ProgressReports, measure_jobs, order_for_file_source, print_load, print_timings, progress, ratio_figures
 
-__all__ = ["BenchRun", "bench_arguments", "run_four_jobs", "run_to_end"]
+__all__ = ["BenchRun", "bench_arguments", "print_report", "run_four_jobs", "run_to_end"]
 
 
 def bench_arguments(argv: list[str] | None, description: str, events_default: int, events_help: str) -> argparse.Namespace:
@@ -116,3 +118,19 @@ def run_four_jobs(args: argparse.Namespace, *, pipeline: str, name: str, generat
                           scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
         spark.stop()
     return BenchRun(manifest, len(segments), steady_lines, measured, agreement, load_at_start)
+
+
+def print_report(args: argparse.Namespace, run: BenchRun, log: dict[str, int], labels: dict[str, str], agreement: list[str]) -> int:
+    """Print (and write) the figures of ``run``: ``log`` counts what the log holds besides its
+    lines, malformed lines and segments (``{"views": ...}``), ``labels`` name the four jobs,
+    ``agreement`` are the lines saying what the check found."""
+    lines = run.manifest["lines"]
+    figures = ratio_figures(args, {"lines": lines, **log, "malformed": sum(run.manifest["dead_letters"].values()), "segments": run.segments},
+                            run.measured, run.agreement, run.load_at_start)
+    held = ", ".join(f"{figures['log'][name]:,} {name}" for name in [*log, "malformed"])
+    print(f"log: {lines:,} lines ({held}), {run.segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
+    print_timings(figures, lines, run.steady_lines, labels)
+    for line in agreement:
+        print(line)
+    print_load(figures, run.load_at_start)
+    return 0

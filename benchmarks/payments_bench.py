@@ -86,11 +86,8 @@ from shared.config import LabConfig  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_against_bare import BenchRun, bench_arguments, run_four_jobs, run_to_end  # noqa: E402
+from lab_against_bare import BenchRun, bench_arguments, print_report, run_four_jobs, run_to_end  # noqa: E402
 from stream_runs import (  # noqa: E402
-    print_load,
-    print_timings,
-    ratio_figures,
     files_per_batch,
     micros_of,
     progress,
@@ -245,27 +242,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(args, run: BenchRun) -> int:
-    manifest, segments, steady_lines, agreement, load_at_start = run.manifest, run.segments, run.steady_lines, run.agreement, run.load_at_start
-    lines = manifest["lines"]
-    figures = ratio_figures(args, {"lines": lines, "orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"],
-         "malformed": sum(manifest["dead_letters"].values()), "segments": segments}, run.measured, agreement, load_at_start)
-    log = figures["log"]
-    print(f"log: {lines:,} lines ({log['orders']:,} orders, {log['payments']:,} payments, {log['retries']:,} retries, "
-          f"{log['malformed']:,} malformed), {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    print_timings(figures, lines, steady_lines, {"bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
+    manifest, a = run.manifest, run.agreement
+    return print_report(
+        args, run, {"orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"]},
+        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
          "lab_batch": "lab batch truth (validation, first copies, line-level tables)",
          "bare_stream": "bare Spark stream-stream join (drops late rows)",
-         "lab_stream": "lab stream (late side output, state, exactly once)"})
-    a = agreement
-    print(f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
-          f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
-          f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
-          f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
-          f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)")
-    print(f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
-          f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}")
-    print_load(figures, load_at_start)
-    return 0
+         "lab_stream": "lab stream (late side output, state, exactly once)"},
+        [f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
+         f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
+         f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
+         f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
+         f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)",
+         f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
+         f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}"],
+    )
 
 
 if __name__ == "__main__":

@@ -76,11 +76,8 @@ from shared.tables import Tables  # noqa: E402
 from shared.windows import TumblingWindows  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_against_bare import BenchRun, bench_arguments, run_four_jobs, run_to_end  # noqa: E402
+from lab_against_bare import BenchRun, bench_arguments, print_report, run_four_jobs, run_to_end  # noqa: E402
 from stream_runs import (  # noqa: E402
-    print_load,
-    print_timings,
-    ratio_figures,
     files_per_batch,
     micros_of,
     progress,
@@ -230,24 +227,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(args, run: BenchRun) -> int:
-    manifest, segments, steady_lines, agreement, load_at_start = run.manifest, run.segments, run.steady_lines, run.agreement, run.load_at_start
-    lines = manifest["lines"]
-    figures = ratio_figures(args, {"lines": lines, "views": manifest["views"], "resends": manifest["duplicates"],
-         "malformed": sum(manifest["dead_letters"].values()), "segments": segments}, run.measured, agreement, load_at_start)
-    log = figures["log"]
-    print(f"log: {lines:,} lines ({log['views']:,} views, {log['resends']:,} resends, {log['malformed']:,} malformed), "
-          f"{segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    print_timings(figures, lines, steady_lines, {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
+    a = run.agreement
+    return print_report(
+        args, run, {"views": run.manifest["views"], "resends": run.manifest["duplicates"]},
+        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
          "lab_batch": "lab batch truth (validation, first copies, members, dead letters)",
          "bare_stream": "bare Spark stream (dedup within watermark + count, drops late)",
-         "lab_stream": "lab speed layer (late side output, state, exactly once)"})
-    a = agreement
-    print(f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
-          f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
-          f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
-          f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)")
-    print_load(figures, load_at_start)
-    return 0
+         "lab_stream": "lab speed layer (late side output, state, exactly once)"},
+        [f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
+         f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
+         f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
+         f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)"],
+    )
 
 
 if __name__ == "__main__":
