@@ -26,7 +26,6 @@ a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pe
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 
@@ -40,7 +39,7 @@ from lklab.experiment import ComparisonPlan
 from lklab.payments_batch import run_payments_batch
 from lklab.payments_reconcile import reconcile_payments
 from lklab.payments_stream import join_settings, run_payments_replay, run_payments_speed
-from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, landing_and_end, setting_of, to_utc
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
 from shared.catalog import (
@@ -205,25 +204,14 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])
-    landing, end = landing_and_end(log_end, outputs, streams)
-    results = measuring(progress, configurations, started, lambda: assess(
-        configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step, batch_cost=batch_cost))
-    return PipelineReport(
+    return measuring(progress, configurations, started, lambda: assessed_report(
+        configurations, outputs=outputs, streams=streams, batch_cost=batch_cost, log_end=log_end, run_id=plan.name, error_step=plan.error_step,
         pipeline="order_payments",
-        run_id=plan.name,
         source=source,
         rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
         due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
         state_unit="state rows (held orders and payments, remembered first copies)",
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         log=LogSummary(batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        truth=outputs.truth_counts(),
-        results=results,
-        streams=tuple(s.check for s in streams.values()),
         state_sizes=(),
-        log_end=to_utc(log_end),
-        batch_landing=to_utc(landing),
-        end=to_utc(end),
-        error_step=plan.error_step,
         cost_scope=cost_scope(config),
-    )
+    ))

@@ -29,7 +29,6 @@ must be the live run's own figures, and at every TTL the members counted must be
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Callable
 
@@ -39,7 +38,7 @@ from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.experiment import ComparisonPlan
-from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, landing_and_end, setting_of, to_utc
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
 from lklab.served_outputs import timelines
@@ -237,26 +236,15 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     state = state_from_table(tables.read_arrow(VISITORS_STATE.at(replay_prefix(f"{plan.name}-w{configurations[0].watermark_delay}"
                                                                                  f"-l{configurations[0].allowed_lateness}-replay"))))
     log_end = state.clock.processing_time
-    landing, end = landing_and_end(log_end, outputs, streams)
-    results = measuring(progress, configurations, started, lambda: assess(
-        configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step,
-        batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds)))
-    return PipelineReport(
+    return measuring(progress, configurations, started, lambda: assessed_report(
+        configurations, outputs=outputs, streams=streams, batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds),
+        log_end=log_end, run_id=plan.name, error_step=plan.error_step,
         pipeline="unique_visitors",
-        run_id=plan.name,
         source=source,
         rule=f"distinct URLs per user in {config.window.describe()} windows",
         due="a (window, user) count is due at the window's end",
         state_unit="member entries (window, user, URL) held",
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        truth=outputs.truth_counts(),
-        results=results,
-        streams=tuple(s.check for s in streams.values()),
         state_sizes=tuple(sizes),
-        log_end=to_utc(log_end),
-        batch_landing=to_utc(landing),
-        end=to_utc(end),
-        error_step=plan.error_step,
         cost_scope=cost_scope(config),
-    )
+    ))
