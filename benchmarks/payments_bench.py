@@ -59,11 +59,7 @@ watermark passes, and both end with some still held.
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
@@ -85,23 +81,15 @@ from shared.catalog import (  # noqa: E402
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
-    tables_root,
 )
 from shared.config import LabConfig  # noqa: E402
-from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_against_bare import BenchRun, bench_arguments, print_report, run_four_jobs, run_to_end  # noqa: E402
 from stream_runs import (  # noqa: E402
-    print_load,
-    print_timings,
-    ratio_figures,
-    Measured,
-    ProgressReports,
     files_per_batch,
-    measure_jobs,
     micros_of,
-    order_for_file_source,
     progress,
     require,
 )
@@ -147,24 +135,8 @@ def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoin
         )
         return side(events.transform(with_amount), kind)
 
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    try:
-        query = (
-            stream_side("order").join(stream_side("payment"), interval(config.join_bound // 1_000_000), "full_outer")
-            .writeStream.format("parquet").outputMode("append").option("path", str(out))
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-        )
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    query.awaitTermination()
-
-
-def lab_batch(spark: SparkSession, config: LabConfig):
-    """``run_payments_batch`` on a lake without its tables, so every write really happens."""
-    for table in PAYMENTS_BATCH_TABLES:
-        shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
-    return run_payments_batch(spark, config)
+    joined = stream_side("order").join(stream_side("payment"), interval(config.join_bound // 1_000_000), "full_outer")
+    run_to_end(spark, joined, checkpoint, out)
 
 
 def column(frame: DataFrame, name: str) -> list:
@@ -255,69 +227,36 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=100_000,
-                        help="orders to generate, as 'lklab generate --pipeline order_payments --events' (default 100,000: ~204,000 lines)")
-    parser.add_argument("--segment-minutes", type=int, default=10, help="ingest time per log segment, one micro-batch each (default 10)")
-    parser.add_argument("--repeats", type=int, default=1, help="measured runs of each job; the median is reported (default 1)")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)")
-    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
-    args = parser.parse_args(argv)
-    if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
-        parser.error("--events, --segment-minutes and --repeats must be at least 1")
+    args = bench_arguments(argv, __doc__.splitlines()[0], 100_000,
+                           "orders to generate, as 'lklab generate --pipeline order_payments --events' (default 100,000: ~204,000 lines)")
 
-    load_at_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="payments-bench-", dir=args.scratch) as scratch_dir:
-        scratch = Path(scratch_dir)
-        lake = scratch / "lake"
+    def generate(lake: Path) -> dict:
         progress(f"generating {args.events:,} orders and their payments")
         params = OrderPaymentParams(orders=args.events, segment_interval=args.segment_minutes * 60_000_000)
-        manifest = generate_order_payments(params, lake).manifest
-        log_dir = lake / "log"
-        segments = order_for_file_source(log_dir)
-        steady_lines = manifest["lines"] - sum(1 for _ in segments[0].open("rb"))  # the lines of the batches after the first
-        config = LabConfig(lake=lake, table_engine="deltalake", pipeline="order_payments")
-        spark = spark_session(config, "lklab-payments-bench")
-        reports = ProgressReports(spark)
+        return generate_order_payments(params, lake).manifest
 
-        jobs = {
-            "bare_batch": lambda run: bare_batch(spark, log_dir, config, scratch / "bare-batch"),
-            "lab_batch": lambda run: lab_batch(spark, config),
-            "bare_stream": lambda run: bare_stream(spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"),
-            "lab_stream": lambda run: run_payments_speed(spark, config, available_now=True, app_id="bench", prefix=f"{run}_"),
-        }
-        measured = measure_jobs(jobs, args.repeats, reports)
-        progress("checking that the lab and bare Spark joined the same pairs (the last run of each)")
-        last = f"run{args.repeats}"
-        agreement = check(spark, config, scratch, scratch / "bare-batch", scratch / f"bare-{last}" / "out",
-                          scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
-        spark.stop()
-
-    return report(args, manifest, len(segments), steady_lines, measured, agreement, load_at_start)
+    run = run_four_jobs(args, pipeline="order_payments", name="payments", generate=generate, bare_batch=bare_batch, bare_stream=bare_stream,
+                        batch_tables=PAYMENTS_BATCH_TABLES, run_batch=run_payments_batch, run_speed=run_payments_speed, check=check,
+                        checking="checking that the lab and bare Spark joined the same pairs (the last run of each)")
+    return report(args, run)
 
 
-def report(args, manifest: dict, segments: int, steady_lines: int, measured: Measured, agreement: dict,
-           load_at_start: float) -> int:
-    lines = manifest["lines"]
-    figures = ratio_figures(args, {"lines": lines, "orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"],
-         "malformed": sum(manifest["dead_letters"].values()), "segments": segments}, measured, agreement, load_at_start)
-    log = figures["log"]
-    print(f"log: {lines:,} lines ({log['orders']:,} orders, {log['payments']:,} payments, {log['retries']:,} retries, "
-          f"{log['malformed']:,} malformed), {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    print_timings(figures, lines, steady_lines, {"bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
+def report(args, run: BenchRun) -> int:
+    manifest, a = run.manifest, run.agreement
+    return print_report(
+        args, run, {"orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"]},
+        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
          "lab_batch": "lab batch truth (validation, first copies, line-level tables)",
          "bare_stream": "bare Spark stream-stream join (drops late rows)",
-         "lab_stream": "lab stream (late side output, state, exactly once)"})
-    a = agreement
-    print(f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
-          f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
-          f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
-          f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
-          f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)")
-    print(f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
-          f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}")
-    print_load(figures, load_at_start)
-    return 0
+         "lab_stream": "lab stream (late side output, state, exactly once)"},
+        [f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
+         f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
+         f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
+         f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
+         f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)",
+         f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
+         f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}"],
+    )
 
 
 if __name__ == "__main__":

@@ -52,11 +52,7 @@ the step and every Delta commit), with the log lines of those batches per second
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
@@ -74,24 +70,16 @@ from shared.catalog import (  # noqa: E402
     VISITORS_LATE_EVENTS,
     VISITORS_TRUTH,
     VISITORS_WINDOWS,
-    tables_root,
 )
 from shared.config import LabConfig  # noqa: E402
-from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 from shared.windows import TumblingWindows  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_against_bare import BenchRun, bench_arguments, print_report, run_four_jobs, run_to_end  # noqa: E402
 from stream_runs import (  # noqa: E402
-    print_load,
-    print_timings,
-    ratio_figures,
-    Measured,
-    ProgressReports,
     files_per_batch,
-    measure_jobs,
     micros_of,
-    order_for_file_source,
     progress,
     require,
 )
@@ -132,29 +120,15 @@ def bare_batch(spark: SparkSession, log_dir: Path, config: LabConfig, out: Path)
 def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoint: Path, out: Path) -> None:
     """Spark's streaming query, to its end (the session's shuffle partitions restored once it has
     started: the setting is fixed into the checkpoint then)."""
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    try:
-        query = (
-            spark.readStream.schema(VIEW_SCHEMA).option("maxFilesPerTrigger", 1).json(str(log_dir)).where(PRESENT)
-            .withWatermark("event_time", f"{config.watermark_delay // 1_000_000} seconds")
-            .withColumn("window_start", window_start_of(config))
-            .dropDuplicatesWithinWatermark(["user_id", "url", "window_start"])
-            .groupBy(window_of(config).alias("window"), "user_id").agg(F.count(F.lit(1)).alias("distinct_urls"))
-            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "user_id", "distinct_urls")
-            .writeStream.format("parquet").outputMode("append").option("path", str(out))
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-        )
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    query.awaitTermination()
-
-
-def lab_batch(spark: SparkSession, config: LabConfig):
-    """``run_visitors_batch`` on a lake without its tables, so every write really happens."""
-    for table in VISITORS_BATCH_TABLES:
-        shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
-    return run_visitors_batch(spark, config)
+    counts = (
+        spark.readStream.schema(VIEW_SCHEMA).option("maxFilesPerTrigger", 1).json(str(log_dir)).where(PRESENT)
+        .withWatermark("event_time", f"{config.watermark_delay // 1_000_000} seconds")
+        .withColumn("window_start", window_start_of(config))
+        .dropDuplicatesWithinWatermark(["user_id", "url", "window_start"])
+        .groupBy(window_of(config).alias("window"), "user_id").agg(F.count(F.lit(1)).alias("distinct_urls"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "user_id", "distinct_urls")
+    )
+    run_to_end(spark, counts, checkpoint, out)
 
 
 def counts_of(frame: DataFrame) -> Counts:
@@ -240,65 +214,31 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000, help="page views to generate (default 200,000)")
-    parser.add_argument("--segment-minutes", type=int, default=10, help="ingest time per log segment, one micro-batch each (default 10)")
-    parser.add_argument("--repeats", type=int, default=1, help="measured runs of each job; the median is reported (default 1)")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)")
-    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
-    args = parser.parse_args(argv)
-    if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
-        parser.error("--events, --segment-minutes and --repeats must be at least 1")
+    args = bench_arguments(argv, __doc__.splitlines()[0], 200_000, "page views to generate (default 200,000)")
 
-    load_at_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="visitors-bench-", dir=args.scratch) as scratch_dir:
-        scratch = Path(scratch_dir)
-        lake = scratch / "lake"
+    def generate(lake: Path) -> dict:
         progress(f"generating {args.events:,} page views")
-        manifest = generate_page_views(PageViewParams(views=args.events, segment_interval=args.segment_minutes * 60_000_000), lake)
-        log_dir = lake / "log"
-        segments = order_for_file_source(log_dir)
-        lines = manifest["lines"]
-        steady_lines = lines - sum(1 for _ in segments[0].open("rb"))  # the lines of the batches after the first
-        config = LabConfig(lake=lake, table_engine="deltalake", pipeline="unique_visitors")
-        spark = spark_session(config, "lklab-visitors-bench")
-        reports = ProgressReports(spark)
+        return generate_page_views(PageViewParams(views=args.events, segment_interval=args.segment_minutes * 60_000_000), lake)
 
-        jobs = {
-            "bare_batch": lambda run: bare_batch(spark, log_dir, config, scratch / "bare-batch"),
-            "lab_batch": lambda run: lab_batch(spark, config),
-            "bare_stream": lambda run: bare_stream(spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"),
-            "lab_stream": lambda run: run_visitors_speed(spark, config, available_now=True, app_id="bench", prefix=f"{run}_"),
-        }
-        measured = measure_jobs(jobs, args.repeats, reports)
-        progress("checking that the lab and bare Spark computed the same counts (the last run of each)")
-        last = f"run{args.repeats}"
-        agreement = check(spark, config, scratch, scratch / "bare-batch", scratch / f"bare-{last}" / "out",
-                          scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
-        spark.stop()
-
-    return report(args, manifest, len(segments), steady_lines, measured, agreement, load_at_start)
+    run = run_four_jobs(args, pipeline="unique_visitors", name="visitors", generate=generate, bare_batch=bare_batch, bare_stream=bare_stream,
+                        batch_tables=VISITORS_BATCH_TABLES, run_batch=run_visitors_batch, run_speed=run_visitors_speed, check=check,
+                        checking="checking that the lab and bare Spark computed the same counts (the last run of each)")
+    return report(args, run)
 
 
-def report(args, manifest: dict, segments: int, steady_lines: int, measured: Measured, agreement: dict,
-           load_at_start: float) -> int:
-    lines = manifest["lines"]
-    figures = ratio_figures(args, {"lines": lines, "views": manifest["views"], "resends": manifest["duplicates"],
-         "malformed": sum(manifest["dead_letters"].values()), "segments": segments}, measured, agreement, load_at_start)
-    log = figures["log"]
-    print(f"log: {lines:,} lines ({log['views']:,} views, {log['resends']:,} resends, {log['malformed']:,} malformed), "
-          f"{segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    print_timings(figures, lines, steady_lines, {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
+def report(args, run: BenchRun) -> int:
+    a = run.agreement
+    return print_report(
+        args, run, {"views": run.manifest["views"], "resends": run.manifest["duplicates"]},
+        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
          "lab_batch": "lab batch truth (validation, first copies, members, dead letters)",
          "bare_stream": "bare Spark stream (dedup within watermark + count, drops late)",
-         "lab_stream": "lab speed layer (late side output, state, exactly once)"})
-    a = agreement
-    print(f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
-          f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
-          f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
-          f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)")
-    print_load(figures, load_at_start)
-    return 0
+         "lab_stream": "lab speed layer (late side output, state, exactly once)"},
+        [f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
+         f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
+         f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
+         f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)"],
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from shared.batch_runs import BATCH_TABLES_LOCK, BatchRun, record_run, recorded_
 from shared.catalog import BATCH_DEAD_LETTER, BATCH_DUPLICATES, BATCH_TRUTH
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
+from shared.dedup import line_counts
 from shared.eventlog import EventLog
 from shared.locks import hold, writer
 from shared.log_source import parsed_log
@@ -78,19 +79,14 @@ def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: boo
             writing.advance()
             tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
             writing.advance()
-        counts = parsed.agg(
-            F.count(F.lit(1)).alias("lines"),
-            F.count_if("heartbeat").alias("heartbeats"),
-            F.count("reject_reason").alias("dead_letters"),
-        ).first()
-        marks = lines.marked.agg(F.count_if(~F.col("is_duplicate")).alias("events"), F.count_if("is_duplicate").alias("duplicates")).first()
+        counts = line_counts(parsed, lines.marked)
         day = F.to_date("window_start")  # in the session's time zone: UTC
         extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")).first()
         run = BatchRun(
             last_segment=last,
             lines=counts["lines"],
-            events=marks["events"],
-            duplicates=marks["duplicates"],
+            events=counts["firsts"],
+            duplicates=counts["duplicates"],
             dead_letters=counts["dead_letters"],
             heartbeats=counts["heartbeats"],
             days=days,

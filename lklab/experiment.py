@@ -34,13 +34,10 @@ the later of the last recompute's landing and the end of every window served or 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import shutil
 import time
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -50,8 +47,8 @@ from pyspark.sql import SparkSession
 from lklab import measure
 from lklab.assessment import MeasuredStream, assess, midnights
 from lklab.batch_recompute import run_batch
+from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.kappa_replay import run_replay
-from lklab.progress import progress as track
 from lklab.report import (
     ArrivalDelay,
     Configuration,
@@ -68,10 +65,8 @@ from shared.catalog import (
     BATCH_DUPLICATES, BATCH_TRUTH, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, WINDOW_HISTORY, replay_prefix,
 )
 from shared.clock import ClockState, known, line_keys, split_line_keys
-from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
-from shared.eventlog import EventLog
 from shared.events import EVENT_COLUMNS
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
@@ -171,40 +166,26 @@ def _rows_in(tables: Tables, name: str) -> int:
     return tables.read_arrow(name).num_rows if tables.exists(name) else 0
 
 
-def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
-    """Remove a live run's tables and checkpoint left by an earlier comparison of that name."""
-    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, setting: tuple[str, str],
+def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
             step: Callable[[str], None]) -> MeasuredStream:
-    delay, lateness = setting
-    run_config = dataclasses.replace(
-        config,
-        watermark_delay=parse_duration(delay, name="watermark-delay"),
-        allowed_lateness=parse_duration(lateness, name="allowed-lateness"),
-    )
+    run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
-    live, replayed = replay_prefix(name), replay_prefix(f"{name}-replay")
-    _fresh(tables, Path(config.lake).resolve(), live)
+    replayed = replay_prefix(f"{name}-replay")
     step(f"live stream, {plan.segments_per_batch} segments per micro-batch")
-    with measure_cost(config.spark_master) as live_cost:
-        run_speed(spark, run_config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
+    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_speed)
     step("full replay with its window history")
     replay = run_replay(spark, run_config, f"{name}-replay", replace=True, history=True)
     require_same_rows(tables, live, replayed, f"stream W={delay} L={lateness}")
     step("reconcile the live stream against batch truth")
-    with measure_cost(config.spark_master) as recon_cost:
-        recon = reconcile(spark, run_config, against=f"kappa:{name}")
+    recon, recon_cost = timed(config, "reconciliation", lambda: reconcile(spark, run_config, against=f"kappa:{name}"))
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
         run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(STREAM_METRICS.at(live)).num_rows,
                       _rows_in(tables, SPEED_AGGREGATES.at(live))),
-        live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
+        live=live_cost,
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
-        reconciliation=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        reconciliation=recon_cost,
         unexplained=ReconciliationSummary(
             against=f"kappa:{name}",
             unexplained_windows=sum(c.unexplained_windows for c in recon.currencies),
@@ -237,11 +218,7 @@ def run_comparison(
     spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
 ) -> Report:
     """Run every configuration of ``plan`` over ``config.lake``'s log and measure them."""
-    lake = str(Path(config.lake).resolve())
-    tables = Tables(spark, lake, config.table_engine)
-    last = EventLog(lake).last_segment()
-    if last == 0:
-        raise ValueError(f"the log under {lake} is empty: generate or ingest one first")
+    lake, tables, last = log_to_compare(spark, config, "generate or ingest one first")
     configurations = plan.configurations()
     started = time.monotonic()
 
@@ -254,19 +231,12 @@ def run_comparison(
     for c in configurations:
         if not c.is_baseline:
             settings.setdefault((parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)), (c.watermark_delay, c.allowed_lateness))
-    streams: dict[tuple[int, int], MeasuredStream] = {}
-    with track("stream settings", total=len(settings)) as settings_run:
-        for key, setting in settings.items():
-            label = f"W={setting[0]} L={setting[1]}"
-            streams[key] = _stream(spark, config, tables, plan, setting, lambda what: progress(settings_run.step(f"{label}: {what}")))
-            settings_run.advance()
+    streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(spark, config, tables, plan, delay, lateness, step))
 
-    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
-    assessed = assess(
+    assessed = measuring(progress, configurations, started, lambda: assess(
         configurations, window=config.window, truth=truth, streams=streams, landings=landings, batch_cost=batch_cost,
         firsts=firsts, log_last=log.last, error_step=plan.error_step,
-    )
-    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
+    ))
     return Report(
         run_id=plan.name,
         source=source,
@@ -281,5 +251,5 @@ def run_comparison(
         log_end=measure.to_utc(log.last),
         nightly_landings=tuple(measure.to_utc(m) for m, _ in assessed.landings),
         error_step=plan.error_step,
-        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
+        cost_scope=cost_scope(config),
     )

@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from lklab.generator_params import require_counts, require_fractions, require_timing
 from lklab.progress import progress as track
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from reconciliation.result import nearest_rank
@@ -70,16 +71,9 @@ class GeneratorParams:
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
             raise ValueError(f"scenario {self.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
-        if self.events < 1:
-            raise ValueError(f"events must be at least 1, got {self.events}")
-        if self.accounts < 1:
-            raise ValueError(f"accounts must be at least 1, got {self.accounts}")
-        for name in ("duplicate_rate", "malformed_rate"):
-            value = getattr(self, name)
-            if not 0 <= value <= 1:
-                raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, got {value}")
-        if self.span < SECOND or self.segment_interval < 1000:
-            raise ValueError("span must be at least 1s and segment-interval at least 1ms")
+        require_counts(self, "events", "accounts")
+        require_fractions(self, "duplicate_rate", "malformed_rate")
+        require_timing(self)
 
 
 @dataclass(frozen=True)

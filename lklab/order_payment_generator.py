@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from lklab.generator import EPOCH_START
+from lklab.generator_params import require_counts, require_fractions
 from lklab.scenarios import HOUR, MINUTE, SECOND
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
@@ -73,11 +74,8 @@ class OrderPaymentParams:
     segment_interval: int = MINUTE
 
     def __post_init__(self) -> None:
-        if self.orders < 1:
-            raise ValueError(f"orders must be at least 1, got {self.orders}")
-        for name in ("unpaid_share", "split_share", "foreign_share", "slow_share", "retry_rate", "offline_share", "malformed_rate"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}")
+        require_counts(self, "orders")
+        require_fractions(self, "unpaid_share", "split_share", "foreign_share", "slow_share", "retry_rate", "offline_share", "malformed_rate")
         if self.span < SECOND or self.segment_interval < 1000 or self.outage_length < 0:
             raise ValueError("span must be at least 1s, segment-interval at least 1ms, outage-length not negative")
 

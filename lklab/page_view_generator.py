@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from lklab.generator import EPOCH_START
+from lklab.generator_params import require_counts, require_fractions, require_timing
 from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
@@ -62,14 +63,9 @@ class PageViewParams:
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
             raise ValueError(f"scenario {self.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
-        for name in ("views", "users", "pages"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("duplicate_rate", "malformed_rate"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, got {getattr(self, name)}")
-        if self.span < SECOND or self.segment_interval < 1000:
-            raise ValueError("span must be at least 1s and segment-interval at least 1ms")
+        require_counts(self, "views", "users", "pages")
+        require_fractions(self, "duplicate_rate", "malformed_rate")
+        require_timing(self)
 
 
 @dataclass(frozen=True)

@@ -26,25 +26,20 @@ a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pe
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.experiment import ComparisonPlan
 from lklab.payments_batch import run_payments_batch
 from lklab.payments_reconcile import reconcile_payments
 from lklab.payments_stream import join_settings, run_payments_replay, run_payments_speed
-from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
-from lklab.progress import progress as track
-from lklab.report.model import PathCost
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
 from shared.catalog import (
@@ -61,10 +56,8 @@ from shared.catalog import (
     replay_prefix,
 )
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
-from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
-from shared.eventlog import EventLog
 from shared.interval_join import JoinSettings
 from shared.events import HEARTBEAT_FIELD
 from shared.log_source import raw_log
@@ -113,11 +106,6 @@ class LogClock:
         return self.processing_time[at]
 
 
-def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
-    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
     found = {}
     for table in (PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER):
@@ -140,24 +128,19 @@ def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings
 
 def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
             clock: LogClock, step: Progress) -> MeasuredStream:
-    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness))
+    run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
-    live = replay_prefix(name)
-    _fresh(tables, Path(config.lake).resolve(), live)
     step("live stream")
-    with measure_cost(config.spark_master) as live_cost:
-        run_payments_speed(spark, run_config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
+    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_payments_speed)
     step("full replay")
-    with measure_cost(config.spark_master) as replay_cost:
-        run_payments_replay(spark, run_config, f"{name}-replay", replace=True)
+    _, replay_cost = timed(config, "replay", lambda: run_payments_replay(spark, run_config, f"{name}-replay", replace=True))
     replayed, ours = _row_sets(tables, replay_prefix(f"{name}-replay")), _row_sets(tables, live)
     for table in ours:
         if ours[table] != replayed[table]:
             raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
                                f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}")
     step("reconcile the live stream against the truth")
-    with measure_cost(config.spark_master) as recon_cost:
-        reconciled = reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
+    reconciled, recon_cost = timed(config, "reconciliation", lambda: reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name))
     metrics = tables.read_arrow(PAYMENTS_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
     late = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))
@@ -174,9 +157,9 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         dead_letters=len(ours[PAYMENTS_DEAD_LETTER.name]),
         state_peak=max(state, default=0),
         state_final=state[-1] if state else 0,
-        live=PathCost("speed", live_cost.cpu_seconds, live_cost.wall_seconds),
-        replay=PathCost("replay", replay_cost.cpu_seconds, replay_cost.wall_seconds),
-        reconciliation_cost=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        live=live_cost,
+        replay=replay_cost,
+        reconciliation_cost=recon_cost,
         reconciliation=reconciled.result.by_reason,
         unexplained=reconciled.result.unexplained,
         reconciled_wrong=len(reconciled.result.differences),
@@ -198,55 +181,37 @@ def _outputs(tables: Tables, streams: dict, bound: int, events: dict) -> Outputs
 def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str,
                             progress: Progress = lambda _: None) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
-    lake = str(Path(config.lake).resolve())
-    tables = Tables(spark, lake, config.table_engine)
-    last = EventLog(lake).last_segment()
-    if last == 0:
-        raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline order_payments' first")
+    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline order_payments' first")
     started = time.monotonic()
     configurations = plan.configurations()
     progress("batch truth from the complete log")
-    with measure_cost(config.spark_master) as batch_cost:
-        batch = run_payments_batch(spark, config)
+    batch, batch_cost = timed(config, "batch", lambda: run_payments_batch(spark, config))
     raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
     parsed = parse_order_lines(raw, config.max_clock_skew)
     valid = parsed.filter(pc.is_valid(parsed["event_time"]))
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
 
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    streams, clocks = {}, {}
-    with track("stream settings", total=len(settings)) as settings_run:
-        for key, (delay, lateness) in settings.items():
-            if key[0] not in clocks:  # the clock depends on the delay alone
-                clocks[key[0]] = LogClock(parsed, ClockSettings(key[0], config.watermark_interval))
-            step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
-            streams[key] = _stream(spark, config, tables, plan, delay, lateness, clocks[key[0]], step)
-            settings_run.advance()
+    clocks = {}
+
+    def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
+        key = parse_duration(delay)
+        if key not in clocks:  # the clock depends on the delay alone
+            clocks[key] = LogClock(parsed, ClockSettings(key, config.watermark_interval))
+        return _stream(spark, config, tables, plan, delay, lateness, clocks[key], step)
+
+    streams = each_setting(settings, progress, measured)
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])
-    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
-    end = measurement_end(landing, outputs, streams)
-    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
-    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step,
-                     batch_cost=PathCost("batch", batch_cost.cpu_seconds, batch_cost.wall_seconds))
-    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
-    return PipelineReport(
+    return measuring(progress, configurations, started, lambda: assessed_report(
+        configurations, outputs=outputs, streams=streams, batch_cost=batch_cost, log_end=log_end, run_id=plan.name, error_step=plan.error_step,
         pipeline="order_payments",
-        run_id=plan.name,
         source=source,
         rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
         due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
         state_unit="state rows (held orders and payments, remembered first copies)",
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         log=LogSummary(batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        truth=outputs.truth_counts(),
-        results=results,
-        streams=tuple(s.check for s in streams.values()),
         state_sizes=(),
-        log_end=to_utc(log_end),
-        batch_landing=to_utc(landing),
-        end=to_utc(end),
-        error_step=plan.error_step,
-        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
-    )
+        cost_scope=cost_scope(config),
+    ))

@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats, marks_busy
+from lklab.heartbeats import marks_busy
+from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
 from shared import catalog
 from shared.catalog import (
     PAYMENTS_DEAD_LETTER,
@@ -59,7 +60,7 @@ from shared.interval_join import JoinBatch, JoinSettings, join_step
 from shared.join_metrics import join_metrics_row
 from shared.join_state import JoinState, join_state_from_table, join_state_table
 from shared.locks import writer
-from shared.log_source import SOURCE_NAME, raw_log
+from shared.log_source import raw_log
 from shared.order_events import parse_order_lines
 from shared.table_settings import interval_join_settings, record, require
 from shared.tables import Tables
@@ -160,32 +161,18 @@ def run_payments_speed(
     One process per prefix and app (``LockHeld`` otherwise); tables built with other settings
     are refused (``SettingsConflict``)."""
     lake = Path(config.lake).resolve()
-    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+    with stream_lock(lake, prefix, app_id):
         stream = PaymentsStream(spark, config, app_id, prefix)
         names = [stream.table(table) for table in catalog.PAYMENTS_TABLES]
         require(stream.tables, names, interval_join_settings(config))
-        checkpoint = lake / "checkpoints" / (prefix + app_id)
-        if not checkpoint.exists() and stream.tables.exists(stream.table(PAYMENTS_STATE)):
-            raise RuntimeError(
-                f"{stream.table(PAYMENTS_STATE)} holds batches of '{app_id}' but its checkpoint {checkpoint} is missing: "
-                "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables."
-            )
-        query = (
-            spark.readStream.format(SOURCE_NAME).option("path", str(lake)).option("segmentsPerBatch", segments_per_batch)
-            .option("maxLineBytes", config.max_line_bytes).load()
-            .writeStream.foreachBatch(stream.process).option("checkpointLocation", str(checkpoint))
+        checkpoint = checkpoint_for(
+            lake, prefix, app_id, stream.tables, stream.table(PAYMENTS_STATE),
+            f"{stream.table(PAYMENTS_STATE)} holds batches of '{app_id}' but its checkpoint {{checkpoint}} is missing: "
+            "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables.",
         )
-        query = (query.trigger(availableNow=True) if available_now else query.trigger(processingTime=trigger_interval)).start()
-        stop = stop or threading.Event()
-        heartbeats = None if available_now else Heartbeats(stream, EventLog(lake), config.heartbeat_interval)
-        while query.isActive:
-            query.awaitTermination(0.5)
-            if stop.is_set():
-                query.stop()
-            elif heartbeats is not None:
-                heartbeats.check()
-        if query.exception() is not None:
-            raise RuntimeError(f"order_payments stream failed: {query.exception()}")
+        query = start_over_log(spark, config, lake, checkpoint, stream.process, segments_per_batch=segments_per_batch,
+                               available_now=available_now, trigger_interval=trigger_interval)
+        watch(query, stream, config, lake, available_now=available_now, stop=stop, what="order_payments stream")
         record(stream.tables, names, interval_join_settings(config))
         return stream
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from lklab import served_outputs
 from lklab.report.model import Configuration, PathCost
-from lklab.report.pipeline_model import ErrorCount, LatencyFigure, PipelineResult, StreamCheck
+from lklab.report.pipeline_model import ErrorCount, LatencyFigure, PipelineReport, PipelineResult, StreamCheck
 from shared.durations import parse_duration
 
-__all__ = ["DAY", "Outputs", "MeasuredStream", "batch_landing", "measurement_end", "assess", "to_utc", "setting_of"]
+__all__ = ["DAY", "Outputs", "MeasuredStream", "batch_landing", "measurement_end", "landing_and_end", "assess", "assessed_report", "to_utc", "setting_of"]
 
 DAY = 86_400_000_000
 Key = tuple
@@ -92,6 +92,12 @@ def measurement_end(landing: int, outputs: Outputs, streams: Mapping[tuple[int, 
     return max(landing, max(outputs.due.values(), default=landing), max(changes, default=landing))
 
 
+def landing_and_end(log_end: int, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream]) -> tuple[int, int]:
+    """The batch's landing after a log ending at ``log_end`` and the moment of the end (microseconds)."""
+    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
+    return landing, measurement_end(landing, outputs, streams)
+
+
 def _wrong_kinds(outputs: Outputs, served: Mapping, moment: int) -> dict[str, int]:
     kinds: dict[str, int] = {}
     for key in served_outputs.wrong_at(served, outputs.values, outputs.due, moment):
@@ -145,3 +151,26 @@ def assess(
             unexplained=stream.unexplained,
         ))
     return tuple(results)
+
+
+def assessed_report(
+    configurations: list[Configuration], *, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream], batch_cost: PathCost,
+    log_end: int, run_id: str, error_step: str, **described,
+) -> PipelineReport:
+    """``assess`` every configuration at the landing and end a log ending at ``log_end`` gives,
+    as a ``PipelineReport``; ``described``: the pipeline's own fields (``pipeline``, ``rule``,
+    ``due``, ``state_unit``, ``log``, ``state_sizes``, ``source``, ``cost_scope``)."""
+    landing, end = landing_and_end(log_end, outputs, streams)
+    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=error_step, batch_cost=batch_cost)
+    return PipelineReport(
+        run_id=run_id,
+        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        truth=outputs.truth_counts(),
+        results=results,
+        streams=tuple(s.check for s in streams.values()),
+        log_end=to_utc(log_end),
+        batch_landing=to_utc(landing),
+        end=to_utc(end),
+        error_step=error_step,
+        **described,
+    )

@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats, marks_busy
+from lklab.heartbeats import marks_busy
+from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import (
@@ -48,10 +49,8 @@ from shared.catalog import (
     STREAM_STATE,
 )
 from shared.config import LabConfig
-from shared.eventlog import EventLog, format_timestamp
+from shared.eventlog import format_timestamp
 from shared.events import parse_events
-from shared.locks import writer
-from shared.log_source import SOURCE_NAME
 from shared.speed import StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
@@ -180,16 +179,6 @@ def _log_line(app_id: str, prefix: str, figures, seconds: float) -> str:
     )
 
 
-def _checkpoint_guard(layer: SpeedLayer, checkpoint: Path) -> None:
-    metrics = layer.table(STREAM_METRICS)
-    if not checkpoint.exists() and layer.tables.exists(metrics):
-        raise RuntimeError(
-            f"tables {metrics} already hold batches of '{layer.app_id}' but its "
-            f"checkpoint {checkpoint} is missing: batch ids would restart and be skipped as done. "
-            "Restore the checkpoint, or start over with new tables (another --name or a fresh lake)."
-        )
-
-
 def run_speed(
     spark: SparkSession,
     config: LabConfig,
@@ -205,39 +194,24 @@ def run_speed(
 
     One process at a time per table prefix and app: a second one is refused (``LockHeld``)."""
     lake = Path(config.lake).resolve()
-    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+    with stream_lock(lake, prefix, app_id):
         return _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop)
 
 
 def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop) -> "SpeedLayer":
     layer = SpeedLayer(spark, config, app_id, prefix)
     require(layer.tables, [layer.table(table) for table in catalog.SPEED_TABLES], layer.bound)
-    checkpoint = lake / "checkpoints" / (prefix + app_id)
-    _checkpoint_guard(layer, checkpoint)
-    stream = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("path", str(lake))
-        .option("segmentsPerBatch", segments_per_batch)
-        .option("maxLineBytes", config.max_line_bytes)
-        .load()
-        .transform(parse_events, max_clock_skew=config.max_clock_skew)
-        .writeStream.foreachBatch(layer.process)
-        .option("checkpointLocation", str(checkpoint))
+    metrics = layer.table(STREAM_METRICS)
+    checkpoint = checkpoint_for(
+        lake, prefix, app_id, layer.tables, metrics,
+        f"tables {metrics} already hold batches of '{app_id}' but its checkpoint {{checkpoint}} is missing: batch ids would "
+        "restart and be skipped as done. Restore the checkpoint, or start over with new tables (another --name or a fresh lake).",
     )
-    stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
-    query = stream.start()
-    stop = stop or threading.Event()
-    heartbeats = None if available_now else Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
+    query = start_over_log(spark, config, lake, checkpoint, layer.process, segments_per_batch=segments_per_batch,
+                           available_now=available_now, trigger_interval=trigger_interval, parse=parse_events)
     try:
-        while query.isActive:
-            query.awaitTermination(0.5)
-            if stop.is_set() and not layer.busy.is_set():
-                query.stop()
-            elif heartbeats is not None:
-                heartbeats.check()
+        watch(query, layer, config, lake, available_now=available_now, stop=stop, what="speed layer", stop_between_batches=True)
     finally:
         layer.close()
         layer.progress = query.recentProgress
-    if query.exception() is not None:
-        raise RuntimeError(f"speed layer failed: {query.exception()}")
     return layer

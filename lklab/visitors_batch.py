@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from shared.catalog import (
@@ -32,7 +31,7 @@ from shared.catalog import (
 )
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
-from shared.dedup import first_copies, later_copies, mark_duplicates
+from shared.dedup import first_copies, later_copies, line_counts, mark_duplicates
 from shared.distinct_urls import COUNT_SCHEMA, distinct_url_counts_table, truth_members
 from shared.eventlog import EventLog
 from shared.locks import hold, writer
@@ -99,17 +98,14 @@ def _run(spark: SparkSession, config: LabConfig, lake: str) -> VisitorsBatchRun:
         tables.overwrite(VISITORS_BATCH_DUPLICATES.name, later_copies(marked).select(*VISITORS_BATCH_DUPLICATES.schema.names))
         tables.overwrite(VISITORS_BATCH_DEAD_LETTER.name, rejected_lines(parsed).select(*VISITORS_BATCH_DEAD_LETTER.schema.names))
         record(tables, [table.name for table in VISITORS_BATCH_TABLES], settings)
-        lines = parsed.agg(
-            F.count(F.lit(1)).alias("lines"), F.count_if("heartbeat").alias("heartbeats"), F.count("reject_reason").alias("dead_letters"),
-        ).first()
-        copies = marked.agg(F.count_if(~F.col("is_duplicate")).alias("views"), F.count_if("is_duplicate").alias("duplicates")).first()
+        counts = line_counts(parsed, marked)
         run = VisitorsBatchRun(
             last_segment=last,
-            lines=lines["lines"],
-            views=copies["views"],
-            duplicates=copies["duplicates"],
-            dead_letters=lines["dead_letters"],
-            heartbeats=lines["heartbeats"],
+            lines=counts["lines"],
+            views=counts["firsts"],
+            duplicates=counts["duplicates"],
+            dead_letters=counts["dead_letters"],
+            heartbeats=counts["heartbeats"],
             windows=tables.read(VISITORS_TRUTH.name).count(),
             members=members.count(),
         )

@@ -29,19 +29,16 @@ must be the live run's own figures, and at every TTL the members counted must be
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.experiment import ComparisonPlan
-from lklab.pipeline_assessment import MeasuredStream, Outputs, assess, batch_landing, measurement_end, setting_of, to_utc
-from lklab.progress import progress as track
+from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
 from lklab.served_outputs import timelines
@@ -60,7 +57,6 @@ from shared.catalog import (
     VISITORS_WINDOWS,
     replay_prefix,
 )
-from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import format_duration, parse_duration
 from shared.eventlog import EventLog
@@ -82,24 +78,10 @@ def _window_keys(table: pa.Table) -> list[tuple]:
     return list(zip(micros(table["window_start"]).tolist(), micros(table["window_end"]).tolist(), table["user_id"].to_pylist()))
 
 
-def _fresh(tables: Tables, lake: Path, prefix: str) -> None:
-    """Remove a live run's tables and checkpoint left by an earlier comparison of that name."""
-    for path in (tables.root / prefix, lake / "checkpoints" / prefix):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _rows(tables: Tables, prefix: str, table, *drop: str) -> set[tuple]:
     rows = tables.read_arrow(table.at(prefix))
     rows = rows.drop_columns([name for name in drop if name in rows.column_names])
     return set(tuple(r.values()) for r in rows.to_pylist())
-
-
-def _live(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, name: str) -> tuple[str, PathCost]:
-    live = replay_prefix(name)
-    _fresh(tables, Path(config.lake).resolve(), live)
-    with measure_cost(config.spark_master) as cost:
-        run_visitors_speed(spark, config, available_now=True, segments_per_batch=plan.segments_per_batch, prefix=live)
-    return live, PathCost("speed", cost.cpu_seconds, cost.wall_seconds)
 
 
 def _state_sizes(tables: Tables, prefix: str) -> tuple[int, int, int]:
@@ -118,10 +100,10 @@ def _served(members: pa.Table) -> dict[tuple, tuple]:
 
 def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
             step: Progress) -> MeasuredStream:
-    run_config = dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness))
+    run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     step("live stream")
-    live, live_cost = _live(spark, run_config, tables, plan, name)
+    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_visitors_speed)
     step("full replay")
     replay = run_visitors_replay(spark, run_config, f"{name}-replay", replace=True)
     replayed = replay_prefix(f"{name}-replay")
@@ -130,8 +112,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
             raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table.name}; "
                                f"compare {table.at(live)} with {table.at(replayed)}")
     step("reconcile the live stream against the truth")
-    with measure_cost(config.spark_master) as recon_cost:
-        reconciled = reconcile_visitors(spark, run_config, against=f"kappa:{name}")
+    reconciled, recon_cost = timed(config, "reconciliation", lambda: reconcile_visitors(spark, run_config, against=f"kappa:{name}"))
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
     served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
@@ -152,7 +133,7 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         state_final=final,
         live=live_cost,
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
-        reconciliation_cost=PathCost("reconciliation", recon_cost.cpu_seconds, recon_cost.wall_seconds),
+        reconciliation_cost=recon_cost,
         reconciliation={f"windows {v}": n for v, n in verdicts.items()},
         unexplained=reconciled.result.reasons().get("unexplained", 0),
         reconciled_wrong=sum(s != t for s, t in zip(compared["served"].to_pylist(), compared["truth"].to_pylist())),
@@ -231,10 +212,7 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
     ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
     then the ``DEFAULT_STATE_TTLS`` other than it)."""
-    lake = str(Path(config.lake).resolve())
-    tables = Tables(spark, lake, config.table_engine)
-    if EventLog(lake).last_segment() == 0:
-        raise ValueError(f"the log under {lake} is empty: run 'lklab generate --pipeline unique_visitors' first")
+    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline unique_visitors' first")
     ttls = tuple(state_ttls) or default_state_ttls(config.state_ttl)
     for ttl in ttls:
         parse_duration(ttl, name="state-ttl")
@@ -243,42 +221,30 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     configurations = plan.configurations()
     progress("batch truth from the complete log")
     batch = run_visitors_batch(spark, config)
-    batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, EventLog(lake).last_segment())
+    batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    streams, sizes = {}, []
-    with track("stream settings", total=len(settings)) as settings_run:
-        for key, (delay, lateness) in settings.items():
-            step = lambda what, label=f"W={delay} L={lateness}": progress(settings_run.step(f"{label}: {what}"))
-            streams[key] = _stream(spark, config, tables, plan, delay, lateness, step)
-            sizes += _ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step)
-            settings_run.advance()
+    sizes = []
+
+    def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
+        stream = _stream(spark, config, tables, plan, delay, lateness, step)
+        sizes.extend(_ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step))
+        return stream
+
+    streams = each_setting(settings, progress, measured)
 
     outputs = _outputs(tables, streams)
     state = state_from_table(tables.read_arrow(VISITORS_STATE.at(replay_prefix(f"{plan.name}-w{configurations[0].watermark_delay}"
                                                                                  f"-l{configurations[0].allowed_lateness}-replay"))))
     log_end = state.clock.processing_time
-    landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
-    end = measurement_end(landing, outputs, streams)
-    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
-    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=plan.error_step,
-                     batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds))
-    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
-    return PipelineReport(
+    return measuring(progress, configurations, started, lambda: assessed_report(
+        configurations, outputs=outputs, streams=streams, batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds),
+        log_end=log_end, run_id=plan.name, error_step=plan.error_step,
         pipeline="unique_visitors",
-        run_id=plan.name,
         source=source,
         rule=f"distinct URLs per user in {config.window.describe()} windows",
         due="a (window, user) count is due at the window's end",
         state_unit="member entries (window, user, URL) held",
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
         log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        truth=outputs.truth_counts(),
-        results=results,
-        streams=tuple(s.check for s in streams.values()),
         state_sizes=tuple(sizes),
-        log_end=to_utc(log_end),
-        batch_landing=to_utc(landing),
-        end=to_utc(end),
-        error_step=plan.error_step,
-        cost_scope="driver and local executors" if config.spark_master.startswith("local") else "driver only",
-    )
+        cost_scope=cost_scope(config),
+    ))

@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import Heartbeats, marks_busy
+from lklab.heartbeats import marks_busy
+from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
 from shared import catalog
 from shared.catalog import (
     VISITORS_DEAD_LETTER,
@@ -51,9 +52,7 @@ from shared.catalog import (
 )
 from shared.config import LabConfig
 from shared.distinct_urls import WINDOW_KEY
-from shared.eventlog import EventLog, format_timestamp
-from shared.locks import writer
-from shared.log_source import SOURCE_NAME
+from shared.eventlog import format_timestamp
 from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.table_settings import record, require, stream_settings
 from shared.tables import Tables
@@ -207,37 +206,17 @@ def run_visitors_speed(
     One process at a time per table prefix: a second one is refused (``LockHeld``); tables built
     with other settings are refused (``SettingsConflict``)."""
     lake = Path(config.lake).resolve()
-    with writer(lake, "stream-" + (prefix + app_id).replace("/", ".")):
+    with stream_lock(lake, prefix, app_id):
         sink = VisitorTables(Tables(spark, lake, config.table_engine, keep_open=True), prefix, app_id, visitors_table_settings(config))
         sink.require_settings()
-        checkpoint = lake / "checkpoints" / (prefix + app_id)
-        if not checkpoint.exists() and sink.tables.exists(sink.name(VISITORS_STREAM_METRICS)):
-            raise RuntimeError(
-                f"tables {prefix}{VISITORS_STREAM_METRICS.name} already hold batches of '{app_id}' but its checkpoint "
-                f"{checkpoint} is missing: batch ids would restart and be skipped as done. Restore the checkpoint, "
-                "or start over with a fresh lake"
-            )
-        layer = VisitorsSpeedLayer(sink, visitor_settings(config))
-        stream = (
-            spark.readStream.format(SOURCE_NAME)
-            .option("path", str(lake))
-            .option("segmentsPerBatch", segments_per_batch)
-            .option("maxLineBytes", config.max_line_bytes)
-            .load()
-            .transform(parse_page_views, max_clock_skew=config.max_clock_skew)
-            .writeStream.foreachBatch(layer.process)
-            .option("checkpointLocation", str(checkpoint))
+        checkpoint = checkpoint_for(
+            lake, prefix, app_id, sink.tables, sink.name(VISITORS_STREAM_METRICS),
+            f"tables {prefix}{VISITORS_STREAM_METRICS.name} already hold batches of '{app_id}' but its checkpoint "
+            "{checkpoint} is missing: batch ids would restart and be skipped as done. Restore the checkpoint, "
+            "or start over with a fresh lake",
         )
-        stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
-        query = stream.start()
-        stop = stop or threading.Event()
-        heartbeats = None if available_now else Heartbeats(layer, EventLog(lake), config.heartbeat_interval)
-        while query.isActive:
-            query.awaitTermination(0.5)
-            if stop.is_set():
-                query.stop()
-            elif heartbeats is not None:
-                heartbeats.check()
-        if query.exception() is not None:
-            raise RuntimeError(f"unique_visitors speed layer failed: {query.exception()}")
+        layer = VisitorsSpeedLayer(sink, visitor_settings(config))
+        query = start_over_log(spark, config, lake, checkpoint, layer.process, segments_per_batch=segments_per_batch,
+                               available_now=available_now, trigger_interval=trigger_interval, parse=parse_page_views)
+        watch(query, layer, config, lake, available_now=available_now, stop=stop, what="unique_visitors speed layer")
         return layer

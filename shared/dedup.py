@@ -41,6 +41,7 @@ from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
     "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "repeated_ids", "flag_repeated", "Copies", "split_copies", "mark_duplicates", "first_copies", "later_copies",
+    "line_counts",
     "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_from", "remembered_from_column", "remembered_rows",
     "still_remembered",
 ]
@@ -180,6 +181,18 @@ def first_copies(marked: DataFrame) -> DataFrame:
 def later_copies(marked: DataFrame) -> DataFrame:
     """The duplicates, each pointing at the first copy it repeats."""
     return marked.where(F.col("is_duplicate")).drop("is_duplicate")
+
+
+def line_counts(parsed: DataFrame, marked: DataFrame) -> dict[str, int]:
+    """Where a batch's lines went: ``lines`` read (``parsed``, with ``heartbeat`` and
+    ``reject_reason``), of which ``heartbeats`` and ``dead_letters``; and of the valid events
+    (``marked``) the ``firsts`` and the ``duplicates``. A run conserves its lines when
+    ``lines == firsts + duplicates + dead_letters + heartbeats``."""
+    lines = parsed.agg(
+        F.count(F.lit(1)).alias("lines"), F.count_if("heartbeat").alias("heartbeats"), F.count("reject_reason").alias("dead_letters"),
+    ).first()
+    copies = marked.agg(F.count_if(~F.col("is_duplicate")).alias("firsts"), F.count_if("is_duplicate").alias("duplicates")).first()
+    return {**lines.asDict(), **copies.asDict()}
 
 
 @dataclass(frozen=True)

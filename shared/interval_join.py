@@ -66,6 +66,7 @@ from shared.dedup import (
 )
 from shared.events import HEARTBEAT_FIELD, UTC_MICROS
 from shared.join_state import HELD_SCHEMA, REMEMBERED_SCHEMA, JoinState
+from shared.micro_batch import MicroBatch
 from shared.order_events import (
     ORDER,
     ORDER_EVENT_SCHEMA,
@@ -280,20 +281,13 @@ def batch_interval_join(first_copies: DataFrame, bound: int) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class JoinBatch:
-    """Where the lines of one micro-batch went, and the state after it.
+class JoinBatch(MicroBatch):
+    """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
-    ``watermark``: what its first line was judged by; ``next_watermark``: ``W*`` after its last
-    (microseconds, None: unknown). ``matched``: pairs met in this batch; ``unpaid`` / ``orphans``:
+    ``matched``: pairs met in this batch; ``unpaid`` / ``orphans``:
     orders / payments that became final without a match in this batch.
     """
 
-    input_lines: int
-    heartbeats: int
-    watermark: int | None
-    next_watermark: int | None
-    dead_letters: pa.Table
-    duplicates: pa.Table
     late: pa.Table
     matched: pa.Table
     unpaid: pa.Table

@@ -14,47 +14,26 @@ a line beyond it ``unread``.
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from shared.events import UTC_MICROS
 from shared.interval_join import JoinBatch
+from shared.micro_batch import metrics_row, metrics_schema
 
 __all__ = ["JOIN_METRICS_SCHEMA", "join_metrics_row"]
 
 _COUNTS = ("input_lines", "on_time", "late", "duplicates", "dead_letters", "heartbeats", "matched", "unpaid", "orphans", "state_rows")
-JOIN_METRICS_SCHEMA = pa.schema(
-    [
-        pa.field("batch_id", pa.int64(), nullable=False),
-        pa.field("first_segment", pa.int64()),
-        pa.field("last_segment", pa.int64()),
-        *[pa.field(name, pa.int64()) for name in _COUNTS],
-        pa.field("watermark", UTC_MICROS),
-        pa.field("next_watermark", UTC_MICROS),
-        pa.field("duration_seconds", pa.float64()),
-    ]
-)
+JOIN_METRICS_SCHEMA = metrics_schema(_COUNTS, pa.field("duration_seconds", pa.float64()))
 
 
 def join_metrics_row(batch_id: int, parsed: pa.Table, step: JoinBatch, seconds: float | None) -> pa.Table:
     """The metrics row of micro-batch ``batch_id`` (``parsed``: the lines it read)."""
     events = step.input_lines - step.duplicates.num_rows - step.dead_letters.num_rows - step.heartbeats
-    row = {
-        "batch_id": batch_id,
-        "first_segment": pc.min(parsed["segment"]).as_py() if parsed.num_rows else None,
-        "last_segment": pc.max(parsed["segment"]).as_py() if parsed.num_rows else None,
-        "input_lines": step.input_lines,
-        "on_time": events - step.late.num_rows,
-        "late": step.late.num_rows,
-        "duplicates": step.duplicates.num_rows,
-        "dead_letters": step.dead_letters.num_rows,
-        "heartbeats": step.heartbeats,
-        "matched": step.matched.num_rows,
-        "unpaid": step.unpaid.num_rows,
-        "orphans": step.orphans.num_rows,
-        "state_rows": step.state_rows,
-        "watermark": step.watermark,
-        "next_watermark": step.next_watermark,
-        "duration_seconds": seconds,
-    }
-    columns = {f.name: pa.array([row[f.name]], pa.int64() if f.type == UTC_MICROS else f.type) for f in JOIN_METRICS_SCHEMA}
-    return pa.table(columns).cast(JOIN_METRICS_SCHEMA)
+    return metrics_row(
+        JOIN_METRICS_SCHEMA, batch_id, parsed, step,
+        on_time=events - step.late.num_rows,
+        late=step.late.num_rows,
+        matched=step.matched.num_rows,
+        unpaid=step.unpaid.num_rows,
+        orphans=step.orphans.num_rows,
+        state_rows=step.state_rows,
+        duration_seconds=seconds,
+    )

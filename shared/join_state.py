@@ -25,21 +25,13 @@ import pyarrow as pa
 from shared.clock import ClockState
 from shared.events import UTC_MICROS
 from shared.order_events import ORDER_EVENT_SCHEMA
-from shared.stream_state import CLOCK_FIELDS, parts_table, table_parts
+from shared.stream_state import parts_schema, parts_table, table_parts
 
 __all__ = ["REMEMBERED_SCHEMA", "HELD_SCHEMA", "JOIN_STATE_SCHEMA", "JoinState", "join_state_table", "join_state_from_table"]
 
 REMEMBERED_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
 HELD_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("matched", pa.bool_())])
-JOIN_STATE_SCHEMA = pa.schema(
-    [
-        pa.field("state_kind", pa.string(), nullable=False),  # clock | remembered | order | payment
-        *ORDER_EVENT_SCHEMA,
-        pa.field("remembered_from", UTC_MICROS),
-        pa.field("matched", pa.bool_()),
-        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
-    ]
-)
+JOIN_STATE_SCHEMA = parts_schema("state_kind", REMEMBERED_SCHEMA, HELD_SCHEMA)  # state_kind: clock | remembered | order | payment
 
 
 @dataclass(frozen=True)

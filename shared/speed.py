@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from shared.clock import NO_TIME, Advances, ClockRun, ClockSettings, ClockState, advance, line_keys
 from shared.dedup import deduplicate_stream, remembered_rows, still_remembered
+from shared.micro_batch import MicroBatch
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 from shared.stream_state import StreamState
 from shared.stream_windows import LATE_SCHEMA, WINDOW_CHANGE_SCHEMA, window_step
@@ -119,21 +120,14 @@ def duplicate_rows(duplicates: pa.Table) -> pa.Table:
 
 
 @dataclass(frozen=True)
-class StreamBatch:
-    """Where the lines of one micro-batch went, and the state after it.
+class StreamBatch(MicroBatch):
+    """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
-    ``watermark``: what the batch's first line was judged by; ``next_watermark``: in force after
-    its last line (microseconds, None: unknown). ``outcomes``: one row per first copy (``late``
+    ``outcomes``: one row per first copy (``late``
     when none of its windows took it; ``late_updates``: windows it updated within the allowed
     lateness). ``history``: with ``history=True``, every change of a window row, line by line.
     """
 
-    input_lines: int
-    heartbeats: int
-    watermark: int | None
-    next_watermark: int | None
-    dead_letters: pa.Table
-    duplicates: pa.Table
     late_events: pa.Table
     outcomes: pa.Table
     window_changes: pa.Table

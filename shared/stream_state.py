@@ -23,18 +23,27 @@ from shared.clock import ClockState
 from shared.dedup import REMEMBERED_SCHEMA
 from shared.stream_windows import WINDOW_ROW_SCHEMA, empty_held
 
-__all__ = ["StreamState", "STATE_SCHEMA", "state_table", "state_from_table"]
+__all__ = ["StreamState", "STATE_SCHEMA", "parts_schema", "parts_table", "state_table", "state_from_table", "table_parts"]
 
 CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
-_SHARED = ("account_id", "currency")
-STATE_SCHEMA = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),  # clock | remembered | window
-        *REMEMBERED_SCHEMA,
-        *[field.with_nullable(True) for field in WINDOW_ROW_SCHEMA if field.name not in _SHARED],
+
+
+def parts_schema(column: str, *parts: pa.Schema) -> pa.Schema:
+    """The schema of ``parts_table``: ``column`` (which part a row belongs to), every part's
+    columns (a name the parts share once, where it first appears), nullable since a row fills
+    only its own part's, then the clock's fields."""
+    fields: dict[str, pa.Field] = {}
+    for schema in parts:
+        for field in schema:
+            fields.setdefault(field.name, field.with_nullable(True))
+    return pa.schema([
+        pa.field(column, pa.string(), nullable=False),
+        *fields.values(),
         *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
-    ]
-)
+    ])
+
+
+STATE_SCHEMA = parts_schema("kind", REMEMBERED_SCHEMA, WINDOW_ROW_SCHEMA)  # kind: clock | remembered | window
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import pyarrow as pa
 from shared.clock import NO_TIME, ClockState
 from shared.events import UTC_MICROS
 from shared.page_views import PAGE_VIEW_SCHEMA
-from shared.stream_state import CLOCK_FIELDS, parts_table, table_parts
+from shared.stream_state import parts_schema, parts_table, table_parts
 from shared.windows import micros
 
 __all__ = [
@@ -61,15 +61,7 @@ ENTRY_SCHEMA = pa.schema(
 SEEN_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("url", pa.string()), pa.field("last_seen", UTC_MICROS)])
 # ``visitors_seen``: the seen set as of micro-batch ``batch_id``, ``as_of`` the processing time after it.
 SEEN_TABLE_SCHEMA = pa.schema([*SEEN_SCHEMA, pa.field("as_of", UTC_MICROS), pa.field("batch_id", pa.int64(), nullable=False)])
-_SHARED = set(REMEMBERED_SCHEMA.names)
-STATE_SCHEMA = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),  # clock | remembered | member
-        *REMEMBERED_SCHEMA,
-        *[field for field in ENTRY_SCHEMA if field.name not in _SHARED],
-        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
-    ]
-)
+STATE_SCHEMA = parts_schema("kind", REMEMBERED_SCHEMA, ENTRY_SCHEMA)  # kind: clock | remembered | member
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from shared.distinct_urls import (
     view_pairs,
 )
 from shared.events import UTC_MICROS
+from shared.micro_batch import MicroBatch
 from shared.page_views import PAGE_VIEW_COLUMNS, PAGE_VIEW_SCHEMA, PAYLOAD_COLUMNS
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.visitor_state import ENTRY_SCHEMA, REMEMBERED_SCHEMA, VisitorState, expired
@@ -113,21 +114,14 @@ class VisitorSettings:
 
 
 @dataclass(frozen=True)
-class VisitorBatch:
-    """Where the lines of one micro-batch went, and the state after it.
+class VisitorBatch(MicroBatch):
+    """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
     ``windows``: one row per window whose count or status changed (``VISITOR_WINDOW_SCHEMA``);
     ``members``: the URLs added (``VISITOR_MEMBER_SCHEMA``); ``late``: the side output, one row
     per late pair; ``outcomes``: per first copy, its ``pairs``, ``new_urls``, ``repeats`` and
-    ``late_pairs`` (they add up). ``watermark``/``next_watermark``: ``W`` of the first line and
-    ``W*`` after the last (None: unknown)."""
+    ``late_pairs`` (they add up)."""
 
-    input_lines: int
-    heartbeats: int
-    watermark: int | None
-    next_watermark: int | None
-    dead_letters: pa.Table
-    duplicates: pa.Table
     late: pa.Table
     members: pa.Table
     windows: pa.Table

@@ -37,6 +37,18 @@ def machine_records(name: str) -> None:
     records.propagate = False
 
 
+def unexplained(differences: int, why: str = "") -> int:
+    """The exit code of a reconciliation with ``differences`` it cannot explain: 0 when there are
+    none, else ``UNHEALTHY`` after the verdict line an orchestrator quotes (``lklab.spark_task``
+    keeps the lines starting ``lklab ``), ``why`` appended in parentheses."""
+    import sys
+
+    if not differences:
+        return 0
+    print(f"lklab reconcile: UNEXPLAINED: {differences:,} differences" + (f" ({why})" if why else ""), file=sys.stderr)
+    return UNHEALTHY
+
+
 @contextmanager
 def spark_for(config, app_name: str, *refused: type[Exception]):
     """A Spark session for one command, stopped when it ends; the errors in ``refused`` (and a

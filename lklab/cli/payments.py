@@ -10,14 +10,20 @@ exit 3 when a difference is unexplained. ``compare`` is ``lklab.cli.pipeline_com
 from __future__ import annotations
 
 import argparse
-import sys
 
-from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
+from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
 from lklab.cli.options import config_from
 from lklab.cli.pipelines import replay_name, stream_stop
 from shared.durations import parse_duration
 
 __all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
+
+
+def _join_settings(config) -> str:
+    """The settings the join's rows depend on, as the progress lines name them."""
+    settings = config.describe()
+    return (f"join bound {settings['join-bound']}, watermark delay {settings['watermark-delay']}, "
+            f"allowed lateness {settings['allowed-lateness']}")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -57,9 +63,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
     config = config_from(args)
     stop = stream_stop(args)
-    settings = config.describe()
-    progress(f"order_payments stream on {config.lake / 'log'}: join bound {settings['join-bound']}, "
-             f"watermark delay {settings['watermark-delay']}, allowed lateness {settings['allowed-lateness']}")
+    progress(f"order_payments stream on {config.lake / 'log'}: {_join_settings(config)}")
     with spark_for(config, "lklab-payments-speed") as spark:
         stream = run_payments_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
         metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
@@ -103,9 +107,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     config = config_from(args)
     prefix = replay_name(args)
-    settings = config.describe()
-    progress(f"order_payments replay '{args.name}': join bound {settings['join-bound']}, watermark delay "
-             f"{settings['watermark-delay']}, allowed lateness {settings['allowed-lateness']}")
+    progress(f"order_payments replay '{args.name}': {_join_settings(config)}")
     with spark_for(config, f"lklab-payments-replay-{args.name}", PaymentsReplayExists) as spark:
         run = run_payments_replay(spark, config, args.name, replace=args.replace)
     print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
@@ -120,9 +122,5 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     config = config_from(args)
     with spark_for(config, "lklab-payments-reconcile", PaymentsInputError, StreamChoiceError, ValueError) as spark:
         found = reconcile_payments(spark, config, against=args.against)
-    result = found.result
     print(render_text(found))
-    if result.unexplained:
-        print(f"lklab reconcile: UNEXPLAINED: {result.unexplained:,} differences", file=sys.stderr)
-        return UNHEALTHY
-    return 0
+    return unexplained(found.result.unexplained)

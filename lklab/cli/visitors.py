@@ -10,9 +10,8 @@ unexplained. ``compare`` is ``lklab.cli.pipeline_compare``.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for
+from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
 from lklab.cli.options import config_from
 from lklab.cli.pipelines import replay_name, stream_stop
 
@@ -112,9 +111,5 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     with spark_for(config, "lklab-visitors-reconcile", VisitorsReconcileInputError) as spark:
         reconciled = reconcile_visitors(spark, config, against=args.against)
     print(render_text(reconciled))
-    unexplained = reconciled.result.reasons().get("unexplained", 0)
-    if unexplained:  # the verdict line an orchestrator quotes (lines starting "lklab "; lklab.spark_task)
-        print(f"lklab reconcile: UNEXPLAINED: {unexplained:,} differences (a URL in the stream's or the truth's members "
-              "only, no side output explaining it)", file=sys.stderr)
-        return UNHEALTHY
-    return 0
+    return unexplained(reconciled.result.reasons().get("unexplained", 0),
+                       "a URL in the stream's or the truth's members only, no side output explaining it")

@@ -1,0 +1,32 @@
+"""The checks every log generator's parameters pass on construction.
+
+``lklab.generator`` (billing), ``lklab.page_view_generator`` and ``lklab.order_payment_generator``
+each take a frozen parameters object; these reject its bad values with a message naming the
+option as the command line spells it (``duplicate-rate``) and the value given.
+"""
+
+from __future__ import annotations
+
+from lklab.scenarios import SECOND
+
+__all__ = ["require_counts", "require_fractions", "require_timing"]
+
+
+def require_counts(params: object, *names: str) -> None:
+    """Each of ``names`` is a count of at least 1."""
+    for name in names:
+        if getattr(params, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(params, name)}")
+
+
+def require_fractions(params: object, *names: str) -> None:
+    """Each of ``names`` is a share or rate between 0 and 1 (both included)."""
+    for name in names:
+        if not 0 <= getattr(params, name) <= 1:
+            raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, got {getattr(params, name)}")
+
+
+def require_timing(params: object) -> None:
+    """``span`` is at least a second and ``segment_interval`` at least a millisecond (microseconds)."""
+    if params.span < SECOND or params.segment_interval < 1000:
+        raise ValueError("span must be at least 1s and segment-interval at least 1ms")

@@ -1,0 +1,72 @@
+"""What every stream step reports about one micro-batch, whatever the pipeline computes.
+
+The steps of the three pipelines (``shared.speed.stream_step``, ``shared.visitors_stream``'s
+``visitors_step``, ``shared.interval_join.join_step``) read a micro-batch's lines in log order
+and send each somewhere: a dead letter (it could not be parsed or validated), a duplicate (a
+later copy of an event already seen), or the pipeline's own outputs. ``MicroBatch`` holds what
+they share; each step's result adds its outputs and its state after the batch.
+
+A stream's metrics table has one row per micro-batch: ``metrics_schema`` lays out the columns
+every pipeline's has (the batch, the segments it read, its line counts, its watermarks) around
+the pipeline's own counts, and ``metrics_row`` fills the shared ones from the step's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shared.events import UTC_MICROS
+
+__all__ = ["MicroBatch", "metrics_row", "metrics_schema"]
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """The lines of one micro-batch: how many (``heartbeats`` of them carry no event), the
+    watermark its first line was judged by (``watermark``) and ``W*`` in force after its last
+    (``next_watermark``), in microseconds (None: unknown, no event time seen yet), and its
+    ``dead_letters`` and ``duplicates`` rows."""
+
+    input_lines: int
+    heartbeats: int
+    watermark: int | None
+    next_watermark: int | None
+    dead_letters: pa.Table
+    duplicates: pa.Table
+
+
+def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:
+    """``batch_id``, ``first_segment``/``last_segment`` read (null: none), ``counts`` (int64),
+    ``watermark``/``next_watermark`` (UTC timestamps, null: unknown), then ``after``."""
+    return pa.schema([
+        pa.field("batch_id", pa.int64(), nullable=False),
+        pa.field("first_segment", pa.int64()),
+        pa.field("last_segment", pa.int64()),
+        *[pa.field(name, pa.int64()) for name in counts],
+        pa.field("watermark", UTC_MICROS),
+        pa.field("next_watermark", UTC_MICROS),
+        *after,
+    ])
+
+
+def metrics_row(schema: pa.Schema, batch_id: int, parsed: pa.Table, step: MicroBatch, **figures) -> pa.Table:
+    """The one-row metrics table of micro-batch ``batch_id`` (``parsed``: the lines it read),
+    ``figures`` giving the pipeline's own columns of ``schema``."""
+    row = {
+        "batch_id": batch_id,
+        "first_segment": pc.min(parsed["segment"]).as_py() if parsed.num_rows else None,
+        "last_segment": pc.max(parsed["segment"]).as_py() if parsed.num_rows else None,
+        "input_lines": step.input_lines,
+        "duplicates": step.duplicates.num_rows,
+        "dead_letters": step.dead_letters.num_rows,
+        "heartbeats": step.heartbeats,
+        "watermark": step.watermark,
+        "next_watermark": step.next_watermark,
+        **figures,
+    }
+    columns = {f.name: pa.array([row[f.name]], pa.int64() if f.type == UTC_MICROS else f.type) for f in schema}
+    return pa.table(columns).cast(schema)
