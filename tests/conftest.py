@@ -15,21 +15,6 @@ from shared.config import LabConfig
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-# The suite runs in two processes, a file each at a time (pytest -n 2 --dist loadfile). These
-# files start the most processes (Airflow, a cluster, kill -9), longest first as measured in one
-# process: they go out first, so that no long file starts when the other process is nearly done.
-LONGEST_FIRST = (
-    "test_airflow_run.py", "test_chaos.py", "test_exactly_once.py", "test_visitors_jobs.py", "test_spark_cluster.py",
-    "test_payments_jobs.py", "test_reconciliation.py", "test_reconcile_live.py", "test_table_settings.py",
-    "test_bad_clocks.py", "test_pipeline_compare.py",
-)
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest in file order
-
-
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from shared.spark_session import spark_session
