@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from typing import Callable
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as _Bars, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -35,7 +37,6 @@ __all__ = ["Progress", "progress", "configure_logging"]
 
 log = logging.getLogger(__name__)
 
-_now = time.monotonic  # the clock stages are timed by (tests replace it)
 _bars: _Bars | None = None  # the bars drawn now, shared by nested stages
 _open_stages = 0
 
@@ -47,20 +48,21 @@ def _console() -> Console:
 class Progress:
     """One stage of long work: ``advance`` it as steps are done."""
 
-    def __init__(self, stage: str, total: int | None, interval: float) -> None:
+    def __init__(self, stage: str, total: int | None, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         if total is not None and total < 0:
             raise ValueError(f"total {total}: a number of steps >= 0, or None when not known")
         if interval < 0:
             raise ValueError(f"interval {interval}: seconds >= 0 between log lines")
         self.stage, self.total, self.interval = stage, total, interval
         self.done = 0
-        self._started = self._logged = _now()
+        self._now = clock  # seconds on a clock that only goes forward
+        self._started = self._logged = clock()
         self._bar: tuple[_Bars, int] | None = None
 
     @property
     def elapsed(self) -> float:
         """Seconds since the stage began."""
-        return _now() - self._started
+        return self._now() - self._started
 
     @property
     def remaining(self) -> float | None:
@@ -92,26 +94,29 @@ class Progress:
         if self._bar is not None:
             bars, task = self._bar
             bars.update(task, completed=self.done)
-        elif _now() - self._logged >= self.interval:
+        elif self._now() - self._logged >= self.interval:
             self._log(self.describe())
 
     def _log(self, text: str, level: int = logging.INFO) -> None:
-        self._logged = _now()
+        self._logged = self._now()
         log.log(level, "%s: %s", self.stage, text)
 
 
 @contextmanager
-def progress(stage: str, total: int | None = None, *, interval: float = 10.0, bar: bool | None = None) -> Iterator[Progress]:
+def progress(stage: str, total: int | None = None, *, interval: float = 10.0, bar: bool | None = None,
+             clock: Callable[[], float] = time.monotonic, console: Console | None = None) -> Iterator[Progress]:
     """Track ``stage`` while the ``with`` block runs: a bar when ``bar`` (default: when stderr
-    is a terminal), else log lines at most every ``interval`` seconds."""
+    is a terminal), else log lines at most every ``interval`` seconds. ``clock`` times the
+    stage (seconds); ``console`` is where a bar is drawn (default: stderr)."""
     global _bars, _open_stages
-    tracked = Progress(stage, total, interval)
+    tracked = Progress(stage, total, interval, clock)
+    console = console or _console()
     if bar is None:
-        bar = _bars is not None or _console().is_terminal
+        bar = _bars is not None or console.is_terminal
     if bar:
         if _bars is None:
             _bars = _Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TimeRemainingColumn(), console=_console())
+                          TimeRemainingColumn(), console=console)
             _bars.start()
         tracked._bar = (_bars, _bars.add_task(stage, total=total))
     else:

@@ -12,15 +12,19 @@ import lklab.progress as progress_module
 from lklab.progress import configure_logging, progress
 
 
+class Clock:
+    """A clock the test moves: ``now`` seconds; called, it reads the time, as ``progress`` does."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-def clock(monkeypatch):
-    """A clock the test moves: ``clock.now`` seconds."""
-
-    class Clock:
-        now = 100.0
-
-    monkeypatch.setattr(progress_module, "_now", lambda: Clock.now)
-    return Clock
+def clock():
+    return Clock()
 
 
 def lines(caplog) -> list[str]:
@@ -29,7 +33,7 @@ def lines(caplog) -> list[str]:
 
 def test_log_lines_off_a_terminal_at_most_one_per_interval(clock, caplog):
     caplog.set_level(logging.INFO, logger="lklab.progress")
-    with progress("replay", total=4, interval=10, bar=False) as replay:
+    with progress("replay", total=4, interval=10, bar=False, clock=clock) as replay:
         clock.now += 5
         replay.advance()  # 5 s after the first line: not yet
         clock.now += 5
@@ -47,11 +51,11 @@ def test_log_lines_off_a_terminal_at_most_one_per_interval(clock, caplog):
 
 def test_a_stage_without_a_total_and_one_that_fails(clock, caplog):
     caplog.set_level(logging.INFO, logger="lklab.progress")
-    with progress("scan", interval=0, bar=False) as scan:
+    with progress("scan", interval=0, bar=False, clock=clock) as scan:
         clock.now += 3
         scan.advance(1500)
         assert scan.remaining is None
-    with pytest.raises(RuntimeError), progress("batch", total=3, bar=False) as batch:
+    with pytest.raises(RuntimeError), progress("batch", total=3, bar=False, clock=clock) as batch:
         batch.advance()
         clock.now += 7
         raise RuntimeError("boom")
@@ -60,11 +64,11 @@ def test_a_stage_without_a_total_and_one_that_fails(clock, caplog):
     assert caplog.records[-1].levelno == logging.WARNING
 
 
-def test_a_bar_on_a_terminal(monkeypatch, caplog):
+def test_a_bar_on_a_terminal(caplog):
     screen = io.StringIO()
-    monkeypatch.setattr(progress_module, "_console", lambda: Console(file=screen, force_terminal=True, width=100))
+    terminal = Console(file=screen, force_terminal=True, width=100)
     caplog.set_level(logging.INFO, logger="lklab.progress")
-    with progress("streams", total=2) as streams:
+    with progress("streams", total=2, console=terminal) as streams:
         with progress("replay", total=5) as replay:  # a second bar below the first
             replay.advance(5)
             progress_module._bars.refresh()  # draw now, not at the next tick
@@ -94,10 +98,10 @@ def test_configure_logging_prints_time_and_message_once(capsys):
 
 
 def test_a_step_says_its_number_and_the_time_left(clock):
-    with progress("settings", total=3, bar=False) as settings:
+    with progress("settings", total=3, bar=False, clock=clock) as settings:
         assert settings.step("W=20s: live stream") == "[1/3] W=20s: live stream"  # no pace yet
         clock.now += 12
         settings.advance()
         assert settings.step("W=5m: replay") == "[2/3] W=5m: replay, about 24s left"
-    with progress("scan", bar=False) as scan:
+    with progress("scan", bar=False, clock=clock) as scan:
         assert scan.step("segment 7") == "segment 7"
