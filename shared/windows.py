@@ -38,7 +38,6 @@ What differs between the kinds lives on the kinds, so no other module asks which
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable, TypeVar, Union
 
@@ -110,9 +109,9 @@ class _FixedWindows:
         inside = times[rows] < starts + self.size
         return _with_window(events.take(rows[inside]), starts[inside], self.size)
 
-    def assign_frame(self, events: DataFrame, function, schema) -> DataFrame:
-        """``function`` (the Arrow rule) over ``events``: done by Spark itself (``in_spark``, the
-        same rule as columns, held equal to it by a test), with no Python process."""
+    def assign_frame(self, events: DataFrame) -> DataFrame:
+        """``assign`` over a Spark DataFrame, done by Spark itself (``in_spark``, the same rule
+        as columns, held equal to it by a test), with no Python process."""
         return self.in_spark(events)
 
     def late_windows(self, late: DataFrame) -> DataFrame:
@@ -212,9 +211,10 @@ class SessionWindows:
         """One row per event, all rows of a session carrying its bounds, over the rows given."""
         return _sessions(events, self)
 
-    def assign_frame(self, events: DataFrame, function, schema) -> DataFrame:
-        """Run ``function`` (an Arrow assignment) over ``events``, every event of a key in one call."""
-        return per_key(events, KEY_COLUMNS, function, schema)
+    def assign_frame(self, events: DataFrame) -> DataFrame:
+        """``assign`` over a Spark DataFrame in Arrow, every event of a key in one call."""
+        schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
+        return per_key(events, KEY_COLUMNS, self.assign, schema)
 
     def late_windows(self, late: DataFrame) -> DataFrame:
         """One row per late line, its window the session its event forms alone: ``[t, t + gap)``."""
@@ -271,11 +271,7 @@ def assign_windows(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """``assign_windows_table`` over a Spark DataFrame: fixed windows in Spark (``in_spark``),
     sessions per key in Arrow (every event of a key must be in the same call)."""
 
-    def transform(events: DataFrame) -> DataFrame:
-        schema = with_fields(events.schema, *[StructField(name, TimestampType()) for name in WINDOW_COLUMNS])
-        return spec.assign_frame(events, functools.partial(assign_windows_table, spec), schema)
-
-    return transform
+    return spec.assign_frame
 
 
 def micros(times: pa.ChunkedArray | pa.Array) -> np.ndarray:
