@@ -15,7 +15,8 @@ itself; delta-spark's ``txnAppId``/``txnVersion`` options do, and the check is t
 Reruns replace data with an overwrite restricted by a predicate (e.g. one date).
 
 Rows given as a Spark DataFrame are written where they are (``deltalake`` engine): each Spark task
-writes its rows as one Parquet file in the table's directory, and the driver commits the files
+writes its rows as one Parquet file with Spark's own writer, the files move into the table's
+directory, and the driver commits them
 (``AddAction``) with delta-rs in one transaction, so no data passes through the driver. An
 overwrite with a predicate removes the files holding matching rows in the same commit and
 writes their other rows again. Files written by a run whose commit never lands are not part of
@@ -33,6 +34,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import time
 import uuid
 from contextlib import contextmanager
@@ -46,7 +48,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from shared.catalog import tables_root
 
@@ -389,40 +391,65 @@ def _plain_parquet_files(table: DeltaTable) -> list[str] | None:
 
 
 def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddAction]:
-    """Each Spark task writes its rows (cast to ``schema``) as one Parquet file under ``root``;
-    returns the files as Delta add actions (with row and null counts as statistics)."""
-    directory = str(root)
+    """Spark's own Parquet writer writes ``rows`` (cast to ``schema``), one file per task, into a
+    staging folder of ``root``; the files then move into ``root`` and are returned as Delta add
+    actions, with the row and null counts their footers record as statistics.
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
-        path = os.path.join(directory, name)
-        writer, records, nulls = None, 0, dict.fromkeys(schema.names, 0)
-        try:
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                batch = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-                if writer is None:
-                    writer = pq.ParquetWriter(path, schema, compression="snappy")
-                writer.write_table(batch)
-                records += batch.num_rows
-                for column in schema.names:
-                    nulls[column] += batch[column].null_count
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is not None:
-            stats = json.dumps({"numRecords": records, "nullCount": nulls})
-            yield pa.RecordBatch.from_pylist(
-                [{"path": name, "size": os.path.getsize(path), "stats": stats}], schema=_WRITTEN_SCHEMA
-            )
-
+    No row passes through Python. Timestamps are written as microseconds adjusted to UTC (Delta's
+    ``timestamp``), not Spark's default INT96. Only files whose job completed are moved, so a
+    failed write leaves nothing in the table's folder but a staging folder (``_`` hides it from
+    readers; ``vacuum`` deletes it).
+    """
+    staging = root / f"_staging-{uuid.uuid4()}"
+    target = from_arrow_schema(schema)
+    typed = rows.select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in target.fields])
+    with _session_conf(rows.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
+        typed.write.mode("errorifexists").option("compression", "snappy").parquet(str(staging))
     now = int(time.time() * 1000)
-    written = rows.mapInArrow(write, "path string, size long, stats string").collect()
-    return [AddAction(r["path"], r["size"], {}, now, True, r["stats"]) for r in written]
+    adds: list[AddAction] = []
+    try:
+        for path in sorted(staging.glob("part-*.parquet")):
+            footer = pq.read_metadata(path)
+            if footer.num_rows == 0:
+                continue
+            stats = json.dumps({"numRecords": footer.num_rows, "nullCount": _null_counts(footer)})
+            os.replace(path, root / path.name)  # Spark's part names carry the write job's id
+            adds.append(AddAction(path.name, os.path.getsize(root / path.name), {}, now, True, stats))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return adds
 
 
-_WRITTEN_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("stats", pa.string())])
+def _null_counts(footer: pq.FileMetaData) -> dict[str, int]:
+    """Null count per top-level column over every row group (a column whose count a row group
+    does not record is left out: Delta statistics may name only some columns)."""
+    counts: dict[str, int] = {}
+    unknown: set[str] = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            name = chunk.path_in_schema
+            statistics = chunk.statistics
+            if statistics is None or not statistics.has_null_count:
+                unknown.add(name)
+            else:
+                counts[name] = counts.get(name, 0) + statistics.null_count
+    return {name: count for name, count in counts.items() if name not in unknown}
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str):
+    """``key`` set to ``value`` on the session for the block, then as it was."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _delta_schema(schema: pa.Schema):
