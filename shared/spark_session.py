@@ -3,7 +3,8 @@
 Python workers must run the project's interpreter whatever shell started the driver, so the
 session pins ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` for local mode) to
 ``sys.executable``. Timestamps are UTC (``spark.sql.session.timeZone``): event times in the
-log carry offsets, and windows are aligned in UTC. The log source is registered on the session.
+log carry offsets, and windows are aligned in UTC. Cached frames are kept uncompressed (see
+below). The log source is registered on the session.
 When the table engine is delta-spark, its jars and SQL extension are added here.
 
 Under ``spark-submit`` (which starts the JVM first and tells Python its gateway port), the
@@ -39,6 +40,10 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Cached frames (the parsed log, the copies of repeated ids, a reconciliation's windows)
+        # are read a few times each, soon after they are built: building a dictionary of every
+        # distinct id to compress them cost more CPU than reading them uncompressed saves.
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     if resolve_engine(config.table_engine) == "delta-spark":
         builder = (
