@@ -79,7 +79,7 @@ def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: boo
             writing.advance()
             tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
             writing.advance()
-        counts = line_counts(parsed, lines.marked)
+        counts = line_counts(parsed, lines.duplicates)
         day = F.to_date("window_start")  # in the session's time zone: UTC
         extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")).first()
         run = BatchRun(

@@ -98,7 +98,7 @@ def _run(spark: SparkSession, config: LabConfig, lake: str) -> VisitorsBatchRun:
         tables.overwrite(VISITORS_BATCH_DUPLICATES.name, later_copies(marked).select(*VISITORS_BATCH_DUPLICATES.schema.names))
         tables.overwrite(VISITORS_BATCH_DEAD_LETTER.name, rejected_lines(parsed).select(*VISITORS_BATCH_DEAD_LETTER.schema.names))
         record(tables, [table.name for table in VISITORS_BATCH_TABLES], settings)
-        counts = line_counts(parsed, marked)
+        counts = line_counts(parsed, later_copies(marked))
         run = VisitorsBatchRun(
             last_segment=last,
             lines=counts["lines"],

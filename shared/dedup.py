@@ -183,16 +183,28 @@ def later_copies(marked: DataFrame) -> DataFrame:
     return marked.where(F.col("is_duplicate")).drop("is_duplicate")
 
 
-def line_counts(parsed: DataFrame, marked: DataFrame) -> dict[str, int]:
+def line_counts(parsed: DataFrame, duplicates: DataFrame) -> dict[str, int]:
     """Where a batch's lines went: ``lines`` read (``parsed``, with ``heartbeat`` and
-    ``reject_reason``), of which ``heartbeats`` and ``dead_letters``; and of the valid events
-    (``marked``) the ``firsts`` and the ``duplicates``. A run conserves its lines when
-    ``lines == firsts + duplicates + dead_letters + heartbeats``."""
+    ``reject_reason``), of which ``heartbeats``, ``dead_letters`` and valid events; of those the
+    ``duplicates`` (the rows of ``duplicates``, the later copies the dedup marked) and the
+    ``firsts`` (every other valid event: dedup keeps one copy of each, so their count is the
+    number of distinct events).
+
+    One pass over ``parsed`` (which the caller caches) and a count of the duplicates; the valid
+    events are not read again. A run conserves its lines when ``lines == firsts + duplicates +
+    dead_letters + heartbeats``: every line is exactly one of an event, a heartbeat and a dead
+    letter."""
     lines = parsed.agg(
-        F.count(F.lit(1)).alias("lines"), F.count_if("heartbeat").alias("heartbeats"), F.count("reject_reason").alias("dead_letters"),
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if("heartbeat").alias("heartbeats"),
+        F.count("reject_reason").alias("dead_letters"),
+        F.count_if(F.col("reject_reason").isNull() & ~F.col("heartbeat")).alias("events"),
     ).first()
-    copies = marked.agg(F.count_if(~F.col("is_duplicate")).alias("firsts"), F.count_if("is_duplicate").alias("duplicates")).first()
-    return {**lines.asDict(), **copies.asDict()}
+    repeats = duplicates.count()
+    return {
+        "lines": lines["lines"], "heartbeats": lines["heartbeats"], "dead_letters": lines["dead_letters"],
+        "firsts": lines["events"] - repeats, "duplicates": repeats,
+    }
 
 
 @dataclass(frozen=True)
