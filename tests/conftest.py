@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 
 import pytest
 
@@ -13,6 +14,13 @@ from shared.config import LabConfig
 # py4j says at INFO when it closes a connection, also from a finaliser at interpreter exit, when
 # a handler Airflow's logging set-up left on the root logger writes to pytest's closed capture.
 logging.getLogger("py4j").setLevel(logging.WARNING)
+
+# Every JVM the tests start runs briefly on two cores: the session's, and those of the spark-submit,
+# lklab and Airflow processes, which inherit this environment (spark-submit passes SPARK_SUBMIT_OPTS to
+# the driver's JVM). The C1 compiler alone and the serial collector leave the cores to the work instead
+# of to C2 compiler and parallel GC threads: a small `lklab batch` took about half the CPU seconds.
+# The README's clean-environment test keeps the JVM's defaults (its environment is HOME, LANG, PATH).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")

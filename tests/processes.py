@@ -183,14 +183,18 @@ def spark_submit(job: str, args: list[str], *, env: Mapping[str, str], master: s
     return done
 
 
-def speed_layer_lake(cache: Path, day: date) -> Path:
+def speed_layer_lake(cache: Path, day: date, spark) -> Path:
     """A small generated lake with the speed layer run over the whole log, built once under
     ``cache`` and reused: 3,000 billing events over nine hours of event time, from 21:00 UTC the
     day before ``day`` to 06:00 on ``day`` (two thirds of them on ``day``), in 30-minute segments.
+    The speed layer (four segments per micro-batch) runs in ``spark``, the tests' own session:
+    the processes under test are the jobs that read the lake afterwards.
 
     Callers copy it (``copy_lake``) before writing to it.
     """
     from lklab.generator import GeneratorParams, generate
+    from lklab.speed_layer import run_speed
+    from shared.config import LabConfig
 
     lake = cache / f"speed-lake-{day.isoformat()}"
     if (lake / ".complete").exists():
@@ -199,8 +203,7 @@ def speed_layer_lake(cache: Path, day: date) -> Path:
     start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() - 3 * 3600) * 1_000_000
     generate(GeneratorParams(events=3_000, seed=11, start=start, span=9 * 3600 * 1_000_000,
                              segment_interval=30 * 60 * 1_000_000), lake)
-    env = venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"})
-    spark_submit("speed_job", ["--available-now", "--segments-per-batch", "4"], env=env, timeout=400)
+    run_speed(spark, LabConfig(lake=lake, table_engine="deltalake"), available_now=True, segments_per_batch=4)
     (lake / ".complete").touch()
     return lake
 

@@ -51,7 +51,7 @@ from shared import catalog
 from shared.config import LabConfig
 from tests.processes import (
     AIRFLOW_USER, REPO, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, clean_env, copy_lake, free_port, run,
-    spark_submit, speed_layer_lake, start, stop_all, tail, wait_until,
+    speed_layer_lake, start, stop_all, tail, wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -313,9 +313,9 @@ def drop_an_account_from_the_speed_layer(lake: Path, day: date) -> str:
     return account
 
 
-def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(tmp_path_factory, tmp_path):
+def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_path_factory, tmp_path):
     first, second = DAY - timedelta(days=1), DAY
-    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY), tmp_path / "lake")
+    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY, spark), tmp_path / "lake")
     drop_an_account_from_the_speed_layer(lake, first)
     home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
     port = free_port()
@@ -423,12 +423,18 @@ VISITORS_LOG = ["--scenario", "clickstream", "--events", "120", "--seed", "5", "
 WINDOW_KEY = [(c, "ascending") for c in ("window_start", "window_end", "user_id")]
 
 
-def visitors_lake(lake: Path, env: dict[str, str]) -> Path:
-    """A small page-view log and the unique_visitors speed layer over it, as an operator runs them."""
+def visitors_lake(spark, lake: Path, env: dict[str, str]) -> Path:
+    """A small page-view log (``lklab generate``, as an operator runs it) and the unique_visitors
+    speed layer over it, two segments per micro-batch (in the test's own Spark session: the
+    DAG's jobs are the processes under test)."""
+    from lklab.visitors_speed import run_visitors_speed
+
     done = run([str(VENV_BIN / "lklab"), "generate", "--pipeline", VISITORS, *VISITORS_LOG, "--lake", str(lake)], env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "120 page views, 6 resends, 2 malformed lines: 128 lines in 7 segments" in done.stdout
-    spark_submit("speed_job", ["--pipeline", VISITORS, "--available-now", "--segments-per-batch", "2", "--lake", str(lake)], env=env)
+    layer = run_visitors_speed(spark, LabConfig(lake=lake, table_engine="deltalake", pipeline=VISITORS),
+                               available_now=True, segments_per_batch=2)
+    assert layer.batches == 4
     return lake
 
 
@@ -437,13 +443,13 @@ def submitted(output: str) -> list[tuple[str, str]]:
     return re.findall(r"Spark-Submit cmd: \S+ .*? \S+/spark_jobs/(\S+\.py) ([^\[\n]*?)\s*(?:\[|$)", output, re.M)
 
 
-def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(tmp_path_factory, tmp_path):
+def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(spark, tmp_path_factory, tmp_path):
     """One run of ``unique_visitors_nightly``. (A breach failing at once is the billing DAG's test:
     the same ``spark_job``; the unique_visitors verdict line is ``test_visitors_jobs``'s.)"""
     home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
     # The lab's pipeline setting says billing: the DAG must name its pipeline on every command line.
     env = {**airflow_env(home, tmp_path / "lake"), "LKLAB_PIPELINE": "billing_windows"}
-    lake = visitors_lake(tmp_path / "lake", env)
+    lake = visitors_lake(spark, tmp_path / "lake", env)
 
     done = run([AIRFLOW, "dags", "test", "unique_visitors_nightly", README_DAY.isoformat()], env=env, timeout=600)
 

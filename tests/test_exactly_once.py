@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import SPEED_TABLES
+from lklab.speed_layer import SPEED_TABLES, run_speed
 from tests.crash_runs import CRASH_SEED, sampled_points
+from shared.config import LabConfig
 from shared.tables import Tables
 
 pytestmark = pytest.mark.slow
@@ -67,7 +68,8 @@ def reference(tmp_path_factory, spark):
     lake = tmp_path_factory.mktemp("reference")
     generate(GeneratorParams(events=1_500, accounts=5, duplicate_rate=0.03, malformed_rate=0.01,
                              segment_interval=2 * 3_600_000_000), lake)
-    assert speed(lake) == 0
+    # the uninterrupted run, in the test's own Spark session (the crashed runs are processes)
+    run_speed(spark, LabConfig(lake=lake, table_engine="deltalake"), available_now=True)
     return lake, contents(spark, lake)
 
 
@@ -114,7 +116,6 @@ def test_a_reconciliation_after_a_micro_batch_half_committed_reads_the_last_comp
 
     from lklab.batch_recompute import run_batch
     from reconciliation.reconcile import reconcile
-    from shared.config import LabConfig
 
     def tags(lake: Path) -> dict[int, int]:
         """Version -> micro-batch of each commit of ``speed_aggregates``."""

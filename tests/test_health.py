@@ -32,9 +32,9 @@ HOUR = 3600.0
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory):
+def template(spark, tmp_path_factory):
     day = (datetime.now(timezone.utc) - timedelta(days=1)).date()
-    return speed_layer_lake(tmp_path_factory.getbasetemp(), day)
+    return speed_layer_lake(tmp_path_factory.getbasetemp(), day, spark)
 
 
 @pytest.fixture

@@ -4,18 +4,23 @@ The master and two one-core workers are the pip installation's own ``spark-class
 (what the compose file's ``spark-master`` and ``spark-worker-*`` services run). The
 ``batch_recompute`` DAG runs for real (``airflow dags test``) with
 ``AIRFLOW_CONN_SPARK_DEFAULT=spark://127.0.0.1:<port>``; its ``batch_truth`` must equal a local
-``spark-submit --master local[2]`` run of the same job on a copy of the same lake, and both
-workers must have run executors of the application.
+run of the same job (``run_batch`` in the test's own ``local[2]`` session) on a copy of the same
+lake, and both workers must have run executors of the application.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from deltalake import DeltaTable
+
+from lklab.batch_recompute import run_batch
+from shared.config import LabConfig
+from shared.partitions import DayRange
 
 from tests.processes import (
     VENV_BIN,
@@ -54,7 +59,9 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-cluster")
     port, ui = free_port(), free_port()
     worker_uis = [free_port(), free_port()]
-    env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(base / "work")})
+    # the master's and workers' JVMs run as the suite's others do (tests/conftest.py): C1 only, serial GC
+    env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(base / "work"),
+                    "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")})
     spark_class = str(VENV_BIN / "spark-class")
     services = [
         start("spark-master", [spark_class, "org.apache.spark.deploy.master.Master",
@@ -83,8 +90,8 @@ def sorted_rows(lake, name: str) -> list[dict]:
     return sorted(rows, key=lambda row: (row["window_start"], row["window_end"], row["account_id"], row["currency"]))
 
 
-def test_batch_job_on_the_cluster_through_spark_default_equals_local_run(cluster, tmp_path_factory, tmp_path):
-    template = speed_layer_lake(tmp_path_factory.getbasetemp(), DAY)
+def test_batch_job_on_the_cluster_through_spark_default_equals_local_run(cluster, spark, tmp_path_factory, tmp_path):
+    template = speed_layer_lake(tmp_path_factory.getbasetemp(), DAY, spark)
     on_cluster = copy_lake(template, tmp_path / "cluster-lake")
     local = copy_lake(template, tmp_path / "local-lake")
     home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "airflow-home")
@@ -95,8 +102,8 @@ def test_batch_job_on_the_cluster_through_spark_default_equals_local_run(cluster
     assert done.returncode == 0 and "state=success" in output, output[-6000:]
     assert f"--master {cluster['url']}" in output
 
-    spark_submit("batch_job", ["--date", DAY.isoformat()],
-                 env=venv_env({"LKLAB_LAKE": str(local), "LKLAB_TABLE_ENGINE": "deltalake"}), timeout=300)
+    # the same job on local[2]: in the test's own Spark session
+    run_batch(spark, LabConfig(lake=local, table_engine="deltalake"), DayRange.of(DAY.isoformat()))
 
     cluster_rows = sorted_rows(on_cluster, "batch_truth")
     assert len(cluster_rows) > 1000
@@ -109,14 +116,14 @@ def test_batch_job_on_the_cluster_through_spark_default_equals_local_run(cluster
         assert [executor["appid"] for executor in executors] == [apps[0]["id"]]
 
 
-def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, tmp_path_factory, tmp_path):
+def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, spark, tmp_path_factory, tmp_path):
     """The lake's speed layer ran live (four segments per micro-batch); the Kappa replay,
     submitted to the cluster, computes the same rows from the log alone."""
     from collections import Counter
 
     from lklab.speed_layer import SPEED_TABLES
 
-    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY), tmp_path / "lake")
+    lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY, spark), tmp_path / "lake")
     spark_submit("replay_job", ["--name", "on-cluster"], env=venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}),
                  master=cluster["url"], timeout=400)
     ignore = {"batch_id", "updated_batch_id", "duration_seconds"}
