@@ -32,14 +32,10 @@ __all__ = ["LineDispositions", "classify_lines", "without_event_text", "window_t
 @dataclass(frozen=True)
 class LineDispositions:
     """Every input line in exactly one of three DataFrames: ``events``, ``duplicates`` (the two
-    halves of ``marked``, the valid lines with their dedup marks) and ``dead_letters``."""
+    halves of the valid lines, as the dedup marked them: ``copies``) and ``dead_letters``."""
 
     copies: Copies
     dead_letters: DataFrame
-
-    @property
-    def marked(self) -> DataFrame:
-        return self.copies.marked
 
     @property
     def events(self) -> DataFrame:
