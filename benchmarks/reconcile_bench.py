@@ -52,7 +52,7 @@ from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
-from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, SPEED_AGGREGATES, STREAM_STATE, tables_root  # noqa: E402
+from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, SPEED_AGGREGATES, tables_root  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -141,16 +141,8 @@ def check(result: Reconciliation, built: DerivedLake, ours: dict, theirs: dict) 
     return problems
 
 
-def mark_written_in_one_go(spark: SparkSession, lake: Path) -> None:
-    """Give the derived stream an (empty, untagged) ``stream_state``: reconcile reads a stream at
-    the cut its state names (``shared.stream_cut``), and a state without tagged commits means
-    tables written in one go, read as they stand, as a replay's are."""
-    Tables(spark, lake, "deltalake").overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
-
-
 def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> dict:
     built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
-    mark_written_in_one_go(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: lab diff + per-currency figures")
     diff_seconds, ours = lab_diff(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.scenarios import HOUR
-from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS
+from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import EVENT_COLUMNS, parse_events
@@ -115,7 +115,8 @@ def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: La
 
 
 def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambda message: None) -> DerivedLake:
-    """Generate the log, run the batch short of the end, derive the stream's tables."""
+    """Generate the log, run the batch short of the end, derive the stream's tables (and an
+    empty ``stream_state``: written in one go, ready to reconcile)."""
     params = GeneratorParams(events=shape.events, accounts=shape.accounts, span=shape.span_hours * HOUR, seed=shape.seed)
     manifest = generate(params, lake, progress=progress).manifest
     config = LabConfig(lake=lake, table_engine="deltalake")
@@ -142,6 +143,9 @@ def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambd
         "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
     }
     tables.overwrite(STREAM_METRICS.name, pa.table(summary))
+    # Reconcile reads a stream at the cut its state names (shared.stream_cut); a state without
+    # tagged commits means tables written in one go, read as they stand, as a replay's are.
+    tables.overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
     beyond = F.col("segment") > F.lit(batch_last)
     derived = DerivedLake(
         lines=manifest["lines"],
