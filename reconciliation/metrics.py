@@ -19,7 +19,7 @@ from reconciliation.diff import DIFF_COLUMNS, DIFF_STATUSES
 from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap, rank_sql
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
-__all__ = ["EXPLAINED_COLUMNS", "explained_windows", "diff_rows", "currency_figures", "largest_gaps"]
+__all__ = ["EXPLAINED_COLUMNS", "join_explanations", "explained_windows", "diff_rows", "currency_figures", "largest_gaps"]
 
 # What ``recon_diffs`` holds per window, after ``DIFF_COLUMNS``.
 EXPLAINED_COLUMNS = (
@@ -46,19 +46,33 @@ def _pivot(explanations: DataFrame, folded: DataFrame) -> DataFrame:
     )
 
 
-def explained_windows(compared: DataFrame, explanations: DataFrame, folded: DataFrame) -> DataFrame:
+def join_explanations(compared: DataFrame, explanations: DataFrame, folded: DataFrame) -> DataFrame:
+    """``compare_windows``'s rows with the reasons' events and money of ``explanations`` and, prefixed
+    ``corrected_``, of ``folded``, as they are: null where no reason explains anything (most
+    windows), and ``_explained`` true where one does, for either diff.
+
+    This is the frame worth caching: a null costs a bit in a cached column, a zero decimal
+    costs its bytes. ``explained_windows`` reads it.
+    """
+    # ``compared`` is already partitioned by window: hashing the small side avoids sorting it.
+    pivot = _pivot(explanations, folded).withColumn("_explained", F.lit(True))
+    return compared.join(pivot.hint("shuffle_hash"), list(WINDOW_KEY), "left")
+
+
+def explained_windows(compared: DataFrame, explanations: DataFrame | None = None, folded: DataFrame | None = None) -> DataFrame:
     """``compare_windows``'s rows with ``EXPLAINED_COLUMNS`` for the stream (from
     ``explanations``) and the same prefixed ``corrected_`` for the corrected stream (from
     ``folded``): ``unexplained_*`` is the delta minus what the reasons explain (null where the
     delta is). ``_explained``: a reason explains something in the window, for either diff.
 
+    Without ``explanations`` and ``folded``, ``compared`` is ``join_explanations``'s frame.
     Most windows have no explanation (their reason columns are zero and the unexplained rest is
     the delta itself): only the disputed ones pay for the decimal arithmetic.
     """
+    if (explanations is None) != (folded is None):
+        raise ValueError("explained_windows: give both explanations and folded, or neither")
+    joined = compared if explanations is None else join_explanations(compared, explanations, folded)
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
-    # ``compared`` is already partitioned by window: hashing the small side avoids sorting it.
-    pivot = _pivot(explanations, folded).withColumn("_explained", F.lit(True))
-    joined = compared.join(pivot.hint("shuffle_hash"), list(WINDOW_KEY), "left")
     explained = F.col("_explained").isNotNull()
     filled = {"_explained": explained}
     for of in ("", "corrected_"):

@@ -45,7 +45,7 @@ from reconciliation.attribution import (
 )
 from reconciliation.diff import compare_windows, side_rows
 from reconciliation.fold import corrected_rows, corrections_due, stream_parts, window_corrections
-from reconciliation.metrics import currency_figures, diff_rows, explained_windows, largest_gaps
+from reconciliation.metrics import currency_figures, diff_rows, explained_windows, join_explanations, largest_gaps
 from reconciliation.result import Reconciliation
 from reconciliation.tolerance import Tolerance
 from shared import catalog
@@ -253,13 +253,20 @@ def compute(
         late_all,
         stream_all.select(*WINDOW_KEY),
     )
-    parsed = disputed_lines(spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).persist()
+    # Kept on the executors and cut from the plans built on it: the parser's expressions are
+    # not analysed again by every join of the attribution below.
+    parsed = disputed_lines(
+        spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
+    ).localCheckpoint(eager=True)
     explanations = explain_windows(parsed, batch_records, stream_records, spec, days)
     folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True)
     # One aggregation compares the truth with the stream and with its corrected form; every
     # output below reads this one cached frame (no other pass over the million-window tables).
+    # The reasons' columns are cached as they are joined (null for the windows nothing
+    # explains) and filled in as each output reads them.
     parts = [side_rows(truth, truth_count="event_count", truth_amount="amount_total"), *stream_parts(stream_all, late_all, spec, scope)]
-    windows = explained_windows(compare_windows(parts, tolerance), explanations, folded).persist()
+    joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()
+    windows = explained_windows(joined)
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
     figures, corrections_count = currency_figures(windows, late_in_scope, corrections_due())
 
@@ -283,7 +290,7 @@ def compute(
             CORRECTED_AGGREGATES.name: str(tables.path(CORRECTED_AGGREGATES.at(prefix))),
         },
     )
-    outputs = Outputs(diff_rows(windows), window_corrections(windows), corrected_rows(windows), (windows, parsed))
+    outputs = Outputs(diff_rows(windows), window_corrections(windows), corrected_rows(windows), (joined, parsed))
     return result, outputs
 
 
