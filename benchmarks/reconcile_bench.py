@@ -3,7 +3,7 @@
 The pair is ``batch_truth`` and ``speed_aggregates`` of one lake (``stream_from_truth``): a
 ``billing`` log with many accounts and 1-minute tumbling windows, the batch recompute run short
 of the log's end, and speed-layer tables derived from the log with known late events, retries
-counted beyond the dedup horizon and unread segments. Three timings on that pair:
+counted beyond the dedup horizon and unread segments. Four timings on that pair:
 
 * datacompy: ``PandasCompare(truth, stream, join_columns=<window key>, abs_tol=0, rel_tol=0)``
   and its ``report()``. Timed from the Delta tables on disk: loading them into pandas (delta-rs
@@ -11,6 +11,9 @@ counted beyond the dedup horizon and unread segments. Three timings on that pair
 * the lab's diff: ``compare_windows`` (full outer join as one aggregation, status, deltas under
   the tolerance rule) and the per-currency figures (``explained_windows``, ``currency_figures``), timed from the same
   Delta tables (read with the lab's ``Tables``, delta-rs to Arrow to Spark).
+* bare Spark: the same two tables' files, one full outer join on the window key, a status per
+  window, the statuses counted per currency with both sides' money summed: the floor for any
+  diff that Spark computes (no deltas, no explanations, no corrected side, no tolerance rule);
 * the lab's full ``reconcile(against="speed")``: the diff plus attributing every differing
   (line, window) pair to a reason (from the lines both sides recorded as late, duplicate or
   dead letter, and the log segments between their two positions), folding the side output into
@@ -20,10 +23,10 @@ counted beyond the dedup horizon and unread segments. Three timings on that pair
   with the local executors, the Python workers) during it is printed too.
 
 datacompy compares ``DECIMAL`` amounts after converting them to float (its documented rule);
-the lab compares them exactly. Both diffs must agree on every window's status, and the full
+the lab compares them exactly. The three diffs must agree on every window's status, and the full
 reconcile must attribute exactly the lines the lake was built with, leaving nothing
 unexplained; the script fails otherwise. A small lake built the same way is run through all
-three first (JVM, JIT, Python workers, imports).
+four first (JVM, JIT, Python workers, imports).
 
     .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--scratch DIR] [--json-out FILE]
 """
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 import pandas as pd  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
 from reconciliation.metrics import currency_figures, explained_windows  # noqa: E402
@@ -81,6 +85,31 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     figures, _ = currency_figures(windows, spark.createDataFrame([], NO_LATE_EVENTS))
     seconds = time.perf_counter() - started
     return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}
+
+
+def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
+    """Seconds for bare Spark doing the diff's core: read both tables' Parquet files, one full
+    outer join on the window key, a status per window and the statuses counted per currency
+    with both sides' money summed (no deltas, no explanations, no corrected side)."""
+    tables = Tables(spark, lake, "deltalake")
+    started = time.perf_counter()
+    truth = tables.read(BATCH_TRUTH.name).select(*WINDOW_KEY, "event_count", "amount_total")
+    stream = tables.read(SPEED_AGGREGATES.name).select(*WINDOW_KEY, "event_count", "amount_total")
+    joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
+    t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
+    status = (
+        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
+        .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
+        .otherwise("value_mismatch")
+    )
+    rows = joined.groupBy("currency", status.alias("status")).agg(
+        F.count(F.lit(1)).alias("windows"), F.sum(t("amount_total")), F.sum(s("amount_total"))
+    ).collect()
+    seconds = time.perf_counter() - started
+    counts = {name: 0 for name in DIFF_STATUSES}
+    for row in rows:
+        counts[row["status"]] += row["windows"]
+    return seconds, counts
 
 
 def load_pandas(lake: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -145,6 +174,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
     progress(f"{'measured' if measured else 'warm-up'}: lab diff + per-currency figures")
     diff_seconds, ours = lab_diff(spark, lake)
+    progress(f"{'measured' if measured else 'warm-up'}: bare Spark diff (full outer join, statuses per currency)")
+    bare_seconds, bare_statuses = bare_spark_diff(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")
     started = time.perf_counter()
     truth_pd, stream_pd = load_pandas(lake)
@@ -154,6 +185,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     progress(f"{'measured' if measured else 'warm-up'}: lab full reconcile")
     reconcile_seconds, result, memory = lab_reconcile(spark, lake)
     problems = check(result, built, ours, theirs)
+    if bare_statuses != ours:
+        problems.append(f"bare Spark's statuses {bare_statuses} differ from the lab's {ours}")
     if problems:
         raise SystemExit("reconcile_bench: " + "; ".join(problems))
     datacompy_seconds = load_seconds + compare_seconds
@@ -167,6 +200,7 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
         "seconds": {
             "lab_diff": diff_seconds,
             "lab_reconcile": reconcile_seconds,
+            "bare_spark_diff": bare_seconds,
             "datacompy_load": load_seconds,
             "datacompy_compare": compare_seconds,
             "datacompy": datacompy_seconds,
@@ -175,6 +209,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
         "driver_memory": LabConfig(lake=lake).driver_memory,
         "ratio_datacompy_to_lab_diff": datacompy_seconds / diff_seconds,
         "ratio_datacompy_to_lab_reconcile": datacompy_seconds / reconcile_seconds,
+        "ratio_lab_diff_to_bare_spark": diff_seconds / bare_seconds,
+        "ratio_datacompy_to_bare_spark": datacompy_seconds / bare_seconds,
     }
 
 
@@ -209,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
           f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)")
     print(f"lab diff + per-currency figures, from Delta:   {s['lab_diff']:7.1f}s")
+    print(f"bare Spark full outer join + statuses, from the same files: {s['bare_spark_diff']:7.1f}s "
+          f"(lab diff {figures['ratio_lab_diff_to_bare_spark']:.2f}x its time; datacompy / bare Spark {figures['ratio_datacompy_to_bare_spark']:.2f}x)")
     print(f"lab full reconcile (diff, attribution, fold, writes): {s['lab_reconcile']:7.1f}s")
     rss = figures["peak_rss_mib"]
     print(f"peak RSS during the full reconcile: {rss['process_tree']:,.0f} MiB process tree, "
