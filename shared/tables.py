@@ -51,6 +51,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from shared.catalog import tables_root
+from shared.session_conf import session_conf
 
 __all__ = ["Tables", "resolve_engine", "delta_spark_jars", "TableNameError"]
 
@@ -403,7 +404,7 @@ def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddActi
     staging = root / f"_staging-{uuid.uuid4()}"
     target = from_arrow_schema(schema)
     typed = rows.select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in target.fields])
-    with _session_conf(rows.sparkSession, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
+    with session_conf(rows.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
         typed.write.mode("errorifexists").option("compression", "snappy").parquet(str(staging))
     now = int(time.time() * 1000)
     adds: list[AddAction] = []
@@ -436,20 +437,6 @@ def _null_counts(footer: pq.FileMetaData) -> dict[str, int]:
             else:
                 counts[name] = counts.get(name, 0) + statistics.null_count
     return {name: count for name, count in counts.items() if name not in unknown}
-
-
-@contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str):
-    """``key`` set to ``value`` on the session for the block, then as it was."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _delta_schema(schema: pa.Schema):
