@@ -153,12 +153,14 @@ def _rows(lake: Path) -> dict[str, Counter]:
     return tables
 
 
-def chaos(kills: int, seed: int, events: int, scratch: Path, say=print) -> Chaos:
+def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_minutes: int = 10) -> Chaos:
+    """``events`` over two hours of event time, in segments of ``segment_minutes`` (the speed
+    layer reads one per micro-batch)."""
     from lklab.generator import GeneratorParams, generate
 
     chooser = random.Random(seed)
     template = scratch / "template"
-    generate(GeneratorParams(events=events, accounts=6, seed=seed, span=2 * 3_600_000_000, segment_interval=10 * 60_000_000,
+    generate(GeneratorParams(events=events, accounts=6, seed=seed, span=2 * 3_600_000_000, segment_interval=segment_minutes * 60_000_000,
                              duplicate_rate=0.02, malformed_rate=0.01), template)
     reference, wrecked = scratch / "reference", scratch / "chaos"
     for copy in (reference, wrecked):
@@ -207,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of a running job across the four jobs (default 20)")
     parser.add_argument("--seed", type=int, default=1, help="random seed: which jobs, at which moments (default 1)")
     parser.add_argument("--events", type=int, default=3000, help="events in the generated log (default 3,000)")
+    parser.add_argument("--segment-minutes", type=int, default=10, help="event time per log segment (default 10: 12 segments)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lklab-chaos-") as scratch:
-        result = chaos(args.kills, args.seed, args.events, Path(scratch))
+        result = chaos(args.kills, args.seed, args.events, Path(scratch), segment_minutes=args.segment_minutes)
     for line in result.summary():
         print(line)
     short = sum(result.kills.values()) < args.kills

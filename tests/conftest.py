@@ -19,8 +19,19 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # lklab and Airflow processes, which inherit this environment (spark-submit passes SPARK_SUBMIT_OPTS to
 # the driver's JVM). The C1 compiler alone and the serial collector leave the cores to the work instead
 # of to C2 compiler and parallel GC threads: a small `lklab batch` took about half the CPU seconds.
+# They also map a class-data-sharing archive of the classes a Spark driver loads (tests/jvm_archive.py),
+# written once per machine, instead of loading and verifying them from the jars at every start.
 # The README's clean-environment test keeps the JVM's defaults (its environment is HOME, LANG, PATH).
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    from pathlib import Path
+
+    from tests.jvm_archive import archive_options
+
+    os.environ["SPARK_SUBMIT_OPTS"] = archive_options("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", Path(__file__).resolve().parents[1])
+
+
+def pytest_report_header():
+    return f"SPARK_SUBMIT_OPTS: {os.environ['SPARK_SUBMIT_OPTS']}"
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lklab.batch_recompute import run_batch
+from lklab.cli import main as lklab_main
 from lklab.cli.compare import compare_config
 from lklab.cli.parser import build_parser
 from lklab.generator import GeneratorParams, generate
@@ -33,6 +34,24 @@ def lklab_env(lake) -> dict[str, str]:
     for name in [name for name in env if name.startswith("LKLAB_") and name not in ("LKLAB_LAKE", "LKLAB_TABLE_ENGINE")]:
         env.pop(name)
     return env
+
+
+@pytest.fixture
+def lklab_here(spark, monkeypatch, capsys):
+    """``lklab ARGS`` on ``lake`` called in this process (``lklab.cli.main``), in the tests' Spark
+    session instead of a JVM of its own, with ``lklab_env``'s environment: ``(exit code, stdout, stderr)``."""
+
+    def call(lake, *args: str) -> tuple[int, str, str]:
+        for name in [name for name in os.environ if name.startswith("LKLAB_")]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("LKLAB_LAKE", str(lake))
+        monkeypatch.setenv("LKLAB_TABLE_ENGINE", "deltalake")
+        capsys.readouterr()
+        code = lklab_main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +96,17 @@ def test_a_run_that_would_dead_letter_other_lines_is_refused_with_exit_2(lake, c
     ) in refused.stderr
 
 
-def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, tmp_path):
+def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
     env = lklab_env(lake)
-    done = subprocess.run([LKLAB, "reconcile", "--json"], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert '"windows": "tumbling 2m"' in done.stdout
+    code, out, err = lklab_here(lake, "reconcile", "--json")
+    assert code == 0, err[-3000:]
+    assert '"windows": "tumbling 2m"' in out
     refused = subprocess.run([LKLAB, "reconcile", "--window-size", "1m"], capture_output=True, text=True, env=env, timeout=600)
     assert refused.returncode == 2
     assert "--window-size 1m given, the speed layer holds 2m" in refused.stderr
 
 
-def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
+def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
     env = lklab_env(lake)
     refused = subprocess.run([LKLAB, "replay", "--name", "one-minute", "--window-size", "1m"], capture_output=True, text=True,
                              env=env, timeout=600)
@@ -97,8 +116,8 @@ def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
         "them) holds 2m. Drop the flag to use the tables' settings\n"
     ), refused.stderr
     assert not (lake / "tables" / "kappa" / "one-minute").exists()
-    done = subprocess.run([LKLAB, "replay", "--name", "adopted"], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    code, _, err = lklab_here(lake, "replay", "--name", "adopted")
+    assert code == 0, err[-3000:]
     tables = Tables(None, lake, "deltalake")
     assert recorded(tables, "kappa/adopted/speed_aggregates") == recorded(tables, "speed_aggregates")
     assert [row["windows"] for row in tables.read_arrow("replay_runs").to_pylist() if row["name"] == "adopted"] == ["tumbling 2m"]

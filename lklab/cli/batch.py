@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lklab.cli.console import FAILURE, UsageError, progress
+from lklab.cli.console import FAILURE, UsageError, command_session, progress
 from lklab.cli.options import config_from, days_from
 from shared.config import LabConfig
 
@@ -16,12 +16,11 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     from lklab.truth import write_truth
     from shared.batch_runs import PositionError
     from shared.partitions import DayRange
-    from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
     from shared.tables import Tables
 
     progress(f"starting Spark ({config.spark_master})")
-    spark = spark_session(config, "lklab-batch")
+    spark, stop_spark = command_session(config, "lklab-batch")
     progress("batch recompute: parse, validate, dedup, window, aggregate")
     try:
         try:
@@ -34,7 +33,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
             write_truth(generated, config.window, config.lake)
         summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window)
     finally:
-        spark.stop()
+        stop_spark()
     print(render_text(summary))
     return 0 if run.conserved and summary.matches_generator_truth is not False else FAILURE
 

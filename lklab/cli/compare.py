@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lklab.cli.console import UNHEALTHY, UsageError, progress
+from lklab.cli.console import UNHEALTHY, UsageError, command_session, progress
 from lklab.cli.generate import generate_log
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, lake_windows
 from shared.config import LabConfig
@@ -42,7 +42,6 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
 
     from lklab.experiment import ComparisonPlan, run_comparison
     from lklab.report import write_report
-    from shared.spark_session import spark_session
 
     name = args.name or dt.datetime.now(dt.timezone.utc).strftime("compare-%Y%m%d-%H%M%S")
     try:
@@ -59,11 +58,11 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
     except ValueError as err:
         raise UsageError(str(err)) from None
     progress(f"starting Spark ({config.spark_master}); {len(plan.configurations())} configurations to run")
-    spark = spark_session(config, f"lklab-compare-{name}")
+    spark, stop_spark = command_session(config, f"lklab-compare-{name}")
     try:
         report = run_comparison(spark, config, plan, source=source, progress=progress)
     finally:
-        spark.stop()
+        stop_spark()
     files = write_report(report, Path(config.lake) / "reports" / name)
     print(f"report: {files.html}")
     print(f"summary: {files.summary_json}, {files.summary_md}; audit: {files.audit_csv}")

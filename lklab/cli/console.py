@@ -49,17 +49,30 @@ def unexplained(differences: int, why: str = "") -> int:
     return UNHEALTHY
 
 
+def command_session(config, app_name: str):
+    """``(session, stop)``: the Spark session a command runs in and what ends it. A command that
+    starts Spark stops it when it ends (``stop``); one called where a session already runs (``main``
+    called in a process that has one) uses that session and leaves it running (``stop`` does nothing)."""
+    from pyspark import SparkContext
+
+    from shared.spark_session import spark_session
+
+    started_here = SparkContext._active_spark_context is None
+    spark = spark_session(config, app_name)
+    return spark, (spark.stop if started_here else lambda: None)
+
+
 @contextmanager
 def spark_for(config, app_name: str, *refused: type[Exception]):
-    """A Spark session for one command, stopped when it ends; the errors in ``refused`` (and a
-    contradiction of the tables' settings) are bad input, exit 2, not failures."""
-    from shared.spark_session import spark_session
+    """A Spark session for one command, stopped when it ends if the command started it
+    (``command_session``); the errors in ``refused`` (and a contradiction of the tables' settings)
+    are bad input, exit 2, not failures."""
     from shared.table_settings import SettingsConflict
 
-    spark = spark_session(config, app_name)
+    spark, stop = command_session(config, app_name)
     try:
         yield spark
     except (SettingsConflict, *refused) as err:
         raise UsageError(str(err)) from None
     finally:
-        spark.stop()
+        stop()

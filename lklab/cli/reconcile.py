@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lklab.cli.console import UNHEALTHY, UsageError, progress
+from lklab.cli.console import UNHEALTHY, UsageError, command_session, progress
 from lklab.cli.options import adopt_stream, config_from, days_from
 from shared import catalog
 
@@ -16,7 +16,6 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from reconciliation.render import render_json, render_text
     from reconciliation.tolerance import Tolerance, parse_tolerance
     from shared.batch_runs import PositionError
-    from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
 
     config = config_from(args)
@@ -31,14 +30,14 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     if args.max_unexplained_events < 0:
         raise UsageError(f"--max-unexplained-events must be >= 0, got {args.max_unexplained_events}")
     progress(f"starting Spark ({config.spark_master})")
-    spark = spark_session(config, "lklab-reconcile")
+    spark, stop_spark = command_session(config, "lklab-reconcile")
     progress(f"reconciling {args.against} against {catalog.BATCH_TRUTH.name} for {days.describe()}: diff, attribution, side-output fold")
     try:
         result = reconcile(spark, config, days, against=args.against, tolerance=tolerance)
     except (ReconcileInputError, PositionError, SettingsConflict) as err:
         raise UsageError(str(err)) from None
     finally:
-        spark.stop()
+        stop_spark()
     rendered = render_json(result)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lklab.cli.console import UsageError, progress
+from lklab.cli.console import UsageError, command_session, progress
 from lklab.cli.options import config_from, lake_windows
 
 
@@ -12,7 +12,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from lklab.kappa_replay import ReplayExists, run_replay, writer_role
     from shared.catalog import replay_prefix, tables_root
     from shared.locks import refuse_if_held
-    from shared.spark_session import spark_session
     from shared.table_settings import SettingsConflict
 
     config = lake_windows(config_from(args), "a replay is compared with them")
@@ -24,13 +23,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     settings = config.describe()
     progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
               f"allowed lateness {settings['allowed-lateness']}")
-    spark = spark_session(config, f"lklab-replay-{args.name}")
+    spark, stop_spark = command_session(config, f"lklab-replay-{args.name}")
     try:
         run = run_replay(spark, config, args.name, replace=args.replace, history=args.history)
     except (ReplayExists, SettingsConflict) as err:
         raise UsageError(str(err)) from None
     finally:
-        spark.stop()
+        stop_spark()
     print(
         f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments; "
         f"{run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); "

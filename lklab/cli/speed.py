@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lklab.cli.console import UsageError, machine_records, progress
+from lklab.cli.console import UsageError, command_session, machine_records, progress
 from lklab.cli.options import config_from
 from shared import catalog
 
@@ -14,7 +14,6 @@ def cmd_speed(args: argparse.Namespace) -> int:
     import threading
 
     from lklab.speed_layer import run_speed
-    from shared.spark_session import spark_session
 
     config = config_from(args)
     if args.segments_per_batch < 1:
@@ -24,7 +23,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
               f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}")
-    spark = spark_session(config, "lklab-speed")
+    spark, stop_spark = command_session(config, "lklab-speed")
     try:
         layer = run_speed(
             spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
@@ -33,7 +32,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
         metrics = layer.tables.read_arrow(name) if layer.tables.exists(name) else None
     finally:
         # Stopping Spark shuts down the foreachBatch callback server before the interpreter exits.
-        spark.stop()
+        stop_spark()
     if metrics is not None and metrics.num_rows:
         totals = {c: sum(metrics[c].to_pylist()) for c in ("input_lines", "on_time", "late", "duplicates", "dead_letters")}
         print(
