@@ -49,7 +49,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
-from reconciliation.metrics import currency_figures, explained_windows  # noqa: E402
+from reconciliation.metrics import currency_figures, explained_windows, join_explanations  # noqa: E402
 from reconciliation.reconcile import reconcile  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
 from reconciliation.tolerance import Tolerance  # noqa: E402
@@ -81,7 +81,7 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     ]
     none = spark.createDataFrame([], NO_EXPLANATIONS)
     # read once, by the one aggregation of the figures: nothing to cache
-    windows = explained_windows(compare_windows(parts, Tolerance()), none, none)
+    windows = explained_windows(join_explanations(compare_windows(parts, Tolerance()), none, none))
     figures, _ = currency_figures(windows, spark.createDataFrame([], NO_LATE_EVENTS))
     seconds = time.perf_counter() - started
     return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}

@@ -1,9 +1,9 @@
 """Per-window explanation columns and per-currency figures, from the compared windows and the
 explanations.
 
-``explained_windows`` adds to ``compare_windows``'s rows, for the stream and for the corrected
-stream, the events and money each reason explains and the unexplained rest; everything a run
-reports or writes is then read from that one frame: ``diff_rows`` (what ``recon_diffs``
+``join_explanations`` and ``explained_windows`` add to ``compare_windows``'s rows, for the stream
+and for the corrected stream, the events and money each reason explains and the unexplained
+rest; everything a run reports or writes is then read from that one frame: ``diff_rows`` (what ``recon_diffs``
 holds), ``currency_figures`` (one aggregation by currency for both diffs) and ``largest_gaps``.
 """
 
@@ -59,19 +59,16 @@ def join_explanations(compared: DataFrame, explanations: DataFrame, folded: Data
     return compared.join(pivot.hint("shuffle_hash"), list(WINDOW_KEY), "left")
 
 
-def explained_windows(compared: DataFrame, explanations: DataFrame | None = None, folded: DataFrame | None = None) -> DataFrame:
-    """``compare_windows``'s rows with ``EXPLAINED_COLUMNS`` for the stream (from
-    ``explanations``) and the same prefixed ``corrected_`` for the corrected stream (from
-    ``folded``): ``unexplained_*`` is the delta minus what the reasons explain (null where the
-    delta is). ``_explained``: a reason explains something in the window, for either diff.
+def explained_windows(joined: DataFrame) -> DataFrame:
+    """``join_explanations``'s rows with ``EXPLAINED_COLUMNS`` for the stream and the same
+    prefixed ``corrected_`` for the corrected stream: the reasons' columns filled in (zero where
+    nothing explains the window), and ``unexplained_*``, the delta minus what the reasons explain
+    (null where the delta is). ``_explained``: a reason explains something in the window, for
+    either diff.
 
-    Without ``explanations`` and ``folded``, ``compared`` is ``join_explanations``'s frame.
     Most windows have no explanation (their reason columns are zero and the unexplained rest is
     the delta itself): only the disputed ones pay for the decimal arithmetic.
     """
-    if (explanations is None) != (folded is None):
-        raise ValueError("explained_windows: give both explanations and folded, or neither")
-    joined = compared if explanations is None else join_explanations(compared, explanations, folded)
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     explained = F.col("_explained").isNotNull()
     filled = {"_explained": explained}
