@@ -23,7 +23,7 @@ from shared.tables import Tables
 if TYPE_CHECKING:
     from shared.windows import WindowSpec
 
-__all__ = ["BatchSummary", "batch_summary", "render_text", "same_rows"]
+__all__ = ["BatchSummary", "batch_summary", "largest_windows", "render_text", "same_rows"]
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,26 @@ class BatchSummary:
 
 
 def same_rows(left: pa.Table, right: pa.Table) -> bool:
-    """Both tables hold the same window rows, whatever their order."""
+    """Both tables hold the same window rows, whatever their order (compared in Arrow, the right
+    side's columns cast to the left's types first: equal values, whatever their declared widths)."""
     keys = [(name, "ascending") for name in AGGREGATE_COLUMNS[:4]]
-    normal = lambda t: t.select(list(AGGREGATE_COLUMNS)).sort_by(keys).to_pylist()
-    return normal(left) == normal(right)
+    left, right = left.select(list(AGGREGATE_COLUMNS)), right.select(list(AGGREGATE_COLUMNS))
+    if left.num_rows != right.num_rows:
+        return False
+    if right.schema != left.schema:
+        right = right.cast(left.schema)
+    return left.sort_by(keys).equals(right.sort_by(keys))
+
+
+def largest_windows(truth: pa.Table, top: int) -> tuple[dict, ...]:
+    """The ``top`` window rows with the largest absolute amount (ties: earlier window, then
+    account, then currency first), ranked in Arrow: only those rows become Python objects."""
+    if top <= 0 or truth.num_rows == 0:
+        return ()
+    by_size = truth.append_column("_size", pc.abs(truth["amount_total"]))
+    order = [("_size", "descending"), ("window_start", "ascending"), ("account_id", "ascending"), ("currency", "ascending")]
+    chosen = by_size.take(pc.select_k_unstable(by_size, min(top, truth.num_rows), order)).sort_by(order)
+    return tuple(chosen.drop_columns(["_size"]).to_pylist())
 
 
 def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 5) -> BatchSummary:
@@ -55,15 +71,14 @@ def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 
         row["currency"]: row["amount_total_sum"]
         for row in truth.group_by("currency").aggregate([("amount_total", "sum")]).to_pylist()
     }
-    ranked = sorted(truth.to_pylist(), key=lambda r: (-abs(r["amount_total"]), r["window_start"], r["account_id"]))
     return BatchSummary(
         run=run,
         window_description=window.describe(),
         dead_letters_by_reason=dict(sorted(reasons.items())),
         windows=truth.num_rows,
-        accounts=len(set(truth["account_id"].to_pylist())),
+        accounts=pc.count_distinct(truth["account_id"]).as_py(),
         money_by_currency=dict(sorted(money.items())),
-        largest_windows=tuple(ranked[:top]),
+        largest_windows=largest_windows(truth, top),
         matches_generator_truth=(
             same_rows(truth, run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)))
             if tables.exists(GENERATOR_TRUTH.name)
