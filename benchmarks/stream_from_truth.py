@@ -36,7 +36,7 @@ from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGG
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import EVENT_COLUMNS, parse_events
-from shared.log_source import SOURCE_NAME
+from shared.log_source import log_reader
 from shared.pipeline import classify_lines, window_totals
 from shared.tables import Tables
 from shared.windows import assign_windows
@@ -83,7 +83,7 @@ def _with_batch(frame: DataFrame) -> DataFrame:
 
 
 def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: LakeShape, last: int) -> dict[str, DataFrame]:
-    raw = spark.read.format(SOURCE_NAME).option("path", str(lake)).option("end", last).option("maxLineBytes", config.max_line_bytes).load()
+    raw = log_reader(spark).option("path", str(lake)).option("end", last).option("maxLineBytes", config.max_line_bytes).load()
     lines = classify_lines(raw.transform(parse_events, max_clock_skew=config.max_clock_skew).persist())
     late = _sampled(shape.late_share, "event_id")
     counted = _sampled(shape.counted_retry_share, "segment", "line_number")

@@ -30,7 +30,7 @@ from lklab.heartbeats import HeartbeatStream, Heartbeats
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import writer
-from shared.log_source import SOURCE_NAME
+from shared.log_source import log_stream_reader
 from shared.tables import Tables
 
 __all__ = ["checkpoint_for", "start_over_log", "stream_lock", "watch"]
@@ -56,7 +56,7 @@ def start_over_log(spark: SparkSession, config: LabConfig, lake: Path, checkpoin
     """Start the query: log lines (parsed by ``parse(lines, max_clock_skew=...)`` when given,
     raw otherwise) into ``process(frame, batch_id)`` for each micro-batch."""
     lines = (
-        spark.readStream.format(SOURCE_NAME)
+        log_stream_reader(spark)
         .option("path", str(lake))
         .option("segmentsPerBatch", segments_per_batch)
         .option("maxLineBytes", config.max_line_bytes)

@@ -1,6 +1,7 @@
 """A Spark data source over the event log: batch and streaming read the log the same way.
 
-``spark.read.format("lklab_log").option("path", lake)`` reads segments (options ``start`` and
+``log_reader(spark).option("path", lake)`` (``spark.read.format("lklab_log")`` once the source is
+registered) reads segments (options ``start`` and
 ``end``, inclusive, default all) as rows of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number``
 (1-based), ``raw_line`` and ``line_bytes``. Lines are taken as ``shared.eventlog.scan_lines``
 takes them, a chunk at a time: a byte order mark opening a segment dropped, a line longer than
@@ -14,7 +15,7 @@ the source above for larger ones, so no segment is ever held whole however large
 its lines is. ``parsed_log`` parses them: the way the batch paths (recompute, replay,
 reconciliation) read the log.
 
-``spark.readStream.format("lklab_log")`` reads the same rows as a stream. Its offset is the
+``log_stream_reader(spark)`` reads the same rows as a stream. Its offset is the
 number of the last segment read, so Spark's checkpoint records exactly how far the log was
 consumed, and a restarted query goes on from the next segment. Admission control keeps the
 sequence: each micro-batch takes the next ``segmentsPerBatch`` segments (default 1), never a
@@ -35,7 +36,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, DataFrameReader
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType
 
@@ -43,7 +45,7 @@ from shared.config import LabConfig
 from shared.eventlog import BOM, LINE_PREFIX_BYTES, EventLog, scan_lines
 from shared.events import RAW_LINE_SCHEMA, parse_events
 
-__all__ = ["LogDataSource", "register_log_source", "raw_log", "parsed_log", "SOURCE_NAME", "WHOLE_SEGMENT_BYTES"]
+__all__ = ["LogDataSource", "register_log_source", "log_reader", "log_stream_reader", "raw_log", "parsed_log", "SOURCE_NAME", "WHOLE_SEGMENT_BYTES"]
 
 SOURCE_NAME = "lklab_log"
 WHOLE_SEGMENT_BYTES = 64 << 20  # larger segments are read a chunk at a time
@@ -194,8 +196,22 @@ class LogDataSource(DataSource):
 
 
 def register_log_source(spark: SparkSession) -> None:
-    """Make ``format("lklab_log")`` available in this session."""
+    """Make ``format("lklab_log")`` available in this session (again: a few milliseconds)."""
     spark.dataSource.register(LogDataSource)
+
+
+def log_reader(spark: SparkSession) -> DataFrameReader:
+    """``spark.read.format("lklab_log")``, the source registered first. Sessions register it
+    when a reader needs it, not when they start: the first registration in a new JVM takes
+    about a second, which a command that never reads through the source need not pay."""
+    register_log_source(spark)
+    return spark.read.format(SOURCE_NAME)
+
+
+def log_stream_reader(spark: SparkSession) -> DataStreamReader:
+    """``spark.readStream.format("lklab_log")``, the source registered first (``log_reader``)."""
+    register_log_source(spark)
+    return spark.readStream.format(SOURCE_NAME)
 
 
 def raw_log(
@@ -258,7 +274,7 @@ def raw_log(
     )
     for first, last in _runs(large):
         chunked = (
-            spark.read.format(SOURCE_NAME).option("path", str(log.lake)).option("start", first).option("end", last)
+            log_reader(spark).option("path", str(log.lake)).option("start", first).option("end", last)
             .option("maxLineBytes", max_line_bytes).load()
         )
         read = read.unionByName(chunked)

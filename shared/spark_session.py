@@ -4,7 +4,7 @@ Python workers must run the project's interpreter whatever shell started the dri
 session pins ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` for local mode) to
 ``sys.executable``. Timestamps are UTC (``spark.sql.session.timeZone``): event times in the
 log carry offsets, and windows are aligned in UTC. Cached frames are kept uncompressed (see
-below). The log source is registered on the session.
+below). The log source is registered by its readers (``shared.log_source.log_reader``), not here.
 When the table engine is delta-spark, its jars and SQL extension are added here.
 
 Under ``spark-submit`` (which starts the JVM first and tells Python its gateway port), the
@@ -19,7 +19,6 @@ import sys
 from pyspark.sql import SparkSession
 
 from shared.config import LabConfig
-from shared.log_source import register_log_source
 from shared.tables import delta_spark_jars, resolve_engine
 
 __all__ = ["spark_session"]
@@ -55,5 +54,4 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register_log_source(spark)
     return spark

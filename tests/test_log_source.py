@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from shared.eventlog import EventLog, scan_lines
-from shared.log_source import SOURCE_NAME, parsed_log, raw_log
+from shared.log_source import log_reader, log_stream_reader, parsed_log, raw_log
 
 
 @pytest.fixture
@@ -19,14 +19,14 @@ def log_lake(tmp_path):
 
 
 def test_batch_read_numbers_lines_per_segment(spark, log_lake):
-    rows = spark.read.format(SOURCE_NAME).option("path", str(log_lake)).load().collect()
+    rows = log_reader(spark).option("path", str(log_lake)).load().collect()
     assert sorted(tuple(r) for r in rows) == [
         (1, 1, "a1", 2), (1, 2, "a2", 2), (2, 1, "b1", 2), (3, 1, "c1", 2), (3, 2, "", 0), (3, 3, "c3", 2),
     ]
 
 
 def test_batch_read_of_a_segment_range(spark, log_lake):
-    reader = spark.read.format(SOURCE_NAME).option("path", str(log_lake))
+    reader = log_reader(spark).option("path", str(log_lake))
     rows = reader.option("start", 2).option("end", 2).load().collect()
     assert [tuple(r) for r in rows] == [(2, 1, "b1", 2)]
     with pytest.raises(Exception, match="segments 1..9 requested, log has 1..3"):
@@ -41,7 +41,7 @@ def test_stream_takes_segments_in_order_one_per_batch(spark, log_lake, tmp_path)
 
     def run(per_batch, checkpoint):
         query = (
-            spark.readStream.format(SOURCE_NAME)
+            log_stream_reader(spark)
             .option("path", str(log_lake))
             .option("segmentsPerBatch", per_batch)
             .load()
@@ -93,7 +93,7 @@ def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
         log.segment_path(number).write_bytes(data)
     (log.root / ".incoming-x.tmp").write_bytes(b"not published\n")
     last = len(SEGMENTS)
-    source = spark.read.format(SOURCE_NAME).option("path", str(tmp_path)).option("maxLineBytes", 1024).load()
+    source = log_reader(spark).option("path", str(tmp_path)).option("maxLineBytes", 1024).load()
     whole = as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024))
     assert whole == as_bytes(source) == as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024, whole_segment_bytes=0))
     assert [row for row in whole if row[0] in (1, 5, 8, 9) and row[1] <= 4] == [
