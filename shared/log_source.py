@@ -1,9 +1,8 @@
 """A Spark data source over the event log: batch and streaming read the log the same way.
 
-``log_reader(spark).option("path", lake)`` (``spark.read.format("lklab_log")`` once the source is
-registered) reads segments (options ``start`` and
-``end``, inclusive, default all) as rows of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number``
-(1-based), ``raw_line`` and ``line_bytes``. Lines are taken as ``shared.eventlog.scan_lines``
+``log_reader(spark).option("path", lake)`` (``spark.read.format("lklab_log")``, the source
+registered first) reads segments (options ``start`` and ``end``, inclusive, default all) as rows
+of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number`` (1-based), ``raw_line`` and ``line_bytes``. Lines are taken as ``shared.eventlog.scan_lines``
 takes them, a chunk at a time: a byte order mark opening a segment dropped, a line longer than
 option ``maxLineBytes`` (default: the ``max-line-bytes`` setting) kept as its first bytes,
 ``line_bytes`` its length, and bytes that are not UTF-8 handed to Spark as they are (a Spark
@@ -196,7 +195,8 @@ class LogDataSource(DataSource):
 
 
 def register_log_source(spark: SparkSession) -> None:
-    """Make ``format("lklab_log")`` available in this session (again: a few milliseconds)."""
+    """Make ``format("lklab_log")`` available in this session (once it has been, doing it again
+    costs a few milliseconds)."""
     spark.dataSource.register(LogDataSource)
 
 
