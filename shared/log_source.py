@@ -2,11 +2,12 @@
 
 ``log_reader(spark).option("path", lake)`` (``spark.read.format("lklab_log")``, the source
 registered first) reads segments (options ``start`` and ``end``, inclusive, default all) as rows
-of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number`` (1-based), ``raw_line`` and ``line_bytes``. Lines are taken as ``shared.eventlog.scan_lines``
-takes them, a chunk at a time: a byte order mark opening a segment dropped, a line longer than
-option ``maxLineBytes`` (default: the ``max-line-bytes`` setting) kept as its first bytes,
-``line_bytes`` its length, and bytes that are not UTF-8 handed to Spark as they are (a Spark
-string holds bytes, as its own text reader leaves them; ``parse_events`` dead-letters them).
+of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number`` (1-based), ``raw_line`` and ``line_bytes``.
+Lines are taken as ``shared.eventlog.scan_lines`` takes them, a chunk at a time: a byte order
+mark opening a segment dropped, a line longer than option ``maxLineBytes`` (default: the
+``max-line-bytes`` setting) kept as its first bytes, ``line_bytes`` its length, and bytes that
+are not UTF-8 handed to Spark as they are (a Spark string holds bytes, as its own text reader
+leaves them; ``parse_events`` dead-letters them).
 
 ``raw_log`` reads the same rows with Spark's own text reader (each segment whole, split into
 numbered lines in SQL; no Python process) for segments up to ``WHOLE_SEGMENT_BYTES``, and with
