@@ -60,3 +60,5 @@ def test_same_rows_ignores_order_and_declared_widths_but_not_values():
     assert not same_rows(truth, windows((1, "a", "EUR", 2, "1.50"), (2, "b", "USD", 1, "3.000001")))
     assert not same_rows(truth, windows((1, "a", "EUR", 2, "1.50"), (2, "b", "USD", 2, "3")))
     assert not same_rows(truth, truth.slice(0, 1))
+    not_counts = truth.set_column(4, "event_count", pa.array(["two", "one"]))  # cannot be cast to the counts' type
+    assert not same_rows(truth, not_counts)
