@@ -14,6 +14,11 @@ counted beyond the dedup horizon and unread segments. Four timings on that pair:
 * bare Spark: the same two tables' files, one full outer join on the window key, a status per
   window, the statuses counted per currency with both sides' money summed: the floor for any
   diff that Spark computes (no deltas, no explanations, no corrected side, no tolerance rule);
+* bare Spark writing, as Parquet, the rows every full reconcile keeps: each compared window's
+  row (both sides, the two deltas, the status: the full outer join above) and the stream's
+  windows with the late events' totals folded in. A floor for the full reconcile: no
+  attribution, no explanations, no second diff of the folded side, no Delta commits; the two
+  writes are also shown apart;
 * the lab's full ``reconcile(against="speed")``: the diff plus attributing every differing
   (line, window) pair to a reason (from the lines both sides recorded as late, duplicate or
   dead letter, and the log segments between their two positions), folding the side output into
@@ -26,7 +31,7 @@ datacompy compares ``DECIMAL`` amounts after converting them to float (its docum
 the lab compares them exactly. The three diffs must agree on every window's status, and the full
 reconcile must attribute exactly the lines the lake was built with, leaving nothing
 unexplained; the script fails otherwise. A small lake built the same way is run through all
-four first (JVM, JIT, Python workers, imports).
+five first (JVM, JIT, Python workers, imports).
 
     .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--scratch DIR] [--json-out FILE]
 """
@@ -45,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 
 import pandas as pd  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
@@ -56,7 +61,7 @@ from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
-from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, SPEED_AGGREGATES, tables_root  # noqa: E402
+from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, LATE_EVENTS, SPEED_AGGREGATES, tables_root  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -110,6 +115,44 @@ def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, i
     for row in rows:
         counts[row["status"]] += row["windows"]
     return seconds, counts
+
+
+def _diff_rows(truth: DataFrame, stream: DataFrame) -> DataFrame:
+    """Every window of the full outer join with both sides, the deltas (stream minus truth) and the status."""
+    joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
+    t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
+    status = (
+        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
+        .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
+        .otherwise("value_mismatch")
+    )
+    delta = lambda c: F.coalesce(s(c), F.lit(0)) - F.coalesce(t(c), F.lit(0))
+    return joined.select(
+        *WINDOW_KEY, t("event_count").alias("truth_count"), t("amount_total").alias("truth_amount"),
+        s("event_count").alias("stream_count"), s("amount_total").alias("stream_amount"),
+        delta("event_count").alias("count_delta"), delta("amount_total").alias("amount_delta"), status.alias("status"),
+    )
+
+
+def bare_spark_writes(spark: SparkSession, lake: Path, out: Path) -> tuple[float, float, int]:
+    """Seconds for bare Spark writing the diff's rows, then the stream folded with its late events, as
+    Parquet under ``out`` (overwritten); and the number of diff rows written."""
+    tables = Tables(spark, lake, "deltalake")
+    started = time.perf_counter()
+    truth = tables.read(BATCH_TRUTH.name).select(*WINDOW_KEY, "event_count", "amount_total")
+    stream = tables.read(SPEED_AGGREGATES.name).select(*WINDOW_KEY, "event_count", "amount_total")
+    _diff_rows(truth, stream).write.mode("overwrite").parquet(str(out / "diffs"))
+    diff_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    late = tables.read(LATE_EVENTS.name).groupBy(*WINDOW_KEY).agg(
+        F.count(F.lit(1)).alias("event_count"), F.sum("amount").cast(stream.schema["amount_total"].dataType).alias("amount_total")
+    )
+    folded = stream.unionByName(late).groupBy(*WINDOW_KEY).agg(
+        F.sum("event_count").alias("event_count"), F.sum("amount_total").alias("amount_total")
+    )
+    folded.write.mode("overwrite").parquet(str(out / "folded"))
+    fold_seconds = time.perf_counter() - started
+    return diff_seconds, fold_seconds, spark.read.parquet(str(out / "diffs")).count()
 
 
 def load_pandas(lake: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -176,6 +219,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     diff_seconds, ours = lab_diff(spark, lake)
     progress(f"{'measured' if measured else 'warm-up'}: bare Spark diff (full outer join, statuses per currency)")
     bare_seconds, bare_statuses = bare_spark_diff(spark, lake)
+    progress(f"{'measured' if measured else 'warm-up'}: bare Spark writing the diff's rows and the folded stream")
+    floor_diff, floor_fold, floor_rows = bare_spark_writes(spark, lake, lake.parent / f"{lake.name}-bare-writes")
     progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")
     started = time.perf_counter()
     truth_pd, stream_pd = load_pandas(lake)
@@ -187,6 +232,8 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     problems = check(result, built, ours, theirs)
     if bare_statuses != ours:
         problems.append(f"bare Spark's statuses {bare_statuses} differ from the lab's {ours}")
+    if floor_rows != sum(ours.values()):
+        problems.append(f"bare Spark wrote {floor_rows:,} diff rows, the lab compared {sum(ours.values()):,} windows")
     if problems:
         raise SystemExit("reconcile_bench: " + "; ".join(problems))
     datacompy_seconds = load_seconds + compare_seconds
@@ -201,6 +248,9 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
             "lab_diff": diff_seconds,
             "lab_reconcile": reconcile_seconds,
             "bare_spark_diff": bare_seconds,
+            "bare_spark_writes": floor_diff + floor_fold,
+            "bare_spark_writes_diff_rows": floor_diff,
+            "bare_spark_writes_folded_stream": floor_fold,
             "datacompy_load": load_seconds,
             "datacompy_compare": compare_seconds,
             "datacompy": datacompy_seconds,
@@ -211,6 +261,7 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
         "ratio_datacompy_to_lab_reconcile": datacompy_seconds / reconcile_seconds,
         "ratio_lab_diff_to_bare_spark": diff_seconds / bare_seconds,
         "ratio_datacompy_to_bare_spark": datacompy_seconds / bare_seconds,
+        "ratio_bare_spark_writes_to_datacompy": (floor_diff + floor_fold) / datacompy_seconds,
     }
 
 
@@ -247,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lab diff + per-currency figures, from Delta:   {s['lab_diff']:7.1f}s")
     print(f"bare Spark full outer join + statuses, from the same files: {s['bare_spark_diff']:7.1f}s "
           f"(lab diff {figures['ratio_lab_diff_to_bare_spark']:.2f}x its time; datacompy / bare Spark {figures['ratio_datacompy_to_bare_spark']:.2f}x)")
+    print(f"bare Spark writing every window's diff row and the folded stream, Parquet: {s['bare_spark_writes']:7.1f}s "
+          f"(diff rows {s['bare_spark_writes_diff_rows']:.1f}s, folded stream {s['bare_spark_writes_folded_stream']:.1f}s; "
+          f"{figures['ratio_bare_spark_writes_to_datacompy']:.2f}x datacompy's time)")
     print(f"lab full reconcile (diff, attribution, fold, writes): {s['lab_reconcile']:7.1f}s")
     rss = figures["peak_rss_mib"]
     print(f"peak RSS during the full reconcile: {rss['process_tree']:,.0f} MiB process tree, "
