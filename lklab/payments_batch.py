@@ -30,15 +30,16 @@ from shared.config import LabConfig
 from shared.dedup import first_copies, later_copies
 from shared.eventlog import EventLog
 from shared.interval_join import batch_interval_join, mark_order_duplicates, outcome_result
-from shared.locks import writer
+from shared.locks import hold, writer
 from shared.log_source import raw_log
 from shared.order_events import parse_order_events, valid_order_events
-from shared.table_settings import record, require
+from shared.table_settings import interval_join_truth_settings, record, require
 from shared.tables import Tables
 
-__all__ = ["BATCH_APP", "PaymentsBatchRun", "run_payments_batch", "truth_position"]
+__all__ = ["BATCH_APP", "PAYMENTS_BATCH_LOCK", "PaymentsBatchRun", "run_payments_batch", "truth_position"]
 
 BATCH_APP = "payments-batch"
+PAYMENTS_BATCH_LOCK = "payments-batch-tables"  # held by a run while it rewrites the truth's tables, shared by their readers
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,9 @@ def truth_position(tables: Tables) -> int | None:
 def run_payments_batch(spark: SparkSession, config: LabConfig) -> PaymentsBatchRun:
     """Recompute the join's truth from the whole log; one run per lake at a time (``LockHeld``)."""
     lake = str(Path(config.lake).resolve())
-    with writer(lake, "payments-batch"):
+    with writer(lake, "payments-batch"), hold(lake, PAYMENTS_BATCH_LOCK, wait=True):
         tables = Tables(spark, lake, config.table_engine)
-        bound = {"join-bound": config.describe()["join-bound"]}
+        bound = interval_join_truth_settings(config)  # the bound, and the line settings that decide the dead letters
         names = [table.name for table in PAYMENTS_BATCH_TABLES]
         require(tables, names, bound)
         last = EventLog(lake).last_segment()

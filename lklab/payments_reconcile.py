@@ -5,7 +5,14 @@ its commit, ``lklab.payments_batch``; the stream's is the largest segment its me
 its pending events are the state's held orders and payments), runs ``reconcile_join`` and
 writes the finance audit (``payments_audit.csv``: the stream's unpaid orders and late payments)
 under ``<lake>/reports/payments-<run>/``. Both sides must have been built with the same
-``join-bound``.
+``join-bound`` and line settings (``max-clock-skew``, ``max-line-bytes``: they decide which
+lines are dead letters).
+
+Each side is read as one moment of it. The truth's tables are read while no batch rewrites them
+(the batch's lock, shared). A live stream commits a micro-batch table by table, its state last:
+its tables are read as they were when the last micro-batch whose state committed had landed
+(``Tables.as_of``), so a reconcile running beside the stream never pairs one batch's matches
+with the next one's unpaid orders. A replay writes its tables once, under its own lock.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.order_payment_audit import payments_audit_csv
-from lklab.payments_batch import truth_position
+from lklab.payments_batch import PAYMENTS_BATCH_LOCK, truth_position
+from lklab.payments_stream import SPEED_APP
 from reconciliation.join_reconcile import JoinReconciliation, JoinSide, reconcile_join
 from reconciliation.render import render_text
 from shared import catalog
@@ -41,7 +49,8 @@ from shared.catalog import (
 )
 from shared.config import LabConfig
 from shared.join_state import join_state_from_table
-from shared.table_settings import agreed
+from shared.locks import hold, writer
+from shared.table_settings import LINE_KEYS, agreed
 from shared.tables import Tables
 
 __all__ = ["PaymentsInputError", "PaymentsReconciliation", "reconcile_payments", "render_text"]
@@ -64,33 +73,42 @@ class PaymentsReconciliation:
     audit_rows: int
 
 
-def _read(tables: Tables, table: catalog.Table, prefix: str = "") -> pa.Table:
+def _read(tables: Tables, table: catalog.Table, prefix: str = "", batch: int | None = None) -> pa.Table:
+    """The table; with ``batch``, as it was once the stream's micro-batches up to ``batch`` landed."""
     name = table.at(prefix)
     if not tables.exists(name):
         raise PaymentsInputError(f"table {name} is missing")
-    return tables.read_arrow(name)
+    return tables.read_arrow(name) if batch is None else tables.as_of(name, batch)
 
 
 def reconcile_payments(spark: SparkSession, config: LabConfig, *, against: str = "speed", run: str | None = None) -> PaymentsReconciliation:
     """Diff ``against`` (``speed`` | ``kappa:RUN``) with the truth and write the audit CSV."""
     prefix = stream_prefix(against)
-    tables = Tables(spark, config.lake, config.table_engine)
+    lake = str(Path(config.lake).resolve())
+    with writer(lake, f"payments-reconcile-{(prefix or 'speed/').replace('/', '.')}"), hold(lake, PAYMENTS_BATCH_LOCK, shared=True, wait=True):
+        return _reconcile(Tables(spark, lake, config.table_engine), config, against, prefix, run)
+
+
+def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run: str | None) -> PaymentsReconciliation:
     truth_segment = truth_position(tables)
     if truth_segment is None:
         raise PaymentsInputError("no batch truth: run 'lklab batch --pipeline order_payments' first")
     if not tables.exists(PAYMENTS_STATE.at(prefix)):
         raise PaymentsInputError(f"no stream under '{against}': run 'lklab speed' or 'lklab replay' with --pipeline order_payments first")
-    agreed(tables, [PAYMENTS_TRUTH_MATCHED.name, PAYMENTS_MATCHED.at(prefix)], ["join-bound"])  # SettingsConflict when they differ
+    # SettingsConflict when they differ: another bound pairs other events, other line settings read another log
+    agreed(tables, [PAYMENTS_TRUTH_MATCHED.name, PAYMENTS_MATCHED.at(prefix)], ["join-bound", *LINE_KEYS])
     truth = JoinSide(
         truth_segment, _read(tables, PAYMENTS_TRUTH_MATCHED), _read(tables, PAYMENTS_TRUTH_UNPAID), _read(tables, PAYMENTS_TRUTH_ORPHANS),
         _read(tables, PAYMENTS_BATCH_DUPLICATES), _read(tables, PAYMENTS_BATCH_DEAD_LETTER),
     )
-    state = join_state_from_table(_read(tables, PAYMENTS_STATE, prefix))
-    unpaid, late = _read(tables, PAYMENTS_UNPAID, prefix), _read(tables, PAYMENTS_LATE_EVENTS, prefix)
+    # a live stream's last micro-batch whose state committed (None: a replay's untagged tables)
+    batch = tables.committed_version(PAYMENTS_STATE.at(prefix), SPEED_APP)
+    side = lambda table: _read(tables, table, prefix, batch)
+    state = join_state_from_table(side(PAYMENTS_STATE))
+    unpaid, late = side(PAYMENTS_UNPAID), side(PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
-        pc.max(_read(tables, PAYMENTS_METRICS, prefix)["last_segment"]).as_py() or 0,
-        _read(tables, PAYMENTS_MATCHED, prefix), unpaid, _read(tables, PAYMENTS_ORPHANS, prefix),
-        _read(tables, PAYMENTS_DUPLICATES, prefix), _read(tables, PAYMENTS_DEAD_LETTER, prefix),
+        pc.max(side(PAYMENTS_METRICS)["last_segment"]).as_py() or 0,
+        side(PAYMENTS_MATCHED), unpaid, side(PAYMENTS_ORPHANS), side(PAYMENTS_DUPLICATES), side(PAYMENTS_DEAD_LETTER),
         late, pa.concat_tables([state.orders, state.payments]),
     )
     result = reconcile_join(truth, stream)

@@ -65,9 +65,11 @@ from shared.order_events import parse_order_lines
 from shared.table_settings import interval_join_settings, record, require
 from shared.tables import Tables
 
-__all__ = ["join_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
+__all__ = ["SPEED_APP", "join_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
 
 log = logging.getLogger("lklab.payments")
+
+SPEED_APP = "payments"  # the app id of the live stream's commits
 
 
 def join_settings(config: LabConfig) -> JoinSettings:
@@ -93,7 +95,7 @@ class PaymentsStream:
 
     spark: SparkSession
     config: LabConfig
-    app_id: str = "payments"
+    app_id: str = SPEED_APP
     prefix: str = ""
     state: JoinState | None = field(default=None, init=False)
     next_batch: int | None = field(default=None, init=False)
@@ -152,7 +154,7 @@ def run_payments_speed(
     available_now: bool = False,
     segments_per_batch: int = 1,
     trigger_interval: str = "1 second",
-    app_id: str = "payments",
+    app_id: str = SPEED_APP,
     prefix: str = "",
     stop: threading.Event | None = None,
 ) -> PaymentsStream:

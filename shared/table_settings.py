@@ -9,8 +9,9 @@ with, as Delta table properties (``lklab.<setting>``, values as a user writes th
   are dead letters (``max-clock-skew``, ``max-line-bytes``);
 * a stream's tables (speed layer, replay): the same, and the stream's own settings
   (``watermark-delay``, ``watermark-interval``, ``allowed-lateness``, ``dedup-horizon``);
-* the order-payment join's stream: its ``join-bound`` and the stream's own settings
-  (``interval_join_settings``); its truth, the ``join-bound`` alone.
+* the order-payment join's stream: its ``join-bound``, the line settings and the stream's own
+  settings (``interval_join_settings``); its truth, the ``join-bound`` and the line settings
+  (``interval_join_truth_settings``).
 
 The stream and the batch must dead-letter the same lines, or a reconciliation compares two logs:
 ``agreed`` over both refuses a lake whose batch truth and stream disagree on a setting.
@@ -31,7 +32,7 @@ from deltalake import DeltaTable
 from shared.config import LabConfig, with_settings
 
 __all__ = [
-    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "interval_join_settings", "recorded", "require", "record",
+    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "interval_join_truth_settings", "interval_join_settings", "recorded", "require", "record",
     "adopt", "agreed", "LINE_KEYS",
 ]
 
@@ -67,10 +68,15 @@ def stream_settings(config: LabConfig) -> dict[str, str]:
     return {**batch_settings(config), **{key: described[key] for key in _STREAM_KEYS}}
 
 
+def interval_join_truth_settings(config: LabConfig) -> dict[str, str]:
+    """What the order-payment truth is built with: the join bound and the line settings."""
+    return {"join-bound": config.describe()["join-bound"], **line_settings(config)}
+
+
 def interval_join_settings(config: LabConfig) -> dict[str, str]:
-    """The join bound and the stream's own settings: what the order-payment stream's rows depend on."""
+    """The truth's settings and the stream's own: what the order-payment stream's rows depend on."""
     described = config.describe()
-    return {"join-bound": described["join-bound"], **{key: described[key] for key in _STREAM_KEYS}}
+    return {**interval_join_truth_settings(config), **{key: described[key] for key in _STREAM_KEYS}}
 
 
 def recorded(tables, name: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The order_payments jobs on one small generated log: the stream whatever its micro-batches,
 restarts and SIGKILLs mid-batch, the replay, the batch truth against the oracle, the
-reconciliation and the CLI. Then a quiet log: the always-on stream's heartbeat makes its unpaid
-orders and orphans final."""
+reconciliation (one moment of each side, the settings both recorded) and the CLI. Then a quiet
+log: the always-on stream's heartbeat makes its unpaid orders and orphans final."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import shutil
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -285,3 +287,57 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     assert tables.read_arrow("payments_late_events").num_rows == tables.read_arrow("payments_dead_letter").num_rows == 0
     run_payments_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
     assert rows(tmp_path, catalog.replay_prefix("after"), batch_ids=True) == rows(tmp_path, batch_ids=True)
+
+
+def test_a_reconcile_reads_the_streams_last_whole_micro_batch_and_no_truth_half_rewritten(spark, with_truth, tmp_path):
+    """A micro-batch commits table by table, its state last; a batch rewrites the truth's tables one
+    after another: a reconcile reads neither half-way. It takes the last micro-batch whose state
+    committed, and waits while a batch holds the truth's tables."""
+    from lklab.payments_batch import PAYMENTS_BATCH_LOCK
+    from lklab.payments_reconcile import reconcile_payments
+    from lklab.payments_stream import SPEED_APP
+    from shared.locks import hold
+    from shared.tables import Tables
+
+    lake = shutil.copytree(with_truth[0], tmp_path / "lake")
+    before = reconcile_payments(spark, config_for(lake), run="before")
+    tables = Tables(spark, lake, "deltalake")
+    last = tables.committed_version(catalog.PAYMENTS_STATE.name, SPEED_APP)
+    # the next micro-batch's matches landed (three pairs of lines no side knows), its state did not
+    matched = tables.read_arrow(catalog.PAYMENTS_MATCHED.name)
+    column = matched.schema.get_field_index("order_line_number")
+    landed = matched.slice(0, 3).set_column(column, matched.field(column), pa.array([10**6, 10**6 + 1, 10**6 + 2], pa.int64()))
+    tables.append(catalog.PAYMENTS_MATCHED.name, landed, app_id=SPEED_APP, version=last + 1)
+    assert tables.read_arrow(catalog.PAYMENTS_MATCHED.name).num_rows == matched.num_rows + 3
+    assert reconcile_payments(spark, config_for(lake), run="half").result == before.result
+
+    with ThreadPoolExecutor(1) as pool:
+        with hold(lake, PAYMENTS_BATCH_LOCK):  # a batch rewriting the truth's tables
+            waiting = pool.submit(reconcile_payments, spark, config_for(lake), run="waited")
+            time.sleep(2)
+            assert not waiting.done()
+        assert waiting.result(timeout=120).result == before.result
+
+
+def test_the_join_tables_remember_the_line_settings_and_refuse_others(spark, with_truth, tmp_path):
+    """Which lines are dead letters depends on max-clock-skew and max-line-bytes: the truth's and the
+    stream's tables record them, a rerun with others is refused, and so is a reconcile of sides
+    built with different ones."""
+    from deltalake import DeltaTable
+    from lklab.payments_batch import run_payments_batch
+    from lklab.payments_reconcile import reconcile_payments
+    from lklab.payments_stream import run_payments_speed
+    from shared.table_settings import SettingsConflict, recorded
+    from shared.tables import Tables
+
+    lake = shutil.copytree(with_truth[0], tmp_path / "lake")
+    tables = Tables(spark, lake, "deltalake")
+    for table in (catalog.PAYMENTS_TRUTH_MATCHED, catalog.PAYMENTS_BATCH_DEAD_LETTER, catalog.PAYMENTS_MATCHED, catalog.PAYMENTS_DEAD_LETTER):
+        assert {key: recorded(tables, table.name)[key] for key in ("max-clock-skew", "max-line-bytes")} == {"max-clock-skew": "5m", "max-line-bytes": "1048576"}
+    with pytest.raises(SettingsConflict, match="max-clock-skew 5m .table. against 1h .this run."):
+        run_payments_batch(spark, dataclasses.replace(config_for(lake), max_clock_skew=3_600_000_000))
+    with pytest.raises(SettingsConflict, match="max-line-bytes 1048576 .table. against 4096 .this run."):
+        run_payments_speed(spark, dataclasses.replace(config_for(lake), max_line_bytes=4096), available_now=True)
+    DeltaTable(str(tables.path(catalog.PAYMENTS_MATCHED.name))).alter.set_table_properties({"lklab.max-clock-skew": "1h"}, raise_if_not_exists=False)
+    with pytest.raises(SettingsConflict, match="different max-clock-skew: 5m and 1h"):
+        reconcile_payments(spark, config_for(lake))
