@@ -360,7 +360,7 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
             runs = sorted((r["dag_run_id"], r["state"]) for r in body.get("dag_runs", []))
             return runs if status == 200 and all(state == "success" for _, state in runs) and len(runs) == 2 else None
 
-        batches = wait_until(batches_done, timeout=900, interval=3, what="both batch runs", services=services)
+        batches = wait_until(batches_done, timeout=900, interval=1, what="both batch runs", services=services)
         assert batches == [("lab-first", "success"), ("lab-second", "success")]
 
         status, body = api.patch("/api/v2/dags/reconciliation", {"is_paused": False})
@@ -376,7 +376,7 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
             done = [r for r in body.get("dag_runs", []) if r["state"] in ("success", "failed")] if status == 200 else []
             return done or None
 
-        reconciled = wait_until(finished_reconciliation, timeout=900, interval=3,
+        reconciled = wait_until(finished_reconciliation, timeout=900, interval=1,
                                 what="the asset-triggered reconciliation run", services=services)
         (recon,) = reconciled
         assert (recon["run_type"], recon["state"]) == ("asset_triggered", "failed"), task_logs(home)

@@ -33,7 +33,7 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     for index, seconds in enumerate((10, 12, 18, 22, 33)):  # one event per segment, a second apart
         log.append([event_line(event_id=f"e{index}", event_time=iso(seconds), ingest_time=iso(10_000 + index))], stamp=False)
     env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
-    argv = [LKLAB, "speed", "--heartbeat-interval", "2s", *[f"--{k}={v}" for k, v in SETTINGS.items()]]
+    argv = [LKLAB, "speed", "--heartbeat-interval", "1s", *[f"--{k}={v}" for k, v in SETTINGS.items()]]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tables = Tables(spark, tmp_path, "deltalake")
     try:
@@ -44,7 +44,7 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
         assert '"heartbeat": true' in log.segment_path(6).read_text()
         while time.monotonic() < deadline and (not tables.exists("stream_metrics") or tables.read_arrow("stream_metrics").num_rows < 6):
             time.sleep(0.5)
-        time.sleep(6)  # three more quiet intervals: nothing left to close, so no second heartbeat
+        time.sleep(3)  # three more quiet intervals: nothing left to close, so no second heartbeat
         assert log.last_segment() == 6
         process.send_signal(signal.SIGTERM)
         _, errors = process.communicate(timeout=120)

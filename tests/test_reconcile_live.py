@@ -55,9 +55,10 @@ def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothin
     for lines in traffic[:TRUTH_SEGMENTS]:
         log.append(lines, stamp=False)
     config = LabConfig(lake=lake, table_engine="deltalake")
-    run_batch(spark, config)  # the truth over the first segments
     env = venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake", "LKLAB_HEARTBEAT_INTERVAL": "0"})
     env.pop("LKLAB_CRASH_AT", None)
+    # The layer starts first, so that its JVM starts while the truth is computed; the rest of the
+    # log arrives after both (the truth and the first micro-batch).
     speed = start("speed", [str(VENV_BIN / "lklab"), "speed", "--segments-per-batch", "1"], env=env, log_dir=tmp_path)
     services, runs, committed_during, quiet = [speed], [], [], threading.Event()
 
@@ -69,6 +70,7 @@ def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothin
 
     appender = threading.Thread(target=live_traffic)
     try:
+        run_batch(spark, config)  # the truth over the first segments
         wait_until(lambda: read_so_far(lake) >= 1, timeout=300, what="the first micro-batch", interval=0.2, services=[speed])
         second = start("second-speed", [str(VENV_BIN / "lklab"), "speed", "--available-now"], env=env, log_dir=tmp_path)
         services.append(second)
