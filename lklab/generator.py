@@ -32,7 +32,7 @@ from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
 __all__ = [
-    "GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "load_events", "unreplaceable", "MALFORMED_KINDS", "EPOCH_START",
+    "GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "events_path", "load_events", "unreplaceable", "MALFORMED_KINDS", "EPOCH_START",
 ]
 
 EPOCH_START = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()) * SECOND
@@ -256,13 +256,18 @@ def _generate(params: GeneratorParams, lake: Path, overwrite: bool, progress: Ca
     manifest["generate_seconds"] = round(time.monotonic() - started, 3)
     (lake / "generator").mkdir(parents=True, exist_ok=True)
     (lake / "generator" / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    np.savez_compressed(lake / "generator" / "events.npz", **asdict(events))
+    np.savez_compressed(events_path(lake), **asdict(events))
     return GeneratedLog(events, manifest)
+
+
+def events_path(lake: str | Path) -> Path:
+    """Where the generator keeps the real events of the scenario it wrote into ``lake``."""
+    return Path(lake) / "generator" / "events.npz"
 
 
 def load_events(lake: str | Path) -> GeneratedEvents | None:
     """The real events of the scenario generated into ``lake`` (None if it was not generated)."""
-    path = Path(lake) / "generator" / "events.npz"
+    path = events_path(lake)
     if not path.is_file():
         return None
     with np.load(path) as stored:

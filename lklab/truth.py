@@ -7,21 +7,22 @@ Spark result can be checked against something that does not share its code.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from deltalake import CommitProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-from lklab.generator import GeneratedEvents
+from lklab.generator import GeneratedEvents, events_path
 from shared.catalog import GENERATOR_TRUTH, tables_root
 from shared.currencies import MINOR_UNITS
 from shared.events import AMOUNT_SCALE
 from shared.money import from_micros
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowSpec
 
-__all__ = ["truth_windows", "write_truth"]
+__all__ = ["truth_windows", "write_truth", "events_digest", "truth_written_for"]
 
 
 def _micro_units(events: GeneratedEvents) -> np.ndarray:
@@ -90,17 +91,41 @@ def truth_windows(events: GeneratedEvents, spec: WindowSpec) -> pa.Table:
     )
 
 
-def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path) -> pa.Table:
+def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path, events_digest: str | None = None) -> pa.Table:
     """Write ``generator_truth`` for ``spec`` under ``<lake>/tables``, replacing an earlier one.
 
-    The commit records the window spec (``custom_metadata``), since the truth depends on it.
+    The commit records the window spec (``custom_metadata``), since the truth depends on it, and
+    ``events_digest``, the digest of the generated events it was computed from, when given.
     """
     table = truth_windows(events, spec)
+    recorded = {"windows": spec.describe(), **({"events": events_digest} if events_digest else {})}
     write_deltalake(
         str(tables_root(lake) / GENERATOR_TRUTH.name),
         table,
         mode="overwrite",
         schema_mode="overwrite",
-        commit_properties=CommitProperties(custom_metadata={"windows": spec.describe()}),
+        commit_properties=CommitProperties(custom_metadata=recorded),
     )
     return table
+
+
+def events_digest(lake: str | Path) -> str | None:
+    """SHA-256 of the generated events' file (None: the lake was not generated)."""
+    path = events_path(lake)
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as stored:
+        for block in iter(lambda: stored.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def truth_written_for(spec: WindowSpec, lake: str | Path, digest: str) -> bool:
+    """Whether the last commit of ``generator_truth`` already holds the truth for ``spec`` over the
+    generated events of ``digest`` (as after an earlier batch over the same generated log)."""
+    path = str(tables_root(lake) / GENERATOR_TRUTH.name)
+    if not DeltaTable.is_deltatable(path):
+        return False
+    (last,) = DeltaTable(path).history(1)
+    return last.get("windows") == spec.describe() and last.get("events") == digest

@@ -13,7 +13,7 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
     from lklab.batch_recompute import run_batch
     from lklab.generator import load_events
     from lklab.summary import batch_summary, render_text
-    from lklab.truth import write_truth
+    from lklab.truth import events_digest, truth_written_for, write_truth
     from shared.batch_runs import PositionError
     from shared.partitions import DayRange
     from shared.table_settings import SettingsConflict
@@ -27,10 +27,12 @@ def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
             run = run_batch(spark, config, days or DayRange(), refresh=refresh)
         except (PositionError, SettingsConflict) as err:
             raise UsageError(str(err)) from None
-        generated = load_events(config.lake)
-        if generated is not None:
+        digest = events_digest(config.lake)
+        if digest is not None and truth_written_for(config.window, config.lake, digest):
+            progress(f"ground truth for {config.window.describe()} windows: already written for these generated events")
+        elif digest is not None:
             progress(f"ground truth for {config.window.describe()} windows, computed without Spark")
-            write_truth(generated, config.window, config.lake)
+            write_truth(load_events(config.lake), config.window, config.lake, digest)
         summary = batch_summary(Tables(spark, config.lake, config.table_engine), run, config.window)
     finally:
         stop_spark()
