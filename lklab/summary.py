@@ -3,6 +3,11 @@
 ``batch_summary`` reads the written tables and returns a ``BatchSummary`` (numbers only);
 ``render_text``, the lab's text renderer (``reconciliation.render``), turns it into the lines
 ``lklab batch`` and ``lklab demo`` print.
+
+The figures are Spark aggregations over the requested days of the tables: what reaches the
+driver does not grow with the log (counts, a total per currency, the largest windows). Only on a
+generated lake are the days' windows read into the driver, to compare them with the generator's
+truth, which the generator computed there from every event anyway.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from reconciliation.render import grouped, render_text
 from shared.aggregation import AGGREGATE_COLUMNS
@@ -54,36 +60,36 @@ def same_rows(left: pa.Table, right: pa.Table) -> bool:
     return left.sort_by(keys).equals(right.sort_by(keys))
 
 
-def largest_windows(truth: pa.Table, top: int) -> tuple[dict, ...]:
+def largest_windows(truth: DataFrame, top: int) -> tuple[dict, ...]:
     """The ``top`` window rows with the largest absolute amount (ties: earlier window, then
-    account, then currency first), ranked in Arrow: only those rows become Python objects."""
-    if top <= 0 or truth.num_rows == 0:
+    account, then currency first), ranked by Spark: only those rows reach the driver."""
+    if top <= 0:
         return ()
-    by_size = truth.append_column("_size", pc.abs(truth["amount_total"]))
-    order = [("_size", "descending"), ("window_start", "ascending"), ("account_id", "ascending"), ("currency", "ascending")]
-    chosen = by_size.take(pc.select_k_unstable(by_size, min(top, truth.num_rows), order)).sort_by(order)
-    return tuple(chosen.drop_columns(["_size"]).to_pylist())
+    order = [F.abs("amount_total").desc(), F.col("window_start"), F.col("account_id"), F.col("currency")]
+    return tuple(truth.select(*AGGREGATE_COLUMNS).orderBy(*order).limit(top).toArrow().to_pylist())
 
 
 def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 5) -> BatchSummary:
-    truth = run.days.select(tables.read_arrow(BATCH_TRUTH.name))
-    dead = tables.read_arrow(BATCH_DEAD_LETTER.name)
-    dead = dead.filter(pc.less_equal(dead["segment"], run.last_segment))
-    reasons = {row["values"]: row["counts"] for row in pc.value_counts(dead["reject_reason"]).to_pylist()}
-    money = {
-        row["currency"]: row["amount_total_sum"]
-        for row in truth.group_by("currency").aggregate([("amount_total", "sum")]).to_pylist()
-    }
+    truth = tables.read(BATCH_TRUTH.name).where(run.days.contains(F.col("window_start")))
+    dead = tables.read(BATCH_DEAD_LETTER.name).where(F.col("segment") <= run.last_segment)
+    reasons = {row["reject_reason"]: row["count"] for row in dead.groupBy("reject_reason").count().collect()}
+    # one job: a row per currency, and one for all of them (currency null: its own grouping)
+    figures = truth.rollup("currency").agg(
+        F.count(F.lit(1)).alias("windows"), F.count_distinct("account_id").alias("accounts"), F.sum("amount_total").alias("total"),
+        F.grouping("currency").alias("every_currency"),
+    ).collect()
+    size = next((row for row in figures if row["every_currency"]), {"windows": 0, "accounts": 0})  # no row without windows
+    money = {row["currency"]: row["total"] for row in figures if not row["every_currency"]}
     return BatchSummary(
         run=run,
         window_description=window.describe(),
         dead_letters_by_reason=dict(sorted(reasons.items())),
-        windows=truth.num_rows,
-        accounts=pc.count_distinct(truth["account_id"]).as_py(),
+        windows=size["windows"],
+        accounts=size["accounts"],
         money_by_currency=dict(sorted(money.items())),
         largest_windows=largest_windows(truth, top),
         matches_generator_truth=(
-            same_rows(truth, run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)))
+            same_rows(run.days.select(tables.read_arrow(BATCH_TRUTH.name)), run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)))
             if tables.exists(GENERATOR_TRUTH.name)
             else None
         ),
