@@ -92,6 +92,21 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}
 
 
+def _compared(truth: DataFrame, stream: DataFrame) -> DataFrame:
+    """Every window of the full outer join on the window key: both sides and the status."""
+    joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
+    t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
+    status = (
+        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
+        .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
+        .otherwise("value_mismatch")
+    )
+    return joined.select(
+        *WINDOW_KEY, t("event_count").alias("truth_count"), t("amount_total").alias("truth_amount"),
+        s("event_count").alias("stream_count"), s("amount_total").alias("stream_amount"), status.alias("status"),
+    )
+
+
 def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
     """Seconds for bare Spark doing the diff's core: read both tables' Parquet files, one full
     outer join on the window key, a status per window and the statuses counted per currency
@@ -100,15 +115,8 @@ def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, i
     started = time.perf_counter()
     truth = tables.read(BATCH_TRUTH.name).select(*WINDOW_KEY, "event_count", "amount_total")
     stream = tables.read(SPEED_AGGREGATES.name).select(*WINDOW_KEY, "event_count", "amount_total")
-    joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
-    t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
-    status = (
-        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
-        .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
-        .otherwise("value_mismatch")
-    )
-    rows = joined.groupBy("currency", status.alias("status")).agg(
-        F.count(F.lit(1)).alias("windows"), F.sum(t("amount_total")), F.sum(s("amount_total"))
+    rows = _compared(truth, stream).groupBy("currency", "status").agg(
+        F.count(F.lit(1)).alias("windows"), F.sum("truth_amount"), F.sum("stream_amount")
     ).collect()
     seconds = time.perf_counter() - started
     counts = {name: 0 for name in DIFF_STATUSES}
@@ -119,18 +127,10 @@ def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, i
 
 def _diff_rows(truth: DataFrame, stream: DataFrame) -> DataFrame:
     """Every window of the full outer join with both sides, the deltas (stream minus truth) and the status."""
-    joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
-    t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
-    status = (
-        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
-        .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
-        .otherwise("value_mismatch")
-    )
-    delta = lambda c: F.coalesce(s(c), F.lit(0)) - F.coalesce(t(c), F.lit(0))
-    return joined.select(
-        *WINDOW_KEY, t("event_count").alias("truth_count"), t("amount_total").alias("truth_amount"),
-        s("event_count").alias("stream_count"), s("amount_total").alias("stream_amount"),
-        delta("event_count").alias("count_delta"), delta("amount_total").alias("amount_delta"), status.alias("status"),
+    delta = lambda side: F.coalesce(F.col(f"stream_{side}"), F.lit(0)) - F.coalesce(F.col(f"truth_{side}"), F.lit(0))
+    return _compared(truth, stream).select(
+        *WINDOW_KEY, "truth_count", "truth_amount", "stream_count", "stream_amount",
+        delta("count").alias("count_delta"), delta("amount").alias("amount_delta"), "status",
     )
 
 

@@ -91,14 +91,14 @@ def truth_windows(events: GeneratedEvents, spec: WindowSpec) -> pa.Table:
     )
 
 
-def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path, events_digest: str | None = None) -> pa.Table:
+def write_truth(events: GeneratedEvents, spec: WindowSpec, lake: str | Path, digest: str | None = None) -> pa.Table:
     """Write ``generator_truth`` for ``spec`` under ``<lake>/tables``, replacing an earlier one.
 
     The commit records the window spec (``custom_metadata``), since the truth depends on it, and
-    ``events_digest``, the digest of the generated events it was computed from, when given.
+    ``digest``, the ``events_digest`` of the generated events it was computed from, when given.
     """
     table = truth_windows(events, spec)
-    recorded = {"windows": spec.describe(), **({"events": events_digest} if events_digest else {})}
+    recorded = {"windows": spec.describe(), **({"events": digest} if digest else {})}
     write_deltalake(
         str(tables_root(lake) / GENERATOR_TRUTH.name),
         table,
