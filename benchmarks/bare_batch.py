@@ -17,19 +17,28 @@ import sys
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-LOG_SCHEMA = "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
+LOG_SCHEMA = (
+    "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
+)
 
 
 def bare_windows(spark: SparkSession, log_dir: str, window_seconds: int) -> DataFrame:
     return (
-        spark.read.schema(LOG_SCHEMA).json(log_dir)
+        spark.read.schema(LOG_SCHEMA)
+        .json(log_dir)
         .withColumn("amount", F.col("amount").try_cast("decimal(20,6)"))
         .where(F.col("event_id").isNotNull() & F.col("amount").isNotNull() & F.col("event_time").isNotNull())
         .dropDuplicates(["event_id"])
         .groupBy(F.window("event_time", f"{window_seconds} seconds"), "account_id", "currency")
         .agg(F.count(F.lit(1)).alias("event_count"), F.sum("amount").cast("decimal(38,6)").alias("amount_total"))
-        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                "account_id", "currency", "event_count", "amount_total")
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "account_id",
+            "currency",
+            "event_count",
+            "amount_total",
+        )
     )
 
 
@@ -46,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="4g")
     args = parser.parse_args(argv)
     spark = (
-        SparkSession.builder.master("local[*]").appName("bare-batch")
+        SparkSession.builder.master("local[*]")
+        .appName("bare-batch")
         .config("spark.driver.memory", args.driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")

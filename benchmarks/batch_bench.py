@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events to generate (default 1,000,000)")
     parser.add_argument("--repeats", type=int, default=3, help="measured runs of each side; the median is reported")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)")
+    parser.add_argument(
+        "--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)"
+    )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeats < 1:
@@ -104,42 +106,71 @@ def main(argv: list[str] | None = None) -> int:
             bare_windows = spark.read.parquet(str(Path(scratch) / "bare")).count()
             bare_seconds.append(seconds)
             bare_cpu.append(cpu)
-            progress(f"run {repeat}/{args.repeats}: bare Spark {seconds:.1f}s, cpu {cpu:.1f}s ({bare_windows:,} windows; load {os.getloadavg()[0]:.1f})")
+            progress(
+                f"run {repeat}/{args.repeats}: bare Spark {seconds:.1f}s, cpu {cpu:.1f}s ({bare_windows:,} windows; load {os.getloadavg()[0]:.1f})"
+            )
             seconds, cpu, run = timed(lambda: lab_batch(spark, config))
             lab_seconds.append(seconds)
             lab_cpu.append(cpu)
-            progress(f"run {repeat}/{args.repeats}: lab batch {seconds:.1f}s, cpu {cpu:.1f}s ({run.windows:,} windows; load {os.getloadavg()[0]:.1f})")
+            progress(
+                f"run {repeat}/{args.repeats}: lab batch {seconds:.1f}s, cpu {cpu:.1f}s ({run.windows:,} windows; load {os.getloadavg()[0]:.1f})"
+            )
         spark.stop()
 
     lines, events = manifest["lines"], manifest["events"]
     bare, ours = statistics.median(bare_seconds), statistics.median(lab_seconds)
     bare_cpu_median, lab_cpu_median = statistics.median(bare_cpu), statistics.median(lab_cpu)
     figures = {
-        "log": {"lines": lines, "events": events, "retries": manifest["duplicates"],
-                "malformed": sum(manifest["dead_letters"].values()), "segments": manifest["segments"]},
+        "log": {
+            "lines": lines,
+            "events": events,
+            "retries": manifest["duplicates"],
+            "malformed": sum(manifest["dead_letters"].values()),
+            "segments": manifest["segments"],
+        },
         "repeats": args.repeats,
-        "bare_spark": {"seconds": bare_seconds, "median_seconds": bare, "cpu_seconds": bare_cpu,
-                       "median_cpu_seconds": bare_cpu_median, "lines_per_second": lines / bare,
-                       "events_per_second": events / bare, "windows": bare_windows},
-        "lab_batch": {"seconds": lab_seconds, "median_seconds": ours, "cpu_seconds": lab_cpu,
-                      "median_cpu_seconds": lab_cpu_median, "lines_per_second": lines / ours,
-                      "events_per_second": events / ours, "windows": run.windows,
-                      "conserved": run.conserved},
+        "bare_spark": {
+            "seconds": bare_seconds,
+            "median_seconds": bare,
+            "cpu_seconds": bare_cpu,
+            "median_cpu_seconds": bare_cpu_median,
+            "lines_per_second": lines / bare,
+            "events_per_second": events / bare,
+            "windows": bare_windows,
+        },
+        "lab_batch": {
+            "seconds": lab_seconds,
+            "median_seconds": ours,
+            "cpu_seconds": lab_cpu,
+            "median_cpu_seconds": lab_cpu_median,
+            "lines_per_second": lines / ours,
+            "events_per_second": events / ours,
+            "windows": run.windows,
+            "conserved": run.conserved,
+        },
         "time_ratio_lab_to_bare": ours / bare,
         "cpu_ratio_lab_to_bare": lab_cpu_median / bare_cpu_median,
     }
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
-    print(f"log: {lines:,} lines ({events:,} events, {manifest['duplicates']:,} retries, "
-          f"{figures['log']['malformed']:,} malformed), {manifest['segments']:,} segments; "
-          f"{args.repeats} measured run(s) of each, median")
-    print(f"bare Spark (read.json, dropDuplicates, groupBy(window, key)):      {bare:7.1f}s  "
-          f"{lines / bare:9,.0f} lines/s  {events / bare:9,.0f} events/s  {bare_windows:,} windows  cpu {bare_cpu_median:.1f}s")
-    print(f"lab batch recompute (validation, dedup, dead letters, run record):   {ours:7.1f}s  "
-          f"{lines / ours:9,.0f} lines/s  {events / ours:9,.0f} events/s  {run.windows:,} windows  cpu {lab_cpu_median:.1f}s")
-    print(f"ratio lab / bare Spark: wall {ours / bare:.2f}x, cpu {lab_cpu_median / bare_cpu_median:.2f}x; "
-          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"log: {lines:,} lines ({events:,} events, {manifest['duplicates']:,} retries, "
+        f"{figures['log']['malformed']:,} malformed), {manifest['segments']:,} segments; "
+        f"{args.repeats} measured run(s) of each, median"
+    )
+    print(
+        f"bare Spark (read.json, dropDuplicates, groupBy(window, key)):      {bare:7.1f}s  "
+        f"{lines / bare:9,.0f} lines/s  {events / bare:9,.0f} events/s  {bare_windows:,} windows  cpu {bare_cpu_median:.1f}s"
+    )
+    print(
+        f"lab batch recompute (validation, dedup, dead letters, run record):   {ours:7.1f}s  "
+        f"{lines / ours:9,.0f} lines/s  {events / ours:9,.0f} events/s  {run.windows:,} windows  cpu {lab_cpu_median:.1f}s"
+    )
+    print(
+        f"ratio lab / bare Spark: wall {ours / bare:.2f}x, cpu {lab_cpu_median / bare_cpu_median:.2f}x; "
+        f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     return 0
 
 

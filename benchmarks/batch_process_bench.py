@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="events to generate (default 1,000,000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each side; the median is reported")
     parser.add_argument("--lake", default=None, help="reuse this lake's log (generated there if it has none)")
-    parser.add_argument("--baseline-checkout", default=None, help="also run this checkout's lklab batch (e.g. an older commit)")
+    parser.add_argument(
+        "--baseline-checkout", default=None, help="also run this checkout's lklab batch (e.g. an older commit)"
+    )
     parser.add_argument("--json-out", default=None)
     args = parser.parse_args(argv)
 
@@ -85,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         manifest = json.loads((lake / "generator" / "manifest.json").read_text())
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         lab = [sys.executable, "-m", "lklab.cli", "batch", "--lake", str(lake), "--table-engine", "deltalake"]
-        bare = [sys.executable, str(REPO / "benchmarks" / "bare_batch.py"), str(lake / "log"), str(Path(scratch) / "bare")]
+        bare = [
+            sys.executable,
+            str(REPO / "benchmarks" / "bare_batch.py"),
+            str(lake / "log"),
+            str(Path(scratch) / "bare"),
+        ]
         sides = {"lab": (lab, str(REPO)), "bare": (bare, str(REPO))}
         if args.baseline_checkout:
             sides["baseline"] = (lab, args.baseline_checkout)
@@ -95,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(tables_root(lake), ignore_errors=True)
                 runs[side].append(timed_process(argv, {**env, "PYTHONPATH": checkout}, checkout))
                 seconds, cpu, before, after = runs[side][-1]
-                progress(f"run {repeat}/{args.repeats}: {side} {seconds:.1f}s, cpu {cpu:.1f}s (load {before:.1f} -> {after:.1f})")
+                progress(
+                    f"run {repeat}/{args.repeats}: {side} {seconds:.1f}s, cpu {cpu:.1f}s (load {before:.1f} -> {after:.1f})"
+                )
 
     medians = {side: statistics.median(r[0] for r in rows) for side, rows in runs.items()}
     cpu = {side: statistics.median(r[1] for r in rows) for side, rows in runs.items()}
     figures = {
         "log": {"lines": manifest["lines"], "events": manifest["events"], "segments": manifest["segments"]},
-        "runs": {side: [dict(zip(("seconds", "cpu_seconds", "load_before", "load_after"), r)) for r in rows] for side, rows in runs.items()},
+        "runs": {
+            side: [dict(zip(("seconds", "cpu_seconds", "load_before", "load_after"), r)) for r in rows]
+            for side, rows in runs.items()
+        },
         "median_seconds": medians,
         "median_cpu_seconds": cpu,
         "ratio_lab_to_bare": medians["lab"] / medians["bare"],
@@ -113,15 +125,21 @@ def main(argv: list[str] | None = None) -> int:
         figures["cpu_ratio_baseline_to_bare"] = cpu["baseline"] / cpu["bare"]
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"log: {manifest['lines']:,} lines ({manifest['events']:,} events), {manifest['segments']:,} segments; "
-          f"{args.repeats} run(s) of each process, interleaved, median; {os.cpu_count()} cores")
+    print(
+        f"log: {manifest['lines']:,} lines ({manifest['events']:,} events), {manifest['segments']:,} segments; "
+        f"{args.repeats} run(s) of each process, interleaved, median; {os.cpu_count()} cores"
+    )
     labels = {"bare": "bare PySpark job", "lab": "lklab batch", "baseline": f"lklab batch at {args.baseline_checkout}"}
     for side in runs:
         loads = ", ".join(f"{b:.1f}->{a:.1f}" for _, _, b, a in runs[side])
-        print(f"{labels[side]}: wall {medians[side]:.1f}s, cpu {cpu[side]:.1f}s   "
-              f"runs: {', '.join(f'{s:.1f}' for s, *_ in runs[side])}   load: {loads}")
+        print(
+            f"{labels[side]}: wall {medians[side]:.1f}s, cpu {cpu[side]:.1f}s   "
+            f"runs: {', '.join(f'{s:.1f}' for s, *_ in runs[side])}   load: {loads}"
+        )
     for side in [s for s in runs if s != "bare"]:
-        print(f"ratio {labels[side]} / bare: wall {medians[side] / medians['bare']:.2f}x, cpu {cpu[side] / cpu['bare']:.2f}x")
+        print(
+            f"ratio {labels[side]} / bare: wall {medians[side] / medians['bare']:.2f}x, cpu {cpu[side] / cpu['bare']:.2f}x"
+        )
     return 0
 
 

@@ -30,12 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from stream_from_truth import LakeShape, build_lake  # noqa: E402
+
 from shared.catalog import BATCH_TABLES, CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
-from stream_from_truth import LakeShape, build_lake  # noqa: E402
 from tests.processes import VENV_BIN, free_port, start, stop_all, venv_env, wait_until  # noqa: E402
-
 
 
 def progress(message: str) -> None:
@@ -65,15 +65,50 @@ def on_cluster(lake: Path, workers: int, scratch: Path) -> dict:
     env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1"})
     spark_class = str(VENV_BIN / "spark-class")
     logs = scratch / f"cluster-{workers}"
-    services = [start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                 "--port", str(port), "--webui-port", str(ui)], env=env, log_dir=logs)]
+    services = [
+        start(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            env=env,
+            log_dir=logs,
+        )
+    ]
     try:
         for number in range(1, workers + 1):
-            services.append(start(f"worker-{number}", [
-                spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                "--memory", "3g", "--webui-port", str(free_port()), "--work-dir", str(logs / f"work-{number}"),
-                f"spark://127.0.0.1:{port}"], env=env, log_dir=logs))
-        wait_until(lambda: alive_workers(ui) == workers, timeout=120, what=f"{workers} ALIVE workers", services=services)
+            services.append(
+                start(
+                    f"worker-{number}",
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "3g",
+                        "--webui-port",
+                        str(free_port()),
+                        "--work-dir",
+                        str(logs / f"work-{number}"),
+                        f"spark://127.0.0.1:{port}",
+                    ],
+                    env=env,
+                    log_dir=logs,
+                )
+            )
+        wait_until(
+            lambda: alive_workers(ui) == workers, timeout=120, what=f"{workers} ALIVE workers", services=services
+        )
         for table in (*BATCH_TABLES, RECON_DIFFS, RECON_RUNS, RECON_CORRECTIONS, CORRECTED_AGGREGATES):
             shutil.rmtree(tables_root(lake) / table.name, ignore_errors=True)
         common = ["--lake", str(lake), "--table-engine", "deltalake", "--spark-master", f"spark://127.0.0.1:{port}"]
@@ -83,8 +118,13 @@ def on_cluster(lake: Path, workers: int, scratch: Path) -> dict:
         progress(f"{workers} worker(s): lklab reconcile")
         reconcile_seconds, out = timed([str(VENV_BIN / "lklab"), "reconcile", *common, "--json"], run_env)
         result = json.loads(out)
-        return {"workers": workers, "batch_seconds": batch_seconds, "reconcile_seconds": reconcile_seconds,
-                "unexplained_events": result["unexplained_events"], "load_after": os.getloadavg()[0]}
+        return {
+            "workers": workers,
+            "batch_seconds": batch_seconds,
+            "reconcile_seconds": reconcile_seconds,
+            "unexplained_events": result["unexplained_events"],
+            "load_after": os.getloadavg()[0],
+        }
     finally:
         stop_all(services)
 
@@ -108,11 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     figures = {"lake": built.__dict__, "runs": results, "cores": os.cpu_count()}
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2, default=str) + "\n")
-    print(f"lake: {built.lines:,} log lines in {built.segments:,} segments; truth {built.truth_windows:,} windows, "
-          f"stream {built.stream_windows:,} windows; machine: {os.cpu_count()} cores")
+    print(
+        f"lake: {built.lines:,} log lines in {built.segments:,} segments; truth {built.truth_windows:,} windows, "
+        f"stream {built.stream_windows:,} windows; machine: {os.cpu_count()} cores"
+    )
     for r in results:
-        print(f"{r['workers']} worker(s) x 1 core: lklab batch {r['batch_seconds']:6.1f}s, lklab reconcile "
-              f"{r['reconcile_seconds']:6.1f}s, unexplained events {r['unexplained_events']} (load after {r['load_after']:.1f})")
+        print(
+            f"{r['workers']} worker(s) x 1 core: lklab batch {r['batch_seconds']:6.1f}s, lklab reconcile "
+            f"{r['reconcile_seconds']:6.1f}s, unexplained events {r['unexplained_events']} (load after {r['load_after']:.1f})"
+        )
     return 0 if all(r["unexplained_events"] == 0 for r in results) else 1
 
 

@@ -29,8 +29,19 @@ def baseline(events: int, path: Path) -> float:
     cents = rng.integers(1, 100_000, events)
     with path.open("w") as out:
         for i, (t, c) in enumerate(zip(times.tolist(), cents.tolist())):
-            out.write(json.dumps({"event_id": f"e{i}", "account_id": "a", "event_type": "charge",
-                                  "amount": f"{c // 100}.{c % 100:02d}", "currency": "USD", "event_time": t}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "event_id": f"e{i}",
+                        "account_id": "a",
+                        "event_type": "charge",
+                        "amount": f"{c // 100}.{c % 100:02d}",
+                        "currency": "USD",
+                        "event_time": t,
+                    }
+                )
+                + "\n"
+            )
     return time.perf_counter() - started
 
 
@@ -42,8 +53,10 @@ def main() -> None:
             started = time.perf_counter()
             generate(GeneratorParams(scenario=scenario, events=events), Path(scratch) / scenario)
             took = time.perf_counter() - started
-            print(f"{scenario:<12} {events:,} events in {took:6.2f}s  ({events / took:,.0f} events/s)  "
-                  f"ratio to plain json.dumps baseline ({base:.2f}s): {took / base:.2f}x")
+            print(
+                f"{scenario:<12} {events:,} events in {took:6.2f}s  ({events / took:,.0f} events/s)  "
+                f"ratio to plain json.dumps baseline ({base:.2f}s): {took / base:.2f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -22,27 +22,44 @@ import argparse
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
+from stream_runs import (
+    Measured,
+    ProgressReports,
+    measure_jobs,
+    order_for_file_source,
+    print_load,
+    print_timings,
+    progress,
+    ratio_figures,
+)
 
 from shared.catalog import tables_root
 from shared.config import LabConfig
 from shared.spark_session import spark_session
-from stream_runs import Measured, ProgressReports, measure_jobs, order_for_file_source, print_load, print_timings, progress, ratio_figures
 
 __all__ = ["BenchRun", "bench_arguments", "print_report", "run_four_jobs", "run_to_end"]
 
 
-def bench_arguments(argv: list[str] | None, description: str, events_default: int, events_help: str) -> argparse.Namespace:
+def bench_arguments(
+    argv: list[str] | None, description: str, events_default: int, events_help: str
+) -> argparse.Namespace:
     """The benchmark's arguments; exits 2 with a message when a count is below 1."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--events", type=int, default=events_default, help=events_help)
-    parser.add_argument("--segment-minutes", type=int, default=10, help="ingest time per log segment, one micro-batch each (default 10)")
-    parser.add_argument("--repeats", type=int, default=1, help="measured runs of each job; the median is reported (default 1)")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)")
+    parser.add_argument(
+        "--segment-minutes", type=int, default=10, help="ingest time per log segment, one micro-batch each (default 10)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="measured runs of each job; the median is reported (default 1)"
+    )
+    parser.add_argument(
+        "--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)"
+    )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
@@ -56,8 +73,12 @@ def run_to_end(spark: SparkSession, query: DataFrame, checkpoint: Path, out: Pat
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     try:
         started = (
-            query.writeStream.format("parquet").outputMode("append").option("path", str(out))
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+            query.writeStream.format("parquet")
+            .outputMode("append")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
         )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
@@ -81,10 +102,20 @@ class BenchRun:
 Check = Callable[[SparkSession, LabConfig, Path, Path, Path, Path, list, str], dict]
 
 
-def run_four_jobs(args: argparse.Namespace, *, pipeline: str, name: str, generate: Callable[[Path], dict],
-                  bare_batch: Callable[[SparkSession, Path, LabConfig, Path], None],
-                  bare_stream: Callable[[SparkSession, Path, LabConfig, Path, Path], None],
-                  batch_tables: Iterable, run_batch: Callable, run_speed: Callable, check: Check, checking: str) -> BenchRun:
+def run_four_jobs(
+    args: argparse.Namespace,
+    *,
+    pipeline: str,
+    name: str,
+    generate: Callable[[Path], dict],
+    bare_batch: Callable[[SparkSession, Path, LabConfig, Path], None],
+    bare_stream: Callable[[SparkSession, Path, LabConfig, Path, Path], None],
+    batch_tables: Iterable,
+    run_batch: Callable,
+    run_speed: Callable,
+    check: Check,
+    checking: str,
+) -> BenchRun:
     """Generate the log (``generate(lake)`` returns its manifest), measure bare Spark's and the
     lab's batch and stream jobs on it, and ``check(spark, config, scratch, bare_batch_out,
     bare_stream_out, bare_stream_checkpoint, bare_stream_reports, lab_prefix)`` the last runs."""
@@ -95,7 +126,9 @@ def run_four_jobs(args: argparse.Namespace, *, pipeline: str, name: str, generat
         manifest = generate(lake)
         log_dir = lake / "log"
         segments = order_for_file_source(log_dir)
-        steady_lines = manifest["lines"] - sum(1 for _ in segments[0].open("rb"))  # the lines of the batches after the first
+        steady_lines = manifest["lines"] - sum(
+            1 for _ in segments[0].open("rb")
+        )  # the lines of the batches after the first
         config = LabConfig(lake=lake, table_engine="deltalake", pipeline=pipeline)
         spark = spark_session(config, f"lklab-{name}-bench")
         reports = ProgressReports(spark)
@@ -108,27 +141,46 @@ def run_four_jobs(args: argparse.Namespace, *, pipeline: str, name: str, generat
         jobs = {
             "bare_batch": lambda run: bare_batch(spark, log_dir, config, scratch / "bare-batch"),
             "lab_batch": lab_batch,
-            "bare_stream": lambda run: bare_stream(spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"),
+            "bare_stream": lambda run: bare_stream(
+                spark, log_dir, config, scratch / f"bare-{run}" / "checkpoint", scratch / f"bare-{run}" / "out"
+            ),
             "lab_stream": lambda run: run_speed(spark, config, available_now=True, app_id="bench", prefix=f"{run}_"),
         }
         measured = measure_jobs(jobs, args.repeats, reports)
         progress(checking)
         last = f"run{args.repeats}"
-        agreement = check(spark, config, scratch, scratch / "bare-batch", scratch / f"bare-{last}" / "out",
-                          scratch / f"bare-{last}" / "checkpoint", measured.reports["bare_stream"], f"{last}_")
+        agreement = check(
+            spark,
+            config,
+            scratch,
+            scratch / "bare-batch",
+            scratch / f"bare-{last}" / "out",
+            scratch / f"bare-{last}" / "checkpoint",
+            measured.reports["bare_stream"],
+            f"{last}_",
+        )
         spark.stop()
     return BenchRun(manifest, len(segments), steady_lines, measured, agreement, load_at_start)
 
 
-def print_report(args: argparse.Namespace, run: BenchRun, log: dict[str, int], labels: dict[str, str], agreement: list[str]) -> int:
+def print_report(
+    args: argparse.Namespace, run: BenchRun, log: dict[str, int], labels: dict[str, str], agreement: list[str]
+) -> int:
     """Print (and write) the figures of ``run``: ``log`` counts what the log holds besides its
     lines, malformed lines and segments (``{"views": ...}``), ``labels`` name the four jobs,
     ``agreement`` are the lines saying what the check found."""
     lines = run.manifest["lines"]
-    figures = ratio_figures(args, {"lines": lines, **log, "malformed": sum(run.manifest["dead_letters"].values()), "segments": run.segments},
-                            run.measured, run.agreement, run.load_at_start)
+    figures = ratio_figures(
+        args,
+        {"lines": lines, **log, "malformed": sum(run.manifest["dead_letters"].values()), "segments": run.segments},
+        run.measured,
+        run.agreement,
+        run.load_at_start,
+    )
     held = ", ".join(f"{figures['log'][name]:,} {name}" for name in [*log, "malformed"])
-    print(f"log: {lines:,} lines ({held}), {run.segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
+    print(
+        f"log: {lines:,} lines ({held}), {run.segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median"
+    )
     print_timings(figures, lines, run.steady_lines, labels)
     for line in agreement:
         print(line)

@@ -95,7 +95,9 @@ from stream_runs import (  # noqa: E402
 )
 
 EVENT_SCHEMA = "event_id string, kind string, order_id string, amount string, currency string, event_time timestamp"
-PRESENT = " AND ".join(f"{name} IS NOT NULL" for name in ("event_id", "kind", "order_id", "amount", "currency", "event_time"))
+PRESENT = " AND ".join(
+    f"{name} IS NOT NULL" for name in ("event_id", "kind", "order_id", "amount", "currency", "event_time")
+)
 SIDE_COLUMNS = ("event_id", "order_id", "amount", "currency", "event_time")
 
 
@@ -118,7 +120,13 @@ def with_amount(events: DataFrame) -> DataFrame:
 
 
 def bare_batch(spark: SparkSession, log_dir: Path, config: LabConfig, out: Path) -> None:
-    events = spark.read.schema(EVENT_SCHEMA).json(str(log_dir)).where(PRESENT).dropDuplicates(["event_id"]).transform(with_amount)
+    events = (
+        spark.read.schema(EVENT_SCHEMA)
+        .json(str(log_dir))
+        .where(PRESENT)
+        .dropDuplicates(["event_id"])
+        .transform(with_amount)
+    )
     joined = side(events, "order").join(side(events, "payment"), interval(config.join_bound // 1_000_000), "full_outer")
     joined.write.mode("overwrite").parquet(str(out))
 
@@ -130,8 +138,13 @@ def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoin
 
     def stream_side(kind: str) -> DataFrame:
         events = (
-            spark.readStream.schema(EVENT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(log_dir)).where(PRESENT)
-            .where(F.col("kind") == kind).withWatermark("event_time", delay).dropDuplicatesWithinWatermark(["event_id"])
+            spark.readStream.schema(EVENT_SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(log_dir))
+            .where(PRESENT)
+            .where(F.col("kind") == kind)
+            .withWatermark("event_time", delay)
+            .dropDuplicatesWithinWatermark(["event_id"])
         )
         return side(events.transform(with_amount), kind)
 
@@ -165,22 +178,35 @@ def spark_kept(spark: SparkSession, log_dir: Path, checkpoint: Path, reports: li
     segments = [[path.name] for path in sorted(log_dir.glob("segment-*.jsonl"))]
     for source in (0, 1):
         batches = files_per_batch(checkpoint, source)
-        require([names for _, names in sorted(batches.items())] == segments,
-                f"Spark's file source {source} did not read one segment per micro-batch in segment order")
+        require(
+            [names for _, names in sorted(batches.items())] == segments,
+            f"Spark's file source {source} did not read one segment per micro-batch in segment order",
+        )
     watermark = {report["batchId"]: micros_of(report["eventTime"].get("watermark")) for report in reports}
     bounds = [(names[0], watermark.get(batch - 1) or -(2**62)) for batch, names in enumerate(segments)]
     events = (
-        spark.read.schema(EVENT_SCHEMA).json(str(log_dir)).where(PRESENT)
+        spark.read.schema(EVENT_SCHEMA)
+        .json(str(log_dir))
+        .where(PRESENT)
         .withColumn("segment", F.regexp_extract(F.input_file_name(), r"(segment-\d+\.jsonl)$", 1))
-        .groupBy("event_id").agg(F.min_by(F.struct("segment", "event_time"), "segment").alias("first"))
+        .groupBy("event_id")
+        .agg(F.min_by(F.struct("segment", "event_time"), "segment").alias("first"))
         .select("event_id", "first.*")
         .join(F.broadcast(spark.createDataFrame(bounds, "segment string, late_through long")), "segment")
     )
     return set(column(events.where(F.unix_micros("event_time") > F.col("late_through")), "event_id"))
 
 
-def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path, stream_out: Path, checkpoint: Path,
-          reports: list[dict], prefix: str) -> dict:
+def check(
+    spark: SparkSession,
+    config: LabConfig,
+    scratch: Path,
+    bare_out: Path,
+    stream_out: Path,
+    checkpoint: Path,
+    reports: list[dict],
+    prefix: str,
+) -> dict:
     """Every agreement the docstring lists; returns the numbers compared."""
     tables = Tables(spark, config.lake, config.table_engine)
     rejected = rejected_events(spark, tables, scratch)
@@ -191,9 +217,13 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
     truth = pairs_of(tables.read(PAYMENTS_TRUTH_MATCHED.name))
     accepted = {pair for pair in bare_pairs if not rejected & set(pair)}
     require(truth == accepted, f"batch: {len(truth ^ accepted)} pairs differ, e.g. {sample(truth ^ accepted)}")
-    unpaid, orphans = (set(column(tables.read(table.name), "event_id")) for table in (PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS))
+    unpaid, orphans = (
+        set(column(tables.read(table.name), "event_id")) for table in (PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS)
+    )
     expected = (bare_orders - rejected) - {order for order, _ in truth}
-    require(unpaid == expected, f"batch: {len(unpaid ^ expected)} unpaid orders differ, e.g. {sample(unpaid ^ expected)}")
+    require(
+        unpaid == expected, f"batch: {len(unpaid ^ expected)} unpaid orders differ, e.g. {sample(unpaid ^ expected)}"
+    )
     expected = (bare_payments - rejected) - {payment for _, payment in truth}
     require(orphans == expected, f"batch: {len(orphans ^ expected)} orphans differ, e.g. {sample(orphans ^ expected)}")
 
@@ -201,61 +231,97 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
     spark_pairs = pairs_of(spark_stream)
     kept = spark_kept(spark, Path(config.lake) / "log", checkpoint, reports)
     expected = {pair for pair in bare_pairs if set(pair) <= kept}
-    require(spark_pairs == expected, f"Spark's stream: {len(spark_pairs ^ expected)} pairs differ from the batch pairs between "
-            f"the events it kept, e.g. {sample(spark_pairs ^ expected)}")
+    require(
+        spark_pairs == expected,
+        f"Spark's stream: {len(spark_pairs ^ expected)} pairs differ from the batch pairs between "
+        f"the events it kept, e.g. {sample(spark_pairs ^ expected)}",
+    )
 
     lab_pairs = pairs_of(tables.read(PAYMENTS_MATCHED.at(prefix)))
     late = set(column(tables.read(PAYMENTS_LATE_EVENTS.at(prefix)), "event_id"))
     expected = {pair for pair in truth if not late & set(pair)}
-    require(lab_pairs == expected, f"lab stream: {len(lab_pairs ^ expected)} pairs differ from the truth's between on-time "
-            f"events, e.g. {sample(lab_pairs ^ expected)}")
+    require(
+        lab_pairs == expected,
+        f"lab stream: {len(lab_pairs ^ expected)} pairs differ from the truth's between on-time "
+        f"events, e.g. {sample(lab_pairs ^ expected)}",
+    )
 
     both_kept = {pair for pair in lab_pairs if set(pair) <= kept}
     on_both = {pair for pair in spark_pairs if not (late | rejected) & set(pair)}
-    require(both_kept == on_both, f"streams: {len(both_kept ^ on_both)} pairs between events both kept differ, e.g. {sample(both_kept ^ on_both)}")
+    require(
+        both_kept == on_both,
+        f"streams: {len(both_kept ^ on_both)} pairs between events both kept differ, e.g. {sample(both_kept ^ on_both)}",
+    )
     return {
-        "bare_batch_pairs": len(bare_pairs), "truth_pairs": len(truth), "truth_unpaid": len(unpaid), "truth_orphans": len(orphans),
+        "bare_batch_pairs": len(bare_pairs),
+        "truth_pairs": len(truth),
+        "truth_unpaid": len(unpaid),
+        "truth_orphans": len(orphans),
         "lines_only_bare_spark_keeps": len(rejected),
-        "spark_stream_pairs": len(spark_pairs), "spark_dropped_events": len((bare_orders | bare_payments) - kept),
+        "spark_stream_pairs": len(spark_pairs),
+        "spark_dropped_events": len((bare_orders | bare_payments) - kept),
         "spark_stream_unpaid": spark_stream.where("payment_event_id IS NULL").count(),
         "spark_stream_orphans": spark_stream.where("order_event_id IS NULL").count(),
-        "lab_stream_pairs": len(lab_pairs), "lab_late_events": len(late),
+        "lab_stream_pairs": len(lab_pairs),
+        "lab_late_events": len(late),
         "lab_stream_unpaid": tables.read(PAYMENTS_UNPAID.at(prefix)).count(),
         "lab_stream_orphans": tables.read(PAYMENTS_ORPHANS.at(prefix)).count(),
-        "stream_pairs_compared": len(both_kept), "pairs_only_lab": len(lab_pairs - spark_pairs), "pairs_only_spark": len(spark_pairs - lab_pairs),
+        "stream_pairs_compared": len(both_kept),
+        "pairs_only_lab": len(lab_pairs - spark_pairs),
+        "pairs_only_spark": len(spark_pairs - lab_pairs),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = bench_arguments(argv, __doc__.splitlines()[0], 100_000,
-                           "orders to generate, as 'lklab generate --pipeline order_payments --events' (default 100,000: ~204,000 lines)")
+    args = bench_arguments(
+        argv,
+        __doc__.splitlines()[0],
+        100_000,
+        "orders to generate, as 'lklab generate --pipeline order_payments --events' (default 100,000: ~204,000 lines)",
+    )
 
     def generate(lake: Path) -> dict:
         progress(f"generating {args.events:,} orders and their payments")
         params = OrderPaymentParams(orders=args.events, segment_interval=args.segment_minutes * 60_000_000)
         return generate_order_payments(params, lake).manifest
 
-    run = run_four_jobs(args, pipeline="order_payments", name="payments", generate=generate, bare_batch=bare_batch, bare_stream=bare_stream,
-                        batch_tables=PAYMENTS_BATCH_TABLES, run_batch=run_payments_batch, run_speed=run_payments_speed, check=check,
-                        checking="checking that the lab and bare Spark joined the same pairs (the last run of each)")
+    run = run_four_jobs(
+        args,
+        pipeline="order_payments",
+        name="payments",
+        generate=generate,
+        bare_batch=bare_batch,
+        bare_stream=bare_stream,
+        batch_tables=PAYMENTS_BATCH_TABLES,
+        run_batch=run_payments_batch,
+        run_speed=run_payments_speed,
+        check=check,
+        checking="checking that the lab and bare Spark joined the same pairs (the last run of each)",
+    )
     return report(args, run)
 
 
 def report(args, run: BenchRun) -> int:
     manifest, a = run.manifest, run.agreement
     return print_report(
-        args, run, {"orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"]},
-        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
-         "lab_batch": "lab batch truth (validation, first copies, line-level tables)",
-         "bare_stream": "bare Spark stream-stream join (drops late rows)",
-         "lab_stream": "lab stream (late side output, state, exactly once)"},
-        [f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
-         f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
-         f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
-         f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
-         f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)",
-         f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
-         f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}"],
+        args,
+        run,
+        {"orders": manifest["orders"], "payments": manifest["payments"], "retries": manifest["retries"]},
+        {
+            "bare_batch": "bare Spark batch (read.json, dropDuplicates, full outer join)",
+            "lab_batch": "lab batch truth (validation, first copies, line-level tables)",
+            "bare_stream": "bare Spark stream-stream join (drops late rows)",
+            "lab_stream": "lab stream (late side output, state, exactly once)",
+        },
+        [
+            f"agreement: batch {a['truth_pairs']:,} pairs, {a['truth_unpaid']:,} unpaid, {a['truth_orphans']:,} orphans equal on the events "
+            f"the lab accepts (bare Spark also keeps {a['lines_only_bare_spark_keeps']:,} lines the lab dead-letters: {a['bare_batch_pairs']:,} pairs); "
+            f"Spark's stream = the pairs between the events it kept ({a['spark_stream_pairs']:,}; it dropped {a['spark_dropped_events']:,} events); "
+            f"the lab's = the truth's between its on-time events ({a['lab_stream_pairs']:,}; {a['lab_late_events']:,} late); "
+            f"streams equal on {a['stream_pairs_compared']:,} pairs ({a['pairs_only_lab']:,} only the lab's, {a['pairs_only_spark']:,} only Spark's)",
+            f"unpaid/orphan rows emitted by the streams (not compared): Spark {a['spark_stream_unpaid']:,}/{a['spark_stream_orphans']:,}, "
+            f"lab {a['lab_stream_unpaid']:,}/{a['lab_stream_orphans']:,}",
+        ],
     )
 
 

@@ -58,10 +58,10 @@ from reconciliation.metrics import currency_figures, explained_windows, join_exp
 from reconciliation.reconcile import reconcile  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
 from reconciliation.tolerance import Tolerance  # noqa: E402
-from shared.config import LabConfig  # noqa: E402
-from shared.spark_session import spark_session  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
 from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, LATE_EVENTS, SPEED_AGGREGATES, tables_root  # noqa: E402
+from shared.config import LabConfig  # noqa: E402
+from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,13 +97,18 @@ def _compared(truth: DataFrame, stream: DataFrame) -> DataFrame:
     joined = truth.alias("t").join(stream.alias("s"), list(WINDOW_KEY), "full_outer")
     t, s = (lambda c: F.col(f"t.{c}")), (lambda c: F.col(f"s.{c}"))
     status = (
-        F.when(s("event_count").isNull(), "missing_in_stream").when(t("event_count").isNull(), "extra_in_stream")
+        F.when(s("event_count").isNull(), "missing_in_stream")
+        .when(t("event_count").isNull(), "extra_in_stream")
         .when((t("event_count") == s("event_count")) & (t("amount_total") == s("amount_total")), "match")
         .otherwise("value_mismatch")
     )
     return joined.select(
-        *WINDOW_KEY, t("event_count").alias("truth_count"), t("amount_total").alias("truth_amount"),
-        s("event_count").alias("stream_count"), s("amount_total").alias("stream_amount"), status.alias("status"),
+        *WINDOW_KEY,
+        t("event_count").alias("truth_count"),
+        t("amount_total").alias("truth_amount"),
+        s("event_count").alias("stream_count"),
+        s("amount_total").alias("stream_amount"),
+        status.alias("status"),
     )
 
 
@@ -115,9 +120,12 @@ def bare_spark_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, i
     started = time.perf_counter()
     truth = tables.read(BATCH_TRUTH.name).select(*WINDOW_KEY, "event_count", "amount_total")
     stream = tables.read(SPEED_AGGREGATES.name).select(*WINDOW_KEY, "event_count", "amount_total")
-    rows = _compared(truth, stream).groupBy("currency", "status").agg(
-        F.count(F.lit(1)).alias("windows"), F.sum("truth_amount"), F.sum("stream_amount")
-    ).collect()
+    rows = (
+        _compared(truth, stream)
+        .groupBy("currency", "status")
+        .agg(F.count(F.lit(1)).alias("windows"), F.sum("truth_amount"), F.sum("stream_amount"))
+        .collect()
+    )
     seconds = time.perf_counter() - started
     counts = {name: 0 for name in DIFF_STATUSES}
     for row in rows:
@@ -129,8 +137,14 @@ def _diff_rows(truth: DataFrame, stream: DataFrame) -> DataFrame:
     """Every window of the full outer join with both sides, the deltas (stream minus truth) and the status."""
     delta = lambda side: F.coalesce(F.col(f"stream_{side}"), F.lit(0)) - F.coalesce(F.col(f"truth_{side}"), F.lit(0))
     return _compared(truth, stream).select(
-        *WINDOW_KEY, "truth_count", "truth_amount", "stream_count", "stream_amount",
-        delta("count").alias("count_delta"), delta("amount").alias("amount_delta"), "status",
+        *WINDOW_KEY,
+        "truth_count",
+        "truth_amount",
+        "stream_count",
+        "stream_amount",
+        delta("count").alias("count_delta"),
+        delta("amount").alias("amount_delta"),
+        "status",
     )
 
 
@@ -144,11 +158,18 @@ def bare_spark_writes(spark: SparkSession, lake: Path, out: Path) -> tuple[float
     _diff_rows(truth, stream).write.mode("overwrite").parquet(str(out / "diffs"))
     diff_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    late = tables.read(LATE_EVENTS.name).groupBy(*WINDOW_KEY).agg(
-        F.count(F.lit(1)).alias("event_count"), F.sum("amount").cast(stream.schema["amount_total"].dataType).alias("amount_total")
+    late = (
+        tables.read(LATE_EVENTS.name)
+        .groupBy(*WINDOW_KEY)
+        .agg(
+            F.count(F.lit(1)).alias("event_count"),
+            F.sum("amount").cast(stream.schema["amount_total"].dataType).alias("amount_total"),
+        )
     )
-    folded = stream.unionByName(late).groupBy(*WINDOW_KEY).agg(
-        F.sum("event_count").alias("event_count"), F.sum("amount_total").alias("amount_total")
+    folded = (
+        stream.unionByName(late)
+        .groupBy(*WINDOW_KEY)
+        .agg(F.sum("event_count").alias("event_count"), F.sum("amount_total").alias("amount_total"))
     )
     folded.write.mode("overwrite").parquet(str(out / "folded"))
     fold_seconds = time.perf_counter() - started
@@ -165,8 +186,9 @@ def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float,
     from datacompy import PandasCompare
 
     started = time.perf_counter()
-    compare = PandasCompare(truth, stream, join_columns=list(WINDOW_KEY), abs_tol=0, rel_tol=0,
-                            df1_name="truth", df2_name="stream")
+    compare = PandasCompare(
+        truth, stream, join_columns=list(WINDOW_KEY), abs_tol=0, rel_tol=0, df1_name="truth", df2_name="stream"
+    )
     compare.report()
     seconds = time.perf_counter() - started
     both = compare.intersect_rows
@@ -208,7 +230,9 @@ def check(result: Reconciliation, built: DerivedLake, ours: dict, theirs: dict) 
     found = explained_events(result)
     if {r: n for r, n in found.items() if n} != {r: n for r, n in expected.items() if n}:
         problems.append(f"attributed events {found}, the lake was built with {expected}")
-    if result.unexplained_events or any(c.unexplained_money or c.corrected_unexplained_money for c in result.currencies):
+    if result.unexplained_events or any(
+        c.unexplained_money or c.corrected_unexplained_money for c in result.currencies
+    ):
         problems.append(f"unexplained events {result.unexplained_events}")
     return problems
 
@@ -267,10 +291,16 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_300_000,
-                        help="events to generate (default 1,300,000: about 1,000,000 windows with 20,000 accounts over 24 h)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=1_300_000,
+        help="events to generate (default 1,300,000: about 1,000,000 windows with 20,000 accounts over 24 h)",
+    )
     parser.add_argument("--accounts", type=int, default=20_000, help="accounts (default 20,000)")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lakes (default: the system's temp dir)")
+    parser.add_argument(
+        "--scratch", default=None, help="directory for the temporary lakes (default: the system's temp dir)"
+    )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
     if args.events < 1 or args.accounts < 1:
@@ -279,35 +309,58 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="reconcile-bench-", dir=args.scratch) as scratch:
         spark = spark_session(LabConfig(lake=Path(scratch), table_engine="deltalake"), "lklab-reconcile-bench")
         progress("warm-up: a 20,000-event lake through all three")
-        run(spark, Path(scratch) / "warm", LakeShape(events=20_000, accounts=500, span_hours=2, unread_segments=5), measured=False)
+        run(
+            spark,
+            Path(scratch) / "warm",
+            LakeShape(events=20_000, accounts=500, span_hours=2, unread_segments=5),
+            measured=False,
+        )
         progress(f"building the measured lake: {args.events:,} events, {args.accounts:,} accounts")
-        figures = run(spark, Path(scratch) / "lake", LakeShape(events=args.events, accounts=args.accounts), measured=True)
+        figures = run(
+            spark, Path(scratch) / "lake", LakeShape(events=args.events, accounts=args.accounts), measured=True
+        )
         spark.stop()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2, default=str) + "\n")
 
     lake, s = figures["lake"], figures["seconds"]
-    print(f"lake: {lake['lines']:,} log lines in {lake['segments']:,} segments; batch read 1..{lake['batch_last_segment']:,}")
-    print(f"pair: {BATCH_TRUTH.name} {lake['truth_windows']:,} rows, {SPEED_AGGREGATES.name} {lake['stream_windows']:,} rows")
+    print(
+        f"lake: {lake['lines']:,} log lines in {lake['segments']:,} segments; batch read 1..{lake['batch_last_segment']:,}"
+    )
+    print(
+        f"pair: {BATCH_TRUTH.name} {lake['truth_windows']:,} rows, {SPEED_AGGREGATES.name} {lake['stream_windows']:,} rows"
+    )
     print(f"statuses (lab = datacompy): {figures['statuses']}")
     print(f"attributed events by reason: {figures['explained_events']}; unexplained: {figures['unexplained_events']}")
-    print(f"{CORRECTED_AGGREGATES.name} equals truth: {figures['corrected_equals_truth']} "
-          f"(still separated by {figures['corrected_explained_events']})")
-    print(f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
-          f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)")
+    print(
+        f"{CORRECTED_AGGREGATES.name} equals truth: {figures['corrected_equals_truth']} "
+        f"(still separated by {figures['corrected_explained_events']})"
+    )
+    print(
+        f"datacompy PandasCompare + report, from Delta:  {s['datacompy']:7.1f}s  "
+        f"(load into pandas {s['datacompy_load']:.1f}s, compare + report {s['datacompy_compare']:.1f}s)"
+    )
     print(f"lab diff + per-currency figures, from Delta:   {s['lab_diff']:7.1f}s")
-    print(f"bare Spark full outer join + statuses, from the same files: {s['bare_spark_diff']:7.1f}s "
-          f"(lab diff {figures['ratio_lab_diff_to_bare_spark']:.2f}x its time; datacompy / bare Spark {figures['ratio_datacompy_to_bare_spark']:.2f}x)")
-    print(f"bare Spark writing every window's diff row and the folded stream, Parquet: {s['bare_spark_writes']:7.1f}s "
-          f"(diff rows {s['bare_spark_writes_diff_rows']:.1f}s, folded stream {s['bare_spark_writes_folded_stream']:.1f}s; "
-          f"{figures['ratio_bare_spark_writes_to_datacompy']:.2f}x datacompy's time)")
+    print(
+        f"bare Spark full outer join + statuses, from the same files: {s['bare_spark_diff']:7.1f}s "
+        f"(lab diff {figures['ratio_lab_diff_to_bare_spark']:.2f}x its time; datacompy / bare Spark {figures['ratio_datacompy_to_bare_spark']:.2f}x)"
+    )
+    print(
+        f"bare Spark writing every window's diff row and the folded stream, Parquet: {s['bare_spark_writes']:7.1f}s "
+        f"(diff rows {s['bare_spark_writes_diff_rows']:.1f}s, folded stream {s['bare_spark_writes_folded_stream']:.1f}s; "
+        f"{figures['ratio_bare_spark_writes_to_datacompy']:.2f}x datacompy's time)"
+    )
     print(f"lab full reconcile (diff, attribution, fold, writes): {s['lab_reconcile']:7.1f}s")
     rss = figures["peak_rss_mib"]
-    print(f"peak RSS during the full reconcile: {rss['process_tree']:,.0f} MiB process tree, "
-          f"{rss['largest_process']:,.0f} MiB largest process (the JVM; driver-memory {figures['driver_memory']})")
+    print(
+        f"peak RSS during the full reconcile: {rss['process_tree']:,.0f} MiB process tree, "
+        f"{rss['largest_process']:,.0f} MiB largest process (the JVM; driver-memory {figures['driver_memory']})"
+    )
     print(f"ratio datacompy / lab diff (time):       {figures['ratio_datacompy_to_lab_diff']:.2f}x")
-    print(f"ratio datacompy / lab reconcile (time):  {figures['ratio_datacompy_to_lab_reconcile']:.2f}x; "
-          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"ratio datacompy / lab reconcile (time):  {figures['ratio_datacompy_to_lab_reconcile']:.2f}x; "
+        f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     return 0
 
 

@@ -61,7 +61,10 @@ def as_processes(lake: Path) -> dict[str, float]:
     lklab = str(Path(sys.executable).parent / "lklab")
     env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
     seconds = {}
-    for side, argv in (("batch", [lklab, "batch", "--refresh"]), ("replay", [lklab, "replay", "--name", "process", "--replace"])):
+    for side, argv in (
+        ("batch", [lklab, "batch", "--refresh"]),
+        ("replay", [lklab, "replay", "--name", "process", "--replace"]),
+    ):
         wall, done = timed(lambda: subprocess.run(argv, env=env, capture_output=True, text=True))
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -86,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="measured runs of each side; the median is reported")
     parser.add_argument("--processes", action="store_true", help="also time lklab batch and lklab replay as processes")
     parser.add_argument("--no-live", action="store_true", help="skip the live layer against bare Spark")
-    parser.add_argument("--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)")
+    parser.add_argument(
+        "--scratch", default=None, help="directory for the temporary lake (default: the system's temp dir)"
+    )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeats < 1:
@@ -110,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"run {repeat}/{args.repeats}: batch recompute {wall:.1f}s (cpu {run.cpu_seconds:.1f}s)")
             wall, replayed = timed(lambda: run_replay(spark, config, "bench", replace=True))
             seconds["replay"].append(wall)
-            progress(f"run {repeat}/{args.repeats}: replay {wall:.1f}s (cpu {replayed.cpu_seconds:.1f}s, {replayed.segments:,} segments)")
+            progress(
+                f"run {repeat}/{args.repeats}: replay {wall:.1f}s (cpu {replayed.cpu_seconds:.1f}s, {replayed.segments:,} segments)"
+            )
         spark.stop()
         processes = as_processes(lake) if args.processes else None
 
@@ -133,20 +140,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
-    print(f"log: {lines:,} lines ({events:,} events), {manifest['segments']:,} segments; {args.repeats} measured run(s) of each, median")
+    print(
+        f"log: {lines:,} lines ({events:,} events), {manifest['segments']:,} segments; {args.repeats} measured run(s) of each, median"
+    )
     for side, label in (("batch", "batch recompute (the truth)"), ("replay", "Kappa replay (the stream's rows)")):
         print(f"{label:35s} {medians[side]:7.1f}s  {events / medians[side]:9,.0f} events/s")
     print(f"ratio replay / batch (time): {figures['ratio_replay_to_batch']:.2f}x")
     if processes:
-        print(f"as processes: lklab batch {processes['batch']:.1f}s, lklab replay {processes['replay']:.1f}s, "
-              f"ratio {figures['process_ratio_replay_to_batch']:.2f}x")
+        print(
+            f"as processes: lklab batch {processes['batch']:.1f}s, lklab replay {processes['replay']:.1f}s, "
+            f"ratio {figures['process_ratio_replay_to_batch']:.2f}x"
+        )
     if not args.no_live:
         live = figures["live"]
         bare, lab = live["bare_spark"], live["lab_speed"]
         batches = live["log"]["segments"] - 1
-        print(f"live layer, steady state per micro-batch: bare Spark {bare['median_steady_seconds'] / batches:.3f}s, "
-              f"lab {lab['median_steady_seconds'] / batches:.3f}s, ratio {live['steady_ratio_lab_to_bare']:.2f}x "
-              f"(wall {live['wall_ratio_lab_to_bare']:.2f}x)")
+        print(
+            f"live layer, steady state per micro-batch: bare Spark {bare['median_steady_seconds'] / batches:.3f}s, "
+            f"lab {lab['median_steady_seconds'] / batches:.3f}s, ratio {live['steady_ratio_lab_to_bare']:.2f}x "
+            f"(wall {live['wall_ratio_lab_to_bare']:.2f}x)"
+        )
     return 0
 
 

@@ -52,19 +52,26 @@ def bare_spark(spark, lake: Path, checkpoint: Path) -> list:
     its stateful aggregate would run that many tasks and state stores per batch, slower for
     batches this small); returns the query's progress reports. The setting is fixed into the
     checkpoint when the query starts, so the session's is restored right after."""
-    schema = "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
+    schema = (
+        "event_id string, account_id string, event_type string, amount string, currency string, event_time timestamp"
+    )
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     try:
         query = (
-            spark.readStream.option("maxFilesPerTrigger", 1).text(str(lake / "log"))
-            .select(F.from_json("value", schema).alias("e")).select("e.*")
+            spark.readStream.option("maxFilesPerTrigger", 1)
+            .text(str(lake / "log"))
+            .select(F.from_json("value", schema).alias("e"))
+            .select("e.*")
             .withColumn("amount", F.col("amount").try_cast("decimal(20,6)"))
             .withWatermark("event_time", "1 minute")
             .groupBy(F.window("event_time", "1 minute"), "account_id", "currency")
             .agg(F.count(F.lit(1)).alias("event_count"), F.sum("amount").alias("amount_total"))
-            .writeStream.format("noop").outputMode("append")
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+            .writeStream.format("noop")
+            .outputMode("append")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
         )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
@@ -116,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             name = f"run{repeat}"
             sides = {
                 "bare_spark": lambda: bare_spark(spark, lake, Path(scratch) / f"bare-{repeat}"),
-                "lab_speed": lambda: run_speed(spark, config, available_now=True, app_id=name, prefix=f"{name}_").progress,
+                "lab_speed": lambda: (
+                    run_speed(spark, config, available_now=True, app_id=name, prefix=f"{name}_").progress
+                ),
             }
             for side, action in sides.items():
                 wall, progress_reports = measured(action)
@@ -141,11 +150,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
-    print(f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median")
-    for label, side in (("bare Spark (withWatermark + groupBy, drops late rows)", bare), ("lab speed layer (nothing dropped, exactly once)", ours)):
-        wall, steady, steady_lines = side["median_wall_seconds"], side["median_steady_seconds"], side["lines_after_first_batch"]
-        print(f"{label:55s} wall {wall:6.1f}s {lines / wall:7,.0f} lines/s | batches 1..{segments - 1}: {steady:5.1f}s {steady_lines / steady:7,.0f} lines/s")
-    print(f"ratio (speed layer / bare Spark): wall {figures['wall_ratio_lab_to_bare']:.2f}x, steady state {figures['steady_ratio_lab_to_bare']:.2f}x")
+    print(
+        f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median"
+    )
+    for label, side in (
+        ("bare Spark (withWatermark + groupBy, drops late rows)", bare),
+        ("lab speed layer (nothing dropped, exactly once)", ours),
+    ):
+        wall, steady, steady_lines = (
+            side["median_wall_seconds"],
+            side["median_steady_seconds"],
+            side["lines_after_first_batch"],
+        )
+        print(
+            f"{label:55s} wall {wall:6.1f}s {lines / wall:7,.0f} lines/s | batches 1..{segments - 1}: {steady:5.1f}s {steady_lines / steady:7,.0f} lines/s"
+        )
+    print(
+        f"ratio (speed layer / bare Spark): wall {figures['wall_ratio_lab_to_bare']:.2f}x, steady state {figures['steady_ratio_lab_to_bare']:.2f}x"
+    )
     return 0
 
 

@@ -82,20 +82,38 @@ def _with_batch(frame: DataFrame) -> DataFrame:
     return frame.withColumn("batch_id", (F.col("segment") - 1).cast("long"))
 
 
-def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: LakeShape, last: int) -> dict[str, DataFrame]:
-    raw = log_reader(spark).option("path", str(lake)).option("end", last).option("maxLineBytes", config.max_line_bytes).load()
+def _stream_tables(
+    spark: SparkSession, lake: Path, config: LabConfig, shape: LakeShape, last: int
+) -> dict[str, DataFrame]:
+    raw = (
+        log_reader(spark)
+        .option("path", str(lake))
+        .option("end", last)
+        .option("maxLineBytes", config.max_line_bytes)
+        .load()
+    )
     lines = classify_lines(raw.transform(parse_events, max_clock_skew=config.max_clock_skew).persist())
     late = _sampled(shape.late_share, "event_id")
     counted = _sampled(shape.counted_retry_share, "segment", "line_number")
-    aggregated = lines.events.where(~late).select(*EVENT_COLUMNS).unionByName(
-        lines.duplicates.where(counted).select(*EVENT_COLUMNS)
+    aggregated = (
+        lines.events.where(~late)
+        .select(*EVENT_COLUMNS)
+        .unionByName(lines.duplicates.where(counted).select(*EVENT_COLUMNS))
     )
     # Late by a hash-chosen 0-3599 s past the window's end: the watermark had closed it.
-    watermark = F.timestamp_micros(F.unix_micros("window_end") + F.pmod(F.xxhash64("event_id"), F.lit(3600)) * 1_000_000)
+    watermark = F.timestamp_micros(
+        F.unix_micros("window_end") + F.pmod(F.xxhash64("event_id"), F.lit(3600)) * 1_000_000
+    )
     late_events = (
-        lines.events.where(late).transform(assign_windows(config.window))
+        lines.events.where(late)
+        .transform(assign_windows(config.window))
         .withColumn("watermark", watermark)
-        .withColumn("lateness_seconds", ((F.unix_micros("watermark") - F.unix_micros("event_time")).cast("decimal(20,0)") / 1_000_000).cast("decimal(20,6)"))
+        .withColumn(
+            "lateness_seconds",
+            ((F.unix_micros("watermark") - F.unix_micros("event_time")).cast("decimal(20,0)") / 1_000_000).cast(
+                "decimal(20,6)"
+            ),
+        )
         .transform(_with_batch)
     )
     speed_aggregates = aggregated.transform(window_totals(config.window)).select(
@@ -117,7 +135,9 @@ def _stream_tables(spark: SparkSession, lake: Path, config: LabConfig, shape: La
 def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambda message: None) -> DerivedLake:
     """Generate the log, run the batch short of the end, derive the stream's tables (and an
     empty ``stream_state``: written in one go, ready to reconcile)."""
-    params = GeneratorParams(events=shape.events, accounts=shape.accounts, span=shape.span_hours * HOUR, seed=shape.seed)
+    params = GeneratorParams(
+        events=shape.events, accounts=shape.accounts, span=shape.span_hours * HOUR, seed=shape.seed
+    )
     manifest = generate(params, lake, progress=progress).manifest
     config = LabConfig(lake=lake, table_engine="deltalake")
     tables = Tables(spark, lake, config.table_engine)

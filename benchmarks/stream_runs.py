@@ -26,19 +26,29 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 import psutil
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 __all__ = [
-    "ratio_figures", "print_timings", "print_load",
-    "Measured", "PeakMemory", "ProgressReports", "files_per_batch", "measure_jobs", "micros_of", "order_for_file_source", "progress",
-    "require", "steady_state",
+    "ratio_figures",
+    "print_timings",
+    "print_load",
+    "Measured",
+    "PeakMemory",
+    "ProgressReports",
+    "files_per_batch",
+    "measure_jobs",
+    "micros_of",
+    "order_for_file_source",
+    "progress",
+    "require",
+    "steady_state",
 ]
 
 
@@ -187,7 +197,9 @@ def measure_jobs(jobs: dict[str, Callable[[str], object]], repeats: int, reports
                 measured.reports[job] = reports.last_query()
                 steady, batches = steady_state(measured.reports[job])
                 measured.runs[job].append({"wall": wall, "steady": steady, "batches_after_first": batches})
-                progress(f"run {repeat}/{repeats}: {job} {wall:.1f}s, micro-batches after the first {steady:.1f}s ({batches})")
+                progress(
+                    f"run {repeat}/{repeats}: {job} {wall:.1f}s, micro-batches after the first {steady:.1f}s ({batches})"
+                )
             else:
                 measured.runs[job].append({"wall": wall})
                 progress(f"run {repeat}/{repeats}: {job} {wall:.1f}s")
@@ -197,13 +209,18 @@ def measure_jobs(jobs: dict[str, Callable[[str], object]], repeats: int, reports
 def ratio_figures(args, log: dict, measured: Measured, agreement: dict, load_at_start: float) -> dict:
     """The figures both stream benchmarks print and write: medians of the measured runs, ratios
     lab / bare Spark, peak memory, the agreement found and the load; written to ``--json-out``."""
-    median = {job: {key: statistics.median(run[key] for run in runs) for key in runs[0]} for job, runs in measured.runs.items()}
+    median = {
+        job: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        for job, runs in measured.runs.items()
+    }
     figures = {
         "log": log,
         "repeats": args.repeats,
         "runs": measured.runs,
         "median": median,
-        "peak_rss_mib": {job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in measured.memory.items()},
+        "peak_rss_mib": {
+            job: {"process_tree": m.tree / 2**20, "driver": m.driver / 2**20} for job, m in measured.memory.items()
+        },
         "batch_ratio_lab_to_bare": median["lab_batch"]["wall"] / median["bare_batch"]["wall"],
         "stream_wall_ratio_lab_to_bare": median["lab_stream"]["wall"] / median["bare_stream"]["wall"],
         "stream_steady_ratio_lab_to_bare": median["lab_stream"]["steady"] / median["bare_stream"]["steady"],
@@ -225,15 +242,24 @@ def print_timings(figures: dict, lines: int, steady_lines: int, labels: dict[str
     batches = median["bare_stream"]["batches_after_first"]
     for job in ("bare_stream", "lab_stream"):
         m = median[job]
-        print(f"{labels[job]:{width}s} wall {m['wall']:6.1f}s | batches 1..{batches:.0f}: {m['steady']:6.1f}s, "
-              f"{m['steady'] / m['batches_after_first']:.3f}s per batch, {steady_lines / m['steady']:8,.0f} lines/s")
-    print(f"ratio lab / bare Spark, stream: steady state {figures['stream_steady_ratio_lab_to_bare']:.2f}x, "
-          f"wall {figures['stream_wall_ratio_lab_to_bare']:.2f}x")
+        print(
+            f"{labels[job]:{width}s} wall {m['wall']:6.1f}s | batches 1..{batches:.0f}: {m['steady']:6.1f}s, "
+            f"{m['steady'] / m['batches_after_first']:.3f}s per batch, {steady_lines / m['steady']:8,.0f} lines/s"
+        )
+    print(
+        f"ratio lab / bare Spark, stream: steady state {figures['stream_steady_ratio_lab_to_bare']:.2f}x, "
+        f"wall {figures['stream_wall_ratio_lab_to_bare']:.2f}x"
+    )
     rss = figures["peak_rss_mib"]
-    print("peak RSS, process tree (driver): " + ", ".join(f"{job} {v['process_tree']:,.0f} MiB ({v['driver']:,.0f})" for job, v in rss.items())
-          + " (summed over the processes, pages shared by forked Python workers counted in each; the JVM and idle workers"
-            " are shared by the four jobs, so what one leaves counts in the next)")
+    print(
+        "peak RSS, process tree (driver): "
+        + ", ".join(f"{job} {v['process_tree']:,.0f} MiB ({v['driver']:,.0f})" for job, v in rss.items())
+        + " (summed over the processes, pages shared by forked Python workers counted in each; the JVM and idle workers"
+        " are shared by the four jobs, so what one leaves counts in the next)"
+    )
 
 
 def print_load(figures: dict, load_at_start: float) -> None:
-    print(f"load average (1 min) {load_at_start:.1f} at the start, {figures['load_average']['end']:.1f} at the end, on {figures['cores']} cores")
+    print(
+        f"load average (1 min) {load_at_start:.1f} at the start, {figures['load_average']['end']:.1f} at the end, on {figures['cores']} cores"
+    )

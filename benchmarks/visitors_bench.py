@@ -106,9 +106,15 @@ def window_start_of(config: LabConfig) -> Column:
 def bare_counts(frame: DataFrame, config: LabConfig) -> DataFrame:
     """Views (``VIEW_SCHEMA``) -> exact distinct URLs per (window, user)."""
     return (
-        frame.withColumn("window", window_of(config)).groupBy("window", "user_id")
+        frame.withColumn("window", window_of(config))
+        .groupBy("window", "user_id")
         .agg(F.count_distinct("url").alias("distinct_urls"))
-        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "user_id", "distinct_urls")
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "user_id",
+            "distinct_urls",
+        )
     )
 
 
@@ -121,19 +127,31 @@ def bare_stream(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoin
     """Spark's streaming query, to its end (the session's shuffle partitions restored once it has
     started: the setting is fixed into the checkpoint then)."""
     counts = (
-        spark.readStream.schema(VIEW_SCHEMA).option("maxFilesPerTrigger", 1).json(str(log_dir)).where(PRESENT)
+        spark.readStream.schema(VIEW_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(log_dir))
+        .where(PRESENT)
         .withWatermark("event_time", f"{config.watermark_delay // 1_000_000} seconds")
         .withColumn("window_start", window_start_of(config))
         .dropDuplicatesWithinWatermark(["user_id", "url", "window_start"])
-        .groupBy(window_of(config).alias("window"), "user_id").agg(F.count(F.lit(1)).alias("distinct_urls"))
-        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "user_id", "distinct_urls")
+        .groupBy(window_of(config).alias("window"), "user_id")
+        .agg(F.count(F.lit(1)).alias("distinct_urls"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "user_id",
+            "distinct_urls",
+        )
     )
     run_to_end(spark, counts, checkpoint, out)
 
 
 def counts_of(frame: DataFrame) -> Counts:
     table = frame.select(
-        F.unix_micros("window_start").alias("s"), F.unix_micros("window_end").alias("e"), "user_id", "distinct_urls",
+        F.unix_micros("window_start").alias("s"),
+        F.unix_micros("window_end").alias("e"),
+        "user_id",
+        "distinct_urls",
     ).toArrow()
     keys = zip(table["s"].to_pylist(), table["e"].to_pylist(), table["user_id"].to_pylist())
     return dict(zip(keys, table["distinct_urls"].to_pylist()))
@@ -156,33 +174,51 @@ def rejected_windows(spark: SparkSession, tables: Tables, config: LabConfig, scr
     return keys_of(bare_counts(views, config))
 
 
-def spark_kept(spark: SparkSession, log_dir: Path, config: LabConfig, checkpoint: Path, reports: list[dict]) -> tuple[Counts, set]:
+def spark_kept(
+    spark: SparkSession, log_dir: Path, config: LabConfig, checkpoint: Path, reports: list[dict]
+) -> tuple[Counts, set]:
     """What Spark's stream must have emitted (counts over the (view, window) pairs it kept, windows
     ended by its last watermark) and the windows in which it dropped a pair as late."""
     batches = files_per_batch(checkpoint)
     segments = sorted(path.name for path in log_dir.glob("segment-*.jsonl"))
-    require([names for _, names in sorted(batches.items())] == [[name] for name in segments],
-            "Spark's file source did not read one segment per micro-batch in segment order")
+    require(
+        [names for _, names in sorted(batches.items())] == [[name] for name in segments],
+        "Spark's file source did not read one segment per micro-batch in segment order",
+    )
     watermark = {report["batchId"]: micros_of(report["eventTime"].get("watermark")) for report in reports}
     # A batch drops what the watermark of the batch before it has passed (none before batch 1).
     bounds = [(names[0], watermark.get(batch - 1) or -(2**62)) for batch, names in batches.items()]
     bound = spark.createDataFrame(bounds, "segment string, late_through long")
     pairs = (
-        spark.read.schema(VIEW_SCHEMA).json(str(log_dir)).where(PRESENT)
+        spark.read.schema(VIEW_SCHEMA)
+        .json(str(log_dir))
+        .where(PRESENT)
         .withColumn("segment", F.regexp_extract(F.input_file_name(), r"(segment-\d+\.jsonl)$", 1))
         .join(F.broadcast(bound), "segment")
         .withColumn("dropped", F.unix_micros("event_time") <= F.col("late_through"))
         .persist()
     )
     last = watermark[max(watermark)] or -(2**62)
-    emitted = {key: count for key, count in counts_of(bare_counts(pairs.where(~F.col("dropped")), config)).items() if key[1] <= last}
+    emitted = {
+        key: count
+        for key, count in counts_of(bare_counts(pairs.where(~F.col("dropped")), config)).items()
+        if key[1] <= last
+    }
     dropped = keys_of(bare_counts(pairs.where("dropped"), config))
     pairs.unpersist()
     return emitted, dropped
 
 
-def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path, stream_out: Path, checkpoint: Path,
-          reports: list[dict], prefix: str) -> dict:
+def check(
+    spark: SparkSession,
+    config: LabConfig,
+    scratch: Path,
+    bare_out: Path,
+    stream_out: Path,
+    checkpoint: Path,
+    reports: list[dict],
+    prefix: str,
+) -> dict:
     """Every agreement the docstring lists; returns the numbers compared."""
     tables = Tables(spark, config.lake, config.table_engine)
     log_dir = Path(config.lake) / "log"
@@ -190,12 +226,17 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
     truth = counts_of(tables.read(VISITORS_TRUTH.name))
     bare = counts_of(spark.read.parquet(str(bare_out)))
     wrong = differing(truth, bare, (truth.keys() | bare.keys()) - rejected)
-    require(not wrong, f"batch: {len(wrong)} windows differ between {VISITORS_TRUTH.name} and bare Spark, e.g. {wrong[:3]}")
+    require(
+        not wrong, f"batch: {len(wrong)} windows differ between {VISITORS_TRUTH.name} and bare Spark, e.g. {wrong[:3]}"
+    )
 
     spark_stream = counts_of(spark.read.parquet(str(stream_out)))
     expected, spark_dropped = spark_kept(spark, log_dir, config, checkpoint, reports)
     wrong = differing(spark_stream, expected, spark_stream.keys() | expected.keys())
-    require(not wrong, f"Spark's stream: {len(wrong)} windows differ from the counts over the lines it kept, e.g. {[(k, spark_stream.get(k), expected.get(k)) for k in wrong[:5]]}")
+    require(
+        not wrong,
+        f"Spark's stream: {len(wrong)} windows differ from the counts over the lines it kept, e.g. {[(k, spark_stream.get(k), expected.get(k)) for k in wrong[:5]]}",
+    )
 
     served = counts_of(tables.read(VISITORS_WINDOWS.at(prefix)))
     lab_late = keys_of(tables.read(VISITORS_LATE_EVENTS.at(prefix)))
@@ -206,10 +247,15 @@ def check(spark: SparkSession, config: LabConfig, scratch: Path, bare_out: Path,
     wrong = differing(served, spark_stream, compared)
     require(not wrong, f"streams: {len(wrong)} windows differ between the lab and Spark, e.g. {wrong[:3]}")
     return {
-        "batch_windows_compared": len((truth.keys() | bare.keys()) - rejected), "batch_windows_with_rejected_lines": len(rejected),
-        "spark_stream_windows": len(spark_stream), "spark_windows_with_dropped_views": len(spark_dropped),
-        "lab_windows_with_late_views": len(lab_late), "stream_windows_compared": len(compared),
-        "stream_windows_differing_outside_overlap": len(differing(served, spark_stream, spark_stream.keys() - compared)),
+        "batch_windows_compared": len((truth.keys() | bare.keys()) - rejected),
+        "batch_windows_with_rejected_lines": len(rejected),
+        "spark_stream_windows": len(spark_stream),
+        "spark_windows_with_dropped_views": len(spark_dropped),
+        "lab_windows_with_late_views": len(lab_late),
+        "stream_windows_compared": len(compared),
+        "stream_windows_differing_outside_overlap": len(
+            differing(served, spark_stream, spark_stream.keys() - compared)
+        ),
     }
 
 
@@ -218,26 +264,44 @@ def main(argv: list[str] | None = None) -> int:
 
     def generate(lake: Path) -> dict:
         progress(f"generating {args.events:,} page views")
-        return generate_page_views(PageViewParams(views=args.events, segment_interval=args.segment_minutes * 60_000_000), lake)
+        return generate_page_views(
+            PageViewParams(views=args.events, segment_interval=args.segment_minutes * 60_000_000), lake
+        )
 
-    run = run_four_jobs(args, pipeline="unique_visitors", name="visitors", generate=generate, bare_batch=bare_batch, bare_stream=bare_stream,
-                        batch_tables=VISITORS_BATCH_TABLES, run_batch=run_visitors_batch, run_speed=run_visitors_speed, check=check,
-                        checking="checking that the lab and bare Spark computed the same counts (the last run of each)")
+    run = run_four_jobs(
+        args,
+        pipeline="unique_visitors",
+        name="visitors",
+        generate=generate,
+        bare_batch=bare_batch,
+        bare_stream=bare_stream,
+        batch_tables=VISITORS_BATCH_TABLES,
+        run_batch=run_visitors_batch,
+        run_speed=run_visitors_speed,
+        check=check,
+        checking="checking that the lab and bare Spark computed the same counts (the last run of each)",
+    )
     return report(args, run)
 
 
 def report(args, run: BenchRun) -> int:
     a = run.agreement
     return print_report(
-        args, run, {"views": run.manifest["views"], "resends": run.manifest["duplicates"]},
-        {"bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
-         "lab_batch": "lab batch truth (validation, first copies, members, dead letters)",
-         "bare_stream": "bare Spark stream (dedup within watermark + count, drops late)",
-         "lab_stream": "lab speed layer (late side output, state, exactly once)"},
-        [f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
-         f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
-         f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
-         f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)"],
+        args,
+        run,
+        {"views": run.manifest["views"], "resends": run.manifest["duplicates"]},
+        {
+            "bare_batch": "bare Spark batch (read.json, dropDuplicates, count distinct)",
+            "lab_batch": "lab batch truth (validation, first copies, members, dead letters)",
+            "bare_stream": "bare Spark stream (dedup within watermark + count, drops late)",
+            "lab_stream": "lab speed layer (late side output, state, exactly once)",
+        },
+        [
+            f"agreement: batch {a['batch_windows_compared']:,} windows equal (excluded {a['batch_windows_with_rejected_lines']:,} "
+            f"holding lines the lab dead-letters); Spark's stream = distinct counts over the lines it kept ({a['spark_stream_windows']:,} windows); "
+            f"streams equal on {a['stream_windows_compared']:,} windows (excluded: Spark dropped a view in {a['spark_windows_with_dropped_views']:,}, "
+            f"the lab had a late view in {a['lab_windows_with_late_views']:,}; {a['stream_windows_differing_outside_overlap']:,} of the excluded differ)"
+        ],
     )
 
 

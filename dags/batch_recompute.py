@@ -14,7 +14,7 @@ this folder).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, dag
 
@@ -24,7 +24,7 @@ from lklab.spark_task import spark_job
 
 @dag(
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     # One run at a time: runs write the same table, and each run's asset event then reaches
     # reconciliation on its own.

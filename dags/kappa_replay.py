@@ -9,7 +9,7 @@ again instead of failing on the first attempt's leftovers.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag
 
@@ -21,7 +21,7 @@ DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
 @dag(
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=2)},
     params={
@@ -42,9 +42,12 @@ def kappa_replay():
         "replay_job",
         name="lklab-replay",
         application_args=[
-            "--name", "{{ params.run_name }}",
-            "--watermark-delay", "{{ params.watermark_delay }}",
-            "--allowed-lateness", "{{ params.allowed_lateness }}",
+            "--name",
+            "{{ params.run_name }}",
+            "--watermark-delay",
+            "{{ params.watermark_delay }}",
+            "--allowed-lateness",
+            "{{ params.allowed_lateness }}",
             "--replace",
         ],
         outlets=[replay_runs],

@@ -15,22 +15,26 @@ from the command line.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
 
 @dag(
     schedule=CronTriggerTimetable("0 3 * * *", timezone="UTC"),
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     # A retry rides out another maintenance holding the lake's lock.
     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=10)},
     dagrun_timeout=timedelta(hours=2),
     params={
-        "retention": Param("7d", type="string", pattern=r"^\d+(h|d)$",
-                           description="time travel stays possible this far back (1h to 30d)"),
+        "retention": Param(
+            "7d",
+            type="string",
+            pattern=r"^\d+(h|d)$",
+            description="time travel stays possible this far back (1h to 30d)",
+        ),
     },
     tags=["lklab", "maintenance"],
     doc_md=__doc__,

@@ -23,7 +23,7 @@ events, duplicates, dead letters) is the experiment's result; an unexplained one
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 
@@ -33,26 +33,38 @@ DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 BREACH = 3  # reconcile_job's exit code: an unexplained gap
 LAKE = "{{ ti.xcom_pull(task_ids='claim_lake') }}"  # the lake claim_lake claimed
 STREAM_SETTINGS = [
-    "--watermark-delay", "{{ params.watermark_delay }}",
-    "--allowed-lateness", "{{ params.allowed_lateness }}",
+    "--watermark-delay",
+    "{{ params.watermark_delay }}",
+    "--allowed-lateness",
+    "{{ params.allowed_lateness }}",
 ]
 
 
 def spark_step(task_id: str, job: str, *args: str, **operator_args):
     """A step of the experiment: ``spark_jobs/<job>.py --lake <lake> ARGS`` via ``spark_default``."""
-    return spark_job(task_id, job, ["--lake", LAKE, *args],
-                     name=f"lklab-experiment-{task_id}", trigger_rule="none_failed", **operator_args)
+    return spark_job(
+        task_id,
+        job,
+        ["--lake", LAKE, *args],
+        name=f"lklab-experiment-{task_id}",
+        trigger_rule="none_failed",
+        **operator_args,
+    )
 
 
 @dag(
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=1)},
     params={
-        "lake": Param("", type="string", description="the experiment's own lake (absolute path; empty: the default, see above)"),
-        "generate": Param(True, type="boolean", description="write a fresh scenario log first (false: use the lake's log)"),
+        "lake": Param(
+            "", type="string", description="the experiment's own lake (absolute path; empty: the default, see above)"
+        ),
+        "generate": Param(
+            True, type="boolean", description="write a fresh scenario log first (false: use the lake's log)"
+        ),
         "scenario": Param("billing", enum=["billing", "clickstream", "outage"]),
         "events": Param(100_000, type="integer", minimum=1),
         "seed": Param(7, type="integer"),
@@ -88,8 +100,9 @@ def lambda_kappa_experiment():
     batch = spark_step("batch_recompute", "batch_job")
     replay = spark_step("kappa_replay", "replay_job", "--name", "{{ params.run_name }}", "--replace", *STREAM_SETTINGS)
     reconcile_speed = spark_step("reconcile_speed", "reconcile_job", "--against", "speed", breach_exit_code=BREACH)
-    reconcile_kappa = spark_step("reconcile_kappa", "reconcile_job", "--against", "kappa:{{ params.run_name }}",
-                                 breach_exit_code=BREACH)
+    reconcile_kappa = spark_step(
+        "reconcile_kappa", "reconcile_job", "--against", "kappa:{{ params.run_name }}", breach_exit_code=BREACH
+    )
 
     log >> [speed_layer, batch, replay]
     [speed_layer, batch] >> reconcile_speed

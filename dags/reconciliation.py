@@ -17,7 +17,7 @@ would find the same gap. A crash (any other failure) is retried.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 
@@ -29,7 +29,7 @@ BREACH = 3  # reconcile_job's exit code: the unexplained gap exceeds --max-unexp
 
 @dag(
     schedule=[batch_truth],
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},

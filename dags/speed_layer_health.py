@@ -10,7 +10,7 @@ or has never committed. ``lklab.health`` holds the rules. The lake is the config
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
@@ -19,15 +19,19 @@ DURATION = r"^\d+(ms|s|m|h|d)$"
 
 @dag(
     schedule=CronTriggerTimetable("*/5 * * * *", timezone="UTC"),
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     # A failed check is the alarm; one quick retry rides out a read that raced a commit.
     default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(seconds=30)},
     dagrun_timeout=timedelta(minutes=4),
     params={
-        "max_staleness": Param("10m", type="string", pattern=DURATION, description="longest time without a micro-batch while segments wait"),
-        "max_watermark_lag": Param("15m", type="string", pattern=DURATION, description="largest watermark lag of the newest micro-batch"),
+        "max_staleness": Param(
+            "10m", type="string", pattern=DURATION, description="longest time without a micro-batch while segments wait"
+        ),
+        "max_watermark_lag": Param(
+            "15m", type="string", pattern=DURATION, description="largest watermark lag of the newest micro-batch"
+        ),
     },
     tags=["lklab", "lambda", "monitoring"],
     doc_md=__doc__,

@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--segment-interval", default="1m", help="ingest time per segment (default 1m)")
     parser.add_argument("--speedup", type=float, default=1.0, help="traffic time per wall-clock time (default 1)")
     parser.add_argument(
-        "--seed", type=int, help="seed of the first round (default: the Unix time, so a restarted producer sends new event ids)"
+        "--seed",
+        type=int,
+        help="seed of the first round (default: the Unix time, so a restarted producer sends new event ids)",
     )
     parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (default 0: never)")
     return parser
@@ -58,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
         started = time.time()
         params = GeneratorParams(
-            scenario=args.scenario, events=args.events, seed=seed, start=int(started * MICROS_PER_SECOND),
-            span=span, segment_interval=interval,
+            scenario=args.scenario,
+            events=args.events,
+            seed=seed,
+            start=int(started * MICROS_PER_SECOND),
+            span=span,
+            segment_interval=interval,
         )
         with tempfile.TemporaryDirectory(prefix="lklab-producer-") as scratch:
             generate(params, Path(scratch))

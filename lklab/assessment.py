@@ -63,8 +63,16 @@ class Assessment:
 
 
 def assess(
-    configurations: list[Configuration], *, window: WindowSpec, truth: dict, streams: dict[tuple[int, int], MeasuredStream],
-    landings: list, batch_cost: PathCost, firsts: pa.Table, log_last: int, error_step: str,
+    configurations: list[Configuration],
+    *,
+    window: WindowSpec,
+    truth: dict,
+    streams: dict[tuple[int, int], MeasuredStream],
+    landings: list,
+    batch_cost: PathCost,
+    firsts: pa.Table,
+    log_last: int,
+    error_step: str,
 ) -> Assessment:
     """Measure every configuration against ``truth`` (see the module docstring). ``landings``:
     the nightly recomputes within the log; the last one, reading the whole log, is added here."""
@@ -78,15 +86,23 @@ def assess(
             served[c.key] = measure.served_by_processing_time(window, firsts)
         else:
             stream = streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
-            served[c.key] = measure.with_nightly_batches(stream.served, landings) if c.architecture == "lambda" else stream.served
+            served[c.key] = (
+                measure.with_nightly_batches(stream.served, landings) if c.architecture == "lambda" else stream.served
+            )
     end = max([final_landing, *(k[1] for k in truth), *(k[1] for s in served.values() for k in s.changes)])
     step = parse_duration(error_step)
-    kappa_streams = {(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)) for c in configurations if c.architecture == "kappa"}
+    kappa_streams = {
+        (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))
+        for c in configurations
+        if c.architecture == "kappa"
+    }
 
     results, heat_maps, audit = [], [], []
     for c in configurations:
         answer = served[c.key]
-        stream = None if c.is_baseline else streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
+        stream = (
+            None if c.is_baseline else streams[(parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness))]
+        )
         late, costs = None, ()
         if c.architecture == "lambda":
             folded = measure.late_rows(stream.late_events, c.key, "folded_in") if stream.late_events is not None else []
@@ -95,18 +111,23 @@ def assess(
         elif c.architecture == "kappa":
             side = measure.late_rows(stream.late_events, c.key, "side_output") if stream.late_events is not None else []
             absorbed = measure.late_rows(stream.history.filter(stream.history["late_update"]), c.key, "absorbed")
-            late, costs = measure.late_summary(side, absorbed), (dataclasses.replace(stream.live, path="streaming"), stream.replay)
+            late, costs = (
+                measure.late_summary(side, absorbed),
+                (dataclasses.replace(stream.live, path="streaming"), stream.replay),
+            )
             audit += absorbed + side
-        results.append(ConfigurationResult(
-            configuration=c,
-            error_series=measure.error_series(answer, truth, end, step),
-            latency=measure.latency(answer, truth, completeness=not c.is_baseline),
-            end=measure.at_end(answer, truth, end),
-            late=late,
-            costs=costs,
-            state_rows_max=None if stream is None else stream.state_rows_max,
-            reconciliation=None if stream is None else stream.unexplained,
-        ))
+        results.append(
+            ConfigurationResult(
+                configuration=c,
+                error_series=measure.error_series(answer, truth, end, step),
+                latency=measure.latency(answer, truth, completeness=not c.is_baseline),
+                end=measure.at_end(answer, truth, end),
+                late=late,
+                costs=costs,
+                state_rows_max=None if stream is None else stream.state_rows_max,
+                reconciliation=None if stream is None else stream.unexplained,
+            )
+        )
         # Lambda's speed layer answers as Kappa's stream at L=0 until the batch lands: one map for both.
         if c.architecture != "lambda" or (parse_duration(c.watermark_delay), 0) not in kappa_streams:
             for currency, cells in sorted(measure.final_gaps(answer, truth).items()):

@@ -17,8 +17,15 @@ from airflow.sdk import Asset
 from shared import catalog
 
 __all__ = [
-    "batch_truth", "recon_runs", "replay_runs", "visitors_truth", "visitors_corrected",
-    "payments_truth_matched", "payments_truth_unpaid", "payments_truth_orphans", "table_asset",
+    "batch_truth",
+    "recon_runs",
+    "replay_runs",
+    "visitors_truth",
+    "visitors_corrected",
+    "payments_truth_matched",
+    "payments_truth_unpaid",
+    "payments_truth_orphans",
+    "table_asset",
 ]
 
 SCHEME = "x-lklab"
@@ -30,7 +37,7 @@ def table_asset(table: catalog.Table) -> Asset:
 
 
 batch_truth = table_asset(catalog.BATCH_TRUTH)  # batch_recompute writes it; reconciliation is scheduled on it
-recon_runs = table_asset(catalog.RECON_RUNS)    # reconciliation's record of each run
+recon_runs = table_asset(catalog.RECON_RUNS)  # reconciliation's record of each run
 replay_runs = table_asset(catalog.REPLAY_RUNS)  # kappa_replay's record of each replay
 
 # The newer pipelines' (``lklab.pipeline_dags``): their nightly batch writes the truth tables, and

@@ -17,7 +17,8 @@ event that names no day is refused with a message naming it, never skipped in si
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from shared.catalog import BATCH_TRUTH
 
@@ -29,16 +30,20 @@ def event_days(event: Any) -> list[dt.date]:
     days = (event.extra or {}).get("days")
     if days is not None:
         if not isinstance(days, list) or not days:
-            raise ValueError(f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be a non-empty list of YYYY-MM-DD, got {days!r}")
+            raise ValueError(
+                f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be a non-empty list of YYYY-MM-DD, got {days!r}"
+            )
         try:
             return [dt.date.fromisoformat(day) for day in days]
         except (TypeError, ValueError):
-            raise ValueError(f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be YYYY-MM-DD dates, got {days!r}") from None
+            raise ValueError(
+                f"{BATCH_TRUTH.name} event {_name(event)}: extra 'days' must be YYYY-MM-DD dates, got {days!r}"
+            ) from None
     source = event.source_dag_run
     if source is None or source.logical_date is None:
         raise ValueError(
             f"{BATCH_TRUTH.name} event {_name(event)} names no day: it has no extra 'days' and no source run with a "
-            "logical date; post it with extra {\"days\": [\"YYYY-MM-DD\"]}"
+            'logical date; post it with extra {"days": ["YYYY-MM-DD"]}'
         )
     return [_utc_day(source.logical_date)]
 
@@ -50,14 +55,18 @@ def days_to_reconcile(events_by_asset: Mapping[Any, Iterable[Any]], logical_date
     if days:
         return sorted(days)
     if logical_date is None:
-        raise ValueError(f"no {BATCH_TRUTH.name} event and no logical date: trigger the run with a logical date (the day to reconcile)")
+        raise ValueError(
+            f"no {BATCH_TRUTH.name} event and no logical date: trigger the run with a logical date (the day to reconcile)"
+        )
     return [_utc_day(logical_date)]
 
 
 def _utc_day(moment: dt.datetime) -> dt.date:
-    return moment.astimezone(dt.timezone.utc).date()
+    return moment.astimezone(dt.UTC).date()
 
 
 def _name(event: Any) -> str:
-    source = f"{event.source_dag_id}/{event.source_run_id}" if getattr(event, "source_dag_id", None) else "posted by hand"
+    source = (
+        f"{event.source_dag_id}/{event.source_run_id}" if getattr(event, "source_dag_id", None) else "posted by hand"
+    )
     return f"of {event.timestamp:%Y-%m-%dT%H:%M:%SZ} ({source})"

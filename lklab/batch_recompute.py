@@ -58,7 +58,9 @@ def run_batch(
         return _run_batch(spark, config, lake, days, refresh, last_segment)
 
 
-def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: bool, last_segment: int | None) -> BatchRun:
+def _run_batch(
+    spark, config: LabConfig, lake: str, days: DayRange, refresh: bool, last_segment: int | None
+) -> BatchRun:
     tables = Tables(spark, lake, config.table_engine)
     built_with = batch_settings(config)  # the windows, and which lines are dead letters
     require(tables, [BATCH_TRUTH.name], built_with)
@@ -68,20 +70,32 @@ def _run_batch(spark, config: LabConfig, lake: str, days: DayRange, refresh: boo
     if last == 0:
         raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes).transform(without_event_text).persist()
+        parsed = (
+            parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes)
+            .transform(without_event_text)
+            .persist()
+        )
         lines = classify_lines(parsed).persisted()
-        truth = lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
+        truth = (
+            lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
+        )
         with track("batch recompute: tables written", total=3) as writing:
             tables.overwrite(BATCH_TRUTH.name, truth, predicate=days.predicate())
             record(tables, [BATCH_TRUTH.name], built_with)
             writing.advance()
-            tables.insert_new(BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last)
+            tables.insert_new(
+                BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last
+            )
             writing.advance()
-            tables.insert_new(BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last)
+            tables.insert_new(
+                BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last
+            )
             writing.advance()
         counts = line_counts(parsed, lines.duplicates)
         day = F.to_date("window_start")  # in the session's time zone: UTC
-        extent = truth.agg(F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")).first()
+        extent = truth.agg(
+            F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")
+        ).first()
         run = BatchRun(
             last_segment=last,
             lines=counts["lines"],

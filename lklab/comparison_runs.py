@@ -69,19 +69,30 @@ def timed(config: LabConfig, path: str, run: Callable[[], T]) -> tuple[T, PathCo
     return result, PathCost(path, cost.cpu_seconds, cost.wall_seconds)
 
 
-def live_run(spark: SparkSession, config: LabConfig, tables: Tables, name: str, segments_per_batch: int,
-             run_stream: Callable[..., object]) -> tuple[str, PathCost]:
+def live_run(
+    spark: SparkSession,
+    config: LabConfig,
+    tables: Tables,
+    name: str,
+    segments_per_batch: int,
+    run_stream: Callable[..., object],
+) -> tuple[str, PathCost]:
     """Run ``run_stream`` (``run_speed``, ``run_visitors_speed``, ``run_payments_speed``) to the
     log's end into ``kappa/<name>/`` from nothing; returns that prefix and the run's cost."""
     live = replay_prefix(name)
     for path in (tables.root / live, Path(config.lake).resolve() / "checkpoints" / live):
         shutil.rmtree(path, ignore_errors=True)
-    _, cost = timed(config, "speed", lambda: run_stream(spark, config, available_now=True, segments_per_batch=segments_per_batch, prefix=live))
+    _, cost = timed(
+        config,
+        "speed",
+        lambda: run_stream(spark, config, available_now=True, segments_per_batch=segments_per_batch, prefix=live),
+    )
     return live, cost
 
 
-def each_setting(settings: dict[tuple[int, int], Setting], progress: Progress,
-                 measure: Callable[[str, str, Progress], T]) -> dict[tuple[int, int], T]:
+def each_setting(
+    settings: dict[tuple[int, int], Setting], progress: Progress, measure: Callable[[str, str, Progress], T]
+) -> dict[tuple[int, int], T]:
     """``measure(delay, lateness, step)`` for each setting, in order; ``step`` reports progress
     under the setting's label."""
     measured = {}

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +62,13 @@ from lklab.speed_layer import run_speed
 from lklab.stream_agreement import require_same_rows
 from reconciliation.reconcile import reconcile
 from shared.catalog import (
-    BATCH_DUPLICATES, BATCH_TRUTH, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, WINDOW_HISTORY, replay_prefix,
+    BATCH_DUPLICATES,
+    BATCH_TRUTH,
+    LATE_EVENTS,
+    SPEED_AGGREGATES,
+    STREAM_METRICS,
+    WINDOW_HISTORY,
+    replay_prefix,
 )
 from shared.clock import ClockState, known, line_keys, split_line_keys
 from shared.config import LabConfig
@@ -106,7 +112,9 @@ class ComparisonPlan:
 
     def configurations(self) -> list[Configuration]:
         lambdas = [Configuration("lambda", w, "0") for w in self.watermark_delays]
-        kappas = [Configuration("kappa", w, l) for w in self.watermark_delays for l in self.allowed_lateness]
+        kappas = [
+            Configuration("kappa", w, lateness) for w in self.watermark_delays for lateness in self.allowed_lateness
+        ]
         return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
 
 
@@ -151,8 +159,10 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
             continue
         day = measure.to_utc(midnight).date()
         days = DayRange(min(first_day, day - dt.timedelta(days=1)), day - dt.timedelta(days=1))
-        progress(f"nightly batch recompute at {measure.to_utc(midnight):%Y-%m-%d %H:%M}Z: days to {days.last}, "
-                 f"segments 1..{int(complete[-1])}")
+        progress(
+            f"nightly batch recompute at {measure.to_utc(midnight):%Y-%m-%d %H:%M}Z: days to {days.last}, "
+            f"segments 1..{int(complete[-1])}"
+        )
         runs.append(run_batch(spark, config, days, last_segment=int(complete[-1])))
         rows = measure.rows_of(days.select(tables.read_arrow(BATCH_TRUTH.name)))
         landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
@@ -166,8 +176,15 @@ def _rows_in(tables: Tables, name: str) -> int:
     return tables.read_arrow(name).num_rows if tables.exists(name) else 0
 
 
-def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
-            step: Callable[[str], None]) -> MeasuredStream:
+def _stream(
+    spark: SparkSession,
+    config: LabConfig,
+    tables: Tables,
+    plan: ComparisonPlan,
+    delay: str,
+    lateness: str,
+    step: Callable[[str], None],
+) -> MeasuredStream:
     run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     replayed = replay_prefix(f"{name}-replay")
@@ -181,8 +198,13 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
-        run=StreamRun(delay, lateness, plan.segments_per_batch, tables.read_arrow(STREAM_METRICS.at(live)).num_rows,
-                      _rows_in(tables, SPEED_AGGREGATES.at(live))),
+        run=StreamRun(
+            delay,
+            lateness,
+            plan.segments_per_batch,
+            tables.read_arrow(STREAM_METRICS.at(live)).num_rows,
+            _rows_in(tables, SPEED_AGGREGATES.at(live)),
+        ),
         live=live_cost,
         replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
         reconciliation=recon_cost,
@@ -205,7 +227,9 @@ def _first_copies(tables: Tables, log: _Log, last: int) -> pa.Table:
     events = log.events
     if duplicates is not None and duplicates.num_rows:
         copies = line_keys(duplicates["segment"].to_numpy(), duplicates["line_number"].to_numpy())
-        events = events.filter(pa.array(~np.isin(events["_line"].to_numpy(), copies[duplicates["segment"].to_numpy() <= last])))
+        events = events.filter(
+            pa.array(~np.isin(events["_line"].to_numpy(), copies[duplicates["segment"].to_numpy() <= last]))
+        )
     return events.rename_columns({"_p": "processing_time", "_line": "line"})
 
 
@@ -230,18 +254,35 @@ def run_comparison(
     settings: dict[tuple[int, int], tuple[str, str]] = {}
     for c in configurations:
         if not c.is_baseline:
-            settings.setdefault((parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)), (c.watermark_delay, c.allowed_lateness))
-    streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(spark, config, tables, plan, delay, lateness, step))
+            settings.setdefault(
+                (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)),
+                (c.watermark_delay, c.allowed_lateness),
+            )
+    streams = each_setting(
+        settings, progress, lambda delay, lateness, step: _stream(spark, config, tables, plan, delay, lateness, step)
+    )
 
-    assessed = measuring(progress, configurations, started, lambda: assess(
-        configurations, window=config.window, truth=truth, streams=streams, landings=landings, batch_cost=batch_cost,
-        firsts=firsts, log_last=log.last, error_step=plan.error_step,
-    ))
+    assessed = measuring(
+        progress,
+        configurations,
+        started,
+        lambda: assess(
+            configurations,
+            window=config.window,
+            truth=truth,
+            streams=streams,
+            landings=landings,
+            batch_cost=batch_cost,
+            firsts=firsts,
+            log_last=log.last,
+            error_step=plan.error_step,
+        ),
+    )
     return Report(
         run_id=plan.name,
         source=source,
         window=config.window.describe(),
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        generated_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
         events=batch.events,
         arrival_delay=_arrival(firsts),
         results=assessed.results,

@@ -43,5 +43,5 @@ def claim(lake: str | Path, live_lake: str | Path | None) -> Path:
             "give the experiment an empty or new directory"
         )
     lake.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"claimed_at": dt.datetime.now(dt.timezone.utc).isoformat()}) + "\n")
+    marker.write_text(json.dumps({"claimed_at": dt.datetime.now(dt.UTC).isoformat()}) + "\n")
     return lake

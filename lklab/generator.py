@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -32,10 +32,18 @@ from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
 __all__ = [
-    "GeneratorParams", "GeneratedEvents", "GeneratedLog", "generate", "events_path", "load_events", "unreplaceable", "MALFORMED_KINDS", "EPOCH_START",
+    "GeneratorParams",
+    "GeneratedEvents",
+    "GeneratedLog",
+    "generate",
+    "events_path",
+    "load_events",
+    "unreplaceable",
+    "MALFORMED_KINDS",
+    "EPOCH_START",
 ]
 
-EPOCH_START = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()) * SECOND
+EPOCH_START = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp()) * SECOND
 _CURRENCIES = ("USD", "USD", "USD", "USD", "EUR", "EUR", "EUR", "GBP", "JPY", "KWD")
 _EVENT_TYPES = np.array(["charge", "refund", "adjustment"])
 
@@ -203,8 +211,7 @@ def _prepare_lake(lake: Path, overwrite: bool) -> None:
     if log.root.exists() and any(log.root.iterdir()):
         if not overwrite:
             raise FileExistsError(
-                f"{lake} already holds a log ({log.last_segment()} segments); "
-                "choose another --lake or pass --overwrite"
+                f"{lake} already holds a log ({log.last_segment()} segments); choose another --lake or pass --overwrite"
             )
         for part in ("log", "tables", "generator", "checkpoints", "reports"):
             shutil.rmtree(lake / part, ignore_errors=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.catalog import STREAM_METRICS, tables_root
@@ -156,7 +156,7 @@ def stream_health(
     if DeltaTable.is_deltatable(str(path)):
         delta = DeltaTable(str(path))
         committed_ms = delta.history(1)[0]["timestamp"]
-        last_commit_at = datetime.fromtimestamp(committed_ms / 1000, timezone.utc)
+        last_commit_at = datetime.fromtimestamp(committed_ms / 1000, UTC)
         freshness = max(0.0, now - committed_ms / 1000)
         # Reading through the pyarrow dataset leaves Arrow threads that can abort the interpreter's
         # teardown; the lklab process ends through lklab.cli.process_exit for that reason.
@@ -178,10 +178,7 @@ def stream_health(
             f"while {len(unread)} segment(s) wait, the oldest for {waiting:,.0f}s"
         )
     if lag is not None and lag > lag_limit:
-        reasons.append(
-            f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} "
-            f"(micro-batch {last_batch})"
-        )
+        reasons.append(f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} (micro-batch {last_batch})")
     if lag is not None and -lag > _seconds(lead):
         reasons.append(
             f"ahead: the watermark is {_exact(-lag)}s ahead of the latest ingest time (micro-batch {last_batch}), "
@@ -190,7 +187,7 @@ def stream_health(
         )
     return StreamHealth(
         table_path=str(path),
-        checked_at=datetime.fromtimestamp(now, timezone.utc),
+        checked_at=datetime.fromtimestamp(now, UTC),
         last_commit_at=last_commit_at,
         freshness_seconds=freshness,
         last_batch_id=last_batch,
@@ -215,9 +212,7 @@ def require_healthy_stream(
     now: float | None = None,
 ) -> StreamHealth:
     """``stream_health``, raising ``SpeedLayerUnhealthy`` (message: the description) when unhealthy."""
-    health = stream_health(
-        lake, max_staleness=max_staleness, max_watermark_lag=max_watermark_lag, table=table, now=now
-    )
+    health = stream_health(lake, max_staleness=max_staleness, max_watermark_lag=max_watermark_lag, table=table, now=now)
     if not health.healthy:
         raise SpeedLayerUnhealthy(health)
     return health

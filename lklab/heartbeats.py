@@ -16,8 +16,9 @@ import functools
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from shared.eventlog import EventLog, scan_lines
 

@@ -47,6 +47,7 @@ from shared.tables import Tables
 
 __all__ = ["ReplayRun", "ReplayExists", "run_replay", "writer_role"]
 
+
 class ReplayExists(FileExistsError):
     """A replay of that name already has tables or a checkpoint."""
 
@@ -70,7 +71,9 @@ def writer_role(name: str) -> str:
     return f"replay-{name}"
 
 
-def run_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, history: bool = False) -> ReplayRun:
+def run_replay(
+    spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False, history: bool = False
+) -> ReplayRun:
     """Replay the whole log into ``kappa/<name>/`` with ``config``'s stream settings.
 
     One process at a time per replay name: a second one (or ``--replace`` of a running one) is
@@ -88,14 +91,20 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
     if any(path.exists() for path in owned):
         # a replay that never recorded its run was interrupted: it starts over without asking
         if completed and not replace:
-            raise ReplayExists(f"replay {name!r} already exists under {owned[0]}; pick another --name or pass --replace")
+            raise ReplayExists(
+                f"replay {name!r} already exists under {owned[0]}; pick another --name or pass --replace"
+            )
         for path in owned:
             shutil.rmtree(path, ignore_errors=True)
     segments = EventLog(lake).last_segment()
     with measure_cost(config.spark_master) as cost:
-        parsed = parsed_log(
-            spark, str(lake), segments, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
-        ).transform(without_event_text).persist()
+        parsed = (
+            parsed_log(
+                spark, str(lake), segments, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
+            )
+            .transform(without_event_text)
+            .persist()
+        )
         result = replay(parsed, StreamSettings.of(config), history=history)
         outputs = {
             DEAD_LETTER: result.dead_letters,
@@ -127,7 +136,7 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
     settings = config.describe()
     row = {
         "name": [name],
-        "recorded_at": pa.array([dt.datetime.now(dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+        "recorded_at": pa.array([dt.datetime.now(dt.UTC)], pa.timestamp("us", tz="UTC")),
         "windows": [config.window.describe()],
         "watermark_delay": [settings["watermark-delay"]],
         "allowed_lateness": [settings["allowed-lateness"]],
@@ -141,5 +150,7 @@ def _run_replay(spark, config, lake: Path, name: str, prefix: str, replace: bool
     }
     with history_append(lake, REPLAY_RUNS.name):
         existing = tables.read_arrow(REPLAY_RUNS.name).num_rows if tables.exists(REPLAY_RUNS.name) else 0
-        tables.append(REPLAY_RUNS.name, pa.table(row, schema=REPLAY_RUNS.schema), app_id="replay-runs", version=existing + 1)
+        tables.append(
+            REPLAY_RUNS.name, pa.table(row, schema=REPLAY_RUNS.schema), app_id="replay-runs", version=existing + 1
+        )
     return run

@@ -19,14 +19,15 @@ is this module:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from lklab.heartbeats import HeartbeatStream, Heartbeats
+from lklab.heartbeats import Heartbeats, HeartbeatStream
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import writer
@@ -50,9 +51,18 @@ def checkpoint_for(lake: Path, prefix: str, app_id: str, tables: Tables, progres
     return checkpoint
 
 
-def start_over_log(spark: SparkSession, config: LabConfig, lake: Path, checkpoint: Path, process: Callable[[Any, int], None], *,
-                   segments_per_batch: int, available_now: bool, trigger_interval: str,
-                   parse: Callable | None = None) -> StreamingQuery:
+def start_over_log(
+    spark: SparkSession,
+    config: LabConfig,
+    lake: Path,
+    checkpoint: Path,
+    process: Callable[[Any, int], None],
+    *,
+    segments_per_batch: int,
+    available_now: bool,
+    trigger_interval: str,
+    parse: Callable | None = None,
+) -> StreamingQuery:
     """Start the query: log lines (parsed by ``parse(lines, max_clock_skew=...)`` when given,
     raw otherwise) into ``process(frame, batch_id)`` for each micro-batch."""
     lines = (
@@ -69,8 +79,17 @@ def start_over_log(spark: SparkSession, config: LabConfig, lake: Path, checkpoin
     return stream.start()
 
 
-def watch(query: StreamingQuery, stream: HeartbeatStream, config: LabConfig, lake: Path, *, available_now: bool,
-          stop: threading.Event | None, what: str, stop_between_batches: bool = False) -> None:
+def watch(
+    query: StreamingQuery,
+    stream: HeartbeatStream,
+    config: LabConfig,
+    lake: Path,
+    *,
+    available_now: bool,
+    stop: threading.Event | None,
+    what: str,
+    stop_between_batches: bool = False,
+) -> None:
     """Wait for ``query`` to end (``available_now``) or for ``stop``; ``stop_between_batches``
     holds the stop until no micro-batch is being processed (``stream.busy`` clear). Raises
     ``RuntimeError("<what> failed: ...")`` when the query ended with an exception."""

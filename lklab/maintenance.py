@@ -53,8 +53,13 @@ from shared.durations import UNITS, format_duration, parse_duration
 from shared.locks import LockHeld, hold, writer
 
 __all__ = [
-    "ALWAYS_ON_TABLES", "AlwaysOnTable", "DEFAULT_RETENTION", "LakeMaintenance", "TableMaintenance",
-    "maintain_lake", "retention_hours",
+    "ALWAYS_ON_TABLES",
+    "AlwaysOnTable",
+    "DEFAULT_RETENTION",
+    "LakeMaintenance",
+    "TableMaintenance",
+    "maintain_lake",
+    "retention_hours",
 ]
 
 DEFAULT_RETENTION = "7d"
@@ -77,8 +82,9 @@ class AlwaysOnTable:
     rewritten_by: str | None = None
 
 
-
-def _stream_tables(tables: tuple[catalog.Table, ...], rewritten: tuple[catalog.Table, ...], lock: str) -> tuple[AlwaysOnTable, ...]:
+def _stream_tables(
+    tables: tuple[catalog.Table, ...], rewritten: tuple[catalog.Table, ...], lock: str
+) -> tuple[AlwaysOnTable, ...]:
     """A live stream's tables: ``rewritten`` (merged or overwritten every micro-batch) under its ``lock``."""
     return tuple(AlwaysOnTable(table.name, rewritten_by=lock if table in rewritten else None) for table in tables)
 
@@ -93,8 +99,11 @@ ALWAYS_ON_TABLES = (
     AlwaysOnTable(catalog.RECON_RUNS.name),
     AlwaysOnTable(catalog.RECON_DIFFS.name),
     AlwaysOnTable(catalog.RECON_CORRECTIONS.name),
-    *_stream_tables(catalog.VISITORS_SPEED_TABLES, (catalog.VISITORS_WINDOWS, catalog.VISITORS_SEEN, catalog.VISITORS_STATE),
-                    VISITORS_STREAM_LOCK),
+    *_stream_tables(
+        catalog.VISITORS_SPEED_TABLES,
+        (catalog.VISITORS_WINDOWS, catalog.VISITORS_SEEN, catalog.VISITORS_STATE),
+        VISITORS_STREAM_LOCK,
+    ),
     *_stream_tables(catalog.PAYMENTS_TABLES, (catalog.PAYMENTS_STATE,), PAYMENTS_STREAM_LOCK),
 )
 
@@ -112,7 +121,9 @@ class TableMaintenance:
     skipped: str | None = None
 
     def describe(self) -> str:
-        compaction = f"not compacted: {self.skipped}" if self.skipped else f"{self.files_before} -> {self.files_after} files"
+        compaction = (
+            f"not compacted: {self.skipped}" if self.skipped else f"{self.files_before} -> {self.files_after} files"
+        )
         return f"{self.table}: {compaction}; vacuum deleted {self.vacuumed_files} files; version {self.version}"
 
 

@@ -53,8 +53,21 @@ from shared.events import UTC_MICROS
 from shared.windows import WindowSpec, assign_windows_table, micros
 
 __all__ = [
-    "Key", "Value", "Served", "rows_of", "served_from_history", "served_by_processing_time", "with_nightly_batches",
-    "latency", "error_series", "at_end", "final_gaps", "late_rows", "late_summary", "to_utc", "seconds_after",
+    "Key",
+    "Value",
+    "Served",
+    "rows_of",
+    "served_from_history",
+    "served_by_processing_time",
+    "with_nightly_batches",
+    "latency",
+    "error_series",
+    "at_end",
+    "final_gaps",
+    "late_rows",
+    "late_summary",
+    "to_utc",
+    "seconds_after",
 ]
 
 Key = tuple[int, int, str, str]
@@ -65,7 +78,7 @@ _CHANGE_ORDER = {"update": 0, "final": 1, "delete": 2}
 
 def to_utc(moment: int) -> dt.datetime:
     """Microseconds since the epoch as a UTC datetime."""
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=moment)
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=moment)
 
 
 def seconds_after(moment: int | None, end: int) -> Decimal | None:
@@ -123,12 +136,27 @@ def served_from_history(history: pa.Table) -> Served:
     """
     order = pa.array([_CHANGE_ORDER[c] for c in history["change"].to_pylist()], pa.int8())
     rows = history.append_column("_order", order).append_column("_p", history["processing_time"].cast(pa.int64()))
-    rows = rows.take(pc.sort_indices(rows, sort_keys=[*[(k, "ascending") for k in WINDOW_KEY], ("_p", "ascending"),
-                                                     ("_order", "ascending"), ("segment", "ascending"), ("line_number", "ascending")]))
+    rows = rows.take(
+        pc.sort_indices(
+            rows,
+            sort_keys=[
+                *[(k, "ascending") for k in WINDOW_KEY],
+                ("_p", "ascending"),
+                ("_order", "ascending"),
+                ("segment", "ascending"),
+                ("line_number", "ascending"),
+            ],
+        )
+    )
     changes: dict[Key, list[Change]] = {}
     finals: dict[Key, int] = {}
-    columns = (rows["_p"].to_pylist(), rows["change"].to_pylist(), rows["status"].to_pylist(),
-               rows["event_count"].to_pylist(), rows["amount_total"].to_pylist())
+    columns = (
+        rows["_p"].to_pylist(),
+        rows["change"].to_pylist(),
+        rows["status"].to_pylist(),
+        rows["event_count"].to_pylist(),
+        rows["amount_total"].to_pylist(),
+    )
     for key, moment, change, status, count, amount in zip(_keys(rows), *columns):
         if status == "final":
             finals.setdefault(key, moment)
@@ -146,15 +174,24 @@ def served_by_processing_time(spec: WindowSpec, first_copies: pa.Table) -> Serve
     shape of a session always ends after the arrival that extends it, so it never ends while
     served and no figure here depends on it.
     """
-    by_arrival = pa.table({
-        "event_id": first_copies["event_id"], "account_id": first_copies["account_id"], "currency": first_copies["currency"],
-        "amount": first_copies["amount"], "line": first_copies["line"],
-        "event_time": first_copies["processing_time"].cast(pa.int64()).cast(UTC_MICROS),
-    })
+    by_arrival = pa.table(
+        {
+            "event_id": first_copies["event_id"],
+            "account_id": first_copies["account_id"],
+            "currency": first_copies["currency"],
+            "amount": first_copies["amount"],
+            "line": first_copies["line"],
+            "event_time": first_copies["processing_time"].cast(pa.int64()).cast(UTC_MICROS),
+        }
+    )
     windowed = assign_windows_table(spec, by_arrival)
-    windowed = windowed.take(pc.sort_indices(windowed, sort_keys=[*[(k, "ascending") for k in WINDOW_KEY], ("line", "ascending")]))
+    windowed = windowed.take(
+        pc.sort_indices(windowed, sort_keys=[*[(k, "ascending") for k in WINDOW_KEY], ("line", "ascending")])
+    )
     changes: dict[Key, list[Change]] = {}
-    for key, moment, amount in zip(_keys(windowed), micros(windowed["event_time"]).tolist(), windowed["amount"].to_pylist()):
+    for key, moment, amount in zip(
+        _keys(windowed), micros(windowed["event_time"]).tolist(), windowed["amount"].to_pylist()
+    ):
         timeline = changes.setdefault(key, [])
         count, total = timeline[-1][1] if timeline else (0, Decimal(0))
         timeline.append((moment, (count + 1, total + amount)))
@@ -199,7 +236,9 @@ def latency(served: Served, truth: Mapping[Key, Value], *, completeness: bool = 
             value = served.value_at(key, closed)
             when_final += value[0] if value else 0
         exact.append(seconds_after(_exact_since(timeline, right), end))
-    return LatencySummary.of_windows(first, final, exact, when_final if completeness else None, sum(v[0] for v in truth.values()))
+    return LatencySummary.of_windows(
+        first, final, exact, when_final if completeness else None, sum(v[0] for v in truth.values())
+    )
 
 
 def _gap(served: Value | None, right: Value | None) -> tuple[bool, Decimal]:
@@ -258,7 +297,9 @@ def at_end(served: Served, truth: Mapping[Key, Value], end: int) -> EndSummary:
     """The answer served at ``end`` against the truth."""
     answer = served.answer_at(end)
     keys = truth.keys() | answer.keys()
-    money = lambda rows: {c: sum((v[1] for k, v in rows.items() if k[3] == c), Decimal(0)) for c in {k[3] for k in rows}}
+    money = lambda rows: {
+        c: sum((v[1] for k, v in rows.items() if k[3] == c), Decimal(0)) for c in {k[3] for k in rows}
+    }
     return EndSummary(
         at=to_utc(end),
         windows_compared=len(keys),
@@ -279,7 +320,9 @@ def final_gaps(served: Served, truth: Mapping[Key, Value]) -> dict[str, list[Fin
         value = served.value_at(key, closed)
         amount = value[1] if value else Decimal(0)
         if amount != right[1]:
-            cells.setdefault(key[3], []).append(FinalGap(to_utc(key[0]), to_utc(key[1]), key[2], abs(right[1] - amount)))
+            cells.setdefault(key[3], []).append(
+                FinalGap(to_utc(key[0]), to_utc(key[1]), key[2], abs(right[1] - amount))
+            )
     return cells
 
 
@@ -290,12 +333,29 @@ def late_rows(rows: pa.Table, configuration: str, disposition: str) -> list[Late
     if "lateness_seconds" in rows.column_names:
         lateness = rows["lateness_seconds"].to_pylist()
     else:
-        lateness = [Decimal(w - e).scaleb(-6) for w, e in zip(micros(rows["watermark"]).tolist(), micros(rows["event_time"]).tolist())]
-    utc = lambda t: t.astimezone(dt.timezone.utc)
-    records = sorted(zip(rows.to_pylist(), lateness), key=lambda r: (r[0]["ingest_time"], r[0]["segment"], r[0]["line_number"], r[0]["window_start"]))
+        lateness = [
+            Decimal(w - e).scaleb(-6)
+            for w, e in zip(micros(rows["watermark"]).tolist(), micros(rows["event_time"]).tolist())
+        ]
+    utc = lambda t: t.astimezone(dt.UTC)
+    records = sorted(
+        zip(rows.to_pylist(), lateness),
+        key=lambda r: (r[0]["ingest_time"], r[0]["segment"], r[0]["line_number"], r[0]["window_start"]),
+    )
     return [
-        LateBillingEvent(configuration, r["event_id"], r["account_id"], r["amount"], r["currency"], utc(r["event_time"]),
-                         utc(r["ingest_time"]), late, utc(r["window_start"]), utc(r["window_end"]), disposition)
+        LateBillingEvent(
+            configuration,
+            r["event_id"],
+            r["account_id"],
+            r["amount"],
+            r["currency"],
+            utc(r["event_time"]),
+            utc(r["ingest_time"]),
+            late,
+            utc(r["window_start"]),
+            utc(r["window_end"]),
+            disposition,
+        )
         for r, late in records
     ]
 

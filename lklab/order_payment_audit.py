@@ -24,7 +24,15 @@ from shared.order_events import PAYMENT
 __all__ = ["PAYMENTS_AUDIT_COLUMNS", "payments_audit_csv"]
 
 PAYMENTS_AUDIT_COLUMNS = (
-    "record", "event_id", "order_id", "currency", "amount", "event_time", "ingest_time", "watermark", "lateness_seconds",
+    "record",
+    "event_id",
+    "order_id",
+    "currency",
+    "amount",
+    "event_time",
+    "ingest_time",
+    "watermark",
+    "lateness_seconds",
 )
 
 
@@ -32,9 +40,15 @@ def _rows(table: pa.Table, record: str):
     for row in table.to_pylist():
         lateness = row.get("lateness_seconds")
         yield (
-            record, _text(row["event_id"]), _text(row["order_id"]), _text(row["currency"]), formats.exact(row["amount"]),
-            formats.iso(row["event_time"]), formats.iso(row["ingest_time"]) if row["ingest_time"] else "",
-            formats.iso(row["watermark"]) if row["watermark"] else "", "" if lateness is None else formats.exact(lateness),
+            record,
+            _text(row["event_id"]),
+            _text(row["order_id"]),
+            _text(row["currency"]),
+            formats.exact(row["amount"]),
+            formats.iso(row["event_time"]),
+            formats.iso(row["ingest_time"]) if row["ingest_time"] else "",
+            formats.iso(row["watermark"]) if row["watermark"] else "",
+            "" if lateness is None else formats.exact(lateness),
         )
 
 

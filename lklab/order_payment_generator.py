@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -40,7 +40,14 @@ from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
-__all__ = ["OrderPaymentParams", "OrderPaymentEvents", "GeneratedOrderPayments", "generate_order_payments", "load_order_payments", "MALFORMED_KINDS"]
+__all__ = [
+    "OrderPaymentParams",
+    "OrderPaymentEvents",
+    "GeneratedOrderPayments",
+    "generate_order_payments",
+    "load_order_payments",
+    "MALFORMED_KINDS",
+]
 
 _CURRENCIES = ("EUR", "EUR", "USD", "USD", "GBP", "JPY")
 MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
@@ -75,7 +82,16 @@ class OrderPaymentParams:
 
     def __post_init__(self) -> None:
         require_counts(self, "orders")
-        require_fractions(self, "unpaid_share", "split_share", "foreign_share", "slow_share", "retry_rate", "offline_share", "malformed_rate")
+        require_fractions(
+            self,
+            "unpaid_share",
+            "split_share",
+            "foreign_share",
+            "slow_share",
+            "retry_rate",
+            "offline_share",
+            "malformed_rate",
+        )
         if self.span < SECOND or self.segment_interval < 1000 or self.outage_length < 0:
             raise ValueError("span must be at least 1s, segment-interval at least 1ms, outage-length not negative")
 
@@ -148,15 +164,28 @@ def _draw(params: OrderPaymentParams, rng: np.random.Generator) -> OrderPaymentE
     delays[offline] = _ms(_log_uniform(rng, MINUTE, 3 * HOUR, len(offline)))
     outage_start = params.start + int(params.span * 0.3) // MINUTE * MINUTE
     region = np.concatenate([np.arange(n), payer, np.arange(foreign)]) % 4 == 0
-    held = (kinds == "payment") & region & (all_times >= outage_start) & (all_times < outage_start + params.outage_length)
-    released = outage_start + params.outage_length + (all_times[held] - outage_start) * (20 * MINUTE) // max(params.outage_length, 1)
+    held = (
+        (kinds == "payment") & region & (all_times >= outage_start) & (all_times < outage_start + params.outage_length)
+    )
+    released = (
+        outage_start
+        + params.outage_length
+        + (all_times[held] - outage_start) * (20 * MINUTE) // max(params.outage_length, 1)
+    )
     delays[held] = _ms(released - all_times[held] + delays[held] // 10)
     return OrderPaymentEvents(
-        event_ids=np.array([f"o{params.seed}-{i:07d}" for i in range(n)] + [f"p{params.seed}-{i:07d}" for i in range(len(payer) + foreign)]),
+        event_ids=np.array(
+            [f"o{params.seed}-{i:07d}" for i in range(n)]
+            + [f"p{params.seed}-{i:07d}" for i in range(len(payer) + foreign)]
+        ),
         kinds=kinds,
-        order_ids=np.concatenate([order_ids, order_ids[payer], np.char.add(f"ext-{params.seed}-", np.arange(foreign).astype(str))]),
+        order_ids=np.concatenate(
+            [order_ids, order_ids[payer], np.char.add(f"ext-{params.seed}-", np.arange(foreign).astype(str))]
+        ),
         currencies=np.concatenate([currencies, currencies[payer], foreign_currency]),
-        amount_minor=np.concatenate([totals, amounts, np.maximum(1, (rng.lognormal(np.log(20.0), 0.8, foreign) * 100).astype(np.int64))]),
+        amount_minor=np.concatenate(
+            [totals, amounts, np.maximum(1, (rng.lognormal(np.log(20.0), 0.8, foreign) * 100).astype(np.int64))]
+        ),
         event_times=all_times,
         ingest_times=all_times + delays,
     )
@@ -164,10 +193,23 @@ def _draw(params: OrderPaymentParams, rng: np.random.Generator) -> OrderPaymentE
 
 def _records(events: OrderPaymentEvents, rows: np.ndarray, ingest: np.ndarray) -> list[dict]:
     return [
-        {"event_id": i, "kind": k, "order_id": o, "amount": _amount_text(int(m), c), "currency": c, "event_time": t, "ingest_time": g}
+        {
+            "event_id": i,
+            "kind": k,
+            "order_id": o,
+            "amount": _amount_text(int(m), c),
+            "currency": c,
+            "event_time": t,
+            "ingest_time": g,
+        }
         for i, k, o, m, c, t, g in zip(
-            events.event_ids[rows].tolist(), events.kinds[rows].tolist(), events.order_ids[rows].tolist(),
-            events.amount_minor[rows].tolist(), events.currencies[rows].tolist(), _iso(events.event_times[rows]), _iso(ingest),
+            events.event_ids[rows].tolist(),
+            events.kinds[rows].tolist(),
+            events.order_ids[rows].tolist(),
+            events.amount_minor[rows].tolist(),
+            events.currencies[rows].tolist(),
+            _iso(events.event_times[rows]),
+            _iso(ingest),
         )
     ]
 

@@ -29,7 +29,9 @@ class JoinTruth:
 
 def join_truth(events: OrderPaymentEvents, bound: int) -> JoinTruth:
     """The join over ``events`` with ``bound`` in microseconds."""
-    frame = pd.DataFrame({"event_id": events.event_ids, "kind": events.kinds, "order_id": events.order_ids, "t": events.event_times})
+    frame = pd.DataFrame(
+        {"event_id": events.event_ids, "kind": events.kinds, "order_id": events.order_ids, "t": events.event_times}
+    )
     orders, payments = frame[frame["kind"] == "order"], frame[frame["kind"] == "payment"]
     both = orders.merge(payments, on="order_id", suffixes=("_order", "_payment"))
     inside = both[(both["t_order"] <= both["t_payment"]) & (both["t_payment"] <= both["t_order"] + bound)]

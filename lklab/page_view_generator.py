@@ -19,9 +19,9 @@ their ``ingest_time``. The real views go to ``generator/page_views.npz`` and the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -31,7 +31,14 @@ from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
-__all__ = ["PageViewParams", "GeneratedViews", "MALFORMED_KINDS", "generate_page_views", "draw_page_views", "load_page_views"]
+__all__ = [
+    "PageViewParams",
+    "GeneratedViews",
+    "MALFORMED_KINDS",
+    "generate_page_views",
+    "draw_page_views",
+    "load_page_views",
+]
 
 # kind -> (reason the validator must give, how to spoil a good view)
 MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
@@ -110,9 +117,17 @@ def _iso(micros: np.ndarray) -> list[str]:
 
 
 def _lines(views: GeneratedViews, index: np.ndarray, ingest: np.ndarray) -> list[str]:
-    fields = zip(views.event_ids[index].tolist(), views.users[index].tolist(), views.urls[index].tolist(),
-                 _iso(views.event_times[index]), _iso(ingest))
-    return [f'{{"event_id": "{i}", "user_id": "{u}", "url": "{r}", "event_time": "{e}", "ingest_time": "{g}"}}' for i, u, r, e, g in fields]
+    fields = zip(
+        views.event_ids[index].tolist(),
+        views.users[index].tolist(),
+        views.urls[index].tolist(),
+        _iso(views.event_times[index]),
+        _iso(ingest),
+    )
+    return [
+        f'{{"event_id": "{i}", "user_id": "{u}", "url": "{r}", "event_time": "{e}", "ingest_time": "{g}"}}'
+        for i, u, r, e, g in fields
+    ]
 
 
 def generate_page_views(params: PageViewParams, lake: str | Path, *, overwrite: bool = False) -> dict:
@@ -123,19 +138,26 @@ def generate_page_views(params: PageViewParams, lake: str | Path, *, overwrite: 
         log = EventLog(lake)
         if log.root.exists() and any(log.root.iterdir()):
             if not overwrite:
-                raise FileExistsError(f"{lake} already holds a log ({log.last_segment()} segments); choose another lake or overwrite")
+                raise FileExistsError(
+                    f"{lake} already holds a log ({log.last_segment()} segments); choose another lake or overwrite"
+                )
             for path in log.root.iterdir():
                 path.unlink()
         views, rng = draw_page_views(params)
         n = params.views
         retried = np.sort(rng.choice(n, size=int(round(n * params.duplicate_rate)), replace=False))
-        retry_ingest = views.ingest_times[retried] + (5 * SECOND * rng.lognormal(0.0, 1.5, len(retried))).astype(np.int64) // 1000 * 1000
+        retry_ingest = (
+            views.ingest_times[retried]
+            + (5 * SECOND * rng.lognormal(0.0, 1.5, len(retried))).astype(np.int64) // 1000 * 1000
+        )
         bad_count = int(round(n * params.malformed_rate))
         templates = rng.integers(0, n, bad_count)
         bad_ingest = views.ingest_times[templates] + rng.integers(0, 10 * SECOND, bad_count) // 1000 * 1000
         kinds = list(MALFORMED_KINDS)
         bad_lines, reasons = [], {}
-        for number, (line, kind) in enumerate(zip(_lines(views, templates, bad_ingest), rng.integers(0, len(kinds), bad_count))):
+        for number, (line, kind) in enumerate(
+            zip(_lines(views, templates, bad_ingest), rng.integers(0, len(kinds), bad_count))
+        ):
             record = {**json.loads(line), "event_id": f"bad-{number:06d}"}
             reason, spoil = MALFORMED_KINDS[kinds[kind]]
             bad_lines.append(spoil(record))

@@ -45,16 +45,24 @@ def _times(values: list[int]) -> pa.Array:
 def truth_members(views: GeneratedViews, spec: WindowSpec) -> pa.Table:
     """One row per (window, user, url) of the truth, sorted."""
     rows = sorted((s, e, u, url) for (s, e, u), urls in window_url_sets(views, spec).items() for url in urls)
-    return pa.table({
-        "window_start": _times([r[0] for r in rows]), "window_end": _times([r[1] for r in rows]),
-        "user_id": pa.array([r[2] for r in rows], pa.string()), "url": pa.array([r[3] for r in rows], pa.string()),
-    })
+    return pa.table(
+        {
+            "window_start": _times([r[0] for r in rows]),
+            "window_end": _times([r[1] for r in rows]),
+            "user_id": pa.array([r[2] for r in rows], pa.string()),
+            "url": pa.array([r[3] for r in rows], pa.string()),
+        }
+    )
 
 
 def truth_counts(views: GeneratedViews, spec: WindowSpec) -> pa.Table:
     """``distinct_urls`` per (window, user), sorted."""
     rows = sorted((s, e, u, len(urls)) for (s, e, u), urls in window_url_sets(views, spec).items())
-    return pa.table({
-        "window_start": _times([r[0] for r in rows]), "window_end": _times([r[1] for r in rows]),
-        "user_id": pa.array([r[2] for r in rows], pa.string()), "distinct_urls": pa.array([r[3] for r in rows], pa.int64()),
-    })
+    return pa.table(
+        {
+            "window_start": _times([r[0] for r in rows]),
+            "window_end": _times([r[1] for r in rows]),
+            "user_id": pa.array([r[2] for r in rows], pa.string()),
+            "distinct_urls": pa.array([r[3] for r in rows], pa.int64()),
+        }
+    )

@@ -39,7 +39,9 @@ from shared.tables import Tables
 __all__ = ["BATCH_APP", "PAYMENTS_BATCH_LOCK", "PaymentsBatchRun", "run_payments_batch", "truth_position"]
 
 BATCH_APP = "payments-batch"
-PAYMENTS_BATCH_LOCK = "payments-batch-tables"  # held by a run while it rewrites the truth's tables, shared by their readers
+PAYMENTS_BATCH_LOCK = (
+    "payments-batch-tables"  # held by a run while it rewrites the truth's tables, shared by their readers
+)
 
 
 @dataclass(frozen=True)
@@ -84,13 +86,18 @@ def run_payments_batch(spark: SparkSession, config: LabConfig) -> PaymentsBatchR
         marked = valid_order_events(parsed).transform(mark_order_duplicates).persist()
         result = outcome_result(batch_interval_join(marked.transform(first_copies), config.join_bound).toArrow())
         duplicates = marked.transform(later_copies).toArrow()
-        dead_letters = parsed.where(F.col("reject_reason").isNotNull()).select(*PAYMENTS_BATCH_DEAD_LETTER.schema.names).toArrow()
+        dead_letters = (
+            parsed.where(F.col("reject_reason").isNotNull()).select(*PAYMENTS_BATCH_DEAD_LETTER.schema.names).toArrow()
+        )
         counts = parsed.agg(F.count(F.lit(1)).alias("lines"), F.count_if("heartbeat").alias("heartbeats")).first()
         firsts = marked.where(~F.col("is_duplicate")).groupBy("kind").count().collect()
         kinds = {row["kind"]: row["count"] for row in firsts}
         rows = {
-            PAYMENTS_TRUTH_MATCHED: result.matched, PAYMENTS_TRUTH_UNPAID: result.unpaid, PAYMENTS_TRUTH_ORPHANS: result.orphans,
-            PAYMENTS_BATCH_DUPLICATES: duplicates, PAYMENTS_BATCH_DEAD_LETTER: dead_letters,
+            PAYMENTS_TRUTH_MATCHED: result.matched,
+            PAYMENTS_TRUTH_UNPAID: result.unpaid,
+            PAYMENTS_TRUTH_ORPHANS: result.orphans,
+            PAYMENTS_BATCH_DUPLICATES: duplicates,
+            PAYMENTS_BATCH_DEAD_LETTER: dead_letters,
         }
         for table, table_rows in rows.items():
             ordered = table_rows.select(table.schema.names).cast(table.schema)
@@ -99,7 +106,14 @@ def run_payments_batch(spark: SparkSession, config: LabConfig) -> PaymentsBatchR
         for frame in (parsed, marked):
             frame.unpersist()
     return PaymentsBatchRun(
-        last_segment=last, lines=counts["lines"], orders=kinds.get("order", 0), payments=kinds.get("payment", 0),
-        matched=result.matched.num_rows, unpaid=result.unpaid.num_rows, orphans=result.orphans.num_rows,
-        duplicates=duplicates.num_rows, dead_letters=dead_letters.num_rows, heartbeats=counts["heartbeats"],
+        last_segment=last,
+        lines=counts["lines"],
+        orders=kinds.get("order", 0),
+        payments=kinds.get("payment", 0),
+        matched=result.matched.num_rows,
+        unpaid=result.unpaid.num_rows,
+        orphans=result.orphans.num_rows,
+        duplicates=duplicates.num_rows,
+        dead_letters=dead_letters.num_rows,
+        heartbeats=counts["heartbeats"],
     )

@@ -58,8 +58,8 @@ from shared.catalog import (
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
 from shared.config import LabConfig
 from shared.durations import parse_duration
-from shared.interval_join import JoinSettings
 from shared.events import HEARTBEAT_FIELD
+from shared.interval_join import JoinSettings
 from shared.log_source import raw_log
 from shared.order_events import parse_order_lines
 from shared.tables import Tables
@@ -70,9 +70,12 @@ __all__ = ["run_payments_comparison"]
 Progress = Callable[[str], None]
 _KINDS = ("matched", "unpaid", "orphan")
 _WRONG = {
-    ("matched", False): "missed match", ("matched", True): "extra match",
-    ("unpaid", False): "unpaid not reported", ("unpaid", True): "wrongly unpaid",
-    ("orphan", False): "orphan not reported", ("orphan", True): "wrongly orphan",
+    ("matched", False): "missed match",
+    ("matched", True): "extra match",
+    ("unpaid", False): "unpaid not reported",
+    ("unpaid", True): "wrongly unpaid",
+    ("orphan", False): "orphan not reported",
+    ("orphan", True): "wrongly orphan",
 }
 
 
@@ -86,7 +89,9 @@ class LogClock:
 
     def __init__(self, parsed: pa.Table, settings: ClockSettings) -> None:
         self.keys = line_keys(parsed["segment"].to_numpy(), parsed["line_number"].to_numpy())
-        is_event = pc.and_(pc.is_null(parsed["reject_reason"]), pc.invert(parsed[HEARTBEAT_FIELD])).to_numpy(zero_copy_only=False)
+        is_event = pc.and_(pc.is_null(parsed["reject_reason"]), pc.invert(parsed[HEARTBEAT_FIELD])).to_numpy(
+            zero_copy_only=False
+        )
         ingest = parsed["ingest_time"].cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
         events = parsed["event_time"].cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
         run = advance(ClockState(), settings, self.keys, ingest, np.where(is_event, events, NO_TIME))
@@ -94,7 +99,9 @@ class LogClock:
 
     def at_line(self, lines: list[tuple[int, int]]) -> np.ndarray:
         """Processing time of each line."""
-        keys = line_keys(np.array([s for s, _ in lines], dtype=np.int64), np.array([n for _, n in lines], dtype=np.int64))
+        keys = line_keys(
+            np.array([s for s, _ in lines], dtype=np.int64), np.array([n for _, n in lines], dtype=np.int64)
+        )
         return self.processing_time[np.searchsorted(self.keys, keys)]
 
     def closing(self, holds: np.ndarray, recorded: np.ndarray, what: str) -> np.ndarray:
@@ -108,7 +115,14 @@ class LogClock:
 
 def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
     found = {}
-    for table in (PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER):
+    for table in (
+        PAYMENTS_MATCHED,
+        PAYMENTS_UNPAID,
+        PAYMENTS_ORPHANS,
+        PAYMENTS_LATE_EVENTS,
+        PAYMENTS_DUPLICATES,
+        PAYMENTS_DEAD_LETTER,
+    ):
         rows = tables.read_arrow(table.at(prefix)).drop_columns(["batch_id"])
         found[table.name] = set(tuple(r.values()) for r in rows.to_pylist())
     return found
@@ -126,21 +140,35 @@ def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings
     return timelines(changes)
 
 
-def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
-            clock: LogClock, step: Progress) -> MeasuredStream:
+def _stream(
+    spark: SparkSession,
+    config: LabConfig,
+    tables: Tables,
+    plan: ComparisonPlan,
+    delay: str,
+    lateness: str,
+    clock: LogClock,
+    step: Progress,
+) -> MeasuredStream:
     run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     step("live stream")
     live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_payments_speed)
     step("full replay")
-    _, replay_cost = timed(config, "replay", lambda: run_payments_replay(spark, run_config, f"{name}-replay", replace=True))
+    _, replay_cost = timed(
+        config, "replay", lambda: run_payments_replay(spark, run_config, f"{name}-replay", replace=True)
+    )
     replayed, ours = _row_sets(tables, replay_prefix(f"{name}-replay")), _row_sets(tables, live)
     for table in ours:
         if ours[table] != replayed[table]:
-            raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
-                               f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}")
+            raise RuntimeError(
+                f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
+                f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}"
+            )
     step("reconcile the live stream against the truth")
-    reconciled, recon_cost = timed(config, "reconciliation", lambda: reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name))
+    reconciled, recon_cost = timed(
+        config, "reconciliation", lambda: reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
+    )
     metrics = tables.read_arrow(PAYMENTS_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
     late = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))
@@ -174,19 +202,27 @@ def _outputs(tables: Tables, streams: dict, bound: int, events: dict) -> Outputs
     values.update({("unpaid", line): True for line in _lines(tables.read_arrow(PAYMENTS_TRUTH_UNPAID.name))})
     values.update({("orphan", line): True for line in _lines(tables.read_arrow(PAYMENTS_TRUTH_ORPHANS.name))})
     keys = values.keys() | {key for stream in streams.values() for key in stream.served}
-    due = {key: events[key[2]] if key[0] == "matched" else events[key[1]] + (bound if key[0] == "unpaid" else 0) for key in keys}
+    due = {
+        key: events[key[2]] if key[0] == "matched" else events[key[1]] + (bound if key[0] == "unpaid" else 0)
+        for key in keys
+    }
     return Outputs(values, due, _KINDS, lambda key: key[0], lambda key, served, truth: _WRONG[(key[0], truth is None)])
 
 
-def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str,
-                            progress: Progress = lambda _: None) -> PipelineReport:
+def run_payments_comparison(
+    spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
+) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
     lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline order_payments' first")
     started = time.monotonic()
     configurations = plan.configurations()
     progress("batch truth from the complete log")
     batch, batch_cost = timed(config, "batch", lambda: run_payments_batch(spark, config))
-    raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    raw = (
+        raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+        .toArrow()
+        .sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    )
     parsed = parse_order_lines(raw, config.max_clock_skew)
     valid = parsed.filter(pc.is_valid(parsed["event_time"]))
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
@@ -204,14 +240,27 @@ def run_payments_comparison(spark: SparkSession, config: LabConfig, plan: Compar
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])
-    return measuring(progress, configurations, started, lambda: assessed_report(
-        configurations, outputs=outputs, streams=streams, batch_cost=batch_cost, log_end=log_end, run_id=plan.name, error_step=plan.error_step,
-        pipeline="order_payments",
-        source=source,
-        rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
-        due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
-        state_unit="state rows (held orders and payments, remembered first copies)",
-        log=LogSummary(batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        state_sizes=(),
-        cost_scope=cost_scope(config),
-    ))
+    return measuring(
+        progress,
+        configurations,
+        started,
+        lambda: assessed_report(
+            configurations,
+            outputs=outputs,
+            streams=streams,
+            batch_cost=batch_cost,
+            log_end=log_end,
+            run_id=plan.name,
+            error_step=plan.error_step,
+            pipeline="order_payments",
+            source=source,
+            rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
+            due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
+            state_unit="state rows (held orders and payments, remembered first copies)",
+            log=LogSummary(
+                batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats
+            ),
+            state_sizes=(),
+            cost_scope=cost_scope(config),
+        ),
+    )

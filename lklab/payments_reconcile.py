@@ -81,11 +81,16 @@ def _read(tables: Tables, table: catalog.Table, prefix: str = "", batch: int | N
     return tables.read_arrow(name) if batch is None else tables.as_of(name, batch)
 
 
-def reconcile_payments(spark: SparkSession, config: LabConfig, *, against: str = "speed", run: str | None = None) -> PaymentsReconciliation:
+def reconcile_payments(
+    spark: SparkSession, config: LabConfig, *, against: str = "speed", run: str | None = None
+) -> PaymentsReconciliation:
     """Diff ``against`` (``speed`` | ``kappa:RUN``) with the truth and write the audit CSV."""
     prefix = stream_prefix(against)
     lake = str(Path(config.lake).resolve())
-    with writer(lake, f"payments-reconcile-{(prefix or 'speed/').replace('/', '.')}"), hold(lake, PAYMENTS_BATCH_LOCK, shared=True, wait=True):
+    with (
+        writer(lake, f"payments-reconcile-{(prefix or 'speed/').replace('/', '.')}"),
+        hold(lake, PAYMENTS_BATCH_LOCK, shared=True, wait=True),
+    ):
         return _reconcile(Tables(spark, lake, config.table_engine), config, against, prefix, run)
 
 
@@ -94,12 +99,18 @@ def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run
     if truth_segment is None:
         raise PaymentsInputError("no batch truth: run 'lklab batch --pipeline order_payments' first")
     if not tables.exists(PAYMENTS_STATE.at(prefix)):
-        raise PaymentsInputError(f"no stream under '{against}': run 'lklab speed' or 'lklab replay' with --pipeline order_payments first")
+        raise PaymentsInputError(
+            f"no stream under '{against}': run 'lklab speed' or 'lklab replay' with --pipeline order_payments first"
+        )
     # SettingsConflict when they differ: another bound pairs other events, other line settings read another log
     agreed(tables, [PAYMENTS_TRUTH_MATCHED.name, PAYMENTS_MATCHED.at(prefix)], ["join-bound", *LINE_KEYS])
     truth = JoinSide(
-        truth_segment, _read(tables, PAYMENTS_TRUTH_MATCHED), _read(tables, PAYMENTS_TRUTH_UNPAID), _read(tables, PAYMENTS_TRUTH_ORPHANS),
-        _read(tables, PAYMENTS_BATCH_DUPLICATES), _read(tables, PAYMENTS_BATCH_DEAD_LETTER),
+        truth_segment,
+        _read(tables, PAYMENTS_TRUTH_MATCHED),
+        _read(tables, PAYMENTS_TRUTH_UNPAID),
+        _read(tables, PAYMENTS_TRUTH_ORPHANS),
+        _read(tables, PAYMENTS_BATCH_DUPLICATES),
+        _read(tables, PAYMENTS_BATCH_DEAD_LETTER),
     )
     # a live stream's last micro-batch whose state committed (None: a replay's untagged tables)
     batch = tables.committed_version(PAYMENTS_STATE.at(prefix), SPEED_APP)
@@ -108,26 +119,37 @@ def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run
     unpaid, late = side(PAYMENTS_UNPAID), side(PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
         pc.max(side(PAYMENTS_METRICS)["last_segment"]).as_py() or 0,
-        side(PAYMENTS_MATCHED), unpaid, side(PAYMENTS_ORPHANS), side(PAYMENTS_DUPLICATES), side(PAYMENTS_DEAD_LETTER),
-        late, pa.concat_tables([state.orders, state.payments]),
+        side(PAYMENTS_MATCHED),
+        unpaid,
+        side(PAYMENTS_ORPHANS),
+        side(PAYMENTS_DUPLICATES),
+        side(PAYMENTS_DEAD_LETTER),
+        late,
+        pa.concat_tables([state.orders, state.payments]),
     )
     result = reconcile_join(truth, stream)
     by_line = [("segment", "ascending"), ("line_number", "ascending")]
     unpaid, late = unpaid.sort_by(by_line), late.sort_by(by_line)
-    run = run or dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run = run or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(config.lake) / "reports" / f"payments-{run}"
     directory.mkdir(parents=True, exist_ok=True)
     audit = directory / "payments_audit.csv"
     audit.write_text(payments_audit_csv(unpaid, late))
     late_payments = int(pc.sum(pc.equal(late["kind"], "payment")).as_py() or 0)
-    return PaymentsReconciliation(against, truth_segment, stream.last_segment, result, audit, unpaid.num_rows + late_payments)
+    return PaymentsReconciliation(
+        against, truth_segment, stream.last_segment, result, audit, unpaid.num_rows + late_payments
+    )
 
 
 @render_text.register
 def _render_payments(found: PaymentsReconciliation) -> str:
     result = found.result
-    lines = [f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})"]
-    lines += [f"  {outcome:<8} truth {truth:>8,}  stream {stream:>8,}" for outcome, (truth, stream) in result.counts.items()]
+    lines = [
+        f"order_payments: truth (segments 1..{found.truth_segment}) against {found.against} (segments 1..{found.stream_segment})"
+    ]
+    lines += [
+        f"  {outcome:<8} truth {truth:>8,}  stream {stream:>8,}" for outcome, (truth, stream) in result.counts.items()
+    ]
     reasons = ", ".join(f"{reason} {count:,}" for reason, count in result.by_reason.items()) or "none"
     lines.append(f"differences: {len(result.differences):,} ({reasons})")
     lines.append(f"finance audit: {found.audit_rows:,} rows (unpaid orders, late payments) -> {found.audit_csv}")

@@ -65,7 +65,14 @@ from shared.order_events import parse_order_lines
 from shared.table_settings import interval_join_settings, record, require
 from shared.tables import Tables
 
-__all__ = ["SPEED_APP", "join_settings", "PaymentsStream", "run_payments_speed", "run_payments_replay", "PaymentsReplayExists"]
+__all__ = [
+    "SPEED_APP",
+    "join_settings",
+    "PaymentsStream",
+    "run_payments_speed",
+    "run_payments_replay",
+    "PaymentsReplayExists",
+]
 
 log = logging.getLogger("lklab.payments")
 
@@ -76,15 +83,22 @@ def join_settings(config: LabConfig) -> JoinSettings:
     """The stream step's settings from the lab's configuration (the tables record them as
     ``shared.table_settings.interval_join_settings``)."""
     return JoinSettings(
-        bound=config.join_bound, watermark_delay=config.watermark_delay, watermark_interval=config.watermark_interval,
-        dedup_horizon=config.dedup_horizon, allowed_lateness=config.allowed_lateness,
+        bound=config.join_bound,
+        watermark_delay=config.watermark_delay,
+        watermark_interval=config.watermark_interval,
+        dedup_horizon=config.dedup_horizon,
+        allowed_lateness=config.allowed_lateness,
     )
 
 
 def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:
     return {
-        PAYMENTS_MATCHED: step.matched, PAYMENTS_UNPAID: step.unpaid, PAYMENTS_ORPHANS: step.orphans,
-        PAYMENTS_LATE_EVENTS: step.late, PAYMENTS_DUPLICATES: step.duplicates, PAYMENTS_DEAD_LETTER: step.dead_letters,
+        PAYMENTS_MATCHED: step.matched,
+        PAYMENTS_UNPAID: step.unpaid,
+        PAYMENTS_ORPHANS: step.orphans,
+        PAYMENTS_LATE_EVENTS: step.late,
+        PAYMENTS_DUPLICATES: step.duplicates,
+        PAYMENTS_DEAD_LETTER: step.dead_letters,
         PAYMENTS_METRICS: metrics,
     }
 
@@ -111,7 +125,10 @@ class PaymentsStream:
         """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
         if self.state is None:
             return False
-        return any(pc.any(pc.invert(held["matched"].fill_null(False))).as_py() for held in (self.state.orders, self.state.payments))
+        return any(
+            pc.any(pc.invert(held["matched"].fill_null(False))).as_py()
+            for held in (self.state.orders, self.state.payments)
+        )
 
     def table(self, table: catalog.Table) -> str:
         return table.at(self.prefix)
@@ -141,10 +158,20 @@ class PaymentsStream:
                 if rows.num_rows or not self.tables.exists(name):
                     self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
         with committing(batch_id, PAYMENTS_STATE.name):
-            self.tables.overwrite(self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id)
+            self.tables.overwrite(
+                self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id
+            )
         self.state, self.next_batch = step.state, batch_id + 1
         row = metrics.to_pylist()[0]
-        log.info(json.dumps({"event": "micro-batch", "stream": self.prefix + self.app_id, **{k: v for k, v in row.items() if "watermark" not in k}}))
+        log.info(
+            json.dumps(
+                {
+                    "event": "micro-batch",
+                    "stream": self.prefix + self.app_id,
+                    **{k: v for k, v in row.items() if "watermark" not in k},
+                }
+            )
+        )
 
 
 def run_payments_speed(
@@ -168,12 +195,24 @@ def run_payments_speed(
         names = [stream.table(table) for table in catalog.PAYMENTS_TABLES]
         require(stream.tables, names, interval_join_settings(config))
         checkpoint = checkpoint_for(
-            lake, prefix, app_id, stream.tables, stream.table(PAYMENTS_STATE),
+            lake,
+            prefix,
+            app_id,
+            stream.tables,
+            stream.table(PAYMENTS_STATE),
             f"{stream.table(PAYMENTS_STATE)} holds batches of '{app_id}' but its checkpoint {{checkpoint}} is missing: "
             "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables.",
         )
-        query = start_over_log(spark, config, lake, checkpoint, stream.process, segments_per_batch=segments_per_batch,
-                               available_now=available_now, trigger_interval=trigger_interval)
+        query = start_over_log(
+            spark,
+            config,
+            lake,
+            checkpoint,
+            stream.process,
+            segments_per_batch=segments_per_batch,
+            available_now=available_now,
+            trigger_interval=trigger_interval,
+        )
         watch(query, stream, config, lake, available_now=available_now, stop=stop, what="order_payments stream")
         record(stream.tables, names, interval_join_settings(config))
         return stream
@@ -207,7 +246,9 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
         tables = Tables(spark, lake, config.table_engine)
         names = [table.at(prefix) for table in catalog.PAYMENTS_TABLES]
         if tables.exists(PAYMENTS_STATE.at(prefix)) and not replace:
-            raise PaymentsReplayExists(f"replay {name!r} already has {PAYMENTS_STATE.at(prefix)}; pick another --name or pass --replace")
+            raise PaymentsReplayExists(
+                f"replay {name!r} already has {PAYMENTS_STATE.at(prefix)}; pick another --name or pass --replace"
+            )
         for table in names:  # only the join's tables: a billing replay of the same name keeps its own
             shutil.rmtree(tables.path(table), ignore_errors=True)
         started = time.monotonic()
@@ -216,7 +257,9 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
         raw = raw.take(pc.sort_indices(raw, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
         state, settings = JoinState.empty(), join_settings(config)
         collected: dict[catalog.Table, list[pa.Table]] = {}
-        for batch_id, segment in enumerate(_segments(parse_order_lines(raw, config.max_clock_skew)) if raw.num_rows else []):
+        for batch_id, segment in enumerate(
+            _segments(parse_order_lines(raw, config.max_clock_skew)) if raw.num_rows else []
+        ):
             step = join_step(segment, state, settings, batch_id)
             for table, rows in _outputs(step, join_metrics_row(batch_id, segment, step, None)).items():
                 collected.setdefault(table, []).append(rows)

@@ -27,14 +27,25 @@ from lklab.report.model import Configuration, PathCost
 from lklab.report.pipeline_model import ErrorCount, LatencyFigure, PipelineReport, PipelineResult, StreamCheck
 from shared.durations import parse_duration
 
-__all__ = ["DAY", "Outputs", "MeasuredStream", "batch_landing", "measurement_end", "landing_and_end", "assess", "assessed_report", "to_utc", "setting_of"]
+__all__ = [
+    "DAY",
+    "Outputs",
+    "MeasuredStream",
+    "batch_landing",
+    "measurement_end",
+    "landing_and_end",
+    "assess",
+    "assessed_report",
+    "to_utc",
+    "setting_of",
+]
 
 DAY = 86_400_000_000
 Key = tuple
 
 
 def to_utc(moment: int) -> dt.datetime:
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(moment))
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(moment))
 
 
 def setting_of(configuration: Configuration) -> tuple[int, int]:
@@ -92,7 +103,9 @@ def measurement_end(landing: int, outputs: Outputs, streams: Mapping[tuple[int, 
     return max(landing, max(outputs.due.values(), default=landing), max(changes, default=landing))
 
 
-def landing_and_end(log_end: int, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream]) -> tuple[int, int]:
+def landing_and_end(
+    log_end: int, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream]
+) -> tuple[int, int]:
     """The batch's landing after a log ending at ``log_end`` and the moment of the end (microseconds)."""
     landing = batch_landing(log_end, max(outputs.due.values(), default=log_end))
     return landing, measurement_end(landing, outputs, streams)
@@ -107,16 +120,24 @@ def _wrong_kinds(outputs: Outputs, served: Mapping, moment: int) -> dict[str, in
 
 
 def assess(
-    configurations: list[Configuration], *, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream], batch_cost: PathCost,
-    landing: int, end: int, error_step: str,
+    configurations: list[Configuration],
+    *,
+    outputs: Outputs,
+    streams: Mapping[tuple[int, int], MeasuredStream],
+    batch_cost: PathCost,
+    landing: int,
+    end: int,
+    error_step: str,
 ) -> tuple[PipelineResult, ...]:
     """Every configuration's result (see the module docstring)."""
     step = parse_duration(error_step, name="error-step")
-    for setting, stream in streams.items():  # the reconciliation and the timelines must say the same
+    for stream in streams.values():  # the reconciliation and the timelines must say the same
         wrong = len(served_outputs.wrong_at(stream.served, outputs.values, outputs.due, end))
         if wrong != stream.reconciled_wrong:
-            raise RuntimeError(f"stream W={stream.check.watermark_delay} L={stream.check.allowed_lateness}: its tables serve "
-                               f"{wrong} outputs wrong at the end, its reconciliation {stream.reconciled_wrong}")
+            raise RuntimeError(
+                f"stream W={stream.check.watermark_delay} L={stream.check.allowed_lateness}: its tables serve "
+                f"{wrong} outputs wrong at the end, its reconciliation {stream.reconciled_wrong}"
+            )
     results = []
     for configuration in configurations:
         delay, lateness = setting_of(configuration)
@@ -132,39 +153,65 @@ def assess(
             speed = streams[(delay, 0)].late
             absorbed = None if stream.late is None else len(speed - stream.late)
         latency = served_outputs.latency_seconds(served, outputs.values, outputs.due)
-        by_kind = {kind: LatencyFigure.of(v for k, v in latency.items() if outputs.kind_of(k) == kind) for kind in outputs.kinds}
-        results.append(PipelineResult(
-            configuration=configuration,
-            compared=len(outputs.values.keys() | {k for k, timeline in served.items() if timeline and timeline[-1][1] is not None}),
-            wrong_at_end=_wrong_kinds(outputs, served, end),
-            wrong_before_batch=before,
-            error_series=tuple(ErrorCount(to_utc(t), n) for t, n in served_outputs.error_series(served, outputs.values, outputs.due, end, step)),
-            latency=by_kind,
-            side_output=stream.side_output,
-            absorbed=absorbed,
-            duplicates=stream.duplicates,
-            dead_letters=stream.dead_letters,
-            state_peak=stream.state_peak,
-            state_final=stream.state_final,
-            costs=costs,
-            reconciliation=stream.reconciliation,
-            unexplained=stream.unexplained,
-        ))
+        by_kind = {
+            kind: LatencyFigure.of(v for k, v in latency.items() if outputs.kind_of(k) == kind)
+            for kind in outputs.kinds
+        }
+        results.append(
+            PipelineResult(
+                configuration=configuration,
+                compared=len(
+                    outputs.values.keys()
+                    | {k for k, timeline in served.items() if timeline and timeline[-1][1] is not None}
+                ),
+                wrong_at_end=_wrong_kinds(outputs, served, end),
+                wrong_before_batch=before,
+                error_series=tuple(
+                    ErrorCount(to_utc(t), n)
+                    for t, n in served_outputs.error_series(served, outputs.values, outputs.due, end, step)
+                ),
+                latency=by_kind,
+                side_output=stream.side_output,
+                absorbed=absorbed,
+                duplicates=stream.duplicates,
+                dead_letters=stream.dead_letters,
+                state_peak=stream.state_peak,
+                state_final=stream.state_final,
+                costs=costs,
+                reconciliation=stream.reconciliation,
+                unexplained=stream.unexplained,
+            )
+        )
     return tuple(results)
 
 
 def assessed_report(
-    configurations: list[Configuration], *, outputs: Outputs, streams: Mapping[tuple[int, int], MeasuredStream], batch_cost: PathCost,
-    log_end: int, run_id: str, error_step: str, **described,
+    configurations: list[Configuration],
+    *,
+    outputs: Outputs,
+    streams: Mapping[tuple[int, int], MeasuredStream],
+    batch_cost: PathCost,
+    log_end: int,
+    run_id: str,
+    error_step: str,
+    **described,
 ) -> PipelineReport:
     """``assess`` every configuration at the landing and end a log ending at ``log_end`` gives,
     as a ``PipelineReport``; ``described``: the pipeline's own fields (``pipeline``, ``rule``,
     ``due``, ``state_unit``, ``log``, ``state_sizes``, ``source``, ``cost_scope``)."""
     landing, end = landing_and_end(log_end, outputs, streams)
-    results = assess(configurations, outputs=outputs, streams=streams, landing=landing, end=end, error_step=error_step, batch_cost=batch_cost)
+    results = assess(
+        configurations,
+        outputs=outputs,
+        streams=streams,
+        landing=landing,
+        end=end,
+        error_step=error_step,
+        batch_cost=batch_cost,
+    )
     return PipelineReport(
         run_id=run_id,
-        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        generated_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
         truth=outputs.truth_counts(),
         results=results,
         streams=tuple(s.check for s in streams.values()),

@@ -24,7 +24,7 @@ import ``airflow.sdk`` themselves: Airflow's safe mode skips a file that never m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
 
@@ -35,7 +35,7 @@ from shared import catalog
 __all__ = ["PipelineDags", "UNIQUE_VISITORS", "ORDER_PAYMENTS", "nightly_dag", "replay_dag", "BREACH"]
 
 BREACH = 3  # reconcile_job's exit code for these pipelines: a difference is unexplained
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
@@ -74,7 +74,7 @@ UNIQUE_VISITORS = PipelineDags(
     truth=(assets.visitors_truth,),
     reconciled=(assets.visitors_corrected,),
     reconcile_writes=f"appends each window's served, corrected and true counts and verdict to `{catalog.VISITORS_CORRECTED.name}` "
-                     "(nothing when the same inputs were already reconciled)",
+    "(nothing when the same inputs were already reconciled)",
     batch_tables=catalog.VISITORS_BATCH_TABLES,
     replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
 )
@@ -97,8 +97,8 @@ def _nightly_doc(spec: PipelineDags) -> str:
 
 Daily at {int(hour):02d}:{int(minute):02d} UTC, one run at a time.
 
-1. `recompute_truth`: `spark_jobs/batch_job.py {' '.join(spec.selects)}` replaces {', '.join(f'`{t.name}`' for t in spec.batch_tables)} from every segment of the log; no date, so a retry or a rerun computes the same tables again.
-2. `reconcile`: `spark_jobs/reconcile_job.py {' '.join(spec.selects)} --against speed` compares the speed layer's tables (as of its last committed micro-batch) with that truth, explains each difference by the side outputs, and {spec.reconcile_writes}.
+1. `recompute_truth`: `spark_jobs/batch_job.py {" ".join(spec.selects)}` replaces {", ".join(f"`{t.name}`" for t in spec.batch_tables)} from every segment of the log; no date, so a retry or a rerun computes the same tables again.
+2. `reconcile`: `spark_jobs/reconcile_job.py {" ".join(spec.selects)} --against speed` compares the speed layer's tables (as of its last committed micro-batch) with that truth, explains each difference by the side outputs, and {spec.reconcile_writes}.
 
 A difference nothing explains makes reconcile exit {BREACH}: a breach, which fails the task at once, without retries, its failure message opening with `BREACH` and quoting the job's verdict. Any other failure is retried (2 retries, 2 minutes apart). The pipeline is named on every command line, whatever the `pipeline` setting says; the lake is the configured one (`LKLAB_LAKE` / `LKLAB_CONFIG`). `lklab.pipeline_dags` makes this DAG.
 """
@@ -108,7 +108,7 @@ def _replay_doc(spec: PipelineDags) -> str:
     settings = ", ".join(f"`{name}`" for name, _ in spec.replay_settings)
     return f"""`{spec.pipeline}_replay`: a Kappa replay of the {spec.pipeline} stream over the whole log, under a name of its own.
 
-Manual. `replay`: `spark_jobs/replay_job.py {' '.join(spec.selects)} --name <run_name> --replace` with the params {settings}, into tables `kappa/<run_name>/...` (replacing an earlier replay of that name, so a retry computes the same tables again). `lklab reconcile {' '.join(spec.selects)} --against kappa:<run_name>` compares it with the truth. `lklab.pipeline_dags` makes this DAG.
+Manual. `replay`: `spark_jobs/replay_job.py {" ".join(spec.selects)} --name <run_name> --replace` with the params {settings}, into tables `kappa/<run_name>/...` (replacing an earlier replay of that name, so a retry computes the same tables again). `lklab reconcile {" ".join(spec.selects)} --against kappa:<run_name>` compares it with the truth. `lklab.pipeline_dags` makes this DAG.
 """
 
 
@@ -126,12 +126,20 @@ def nightly_dag(spec: PipelineDags) -> DAG:
         doc_md=_nightly_doc(spec),
     ) as nightly:
         truth = spark_job(
-            "recompute_truth", "batch_job", spec.selects,
-            name=f"lklab-{spec.pipeline}-batch", outlets=list(spec.truth), execution_timeout=timedelta(hours=2),
+            "recompute_truth",
+            "batch_job",
+            spec.selects,
+            name=f"lklab-{spec.pipeline}-batch",
+            outlets=list(spec.truth),
+            execution_timeout=timedelta(hours=2),
         )
         reconcile = spark_job(
-            "reconcile", "reconcile_job", [*spec.selects, "--against", "speed"],
-            name=f"lklab-{spec.pipeline}-reconcile", breach_exit_code=BREACH, outlets=list(spec.reconciled),
+            "reconcile",
+            "reconcile_job",
+            [*spec.selects, "--against", "speed"],
+            name=f"lklab-{spec.pipeline}-reconcile",
+            breach_exit_code=BREACH,
+            outlets=list(spec.reconciled),
             execution_timeout=timedelta(hours=1),
         )
         truth >> reconcile
@@ -140,11 +148,17 @@ def nightly_dag(spec: PipelineDags) -> DAG:
 
 def replay_dag(spec: PipelineDags) -> DAG:
     """``<pipeline>_replay``: one ``replay`` task, params ``run_name`` and the pipeline's replay settings."""
-    params = {"run_name": Param(type="string", pattern=RUN_NAME, description="names the replay's tables: kappa/<run_name>/...")}
+    params = {
+        "run_name": Param(
+            type="string", pattern=RUN_NAME, description="names the replay's tables: kappa/<run_name>/..."
+        )
+    }
     settings: list[str] = []
     for name, default in spec.replay_settings:
         param = name.replace("-", "_")
-        params[param] = Param(default, type="string", pattern=DURATION, description=f"the replay's {name}, e.g. 30s, 5m")
+        params[param] = Param(
+            default, type="string", pattern=DURATION, description=f"the replay's {name}, e.g. 30s, 5m"
+        )
         settings += [f"--{name}", f"{{{{ params.{param} }}}}"]
     with DAG(
         f"{spec.pipeline}_replay",
@@ -157,7 +171,10 @@ def replay_dag(spec: PipelineDags) -> DAG:
         doc_md=_replay_doc(spec),
     ) as replay:
         spark_job(
-            "replay", "replay_job", [*spec.selects, "--name", "{{ params.run_name }}", *settings, "--replace"],
-            name=f"lklab-{spec.pipeline}-replay", execution_timeout=timedelta(hours=4),
+            "replay",
+            "replay_job",
+            [*spec.selects, "--name", "{{ params.run_name }}", *settings, "--replace"],
+            name=f"lklab-{spec.pipeline}-replay",
+            execution_timeout=timedelta(hours=4),
         )
     return replay

@@ -25,13 +25,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from typing import Callable
-
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as _Bars, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as _Bars
 
 __all__ = ["Progress", "progress", "configure_logging"]
 
@@ -48,7 +47,9 @@ def _console() -> Console:
 class Progress:
     """One stage of long work: ``advance`` it as steps are done."""
 
-    def __init__(self, stage: str, total: int | None, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, stage: str, total: int | None, interval: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if total is not None and total < 0:
             raise ValueError(f"total {total}: a number of steps >= 0, or None when not known")
         if interval < 0:
@@ -103,8 +104,15 @@ class Progress:
 
 
 @contextmanager
-def progress(stage: str, total: int | None = None, *, interval: float = 10.0, bar: bool | None = None,
-             clock: Callable[[], float] = time.monotonic, console: Console | None = None) -> Iterator[Progress]:
+def progress(
+    stage: str,
+    total: int | None = None,
+    *,
+    interval: float = 10.0,
+    bar: bool | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    console: Console | None = None,
+) -> Iterator[Progress]:
     """Track ``stage`` while the ``with`` block runs: a bar when ``bar`` (default: when stderr
     is a terminal), else log lines at most every ``interval`` seconds. ``clock`` times the
     stage (seconds); ``console`` is where a bar is drawn (default: stderr)."""
@@ -115,8 +123,14 @@ def progress(stage: str, total: int | None = None, *, interval: float = 10.0, ba
         bar = _bars is not None or console.is_terminal
     if bar:
         if _bars is None:
-            _bars = _Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TimeRemainingColumn(), console=console)
+            _bars = _Bars(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+            )
             _bars.start()
         tracked._bar = (_bars, _bars.add_task(stage, total=total))
     else:
@@ -126,8 +140,10 @@ def progress(stage: str, total: int | None = None, *, interval: float = 10.0, ba
         yield tracked
     except BaseException:
         if tracked._bar is None:
-            tracked._log(f"stopped at {tracked.done:,}{'' if total is None else f'/{total:,}'} after {tracked.elapsed:.0f}s",
-                         logging.WARNING)
+            tracked._log(
+                f"stopped at {tracked.done:,}{'' if total is None else f'/{total:,}'} after {tracked.elapsed:.0f}s",
+                logging.WARNING,
+            )
         raise
     else:
         if tracked._bar is None:

@@ -27,7 +27,16 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
-__all__ = ["Timeline", "timelines", "value_at", "with_landing", "wrong_at", "error_series", "exact_since", "latency_seconds"]
+__all__ = [
+    "Timeline",
+    "timelines",
+    "value_at",
+    "with_landing",
+    "wrong_at",
+    "error_series",
+    "exact_since",
+    "latency_seconds",
+]
 
 Key = tuple
 Timeline = tuple[tuple[int, object], ...]
@@ -57,15 +66,23 @@ def with_landing(speed: Mapping[Key, Timeline], truth: Mapping[Key, object], lan
     return served
 
 
-def wrong_at(served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int], moment: int) -> list[Key]:
+def wrong_at(
+    served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int], moment: int
+) -> list[Key]:
     """The keys due by ``moment`` whose served value then differs from the truth's."""
     return sorted(
-        (key for key in served.keys() | truth.keys() if due[key] <= moment and value_at(served.get(key, ()), moment) != truth.get(key)),
+        (
+            key
+            for key in served.keys() | truth.keys()
+            if due[key] <= moment and value_at(served.get(key, ()), moment) != truth.get(key)
+        ),
         key=repr,
     )
 
 
-def error_series(served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int], end: int, step: int) -> tuple[tuple[int, int], ...]:
+def error_series(
+    served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int], end: int, step: int
+) -> tuple[tuple[int, int], ...]:
     """``(processing_time, outputs wrong)`` on a grid of ``step`` aligned to the epoch, keeping
     the points where the count changes, and always ``end``. ``end`` must be at or after every
     change and due time."""
@@ -111,7 +128,9 @@ def exact_since(timeline: Sequence[tuple[int, object]], right) -> int | None:
     return since
 
 
-def latency_seconds(served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int]) -> dict[Key, Decimal | None]:
+def latency_seconds(
+    served: Mapping[Key, Timeline], truth: Mapping[Key, object], due: Mapping[Key, int]
+) -> dict[Key, Decimal | None]:
     """Per truth key: seconds from its due time until it was served exactly right for good (0
     when that was before it was due; ``None``: never)."""
     found = {}

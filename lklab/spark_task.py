@@ -33,8 +33,9 @@ import os
 import sys
 import sysconfig
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -88,7 +89,9 @@ class LabSparkSubmitHook(SparkSubmitHook):
             return super().get_connection(conn_id)
         except AirflowNotFoundException:
             master = _lab_config().spark_master
-            log.info("no %r connection is configured: Spark runs on %s (the lab's spark-master setting)", conn_id, master)
+            log.info(
+                "no %r connection is configured: Spark runs on %s (the lab's spark-master setting)", conn_id, master
+            )
             return Connection(conn_id=conn_id, conn_type="spark", host=master)
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
@@ -186,4 +189,6 @@ def spark_job(task_id: str, job: str, application_args: list[str], **operator_ar
 def mapped_spark_job(task_id: str, job: str, application_args: Any, **operator_args: Any):
     """One task instance per element of ``application_args`` (an ``XComArg`` of argument lists):
     dynamic task mapping of ``spark_jobs/<job>.py``."""
-    return LabSparkSubmitOperator.partial(**_arguments(task_id, job, operator_args)).expand(application_args=application_args)
+    return LabSparkSubmitOperator.partial(**_arguments(task_id, job, operator_args)).expand(
+        application_args=application_args
+    )

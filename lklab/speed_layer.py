@@ -126,7 +126,12 @@ class SpeedLayer:
         if changes.num_rows:
             since = format_timestamp(pc.min(changes["window_end"]).as_py())
             self.tables.upsert(
-                name, changes, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id, target_filter=f"t.window_end >= '{since}'",
+                name,
+                changes,
+                keys=WINDOW_KEY,
+                app_id=self.app_id,
+                version=batch_id,
+                target_filter=f"t.window_end >= '{since}'",
             )
 
     @marks_busy
@@ -170,11 +175,18 @@ def _log_line(app_id: str, prefix: str, figures, seconds: float) -> str:
     """One JSON object per micro-batch: what it read, where the lines went, how far behind."""
     return json.dumps(
         {
-            "event": "micro-batch", "stream": prefix + app_id, "batch": figures.batch_id,
-            "segments": [figures.first_segment, figures.last_segment], "lines": figures.input_lines,
-            "on_time": figures.on_time, "late": figures.late, "duplicates": figures.duplicates,
-            "dead_letters": figures.dead_letters, "heartbeats": figures.heartbeats,
-            "watermark_lag_seconds": figures.watermark_lag_seconds, "seconds": round(seconds, 3),
+            "event": "micro-batch",
+            "stream": prefix + app_id,
+            "batch": figures.batch_id,
+            "segments": [figures.first_segment, figures.last_segment],
+            "lines": figures.input_lines,
+            "on_time": figures.on_time,
+            "late": figures.late,
+            "duplicates": figures.duplicates,
+            "dead_letters": figures.dead_letters,
+            "heartbeats": figures.heartbeats,
+            "watermark_lag_seconds": figures.watermark_lag_seconds,
+            "seconds": round(seconds, 3),
         }
     )
 
@@ -195,22 +207,48 @@ def run_speed(
     One process at a time per table prefix and app: a second one is refused (``LockHeld``)."""
     lake = Path(config.lake).resolve()
     with stream_lock(lake, prefix, app_id):
-        return _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop)
+        return _run_speed(
+            spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop
+        )
 
 
-def _run_speed(spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop) -> "SpeedLayer":
+def _run_speed(
+    spark, config, lake, available_now, segments_per_batch, trigger_interval, app_id, prefix, stop
+) -> SpeedLayer:
     layer = SpeedLayer(spark, config, app_id, prefix)
     require(layer.tables, [layer.table(table) for table in catalog.SPEED_TABLES], layer.bound)
     metrics = layer.table(STREAM_METRICS)
     checkpoint = checkpoint_for(
-        lake, prefix, app_id, layer.tables, metrics,
+        lake,
+        prefix,
+        app_id,
+        layer.tables,
+        metrics,
         f"tables {metrics} already hold batches of '{app_id}' but its checkpoint {{checkpoint}} is missing: batch ids would "
         "restart and be skipped as done. Restore the checkpoint, or start over with new tables (another --name or a fresh lake).",
     )
-    query = start_over_log(spark, config, lake, checkpoint, layer.process, segments_per_batch=segments_per_batch,
-                           available_now=available_now, trigger_interval=trigger_interval, parse=parse_events)
+    query = start_over_log(
+        spark,
+        config,
+        lake,
+        checkpoint,
+        layer.process,
+        segments_per_batch=segments_per_batch,
+        available_now=available_now,
+        trigger_interval=trigger_interval,
+        parse=parse_events,
+    )
     try:
-        watch(query, layer, config, lake, available_now=available_now, stop=stop, what="speed layer", stop_between_batches=True)
+        watch(
+            query,
+            layer,
+            config,
+            lake,
+            available_now=available_now,
+            stop=stop,
+            what="speed layer",
+            stop_between_batches=True,
+        )
     finally:
         layer.close()
         layer.progress = query.recentProgress

@@ -23,10 +23,26 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE, Table
+from shared.catalog import (
+    DEAD_LETTER,
+    DUPLICATE_EVENTS,
+    LATE_EVENTS,
+    SPEED_AGGREGATES,
+    STREAM_METRICS,
+    STREAM_STATE,
+    Table,
+)
 from shared.tables import Tables
 
-__all__ = ["BOOKKEEPING", "ROW_TABLES", "StreamsDisagree", "row_counts", "metric_totals", "disagreements", "require_same_rows"]
+__all__ = [
+    "BOOKKEEPING",
+    "ROW_TABLES",
+    "StreamsDisagree",
+    "row_counts",
+    "metric_totals",
+    "disagreements",
+    "require_same_rows",
+]
 
 BOOKKEEPING = frozenset({"batch_id", "updated_batch_id", "duration_seconds"})
 ROW_TABLES = (DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_STATE)
@@ -48,7 +64,9 @@ def row_counts(table: pa.Table, ignore: Iterable[str] = BOOKKEEPING) -> Counter:
     gives as lists of pairs, become tuples). Equal values compare equal whatever their Arrow
     types: ``Decimal("1.5") == Decimal("1.50")``."""
     left_out = set(ignore)
-    return Counter(tuple((k, _hashable(v)) for k, v in sorted(row.items()) if k not in left_out) for row in table.to_pylist())
+    return Counter(
+        tuple((k, _hashable(v)) for k, v in sorted(row.items()) if k not in left_out) for row in table.to_pylist()
+    )
 
 
 def metric_totals(metrics: pa.Table) -> dict:
@@ -69,7 +87,9 @@ def metric_totals(metrics: pa.Table) -> dict:
     return totals
 
 
-def disagreements(left: Mapping[str, pa.Table], right: Mapping[str, pa.Table], tables: Iterable[Table] = (*ROW_TABLES, STREAM_METRICS)) -> dict[str, str]:
+def disagreements(
+    left: Mapping[str, pa.Table], right: Mapping[str, pa.Table], tables: Iterable[Table] = (*ROW_TABLES, STREAM_METRICS)
+) -> dict[str, str]:
     """Per table of ``tables`` on which two runs differ (``left`` and ``right``: their rows by
     table name; a table absent holds no rows), what differs: rows found in one run only, or the
     ``stream_metrics`` figures that differ."""
@@ -80,11 +100,15 @@ def disagreements(left: Mapping[str, pa.Table], right: Mapping[str, pa.Table], t
             mine, other = metric_totals(ours), metric_totals(theirs)
             differing = sorted(name for name in mine if mine[name] != other[name])
             if differing:
-                found[table.name] = "figures " + ", ".join(f"{name} {mine[name]} against {other[name]}" for name in differing)
+                found[table.name] = "figures " + ", ".join(
+                    f"{name} {mine[name]} against {other[name]}" for name in differing
+                )
             continue
         mine, other = row_counts(ours), row_counts(theirs)
         if mine != other:
-            found[table.name] = f"{sum((mine - other).values())} rows only in the first, {sum((other - mine).values())} only in the second"
+            found[table.name] = (
+                f"{sum((mine - other).values())} rows only in the first, {sum((other - mine).values())} only in the second"
+            )
     return found
 
 
@@ -92,8 +116,12 @@ def require_same_rows(tables: Tables, first: str, second: str, stream: str) -> N
     """Raise ``StreamsDisagree`` unless the stream tables under the prefixes ``first`` and
     ``second`` (e.g. a live run's and its replay's) agree on every table; ``stream`` names the
     stream in the message."""
-    tables_of = lambda prefix: {t.name: tables.read_arrow(t.at(prefix)) for t in (*ROW_TABLES, STREAM_METRICS) if tables.exists(t.at(prefix))}
+    tables_of = lambda prefix: {
+        t.name: tables.read_arrow(t.at(prefix)) for t in (*ROW_TABLES, STREAM_METRICS) if tables.exists(t.at(prefix))
+    }
     differing = disagreements(tables_of(first), tables_of(second))
     if differing:
-        raise StreamsDisagree(f"{stream}: {first} and {second} must hold the same rows but disagree on "
-                              + "; ".join(f"{name} ({what})" for name, what in differing.items()))
+        raise StreamsDisagree(
+            f"{stream}: {first} and {second} must hold the same rows but disagree on "
+            + "; ".join(f"{name} ({what})" for name, what in differing.items())
+        )

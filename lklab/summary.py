@@ -74,11 +74,19 @@ def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 
     dead = tables.read(BATCH_DEAD_LETTER.name).where(F.col("segment") <= run.last_segment)
     reasons = {row["reject_reason"]: row["count"] for row in dead.groupBy("reject_reason").count().collect()}
     # one job: a row per currency, and one for all of them (currency null: its own grouping)
-    figures = truth.rollup("currency").agg(
-        F.count(F.lit(1)).alias("windows"), F.count_distinct("account_id").alias("accounts"), F.sum("amount_total").alias("total"),
-        F.grouping("currency").alias("every_currency"),
-    ).collect()
-    size = next((row for row in figures if row["every_currency"]), {"windows": 0, "accounts": 0})  # no row without windows
+    figures = (
+        truth.rollup("currency")
+        .agg(
+            F.count(F.lit(1)).alias("windows"),
+            F.count_distinct("account_id").alias("accounts"),
+            F.sum("amount_total").alias("total"),
+            F.grouping("currency").alias("every_currency"),
+        )
+        .collect()
+    )
+    size = next(
+        (row for row in figures if row["every_currency"]), {"windows": 0, "accounts": 0}
+    )  # no row without windows
     money = {row["currency"]: row["total"] for row in figures if not row["every_currency"]}
     return BatchSummary(
         run=run,
@@ -89,7 +97,10 @@ def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 
         money_by_currency=dict(sorted(money.items())),
         largest_windows=largest_windows(truth, top),
         matches_generator_truth=(
-            same_rows(run.days.select(tables.read_arrow(BATCH_TRUTH.name)), run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)))
+            same_rows(
+                run.days.select(tables.read_arrow(BATCH_TRUTH.name)),
+                run.days.select(tables.read_arrow(GENERATOR_TRUTH.name)),
+            )
             if tables.exists(GENERATOR_TRUTH.name)
             else None
         ),
@@ -111,7 +122,11 @@ def _render_batch_summary(summary: BatchSummary) -> str:
     lines.append(
         f"windows ({summary.window_description}): {grouped(summary.windows)} rows over {grouped(summary.accounts)} accounts"
     )
-    label = "sum over overlapping windows (each event counted in every window it is in)" if summary.windows_overlap else "total"
+    label = (
+        "sum over overlapping windows (each event counted in every window it is in)"
+        if summary.windows_overlap
+        else "total"
+    )
     for currency, total in summary.money_by_currency.items():
         lines.append(f"  {currency} {label}: {grouped(total)}")
     lines.append("largest windows by |amount|:")

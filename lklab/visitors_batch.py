@@ -95,8 +95,12 @@ def _run(spark: SparkSession, config: LabConfig, lake: str) -> VisitorsBatchRun:
         counts = per_key(members, ["user_id"], distinct_url_counts_table, from_arrow_schema(COUNT_SCHEMA))
         tables.overwrite(VISITORS_TRUTH_MEMBERS.name, members)
         tables.overwrite(VISITORS_TRUTH.name, counts)
-        tables.overwrite(VISITORS_BATCH_DUPLICATES.name, later_copies(marked).select(*VISITORS_BATCH_DUPLICATES.schema.names))
-        tables.overwrite(VISITORS_BATCH_DEAD_LETTER.name, rejected_lines(parsed).select(*VISITORS_BATCH_DEAD_LETTER.schema.names))
+        tables.overwrite(
+            VISITORS_BATCH_DUPLICATES.name, later_copies(marked).select(*VISITORS_BATCH_DUPLICATES.schema.names)
+        )
+        tables.overwrite(
+            VISITORS_BATCH_DEAD_LETTER.name, rejected_lines(parsed).select(*VISITORS_BATCH_DEAD_LETTER.schema.names)
+        )
         record(tables, [table.name for table in VISITORS_BATCH_TABLES], settings)
         counts = line_counts(parsed, later_copies(marked))
         run = VisitorsBatchRun(

@@ -75,7 +75,9 @@ _KINDS = ("windows",)
 
 
 def _window_keys(table: pa.Table) -> list[tuple]:
-    return list(zip(micros(table["window_start"]).tolist(), micros(table["window_end"]).tolist(), table["user_id"].to_pylist()))
+    return list(
+        zip(micros(table["window_start"]).tolist(), micros(table["window_end"]).tolist(), table["user_id"].to_pylist())
+    )
 
 
 def _rows(tables: Tables, prefix: str, table, *drop: str) -> set[tuple]:
@@ -95,11 +97,20 @@ def _served(members: pa.Table) -> dict[tuple, tuple]:
     added: dict[tuple, list[int]] = {}
     for key, moment in zip(_window_keys(members), micros(members["added_at"]).tolist()):
         added.setdefault(key, []).append(moment)
-    return timelines((key, moment, count) for key, moments in added.items() for count, moment in enumerate(sorted(moments), start=1))
+    return timelines(
+        (key, moment, count) for key, moments in added.items() for count, moment in enumerate(sorted(moments), start=1)
+    )
 
 
-def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: ComparisonPlan, delay: str, lateness: str,
-            step: Progress) -> MeasuredStream:
+def _stream(
+    spark: SparkSession,
+    config: LabConfig,
+    tables: Tables,
+    plan: ComparisonPlan,
+    delay: str,
+    lateness: str,
+    step: Progress,
+) -> MeasuredStream:
     run_config = setting_config(config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     step("live stream")
@@ -109,16 +120,24 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
     replayed = replay_prefix(f"{name}-replay")
     for table, drop in ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",))):
         if _rows(tables, live, table, *drop) != _rows(tables, replayed, table, *drop):
-            raise RuntimeError(f"stream W={delay} L={lateness}: the live run and the replay disagree on {table.name}; "
-                               f"compare {table.at(live)} with {table.at(replayed)}")
+            raise RuntimeError(
+                f"stream W={delay} L={lateness}: the live run and the replay disagree on {table.name}; "
+                f"compare {table.at(live)} with {table.at(replayed)}"
+            )
     step("reconcile the live stream against the truth")
-    reconciled, recon_cost = timed(config, "reconciliation", lambda: reconcile_visitors(spark, run_config, against=f"kappa:{name}"))
+    reconciled, recon_cost = timed(
+        config, "reconciliation", lambda: reconcile_visitors(spark, run_config, against=f"kappa:{name}")
+    )
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
     served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
     windows = tables.read_arrow(VISITORS_WINDOWS.at(live))
-    if {k: t[-1][1] for k, t in served.items()} != dict(zip(_window_keys(windows), windows["distinct_urls"].to_pylist())):
-        raise RuntimeError(f"stream W={delay} L={lateness}: {VISITORS_WINDOWS.at(live)} does not serve the count of its members")
+    if {k: t[-1][1] for k, t in served.items()} != dict(
+        zip(_window_keys(windows), windows["distinct_urls"].to_pylist())
+    ):
+        raise RuntimeError(
+            f"stream W={delay} L={lateness}: {VISITORS_WINDOWS.at(live)} does not serve the count of its members"
+        )
     late = tables.read_arrow(VISITORS_LATE_EVENTS.at(live))
     adds = sum(late["adds_url"].to_pylist())
     batches, peak, final = _state_sizes(tables, live)
@@ -126,7 +145,9 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         check=StreamCheck(delay, lateness, plan.segments_per_batch, batches, windows.num_rows),
         served=served,
         side_output={"new URL": adds, "URL already counted": late.num_rows - adds},
-        late=frozenset(zip(late["segment"].to_pylist(), late["line_number"].to_pylist(), micros(late["window_start"]).tolist())),
+        late=frozenset(
+            zip(late["segment"].to_pylist(), late["line_number"].to_pylist(), micros(late["window_start"]).tolist())
+        ),
         duplicates=tables.read_arrow(VISITORS_DUPLICATES.at(live)).num_rows,
         dead_letters=tables.read_arrow(VISITORS_DEAD_LETTER.at(live)).num_rows,
         state_peak=peak,
@@ -138,8 +159,6 @@ def _stream(spark: SparkSession, config: LabConfig, tables: Tables, plan: Compar
         unexplained=reconciled.result.reasons().get("unexplained", 0),
         reconciled_wrong=sum(s != t for s, t in zip(compared["served"].to_pylist(), compared["truth"].to_pylist())),
     )
-
-
 
 
 def _wrong_kind(key: tuple, served, truth) -> str:
@@ -166,7 +185,11 @@ def _parsed_log(spark: SparkSession, config: LabConfig, lake: str) -> pa.Table:
     """The whole log parsed (``PARSED_SCHEMA``), in log order, in the driver."""
     raw = raw_log(spark, lake, EventLog(lake).last_segment(), max_line_bytes=config.max_line_bytes)
     parsed = raw.transform(parse_page_views, max_clock_skew=config.max_clock_skew).toArrow()
-    return parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA).sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    return (
+        parsed.select(PARSED_SCHEMA.names)
+        .cast(PARSED_SCHEMA)
+        .sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    )
 
 
 def _micro_batches(parsed: pa.Table, segments_per_batch: int, last_segment: int) -> list[pa.Table]:
@@ -177,11 +200,25 @@ def _micro_batches(parsed: pa.Table, segments_per_batch: int, last_segment: int)
 
 
 def _member_keys(members: pa.Table) -> set[tuple]:
-    return set(zip(*[members[name].to_pylist() for name in ("window_start", "window_end", "user_id", "url", "segment", "line_number")]))
+    return set(
+        zip(
+            *[
+                members[name].to_pylist()
+                for name in ("window_start", "window_end", "user_id", "url", "segment", "line_number")
+            ]
+        )
+    )
 
 
-def _ttl_sizes(config: LabConfig, tables: Tables, plan: ComparisonPlan, batches: list[pa.Table], setting: tuple[str, str],
-               ttls: tuple[str, ...], step: Progress) -> list[StateSize]:
+def _ttl_sizes(
+    config: LabConfig,
+    tables: Tables,
+    plan: ComparisonPlan,
+    batches: list[pa.Table],
+    setting: tuple[str, str],
+    ttls: tuple[str, ...],
+    step: Progress,
+) -> list[StateSize]:
     """The state sizes of ``setting`` at each of ``ttls``, the stream step run in the driver over
     the live run's micro-batches; the first TTL's must be the live run's, every TTL's members too."""
     delay, lateness = setting
@@ -190,8 +227,14 @@ def _ttl_sizes(config: LabConfig, tables: Tables, plan: ComparisonPlan, batches:
     sizes = []
     for ttl in ttls:
         step(f"state at TTL {ttl}")
-        settings = visitor_settings(dataclasses.replace(config, watermark_delay=parse_duration(delay), allowed_lateness=parse_duration(lateness),
-                                                        state_ttl=parse_duration(ttl)))
+        settings = visitor_settings(
+            dataclasses.replace(
+                config,
+                watermark_delay=parse_duration(delay),
+                allowed_lateness=parse_duration(lateness),
+                state_ttl=parse_duration(ttl),
+            )
+        )
         state, entries, members = VisitorState.empty(), [], []
         for batch_id, lines in enumerate(batches):
             stepped = visitors_step(lines, state, settings, batch_id)
@@ -200,15 +243,26 @@ def _ttl_sizes(config: LabConfig, tables: Tables, plan: ComparisonPlan, batches:
             members.append(stepped.members)
         if _member_keys(pa.concat_tables(members)) != counted:
             raise RuntimeError(f"stream W={delay} L={lateness}: state TTL {ttl} changed the URLs counted")
-        sizes.append(StateSize(delay, lateness, ttl, len(entries), max(entries, default=0), entries[-1] if entries else 0))
+        sizes.append(
+            StateSize(delay, lateness, ttl, len(entries), max(entries, default=0), entries[-1] if entries else 0)
+        )
     if dataclasses.astuple(sizes[0])[3:] != _state_sizes(tables, live):
-        raise RuntimeError(f"stream W={delay} L={lateness}: the stream step in the driver held {sizes[0]} state entries, "
-                           f"the live run {_state_sizes(tables, live)}")
+        raise RuntimeError(
+            f"stream W={delay} L={lateness}: the stream step in the driver held {sizes[0]} state entries, "
+            f"the live run {_state_sizes(tables, live)}"
+        )
     return sizes
 
 
-def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, state_ttls: tuple[str, ...] = (),
-                            source: str, progress: Progress = lambda _: None) -> PipelineReport:
+def run_visitors_comparison(
+    spark: SparkSession,
+    config: LabConfig,
+    plan: ComparisonPlan,
+    *,
+    state_ttls: tuple[str, ...] = (),
+    source: str,
+    progress: Progress = lambda _: None,
+) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
     ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
     then the ``DEFAULT_STATE_TTLS`` other than it)."""
@@ -233,18 +287,35 @@ def run_visitors_comparison(spark: SparkSession, config: LabConfig, plan: Compar
     streams = each_setting(settings, progress, measured)
 
     outputs = _outputs(tables, streams)
-    state = state_from_table(tables.read_arrow(VISITORS_STATE.at(replay_prefix(f"{plan.name}-w{configurations[0].watermark_delay}"
-                                                                                 f"-l{configurations[0].allowed_lateness}-replay"))))
+    state = state_from_table(
+        tables.read_arrow(
+            VISITORS_STATE.at(
+                replay_prefix(
+                    f"{plan.name}-w{configurations[0].watermark_delay}-l{configurations[0].allowed_lateness}-replay"
+                )
+            )
+        )
+    )
     log_end = state.clock.processing_time
-    return measuring(progress, configurations, started, lambda: assessed_report(
-        configurations, outputs=outputs, streams=streams, batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds),
-        log_end=log_end, run_id=plan.name, error_step=plan.error_step,
-        pipeline="unique_visitors",
-        source=source,
-        rule=f"distinct URLs per user in {config.window.describe()} windows",
-        due="a (window, user) count is due at the window's end",
-        state_unit="member entries (window, user, URL) held",
-        log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
-        state_sizes=tuple(sizes),
-        cost_scope=cost_scope(config),
-    ))
+    return measuring(
+        progress,
+        configurations,
+        started,
+        lambda: assessed_report(
+            configurations,
+            outputs=outputs,
+            streams=streams,
+            batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds),
+            log_end=log_end,
+            run_id=plan.name,
+            error_step=plan.error_step,
+            pipeline="unique_visitors",
+            source=source,
+            rule=f"distinct URLs per user in {config.window.describe()} windows",
+            due="a (window, user) count is due at the window's end",
+            state_unit="member entries (window, user, URL) held",
+            log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
+            state_sizes=tuple(sizes),
+            cost_scope=cost_scope(config),
+        ),
+    )

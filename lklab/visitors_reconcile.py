@@ -83,20 +83,39 @@ def reconcile_visitors(spark: SparkSession, config: LabConfig, *, against: str =
     """Reconcile the stream ``against`` (``speed`` | ``kappa:RUN``) with the truth and record it."""
     prefix = stream_prefix(against)
     lake = str(Path(config.lake).resolve())
-    with writer(lake, f"visitors-reconcile-{(prefix or 'speed/').replace('/', '.')}"), hold(lake, VISITORS_BATCH_LOCK, shared=True, wait=True):
+    with (
+        writer(lake, f"visitors-reconcile-{(prefix or 'speed/').replace('/', '.')}"),
+        hold(lake, VISITORS_BATCH_LOCK, shared=True, wait=True),
+    ):
         return _reconcile(Tables(spark, lake, config.table_engine), against, prefix)
 
 
 def _reconcile(tables: Tables, against: str, prefix: str) -> VisitorsReconciliation:
     run = replay_name(prefix)
-    writers = {VISITORS_TRUTH_MEMBERS.name: "batch", VISITORS_STATE.at(prefix): f"replay --name {run}" if run else "speed"}
+    writers = {
+        VISITORS_TRUTH_MEMBERS.name: "batch",
+        VISITORS_STATE.at(prefix): f"replay --name {run}" if run else "speed",
+    }
     for name, command in writers.items():
         if not tables.exists(name):
-            raise VisitorsReconcileInputError(f"{name} does not exist: run 'lklab {command} --pipeline unique_visitors' first")
-    agreed(tables, [VISITORS_TRUTH.name, VISITORS_WINDOWS.at(prefix)], _WINDOW_SETTINGS)  # SettingsConflict if they differ
+            raise VisitorsReconcileInputError(
+                f"{name} does not exist: run 'lklab {command} --pipeline unique_visitors' first"
+            )
+    agreed(
+        tables, [VISITORS_TRUTH.name, VISITORS_WINDOWS.at(prefix)], _WINDOW_SETTINGS
+    )  # SettingsConflict if they differ
     batch = _committed_batch(tables, prefix)
-    stream = {table: tables.as_of(table.at(prefix), batch) for table in (
-        VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STREAM_METRICS)}
+    stream = {
+        table: tables.as_of(table.at(prefix), batch)
+        for table in (
+            VISITORS_WINDOWS,
+            VISITORS_MEMBERS,
+            VISITORS_LATE_EVENTS,
+            VISITORS_DUPLICATES,
+            VISITORS_DEAD_LETTER,
+            VISITORS_STREAM_METRICS,
+        )
+    }
     truth_version = tables.version(VISITORS_TRUTH_MEMBERS.name)
     read_through = int(pc.max(stream[VISITORS_STREAM_METRICS]["last_segment"]).as_py() or 0)
     result = reconcile_distinct(
@@ -107,10 +126,14 @@ def _reconcile(tables: Tables, against: str, prefix: str) -> VisitorsReconciliat
         read_through=read_through,
         dead_letters=stream[VISITORS_DEAD_LETTER],
         stream_duplicates=stream[VISITORS_DUPLICATES],
-        batch_duplicates=tables.read_arrow(VISITORS_BATCH_DUPLICATES.name) if tables.exists(VISITORS_BATCH_DUPLICATES.name) else None,
+        batch_duplicates=tables.read_arrow(VISITORS_BATCH_DUPLICATES.name)
+        if tables.exists(VISITORS_BATCH_DUPLICATES.name)
+        else None,
     )
     run_id = f"{against}: truth v{truth_version}, stream batch {batch}"
-    return VisitorsReconciliation(against, run_id, read_through, _record(tables, VISITORS_CORRECTED.at(prefix), run_id, result), result)
+    return VisitorsReconciliation(
+        against, run_id, read_through, _record(tables, VISITORS_CORRECTED.at(prefix), run_id, result), result
+    )
 
 
 def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliation) -> bool:
@@ -121,9 +144,14 @@ def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliati
     for d in result.differences:
         reasons.setdefault((d.window_start, d.window_end, d.user_id), set()).add(d.reason)
     windows = result.windows
-    keys = zip(windows["window_start"].cast(pa.int64()).to_pylist(), windows["window_end"].cast(pa.int64()).to_pylist(),
-               windows["user_id"].to_pylist())
-    rows = windows.append_column("reasons", pa.array([",".join(sorted(reasons.get(k, ()))) or None for k in keys], pa.string()))
+    keys = zip(
+        windows["window_start"].cast(pa.int64()).to_pylist(),
+        windows["window_end"].cast(pa.int64()).to_pylist(),
+        windows["user_id"].to_pylist(),
+    )
+    rows = windows.append_column(
+        "reasons", pa.array([",".join(sorted(reasons.get(k, ()))) or None for k in keys], pa.string())
+    )
     rows = rows.append_column("run_id", pa.array([run_id] * rows.num_rows, pa.string()))
     version = tables.version(name) + 1 if tables.exists(name) else 0
     tables.append(name, rows.cast(VISITORS_CORRECTED.schema), app_id="visitors-reconcile", version=version)
@@ -136,14 +164,18 @@ def _render_visitors(reconciled: VisitorsReconciliation) -> str:
     verdicts = result.verdicts()
     lines = [
         f"unique_visitors: {reconciled.against} against {VISITORS_TRUTH.name} ({reconciled.run_id}; read through segment {reconciled.read_through})",
-        (f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
-         f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"),
+        (
+            f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
+            f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"
+        ),
     ]
     if result.differences:
         reasons = ", ".join(f"{count:,} {reason}" for reason, count in result.reasons().items())
         lines.append(f"URLs still different: {reasons}")
-        lines += [f"  {d.reason}: {d.side} {d.user_id} {d.url} (window {d.window_start}..{d.window_end}, line {d.segment}:{d.line_number})"
-                  for d in result.differences[:10]]
+        lines += [
+            f"  {d.reason}: {d.side} {d.user_id} {d.url} (window {d.window_start}..{d.window_end}, line {d.segment}:{d.line_number})"
+            for d in result.differences[:10]
+        ]
     else:
         lines.append("proven: corrected (served members + late side output) == truth for every window")
     written = "rows written" if reconciled.written else "this run was already recorded, nothing written"

@@ -53,7 +53,9 @@ class VisitorsReplayRun:
     cost_scope: str
 
 
-def run_visitors_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False) -> VisitorsReplayRun:
+def run_visitors_replay(
+    spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False
+) -> VisitorsReplayRun:
     """Replay the whole log into ``kappa/<name>/visitors_*`` with ``config``'s stream settings.
 
     A replay of that name that exists is refused (``ReplayExists``) unless ``replace``; one
@@ -66,8 +68,10 @@ def run_visitors_replay(spark: SparkSession, config: LabConfig, name: str, *, re
         if any(path.exists() for path in owned):
             # without its state (the commit point) the replay never finished: it starts over
             if tables.exists(VISITORS_SPEED_TABLES[-1].at(prefix)) and not replace:
-                raise ReplayExists(f"replay {name!r} already has unique_visitors tables under {tables.root / prefix}; "
-                                   "pick another --name or pass --replace")
+                raise ReplayExists(
+                    f"replay {name!r} already has unique_visitors tables under {tables.root / prefix}; "
+                    "pick another --name or pass --replace"
+                )
             for path in owned:
                 shutil.rmtree(path, ignore_errors=True)
         segments = EventLog(lake).last_segment()

@@ -62,7 +62,15 @@ from shared.visitors_stream import VisitorBatch, VisitorSettings, visitors_step
 from shared.watermark import is_final
 from shared.windows import micros
 
-__all__ = ["APP_ID", "COMMIT_ORDER", "VisitorTables", "VisitorsSpeedLayer", "run_visitors_speed", "visitor_settings", "visitors_table_settings"]
+__all__ = [
+    "APP_ID",
+    "COMMIT_ORDER",
+    "VisitorTables",
+    "VisitorsSpeedLayer",
+    "run_visitors_speed",
+    "visitor_settings",
+    "visitors_table_settings",
+]
 
 APP_ID = "visitors-speed"
 log = logging.getLogger("lklab.visitors")
@@ -71,7 +79,12 @@ log = logging.getLogger("lklab.visitors")
 def visitor_settings(config: LabConfig) -> VisitorSettings:
     """The stream step's settings from the lab's configuration."""
     return VisitorSettings(
-        config.window, config.watermark_delay, config.allowed_lateness, config.dedup_horizon, config.state_ttl, config.watermark_interval,
+        config.window,
+        config.watermark_delay,
+        config.allowed_lateness,
+        config.dedup_horizon,
+        config.state_ttl,
+        config.watermark_interval,
     )
 
 
@@ -82,8 +95,14 @@ def visitors_table_settings(config: LabConfig) -> dict[str, str]:
 
 # The tables a micro-batch commits, in the order ``VisitorTables.commit`` writes them: the state last.
 COMMIT_ORDER = (
-    VISITORS_DEAD_LETTER, VISITORS_DUPLICATES, VISITORS_LATE_EVENTS, VISITORS_MEMBERS, VISITORS_WINDOWS, VISITORS_STREAM_METRICS,
-    VISITORS_SEEN, VISITORS_STATE,
+    VISITORS_DEAD_LETTER,
+    VISITORS_DUPLICATES,
+    VISITORS_LATE_EVENTS,
+    VISITORS_MEMBERS,
+    VISITORS_WINDOWS,
+    VISITORS_STREAM_METRICS,
+    VISITORS_SEEN,
+    VISITORS_STATE,
 )
 
 
@@ -122,9 +141,15 @@ class VisitorTables:
         with committing(batch_id, VISITORS_WINDOWS.name):
             if changes.num_rows or not self.tables.exists(name):
                 since = format_timestamp(pc.min(changes["window_end"]).as_py()) if changes.num_rows else None
-                rows = changes.append_column("_delete", pa.array([False] * changes.num_rows, pa.bool_()))  # a served row is never deleted
+                rows = changes.append_column(
+                    "_delete", pa.array([False] * changes.num_rows, pa.bool_())
+                )  # a served row is never deleted
                 self.tables.upsert(
-                    name, rows, keys=WINDOW_KEY, app_id=self.app_id, version=batch_id,
+                    name,
+                    rows,
+                    keys=WINDOW_KEY,
+                    app_id=self.app_id,
+                    version=batch_id,
                     target_filter=f"t.window_end >= '{since}'" if since else None,
                 )
 
@@ -137,11 +162,20 @@ class VisitorTables:
         self._append(VISITORS_MEMBERS, step.members, batch_id)
         self._merge_windows(step.windows, batch_id)
         with committing(batch_id, VISITORS_STREAM_METRICS.name):
-            self.tables.append(self.name(VISITORS_STREAM_METRICS), visitor_metrics_row(batch_id, parsed, step), app_id=self.app_id, version=batch_id)
+            self.tables.append(
+                self.name(VISITORS_STREAM_METRICS),
+                visitor_metrics_row(batch_id, parsed, step),
+                app_id=self.app_id,
+                version=batch_id,
+            )
         with committing(batch_id, VISITORS_SEEN.name):
-            self.tables.overwrite(self.name(VISITORS_SEEN), seen_table(step.state, batch_id), app_id=self.app_id, version=batch_id)
+            self.tables.overwrite(
+                self.name(VISITORS_SEEN), seen_table(step.state, batch_id), app_id=self.app_id, version=batch_id
+            )
         with committing(batch_id, VISITORS_STATE.name):
-            self.tables.overwrite(self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id)
+            self.tables.overwrite(
+                self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id
+            )
         if not self._recorded:
             record(self.tables, [self.name(table) for table in VISITORS_SPEED_TABLES], self.settings)
             self._recorded = True
@@ -182,12 +216,22 @@ class VisitorsSpeedLayer:
         self.sink.commit(batch_id, parsed, step)
         self._state = (batch_id + 1, step.state)
         self.batches += 1
-        log.info(json.dumps({
-            "event": "micro-batch", "stream": self.sink.prefix + self.sink.app_id, "batch": batch_id, "lines": step.input_lines,
-            "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
-            "late_pairs": step.late.num_rows, "duplicates": step.duplicates.num_rows, "dead_letters": step.dead_letters.num_rows,
-            "state_entries": step.state_entries, "seconds": round(time.monotonic() - started, 3),
-        }))
+        log.info(
+            json.dumps(
+                {
+                    "event": "micro-batch",
+                    "stream": self.sink.prefix + self.sink.app_id,
+                    "batch": batch_id,
+                    "lines": step.input_lines,
+                    "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
+                    "late_pairs": step.late.num_rows,
+                    "duplicates": step.duplicates.num_rows,
+                    "dead_letters": step.dead_letters.num_rows,
+                    "state_entries": step.state_entries,
+                    "seconds": round(time.monotonic() - started, 3),
+                }
+            )
+        )
 
 
 def run_visitors_speed(
@@ -207,16 +251,31 @@ def run_visitors_speed(
     with other settings are refused (``SettingsConflict``)."""
     lake = Path(config.lake).resolve()
     with stream_lock(lake, prefix, app_id):
-        sink = VisitorTables(Tables(spark, lake, config.table_engine, keep_open=True), prefix, app_id, visitors_table_settings(config))
+        sink = VisitorTables(
+            Tables(spark, lake, config.table_engine, keep_open=True), prefix, app_id, visitors_table_settings(config)
+        )
         sink.require_settings()
         checkpoint = checkpoint_for(
-            lake, prefix, app_id, sink.tables, sink.name(VISITORS_STREAM_METRICS),
+            lake,
+            prefix,
+            app_id,
+            sink.tables,
+            sink.name(VISITORS_STREAM_METRICS),
             f"tables {prefix}{VISITORS_STREAM_METRICS.name} already hold batches of '{app_id}' but its checkpoint "
             "{checkpoint} is missing: batch ids would restart and be skipped as done. Restore the checkpoint, "
             "or start over with a fresh lake",
         )
         layer = VisitorsSpeedLayer(sink, visitor_settings(config))
-        query = start_over_log(spark, config, lake, checkpoint, layer.process, segments_per_batch=segments_per_batch,
-                               available_now=available_now, trigger_interval=trigger_interval, parse=parse_page_views)
+        query = start_over_log(
+            spark,
+            config,
+            lake,
+            checkpoint,
+            layer.process,
+            segments_per_batch=segments_per_batch,
+            available_now=available_now,
+            trigger_interval=trigger_interval,
+            parse=parse_page_views,
+        )
         watch(query, layer, config, lake, available_now=available_now, stop=stop, what="unique_visitors speed layer")
         return layer

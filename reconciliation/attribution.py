@@ -102,7 +102,10 @@ def disputed_lines(
         )
         for frame in recorded
     ]
-    texts = [frame.select("segment", "line_number", "raw_line", F.octet_length("raw_line").cast("long").alias("line_bytes")) for frame in rejected]
+    texts = [
+        frame.select("segment", "line_number", "raw_line", F.octet_length("raw_line").cast("long").alias("line_bytes"))
+        for frame in rejected
+    ]
     parsed = [*events]
     if texts:
         union = texts[0]
@@ -146,12 +149,17 @@ def _stream_sessions(aggregated: DataFrame, stream: LineRecords, spec: WindowSpe
         F.unix_micros(aggregated["event_time"]) <= F.unix_micros(sessions["_end"]) - F.lit(spec.gap),
     ]
     placed = aggregated.join(sessions, inside, "left").select(
-        *[aggregated[c] for c in aggregated.columns], sessions["_start"].alias("window_start"), sessions["_end"].alias("window_end")
+        *[aggregated[c] for c in aggregated.columns],
+        sessions["_start"].alias("window_start"),
+        sessions["_end"].alias("window_end"),
     )
     # A line no session spans is one the stream lost: it still counts on the stream side in
     # a session of its own, so the loss shows as unexplained.
     lost = F.col("window_start").isNull()
-    placed = placed.withColumn("window_end", F.when(lost, F.timestamp_micros(F.unix_micros("event_time") + F.lit(spec.gap))).otherwise(F.col("window_end")))
+    placed = placed.withColumn(
+        "window_end",
+        F.when(lost, F.timestamp_micros(F.unix_micros("event_time") + F.lit(spec.gap))).otherwise(F.col("window_end")),
+    )
     placed = placed.withColumn("window_start", F.coalesce("window_start", "event_time"))
     return placed.where(days.contains(F.col("window_start"))).select(*PAIR, "account_id", "currency", "amount")
 
@@ -166,7 +174,9 @@ def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: 
     return _contributions(events, spec, days)
 
 
-def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange, fold_late: bool) -> DataFrame:
+def _stream_pairs(
+    parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange, fold_late: bool
+) -> DataFrame:
     accepted = (
         parsed.where(F.col("segment") <= stream.last_segment)
         .transform(valid_events)
@@ -176,7 +186,9 @@ def _stream_pairs(parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days
     if fold_late:
         return _contributions(accepted, spec, days)
     if spec.pick(fixed=False, merging=True):  # the stream's sessions, not the batch's
-        return _stream_sessions(accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days)
+        return _stream_sessions(
+            accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days
+        )
     late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
     return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")
 
@@ -224,12 +236,12 @@ def explain_windows(
     truth_only = truth.join(rebuilt.select(*PAIR), PAIR, "left_anti")
     stream_only = rebuilt.join(truth.select(*PAIR), PAIR, "left_anti")
     missing = _explained(
-        truth_only, stream, +1,
+        truth_only,
+        stream,
+        +1,
         [(stream.late, "late"), (stream.duplicates, "duplicate"), (stream.dead_letters, "dead_letter")],
     )
-    surplus = _explained(
-        stream_only, batch, -1, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")]
-    )
+    surplus = _explained(stream_only, batch, -1, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")])
     return (
         missing.unionByName(surplus)
         .groupBy(*WINDOW_KEY, "reason")

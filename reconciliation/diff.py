@@ -35,16 +35,27 @@ DIFF_STATUSES = ("match", "value_mismatch", "missing_in_stream", "extra_in_strea
 # What each part of a side may carry (long counts, money; ``folded_*``: the late events folded
 # into the corrected side); a part leaves the others null.
 SIDE_VALUES = {
-    "truth_count": "long", "truth_amount": AMOUNT_TOTAL_TYPE,
-    "stream_count": "long", "stream_amount": AMOUNT_TOTAL_TYPE,
-    "corrected_count": "long", "corrected_amount": AMOUNT_TOTAL_TYPE,
-    "folded_events": "long", "folded_amount": AMOUNT_TOTAL_TYPE,
+    "truth_count": "long",
+    "truth_amount": AMOUNT_TOTAL_TYPE,
+    "stream_count": "long",
+    "stream_amount": AMOUNT_TOTAL_TYPE,
+    "corrected_count": "long",
+    "corrected_amount": AMOUNT_TOTAL_TYPE,
+    "folded_events": "long",
+    "folded_amount": AMOUNT_TOTAL_TYPE,
 }
 _SIDES = ("truth", "stream", "corrected")
 
 # The diff of the truth against one stream, in this order.
 DIFF_COLUMNS = (
-    *WINDOW_KEY, "truth_count", "truth_amount", "stream_count", "stream_amount", "count_delta", "amount_delta", "status",
+    *WINDOW_KEY,
+    "truth_count",
+    "truth_amount",
+    "stream_count",
+    "stream_amount",
+    "count_delta",
+    "amount_delta",
+    "status",
 )
 
 
@@ -54,10 +65,15 @@ def side_rows(frame: DataFrame, **values: Column | str) -> DataFrame:
     unknown = set(values) - set(SIDE_VALUES)
     if unknown:
         raise ValueError(f"side_rows: unknown values {sorted(unknown)}; use {list(SIDE_VALUES)}")
-    given = lambda name: (F.col(values[name]) if isinstance(values[name], str) else values[name]).cast(SIDE_VALUES[name])
+    given = lambda name: (F.col(values[name]) if isinstance(values[name], str) else values[name]).cast(
+        SIDE_VALUES[name]
+    )
     return frame.select(
         *WINDOW_KEY,
-        *[(given(name) if name in values else F.lit(None).cast(kind)).alias(name) for name, kind in SIDE_VALUES.items()],
+        *[
+            (given(name) if name in values else F.lit(None).cast(kind)).alias(name)
+            for name, kind in SIDE_VALUES.items()
+        ],
         *[F.lit(f"{side}_count" in values).alias(f"_in_{side}") for side in _SIDES],
     )
 
@@ -68,7 +84,12 @@ def _diff(other: str, tolerance: Tolerance) -> dict[str, Column]:
     zero_money = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
     count, amount = F.col(f"{other}_count"), F.col(f"{other}_amount")
     equal = (F.col("truth_count") == count) & tolerance.amounts_match(amount, F.col("truth_amount"))
-    status = F.when(~in_other, "missing_in_stream").when(~in_truth, "extra_in_stream").when(equal, "match").otherwise("value_mismatch")
+    status = (
+        F.when(~in_other, "missing_in_stream")
+        .when(~in_truth, "extra_in_stream")
+        .when(equal, "match")
+        .otherwise("value_mismatch")
+    )
     compared = in_truth | in_other
     prefix = "" if other == "stream" else f"{other}_"
     return {

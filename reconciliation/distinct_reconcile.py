@@ -33,8 +33,14 @@ import pyarrow as pa
 from shared.windows import micros
 
 __all__ = [
-    "DIFFERENCE_REASONS", "VERDICTS", "WINDOWS_SCHEMA", "CORRECTED_SCHEMA", "MemberDifference", "DistinctReconciliation",
-    "corrected_members", "reconcile_distinct",
+    "DIFFERENCE_REASONS",
+    "VERDICTS",
+    "WINDOWS_SCHEMA",
+    "CORRECTED_SCHEMA",
+    "MemberDifference",
+    "DistinctReconciliation",
+    "corrected_members",
+    "reconcile_distinct",
 ]
 
 DIFFERENCE_REASONS = ("unread", "dead_letter", "duplicate", "unexplained")
@@ -93,7 +99,12 @@ class DistinctReconciliation:
 
 
 def _key_rows(table: pa.Table, *extra: str) -> list[tuple]:
-    columns = [micros(table["window_start"]), micros(table["window_end"]), table["user_id"].to_pylist(), table["url"].to_pylist()]
+    columns = [
+        micros(table["window_start"]),
+        micros(table["window_end"]),
+        table["user_id"].to_pylist(),
+        table["url"].to_pylist(),
+    ]
     columns += [table[name].to_pylist() for name in extra]
     return [(int(s), int(e), u, url, *rest) for s, e, u, url, *rest in zip(*columns)]
 
@@ -162,15 +173,21 @@ def reconcile_distinct(
 
     served_counts = {
         (int(s), int(e), u): int(n)
-        for s, e, u, n in zip(micros(served["window_start"]), micros(served["window_end"]), served["user_id"].to_pylist(), served["distinct_urls"].to_pylist())
+        for s, e, u, n in zip(
+            micros(served["window_start"]),
+            micros(served["window_end"]),
+            served["user_id"].to_pylist(),
+            served["distinct_urls"].to_pylist(),
+        )
     }
     corrected_counts, truth_counts = _counts(corrected), _counts(truth)
     windows = sorted(served_counts.keys() | corrected_counts.keys() | truth_counts.keys())
-    trio = np.array([[served_counts.get(w, 0), corrected_counts.get(w, 0), truth_counts.get(w, 0)] for w in windows], dtype=np.int64).reshape(-1, 3)
+    trio = np.array(
+        [[served_counts.get(w, 0), corrected_counts.get(w, 0), truth_counts.get(w, 0)] for w in windows], dtype=np.int64
+    ).reshape(-1, 3)
     differing = {(d.window_start, d.window_end, d.user_id) for d in differences}
     verdict = [
-        "differs" if w in differing else "match" if s == t else "late"
-        for w, (s, _, t) in zip(windows, trio.tolist())
+        "differs" if w in differing else "match" if s == t else "late" for w, (s, _, t) in zip(windows, trio.tolist())
     ]
     timestamps = lambda index: pa.array([w[index] for w in windows], pa.int64()).cast(_TIME)
     table = pa.table(

@@ -27,19 +27,32 @@ from reconciliation.diff import side_rows
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.windows import WindowSpec
 
-__all__ = ["fold_late_events", "stream_parts", "corrected_rows", "corrections_due", "window_corrections", "CORRECTION_KINDS"]
+__all__ = [
+    "fold_late_events",
+    "stream_parts",
+    "corrected_rows",
+    "corrections_due",
+    "window_corrections",
+    "CORRECTION_KINDS",
+]
 
 CORRECTION_KINDS = ("update", "insert", "retract")
 
 
 def _rows(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> DataFrame:
     served = stream.select(
-        *WINDOW_KEY, "event_count", F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
-        F.lit(0).cast("long").alias("late_events"), F.lit(0).cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
+        *WINDOW_KEY,
+        "event_count",
+        F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
+        F.lit(0).cast("long").alias("late_events"),
+        F.lit(0).cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
     )
     folded = spec.late_windows(late).select(
-        *WINDOW_KEY, F.lit(1).cast("long").alias("event_count"), F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
-        F.lit(1).cast("long").alias("late_events"), F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
+        *WINDOW_KEY,
+        F.lit(1).cast("long").alias("event_count"),
+        F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
+        F.lit(1).cast("long").alias("late_events"),
+        F.col("amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
     )
     return served.unionByName(folded)
 
@@ -48,11 +61,15 @@ def fold_late_events(stream: DataFrame, late: DataFrame, spec: WindowSpec) -> Da
     """Stream window rows + side output -> corrected rows (``WINDOW_KEY``, ``event_count``,
     ``amount_total``, and the folded-in share: ``late_events``, ``late_amount``): each late event
     added to the windows ``spec`` says it belongs to once folded (merged sessions summed as one)."""
-    merged = spec.merged(_rows(stream, late, spec)).groupBy(*WINDOW_KEY).agg(
-        F.sum("event_count").alias("event_count"),
-        F.sum("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
-        F.sum("late_events").alias("late_events"),
-        F.sum("late_amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
+    merged = (
+        spec.merged(_rows(stream, late, spec))
+        .groupBy(*WINDOW_KEY)
+        .agg(
+            F.sum("event_count").alias("event_count"),
+            F.sum("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
+            F.sum("late_events").alias("late_events"),
+            F.sum("late_amount").cast(AMOUNT_TOTAL_TYPE).alias("late_amount"),
+        )
     )
     return merged.select(*WINDOW_KEY, "event_count", "amount_total", "late_events", "late_amount")
 
@@ -73,8 +90,11 @@ def _session_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: 
     return [
         side_rows(stream.where(scope), stream_count="event_count", stream_amount="amount_total"),
         side_rows(
-            corrected, corrected_count="event_count", corrected_amount="amount_total",
-            folded_events="late_events", folded_amount="late_amount",
+            corrected,
+            corrected_count="event_count",
+            corrected_amount="amount_total",
+            folded_events="late_events",
+            folded_amount="late_amount",
         ),
     ]
 
@@ -82,12 +102,20 @@ def _session_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: 
 def _fixed_parts(stream: DataFrame, late: DataFrame, spec: WindowSpec, scope: Column) -> list[DataFrame]:
     zero = F.lit(0)
     served = side_rows(
-        stream.where(scope), stream_count="event_count", stream_amount="amount_total",
-        corrected_count="event_count", corrected_amount="amount_total", folded_events=zero, folded_amount=zero,
+        stream.where(scope),
+        stream_count="event_count",
+        stream_amount="amount_total",
+        corrected_count="event_count",
+        corrected_amount="amount_total",
+        folded_events=zero,
+        folded_amount=zero,
     )
     folded = side_rows(
-        spec.late_windows(late.where(scope)), corrected_count=F.lit(1), corrected_amount="amount",
-        folded_events=F.lit(1), folded_amount="amount",
+        spec.late_windows(late.where(scope)),
+        corrected_count=F.lit(1),
+        corrected_amount="amount",
+        folded_events=F.lit(1),
+        folded_amount="amount",
     )
     return [served, folded]
 
@@ -106,9 +134,12 @@ def corrected_rows(windows: DataFrame) -> DataFrame:
 def corrections_due() -> Column:
     """Over compared windows: whether the corrected figures differ from the stream's."""
     changed_values = (F.coalesce("corrected_count", F.lit(0)) != F.coalesce("stream_count", F.lit(0))) | (
-        F.coalesce("corrected_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE)) != F.coalesce("stream_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE))
+        F.coalesce("corrected_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE))
+        != F.coalesce("stream_amount", F.lit(0).cast(AMOUNT_TOTAL_TYPE))
     )
-    return (F.col("_in_stream") != F.col("_in_corrected")) | ((F.col("_in_stream") | F.col("_in_corrected")) & changed_values)
+    return (F.col("_in_stream") != F.col("_in_corrected")) | (
+        (F.col("_in_stream") | F.col("_in_corrected")) & changed_values
+    )
 
 
 def window_corrections(windows: DataFrame) -> DataFrame:

@@ -145,6 +145,8 @@ def reconcile_join(truth: JoinSide, stream: JoinSide) -> JoinReconciliation:
                 else:
                     order, payment = (item, None) if outcome == "unpaid" else (None, item)
                     lines = [item, *sorted(partners.get(item, ()))]
-                differences.append(JoinDifference(outcome, presence, order, payment, _reason(lines, truth, stream, fates)))
+                differences.append(
+                    JoinDifference(outcome, presence, order, payment, _reason(lines, truth, stream, fates))
+                )
     counts = {outcome: (len(sets["truth"][outcome]), len(sets["stream"][outcome])) for outcome in OUTCOMES}
     return JoinReconciliation(counts, tuple(differences))

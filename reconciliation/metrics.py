@@ -19,11 +19,21 @@ from reconciliation.diff import DIFF_COLUMNS, DIFF_STATUSES
 from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap, rank_sql
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
-__all__ = ["EXPLAINED_COLUMNS", "join_explanations", "explained_windows", "diff_rows", "currency_figures", "largest_gaps"]
+__all__ = [
+    "EXPLAINED_COLUMNS",
+    "join_explanations",
+    "explained_windows",
+    "diff_rows",
+    "currency_figures",
+    "largest_gaps",
+]
 
 # What ``recon_diffs`` holds per window, after ``DIFF_COLUMNS``.
 EXPLAINED_COLUMNS = (
-    *[f"{r}_events" for r in REASONS], *[f"{r}_money" for r in REASONS], "unexplained_events", "unexplained_money",
+    *[f"{r}_events" for r in REASONS],
+    *[f"{r}_money" for r in REASONS],
+    "unexplained_events",
+    "unexplained_money",
 )
 
 
@@ -37,7 +47,11 @@ def _pivot(explanations: DataFrame, folded: DataFrame) -> DataFrame:
     )
     mine = lambda of, r: (F.col("_of") == of) & (F.col("reason") == r)
     return both.groupBy(*WINDOW_KEY).agg(
-        *[F.sum(F.when(mine(of, r), F.col("events")).otherwise(0)).alias(f"{of}{r}_events") for of in ("", "corrected_") for r in REASONS],
+        *[
+            F.sum(F.when(mine(of, r), F.col("events")).otherwise(0)).alias(f"{of}{r}_events")
+            for of in ("", "corrected_")
+            for r in REASONS
+        ],
         *[
             F.sum(F.when(mine(of, r), F.col("money")).otherwise(zero)).cast(AMOUNT_TOTAL_TYPE).alias(f"{of}{r}_money")
             for of in ("", "corrected_")
@@ -82,7 +96,9 @@ def explained_windows(joined: DataFrame) -> DataFrame:
         money = sum((F.col(f"{of}{r}_money") for r in REASONS), zero)
         count_delta, amount_delta = F.col(f"{of}count_delta"), F.col(f"{of}amount_delta")
         rest[f"{of}unexplained_events"] = F.when(explained, count_delta - events).otherwise(count_delta)
-        rest[f"{of}unexplained_money"] = F.when(explained, (amount_delta - money).cast(AMOUNT_TOTAL_TYPE)).otherwise(amount_delta)
+        rest[f"{of}unexplained_money"] = F.when(explained, (amount_delta - money).cast(AMOUNT_TOTAL_TYPE)).otherwise(
+            amount_delta
+        )
     return joined.withColumns(filled).withColumns(rest)
 
 
@@ -118,7 +134,9 @@ def _figures(of: str, compared: Column) -> list[Column]:
         F.max((F.col("truth_amount") != 0) & ~differs).alias(f"{of}exact_with_money"),
         *[F.sum(F.when(explained, col(f"{r}_events"))).alias(f"{of}{r}_events") for r in REASONS],
         *[F.sum(F.when(explained, nonzero(col(f"{r}_money")))).alias(f"{of}{r}_money") for r in REASONS],
-        F.sum(((col("unexplained_events") != 0) | (col("unexplained_money") != 0)).cast("long")).alias(f"{of}unexplained_windows"),
+        F.sum(((col("unexplained_events") != 0) | (col("unexplained_money") != 0)).cast("long")).alias(
+            f"{of}unexplained_windows"
+        ),
         F.sum(F.abs(nonzero(col("unexplained_events")))).alias(f"{of}unexplained_events"),
         F.sum(F.abs(nonzero(col("unexplained_money")))).alias(f"{of}unexplained_money"),
     ]
@@ -127,11 +145,15 @@ def _figures(of: str, compared: Column) -> list[Column]:
 def _by_currency(windows: DataFrame, changed: Column) -> dict[str, dict]:
     """Both diffs' aggregates and the number of ``changed`` windows, per currency: one job."""
     in_truth = F.col("_in_truth")
-    rows = windows.groupBy("currency").agg(
-        *_figures("", in_truth | F.col("_in_stream")),
-        *_figures("corrected_", in_truth | F.col("_in_corrected")),
-        F.sum(changed.cast("long")).alias("corrections"),
-    ).collect()
+    rows = (
+        windows.groupBy("currency")
+        .agg(
+            *_figures("", in_truth | F.col("_in_stream")),
+            *_figures("corrected_", in_truth | F.col("_in_corrected")),
+            F.sum(changed.cast("long")).alias("corrections"),
+        )
+        .collect()
+    )
     return {r["currency"]: r.asDict() for r in rows}
 
 
@@ -165,7 +187,9 @@ class _Figures:
         )
 
 
-def currency_figures(windows: DataFrame, late: DataFrame, changed: Column | None = None) -> tuple[list[CurrencyReconciliation], int]:
+def currency_figures(
+    windows: DataFrame, late: DataFrame, changed: Column | None = None
+) -> tuple[list[CurrencyReconciliation], int]:
     """One ``CurrencyReconciliation`` per currency seen on any side or in the side output, and
     the number of windows ``changed`` is true of (counted in the same pass; none without it).
 
@@ -226,17 +250,24 @@ def _late_by_currency(late: DataFrame) -> dict[str, tuple[Decimal, Lateness]]:
     wanted = F.col("_rank") == F.col("_n")
     for fraction in _QUANTILES.values():
         wanted = wanted | (F.col("_rank") == rank(fraction))
-    rows = ranked.where(wanted).select(
-        "currency", "lateness_seconds", "_rank", "_n", "_money", *[rank(f).alias(name) for name, f in _QUANTILES.items()]
-    ).collect()
+    rows = (
+        ranked.where(wanted)
+        .select(
+            "currency",
+            "lateness_seconds",
+            "_rank",
+            "_n",
+            "_money",
+            *[rank(f).alias(name) for name, f in _QUANTILES.items()],
+        )
+        .collect()
+    )
     out: dict[str, tuple[Decimal, Lateness]] = {}
     for currency in {r["currency"] for r in rows}:
         mine = [r for r in rows if r["currency"] == currency]
         at = {r["_rank"]: Decimal(r["lateness_seconds"]) for r in mine}
         first = mine[0]
-        lateness = Lateness(
-            events=first["_n"], **{name: at[first[name]] for name in _QUANTILES}, max=at[first["_n"]]
-        )
+        lateness = Lateness(events=first["_n"], **{name: at[first[name]] for name in _QUANTILES}, max=at[first["_n"]])
         out[currency] = (Decimal(first["_money"]), lateness)
     return out
 

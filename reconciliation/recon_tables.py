@@ -41,21 +41,47 @@ _TEXT, _COUNT, _RATE = pa.string(), pa.int64(), pa.float64()
 RUNS_SCHEMA = pa.schema(
     {
         # the run: what was compared with what, how far each side had read
-        "run_id": _TEXT, "recorded_at": pa.timestamp("us", tz="UTC"), "against": _TEXT, "date_from": pa.date32(),
-        "date_to": pa.date32(), "windows": _TEXT, "tolerance": _TEXT, "batch_last_segment": _COUNT,
-        "stream_last_segment": _COUNT, "stream_batch": _COUNT, "stream_versions": _TEXT,  # JSON: {table: version read}
+        "run_id": _TEXT,
+        "recorded_at": pa.timestamp("us", tz="UTC"),
+        "against": _TEXT,
+        "date_from": pa.date32(),
+        "date_to": pa.date32(),
+        "windows": _TEXT,
+        "tolerance": _TEXT,
+        "batch_last_segment": _COUNT,
+        "stream_last_segment": _COUNT,
+        "stream_batch": _COUNT,
+        "stream_versions": _TEXT,  # JSON: {table: version read}
         # one currency's figures
-        "currency": _TEXT, "windows_compared": _COUNT, "windows_matched": _COUNT, "exact_match_rate": _RATE,
-        "truth_amount": _MONEY, "stream_amount": _MONEY, "completeness": _RATE, "total_abs_error": _MONEY,
-        "max_rel_error": _RATE, "late_events": _COUNT, "late_amount": _MONEY,
+        "currency": _TEXT,
+        "windows_compared": _COUNT,
+        "windows_matched": _COUNT,
+        "exact_match_rate": _RATE,
+        "truth_amount": _MONEY,
+        "stream_amount": _MONEY,
+        "completeness": _RATE,
+        "total_abs_error": _MONEY,
+        "max_rel_error": _RATE,
+        "late_events": _COUNT,
+        "late_amount": _MONEY,
         **{f"lateness_{p}_seconds": LATENESS_TYPE for p in ("p50", "p99", "p99_9", "max")},
-        "unexplained_windows": _COUNT, "unexplained_events": _COUNT, "unexplained_amount": _MONEY,
-        "corrected_equals_truth": pa.bool_(), "corrected_unexplained_events": _COUNT, "corrected_unexplained_amount": _MONEY,
-        **{name: kind for reason in REASONS for name, kind in ((f"explained_{reason}_events", _COUNT), (f"explained_{reason}_amount", _MONEY))},
+        "unexplained_windows": _COUNT,
+        "unexplained_events": _COUNT,
+        "unexplained_amount": _MONEY,
+        "corrected_equals_truth": pa.bool_(),
+        "corrected_unexplained_events": _COUNT,
+        "corrected_unexplained_amount": _MONEY,
+        **{
+            name: kind
+            for reason in REASONS
+            for name, kind in ((f"explained_{reason}_events", _COUNT), (f"explained_{reason}_amount", _MONEY))
+        },
     }
 )
 
-DIFFS_SCHEMA = pa.schema([*_RUN, *_WINDOW, *[_diff_field(c) for c in (*DIFF_COLUMNS, *EXPLAINED_COLUMNS) if c not in WINDOW_KEY]])
+DIFFS_SCHEMA = pa.schema(
+    [*_RUN, *_WINDOW, *[_diff_field(c) for c in (*DIFF_COLUMNS, *EXPLAINED_COLUMNS) if c not in WINDOW_KEY]]
+)
 
 CORRECTIONS_SCHEMA = pa.schema(  # ``kind``: ``reconciliation.fold.CORRECTION_KINDS``
     [*_RUN, *_WINDOW, pa.field("kind", _TEXT), pa.field("add_events", _COUNT), pa.field("add_amount", _MONEY)]
@@ -63,4 +89,6 @@ CORRECTIONS_SCHEMA = pa.schema(  # ``kind``: ``reconciliation.fold.CORRECTION_KI
 
 # ``corrected_aggregates``: the stream's windows with the side output folded in, and the share of
 # each window the fold added (``reconciliation.fold.corrected_rows``).
-CORRECTED_SCHEMA = pa.schema([*AGGREGATE_ARROW_SCHEMA, pa.field("late_events", _COUNT), pa.field("late_amount", _MONEY)])
+CORRECTED_SCHEMA = pa.schema(
+    [*AGGREGATE_ARROW_SCHEMA, pa.field("late_events", _COUNT), pa.field("late_amount", _MONEY)]
+)

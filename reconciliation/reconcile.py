@@ -120,19 +120,31 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
 def _positions(tables: Tables, prefix: str, days: DayRange, cut: StreamCut) -> tuple[int, int]:
     batch = recorded_position(tables, days)
     if batch is None:
-        raise ReconcileInputError(f"no batch truth recorded for {days.describe()}: run 'lklab batch' for those days first")
+        raise ReconcileInputError(
+            f"no batch truth recorded for {days.describe()}: run 'lklab batch' for those days first"
+        )
     metrics = STREAM_METRICS.at(prefix)
     if metrics not in cut.versions:
         source = "lklab speed" if not prefix else f"lklab replay --name {catalog.replay_name(prefix)}"
         raise ReconcileInputError(f"no {metrics} under {tables.root}: run '{source}' first")
-    read = [s for s in tables.read_arrow(metrics, cut.versions[metrics]).column("last_segment").to_pylist() if s is not None]
+    read = [
+        s for s in tables.read_arrow(metrics, cut.versions[metrics]).column("last_segment").to_pylist() if s is not None
+    ]
     return batch, max(read, default=0)
 
 
-def _run_id(tables: Tables, prefix: str, against: str, days: DayRange, tolerance: Tolerance, windows: str, cut: StreamCut) -> str:
+def _run_id(
+    tables: Tables, prefix: str, against: str, days: DayRange, tolerance: Tolerance, windows: str, cut: StreamCut
+) -> str:
     versions = {t.name: tables.version(t.name) if tables.exists(t.name) else None for t in catalog.BATCH_TABLES}
     versions.update({t.at(prefix): cut.versions.get(t.at(prefix)) for t in catalog.STREAM_OUTPUTS})
-    key = {"against": against, "days": days.describe(), "tolerance": tolerance.describe(), "windows": windows, "versions": versions}
+    key = {
+        "against": against,
+        "days": days.describe(),
+        "tolerance": tolerance.describe(),
+        "windows": windows,
+        "versions": versions,
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -229,11 +241,21 @@ def reconcile(
 
 
 def compute(
-    tables: Tables, config: LabConfig, prefix: str, days: DayRange, against: str, tolerance: Tolerance, gaps_shown: int = 10
+    tables: Tables,
+    config: LabConfig,
+    prefix: str,
+    days: DayRange,
+    against: str,
+    tolerance: Tolerance,
+    gaps_shown: int = 10,
 ) -> tuple[Reconciliation, Outputs]:
     """The reconciliation of the stream under ``prefix`` with the truth, and what it would write."""
     spark, lake, spec = tables.spark, str(tables.root.parent), config.window
-    require(tables, [BATCH_TRUTH.name, SPEED_AGGREGATES.at(prefix), CORRECTED_AGGREGATES.at(prefix)], window_settings(config))
+    require(
+        tables,
+        [BATCH_TRUTH.name, SPEED_AGGREGATES.at(prefix), CORRECTED_AGGREGATES.at(prefix)],
+        window_settings(config),
+    )
     cut = stream_cut(tables.root, [t.at(prefix) for t in catalog.STREAM_OUTPUTS], STREAM_STATE.at(prefix))
     if prefix and tables.exists(REPLAY_RUNS.name):
         name = catalog.replay_name(prefix)
@@ -265,16 +287,27 @@ def compute(
     # Kept on the executors and cut from the plans built on it: the parser's expressions are
     # not analysed again by every join of the attribution below.
     parsed = disputed_lines(
-        spark, lake, batch_records, stream_records, spec, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes
+        spark,
+        lake,
+        batch_records,
+        stream_records,
+        spec,
+        max_clock_skew=config.max_clock_skew,
+        max_line_bytes=config.max_line_bytes,
     ).localCheckpoint(eager=True)
     with session_conf(spark, spec.pick(fixed=_FEW_ROWS, merging={})):  # sessions: the whole log
         explanations = explain_windows(parsed, batch_records, stream_records, spec, days).localCheckpoint(eager=True)
-        folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True).localCheckpoint(eager=True)
+        folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True).localCheckpoint(
+            eager=True
+        )
     # One aggregation compares the truth with the stream and with its corrected form; every
     # output below reads this one cached frame (no other pass over the million-window tables).
     # The reasons' columns are cached as they are joined (null for the windows nothing
     # explains) and filled in as each output reads them.
-    parts = [side_rows(truth, truth_count="event_count", truth_amount="amount_total"), *stream_parts(stream_all, late_all, spec, scope)]
+    parts = [
+        side_rows(truth, truth_count="event_count", truth_amount="amount_total"),
+        *stream_parts(stream_all, late_all, spec, scope),
+    ]
     joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()
     windows = explained_windows(joined)
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
@@ -310,9 +343,11 @@ def commit(tables: Tables, config: LabConfig, prefix: str, result: Reconciliatio
     nothing)."""
     app = f"recon-{result.run_id}"
     tables.append(RECON_DIFFS.name, _tagged(outputs.windows, result.run_id, result.against), app_id=app, version=1)
-    tables.append(RECON_CORRECTIONS.name, _tagged(outputs.corrections, result.run_id, result.against), app_id=app, version=1)
+    tables.append(
+        RECON_CORRECTIONS.name, _tagged(outputs.corrections, result.run_id, result.against), app_id=app, version=1
+    )
     corrected = CORRECTED_AGGREGATES.at(prefix)
     tables.overwrite(corrected, outputs.corrected, predicate=result.days.predicate(), app_id=app, version=1)
     record(tables, [corrected], window_settings(config))
     if result.currencies:
-        tables.append(RECON_RUNS.name, _runs_rows(result, dt.datetime.now(dt.timezone.utc)), app_id=app, version=1)
+        tables.append(RECON_RUNS.name, _runs_rows(result, dt.datetime.now(dt.UTC)), app_id=app, version=1)

@@ -107,22 +107,31 @@ def _render_reconciliation(result: Reconciliation) -> str:
             f"    money: truth {grouped(c.truth_amount)} vs stream {grouped(c.stream_amount)} (completeness {rate(c.completeness)}); "
             f"total abs error {grouped(c.total_abs_error)}; max relative error {rate(None if c.max_rel_error is None else float(c.max_rel_error))}",
             f"    side output: {grouped(c.late_events)} late events, {grouped(c.late_amount)}"
-            + (f"; lateness p50 {c.lateness.p50} s, p99 {c.lateness.p99} s, p99.9 {c.lateness.p99_9} s, max {c.lateness.max} s"
-               if c.late_events else ""),
+            + (
+                f"; lateness p50 {c.lateness.p50} s, p99 {c.lateness.p99} s, p99.9 {c.lateness.p99_9} s, max {c.lateness.max} s"
+                if c.late_events
+                else ""
+            ),
         ]
         for e in c.explained:
             lines.append(f"    explained by {e.reason}: {signed(e.events)} events, {signed(e.money)}")
         lines.append(
             f"    unexplained: {grouped(c.unexplained_windows)} windows, {grouped(c.unexplained_events)} events, {grouped(c.unexplained_money)}"
         )
-        verdict = "equal the truth" if c.corrected_equals_truth else (
-            f"match the truth in {grouped(c.corrected_windows_matched)} of {grouped(c.corrected_windows_compared)} windows"
+        verdict = (
+            "equal the truth"
+            if c.corrected_equals_truth
+            else (
+                f"match the truth in {grouped(c.corrected_windows_matched)} of {grouped(c.corrected_windows_compared)} windows"
+            )
         )
         lines.append(f"    stream + side output ({CORRECTED_AGGREGATES.name}) {verdict}")
         for e in c.corrected_explained:
             lines.append(f"      still differing by {e.reason}: {signed(e.events)} events, {signed(e.money)}")
         if c.corrected_unexplained_events or c.corrected_unexplained_money:
-            lines.append(f"      unexplained: {grouped(c.corrected_unexplained_events)} events, {grouped(c.corrected_unexplained_money)}")
+            lines.append(
+                f"      unexplained: {grouped(c.corrected_unexplained_events)} events, {grouped(c.corrected_unexplained_money)}"
+            )
     if result.largest_gaps:
         lines.append("  largest gaps (truth - stream):")
         for g in result.largest_gaps:

@@ -18,7 +18,15 @@ if TYPE_CHECKING:  # only annotations: the report reads this module without Spar
     from reconciliation.tolerance import Tolerance
     from shared.partitions import DayRange
 
-__all__ = ["Explanation", "Lateness", "CurrencyReconciliation", "WindowGap", "Reconciliation", "nearest_rank", "rank_sql"]
+__all__ = [
+    "Explanation",
+    "Lateness",
+    "CurrencyReconciliation",
+    "WindowGap",
+    "Reconciliation",
+    "nearest_rank",
+    "rank_sql",
+]
 
 T = TypeVar("T")
 
@@ -74,7 +82,7 @@ class Lateness:
     max: Decimal | None = None
 
     @classmethod
-    def of(cls, seconds: list[Decimal]) -> "Lateness":
+    def of(cls, seconds: list[Decimal]) -> Lateness:
         ordered = sorted(seconds)
         return cls(
             events=len(ordered),

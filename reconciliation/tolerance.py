@@ -44,7 +44,9 @@ class Tolerance:
         """The rule above as a Spark column (null when either side is null)."""
         if self.exact:
             return stream == truth
-        bound = F.lit(str(self.abs_tol)).cast("decimal(38,18)") + F.lit(str(self.rel_tol)).cast("decimal(38,18)") * F.abs(truth)
+        bound = F.lit(str(self.abs_tol)).cast("decimal(38,18)") + F.lit(str(self.rel_tol)).cast(
+            "decimal(38,18)"
+        ) * F.abs(truth)
         return F.abs(stream - truth) <= bound
 
     def describe(self) -> str:

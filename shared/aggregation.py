@@ -56,10 +56,13 @@ AGGREGATE_ARROW_SCHEMA = pa.schema(
 
 def aggregate_windows_table(windowed: pa.Table) -> pa.Table:
     """Count and sum the events of each window and key (input: ``assign_windows_table`` output)."""
-    totals = windowed.select([*WINDOW_KEY, "amount"]).group_by(list(WINDOW_KEY), use_threads=False).aggregate(
-        [([], "count_all"), ("amount", "sum")]
+    totals = (
+        windowed.select([*WINDOW_KEY, "amount"])
+        .group_by(list(WINDOW_KEY), use_threads=False)
+        .aggregate([([], "count_all"), ("amount", "sum")])
     )
-    return totals.rename_columns(
-        {"count_all": "event_count", "amount_sum": "amount_total"}
-    ).select(list(AGGREGATE_COLUMNS)).cast(AGGREGATE_ARROW_SCHEMA)
-
+    return (
+        totals.rename_columns({"count_all": "event_count", "amount_sum": "amount_total"})
+        .select(list(AGGREGATE_COLUMNS))
+        .cast(AGGREGATE_ARROW_SCHEMA)
+    )

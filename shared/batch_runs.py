@@ -24,9 +24,15 @@ BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, share
 # One row per recompute: ``date_from``/``date_to`` the days it wrote (null: it found none).
 RUNS_SCHEMA = pa.schema(
     {
-        "run_number": pa.int64(), "recorded_at": pa.timestamp("us", tz="UTC"), "date_from": pa.date32(), "date_to": pa.date32(),
-        **dict.fromkeys(("last_segment", "lines", "events", "duplicates", "dead_letters", "heartbeats", "windows"), pa.int64()),
-        "wall_seconds": pa.float64(), "cpu_seconds": pa.float64(),
+        "run_number": pa.int64(),
+        "recorded_at": pa.timestamp("us", tz="UTC"),
+        "date_from": pa.date32(),
+        "date_to": pa.date32(),
+        **dict.fromkeys(
+            ("last_segment", "lines", "events", "duplicates", "dead_letters", "heartbeats", "windows"), pa.int64()
+        ),
+        "wall_seconds": pa.float64(),
+        "cpu_seconds": pa.float64(),
     }
 )
 
@@ -92,7 +98,7 @@ def _append_run(tables: Tables, run: BatchRun, written_days: tuple[dt.date | Non
     number = 1 if runs is None else max(runs["run_number"].to_pylist()) + 1
     row = {
         "run_number": number,
-        "recorded_at": dt.datetime.now(dt.timezone.utc),
+        "recorded_at": dt.datetime.now(dt.UTC),
         "date_from": written_days[0],
         "date_to": written_days[1],
         "last_segment": run.last_segment,

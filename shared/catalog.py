@@ -29,11 +29,33 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = [
-    "Table", "tables_root", "REPLAY_ROOT", "replay_prefix", "replay_name", "stream_prefix", "StreamChoiceError",
-    "DEAD_LETTER", "DUPLICATE_EVENTS", "LATE_EVENTS", "SPEED_AGGREGATES", "STREAM_METRICS", "STREAM_STATE",
-    "WINDOW_HISTORY", "SPEED_TABLES", "STREAM_OUTPUTS",
-    "BATCH_TRUTH", "BATCH_DEAD_LETTER", "BATCH_DUPLICATES", "BATCH_RUNS", "BATCH_TABLES",
-    "CORRECTED_AGGREGATES", "RECON_RUNS", "RECON_DIFFS", "RECON_CORRECTIONS", "REPLAY_RUNS", "GENERATOR_TRUTH",
+    "Table",
+    "tables_root",
+    "REPLAY_ROOT",
+    "replay_prefix",
+    "replay_name",
+    "stream_prefix",
+    "StreamChoiceError",
+    "DEAD_LETTER",
+    "DUPLICATE_EVENTS",
+    "LATE_EVENTS",
+    "SPEED_AGGREGATES",
+    "STREAM_METRICS",
+    "STREAM_STATE",
+    "WINDOW_HISTORY",
+    "SPEED_TABLES",
+    "STREAM_OUTPUTS",
+    "BATCH_TRUTH",
+    "BATCH_DEAD_LETTER",
+    "BATCH_DUPLICATES",
+    "BATCH_RUNS",
+    "BATCH_TABLES",
+    "CORRECTED_AGGREGATES",
+    "RECON_RUNS",
+    "RECON_DIFFS",
+    "RECON_CORRECTIONS",
+    "REPLAY_RUNS",
+    "GENERATOR_TRUTH",
 ]
 
 
@@ -53,7 +75,7 @@ class Table:
     without: tuple[str, ...] = ()
 
     @property
-    def schema(self) -> "pa.Schema":
+    def schema(self) -> pa.Schema:
         module, attribute = self.rows.split(":")
         schema = getattr(importlib.import_module(module), attribute)
         for column in self.without:
@@ -65,12 +87,12 @@ class Table:
         return f"{prefix}{self.name}"
 
     @property
-    def spark_schema(self) -> "StructType":
+    def spark_schema(self) -> StructType:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return from_arrow_schema(self.schema)
 
-    def empty(self, spark: "SparkSession") -> "DataFrame":
+    def empty(self, spark: SparkSession) -> DataFrame:
         """No rows, with the table's columns (what reading it gives before it is written)."""
         return spark.createDataFrame([], self.spark_schema)
 
@@ -116,15 +138,13 @@ class StreamChoiceError(ValueError):
 def replay_prefix(name: str) -> str:
     """Table-name prefix of replay ``name`` (``kappa/<name>/``); rejects unusable names."""
     if not _RUN_NAME.match(name or ""):
-        raise ValueError(
-            f"replay name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
+        raise ValueError(f"replay name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
     return f"{REPLAY_ROOT}{name}/"
 
 
 def replay_name(prefix: str) -> str | None:
     """The replay whose prefix this is (None: the speed layer's, no prefix)."""
-    return prefix[len(REPLAY_ROOT):-1] if prefix.startswith(REPLAY_ROOT) else None
+    return prefix[len(REPLAY_ROOT) : -1] if prefix.startswith(REPLAY_ROOT) else None
 
 
 def stream_prefix(against: str) -> str:
@@ -140,15 +160,32 @@ def stream_prefix(against: str) -> str:
 # The second pipeline's tables (distinct URLs per user per window; ``shared.visitors_stream``).
 # Its stream writes them under the same run prefixes as the billing stream's.
 
-VISITORS_WINDOWS = Table("visitors_windows", "shared.visitors_stream:VISITOR_WINDOW_SCHEMA")  # one current row per (window, user)
-VISITORS_MEMBERS = Table("visitors_members", "shared.visitors_stream:VISITOR_MEMBER_SCHEMA")  # the URLs each window counted
-VISITORS_LATE_EVENTS = Table("visitors_late_events", "shared.visitors_stream:VISITOR_LATE_SCHEMA")  # the side output, with adds_url
+VISITORS_WINDOWS = Table(
+    "visitors_windows", "shared.visitors_stream:VISITOR_WINDOW_SCHEMA"
+)  # one current row per (window, user)
+VISITORS_MEMBERS = Table(
+    "visitors_members", "shared.visitors_stream:VISITOR_MEMBER_SCHEMA"
+)  # the URLs each window counted
+VISITORS_LATE_EVENTS = Table(
+    "visitors_late_events", "shared.visitors_stream:VISITOR_LATE_SCHEMA"
+)  # the side output, with adds_url
 VISITORS_DUPLICATES = Table("visitors_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA")
 VISITORS_DEAD_LETTER = Table("visitors_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
-VISITORS_STATE = Table("visitors_state", "shared.visitor_state:STATE_SCHEMA")  # clock, remembered ids, member entries (TTL)
-VISITORS_STREAM_TABLES = (VISITORS_WINDOWS, VISITORS_MEMBERS, VISITORS_LATE_EVENTS, VISITORS_DUPLICATES, VISITORS_DEAD_LETTER, VISITORS_STATE)
+VISITORS_STATE = Table(
+    "visitors_state", "shared.visitor_state:STATE_SCHEMA"
+)  # clock, remembered ids, member entries (TTL)
+VISITORS_STREAM_TABLES = (
+    VISITORS_WINDOWS,
+    VISITORS_MEMBERS,
+    VISITORS_LATE_EVENTS,
+    VISITORS_DUPLICATES,
+    VISITORS_DEAD_LETTER,
+    VISITORS_STATE,
+)
 VISITORS_TRUTH = Table("visitors_truth", "shared.distinct_urls:COUNT_SCHEMA")  # the batch rule over the whole log
-VISITORS_CORRECTED = Table("visitors_corrected", "reconciliation.distinct_reconcile:CORRECTED_SCHEMA")  # per stream: served, corrected, truth and verdict per window
+VISITORS_CORRECTED = Table(
+    "visitors_corrected", "reconciliation.distinct_reconcile:CORRECTED_SCHEMA"
+)  # per stream: served, corrected, truth and verdict per window
 # Per micro-batch: the segments read and where the lines went (a reconciliation's read-through).
 VISITORS_STREAM_METRICS = Table("visitors_stream_metrics", "shared.visitor_metrics:VISITOR_METRICS_SCHEMA")
 # Each user's URLs seen within the state TTL, as of the last micro-batch (rewritten every batch).
@@ -157,13 +194,30 @@ VISITORS_SEEN = Table("visitors_seen", "shared.visitor_state:SEEN_TABLE_SCHEMA")
 VISITORS_SPEED_TABLES = (*VISITORS_STREAM_TABLES[:-1], VISITORS_STREAM_METRICS, VISITORS_SEEN, VISITORS_STATE)
 # The batch's: the truth's members (with the first line of each) and its line-level results.
 VISITORS_TRUTH_MEMBERS = Table("visitors_truth_members", "shared.distinct_urls:MEMBER_SCHEMA")
-VISITORS_BATCH_DUPLICATES = Table("visitors_batch_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA", without=("batch_id",))
-VISITORS_BATCH_DEAD_LETTER = Table("visitors_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
+VISITORS_BATCH_DUPLICATES = Table(
+    "visitors_batch_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA", without=("batch_id",)
+)
+VISITORS_BATCH_DEAD_LETTER = Table(
+    "visitors_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
+)
 VISITORS_BATCH_TABLES = (VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES, VISITORS_BATCH_DEAD_LETTER)
 __all__ += [
-    "VISITORS_WINDOWS", "VISITORS_MEMBERS", "VISITORS_LATE_EVENTS", "VISITORS_DUPLICATES", "VISITORS_DEAD_LETTER", "VISITORS_STATE",
-    "VISITORS_STREAM_TABLES", "VISITORS_TRUTH", "VISITORS_CORRECTED", "VISITORS_STREAM_METRICS", "VISITORS_SEEN", "VISITORS_SPEED_TABLES",
-    "VISITORS_TRUTH_MEMBERS", "VISITORS_BATCH_DUPLICATES", "VISITORS_BATCH_DEAD_LETTER", "VISITORS_BATCH_TABLES",
+    "VISITORS_WINDOWS",
+    "VISITORS_MEMBERS",
+    "VISITORS_LATE_EVENTS",
+    "VISITORS_DUPLICATES",
+    "VISITORS_DEAD_LETTER",
+    "VISITORS_STATE",
+    "VISITORS_STREAM_TABLES",
+    "VISITORS_TRUTH",
+    "VISITORS_CORRECTED",
+    "VISITORS_STREAM_METRICS",
+    "VISITORS_SEEN",
+    "VISITORS_SPEED_TABLES",
+    "VISITORS_TRUTH_MEMBERS",
+    "VISITORS_BATCH_DUPLICATES",
+    "VISITORS_BATCH_DEAD_LETTER",
+    "VISITORS_BATCH_TABLES",
 ]
 
 
@@ -180,23 +234,49 @@ PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_S
 PAYMENTS_METRICS = Table("payments_stream_metrics", "shared.join_metrics:JOIN_METRICS_SCHEMA")
 PAYMENTS_STATE = Table("payments_state", "shared.join_state:JOIN_STATE_SCHEMA")
 PAYMENTS_TABLES = (
-    PAYMENTS_MATCHED, PAYMENTS_UNPAID, PAYMENTS_ORPHANS, PAYMENTS_LATE_EVENTS, PAYMENTS_DUPLICATES, PAYMENTS_DEAD_LETTER,
-    PAYMENTS_METRICS, PAYMENTS_STATE,
+    PAYMENTS_MATCHED,
+    PAYMENTS_UNPAID,
+    PAYMENTS_ORPHANS,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_DUPLICATES,
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_METRICS,
+    PAYMENTS_STATE,
 )
 PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
 
 PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", "shared.interval_join:MATCH_SCHEMA")
 PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", "shared.order_events:ORDER_EVENT_SCHEMA")
 PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", "shared.order_events:ORDER_EVENT_SCHEMA")
-PAYMENTS_BATCH_DUPLICATES = Table("payments_batch_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA", without=("batch_id",))
-PAYMENTS_BATCH_DEAD_LETTER = Table("payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
+PAYMENTS_BATCH_DUPLICATES = Table(
+    "payments_batch_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA", without=("batch_id",)
+)
+PAYMENTS_BATCH_DEAD_LETTER = Table(
+    "payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
+)
 PAYMENTS_BATCH_TABLES = (
-    PAYMENTS_TRUTH_MATCHED, PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS, PAYMENTS_BATCH_DUPLICATES, PAYMENTS_BATCH_DEAD_LETTER,
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_BATCH_DUPLICATES,
+    PAYMENTS_BATCH_DEAD_LETTER,
 )
 
 __all__ += [
-    "PAYMENTS_MATCHED", "PAYMENTS_UNPAID", "PAYMENTS_ORPHANS", "PAYMENTS_LATE_EVENTS", "PAYMENTS_DUPLICATES",
-    "PAYMENTS_DEAD_LETTER", "PAYMENTS_METRICS", "PAYMENTS_STATE", "PAYMENTS_TABLES", "PAYMENTS_OUTPUTS", "PAYMENTS_TRUTH_MATCHED",
-    "PAYMENTS_TRUTH_UNPAID", "PAYMENTS_TRUTH_ORPHANS", "PAYMENTS_BATCH_DUPLICATES", "PAYMENTS_BATCH_DEAD_LETTER",
+    "PAYMENTS_MATCHED",
+    "PAYMENTS_UNPAID",
+    "PAYMENTS_ORPHANS",
+    "PAYMENTS_LATE_EVENTS",
+    "PAYMENTS_DUPLICATES",
+    "PAYMENTS_DEAD_LETTER",
+    "PAYMENTS_METRICS",
+    "PAYMENTS_STATE",
+    "PAYMENTS_TABLES",
+    "PAYMENTS_OUTPUTS",
+    "PAYMENTS_TRUTH_MATCHED",
+    "PAYMENTS_TRUTH_UNPAID",
+    "PAYMENTS_TRUTH_ORPHANS",
+    "PAYMENTS_BATCH_DUPLICATES",
+    "PAYMENTS_BATCH_DEAD_LETTER",
     "PAYMENTS_BATCH_TABLES",
 ]

@@ -43,8 +43,18 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "NO_TIME", "ClockSettings", "ClockState", "ClockRun", "Advances", "advance", "tick_runs", "tick_summary", "line_keys", "split_line_keys",
-    "known", "latest",
+    "NO_TIME",
+    "ClockSettings",
+    "ClockState",
+    "ClockRun",
+    "Advances",
+    "advance",
+    "tick_runs",
+    "tick_summary",
+    "line_keys",
+    "split_line_keys",
+    "known",
+    "latest",
 ]
 
 NO_TIME = np.iinfo(np.int64).min  # an unknown time (before any event, or a line without one)
@@ -172,7 +182,9 @@ def tick_runs(state: ClockState, settings: ClockSettings, keys: np.ndarray, inge
     return tuple(out)
 
 
-def tick_summary(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray):
+def tick_summary(
+    state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray
+):
     """At most two pseudo-lines standing for a run of lines: ``(keys, processing_times,
     event_times)``, the largest of each over the lines before the last tick, then over the last
     tick.
@@ -189,10 +201,14 @@ def tick_summary(state: ClockState, settings: ClockSettings, keys: np.ndarray, i
     last = run == run[-1]
     event_time = np.asarray(event_time, dtype=np.int64)
     parts = [part for part in (~last, last) if part.any()]
-    return tuple(np.array([values[part].max() for part in parts], dtype=np.int64) for values in (keys, processing, event_time))
+    return tuple(
+        np.array([values[part].max() for part in parts], dtype=np.int64) for values in (keys, processing, event_time)
+    )
 
 
-def advance(state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray) -> ClockRun:
+def advance(
+    state: ClockState, settings: ClockSettings, keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray
+) -> ClockRun:
     """Run the clock over lines in log order.
 
     ``keys``: ``line_keys``, ascending; ``ingest``: each line's ``ingest_time`` (``NO_TIME`` where
@@ -250,7 +266,7 @@ class Advances:
     after: int | None
 
     @classmethod
-    def of(cls, keys: np.ndarray, run: ClockRun, batch_id: np.ndarray, before: int | None) -> "Advances":
+    def of(cls, keys: np.ndarray, run: ClockRun, batch_id: np.ndarray, before: int | None) -> Advances:
         rows = run.advances
         return cls(
             keys=np.asarray(keys, dtype=np.int64)[rows],

@@ -10,9 +10,9 @@ figure then covers the driver only, and says so (``scope``).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import psutil
 

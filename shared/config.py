@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from shared.durations import format_duration, parse_duration
 from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
@@ -62,9 +63,7 @@ class LabConfig:
 
     @property
     def window(self) -> WindowSpec:
-        return window_spec(
-            self.window_kind, size=self.window_size, slide=self.window_slide, gap=self.session_gap
-        )
+        return window_spec(self.window_kind, size=self.window_size, slide=self.window_slide, gap=self.session_gap)
 
     def describe(self) -> dict[str, str]:
         """Settings as a user would write them (for logs and reports)."""
@@ -110,14 +109,18 @@ def _coerce(name: str, value: Any) -> Any:
         except ValueError:
             size = 0
         if size < 64:
-            raise ConfigError(f"max-line-bytes: {value!r} is not valid; valid: a whole number of bytes, at least 64, e.g. 1048576")
+            raise ConfigError(
+                f"max-line-bytes: {value!r} is not valid; valid: a whole number of bytes, at least 64, e.g. 1048576"
+            )
         return size
     if name == "pipeline" and value not in PIPELINES:
         raise ConfigError(f"pipeline: {value!r} is not valid; valid: {', '.join(PIPELINES)}")
     if name == "window_kind" and value not in WINDOW_KINDS:
         raise ConfigError(f"window-kind: {value!r} is not valid; valid: {', '.join(WINDOW_KINDS)}")
     if name == "driver_memory" and not (isinstance(value, str) and _MEMORY.fullmatch(value)):
-        raise ConfigError(f"driver-memory: {value!r} is not a JVM memory size; valid: a whole number and k, m, g or t, e.g. 4g")
+        raise ConfigError(
+            f"driver-memory: {value!r} is not a JVM memory size; valid: a whole number and k, m, g or t, e.g. 4g"
+        )
     if name == "table_engine" and value not in TABLE_ENGINES:
         raise ConfigError(f"table-engine: {value!r} is not valid; valid: {', '.join(TABLE_ENGINES)}")
     if not isinstance(value, str) or not value:
@@ -136,8 +139,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     unknown = sorted(set(data) - set(SETTINGS))
     if unknown:
         raise ConfigError(
-            f"configuration file {path}: unknown key(s) {', '.join(unknown)}; "
-            f"valid keys: {', '.join(SETTINGS)}"
+            f"configuration file {path}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(SETTINGS)}"
         )
     return data
 
@@ -150,9 +152,7 @@ def load_config(
     """Merge defaults, file, environment (``LKLAB_*``) and ``overrides`` (flags; None = unset)."""
     environ = os.environ if environ is None else environ
     if config_file is None:
-        config_file = environ.get("LKLAB_CONFIG") or (
-            "lklab.toml" if Path("lklab.toml").is_file() else None
-        )
+        config_file = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
     raw: dict[str, Any] = {}
     if config_file is not None:
         raw.update(_read_file(Path(config_file)))
@@ -169,7 +169,7 @@ def load_config(
     values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in raw.items()}
     config = LabConfig(**values, explicit=frozenset(raw))
     try:
-        config.window
+        _ = config.window  # the window settings validate together
     except ValueError as err:
         raise ConfigError(str(err)) from None
     return config
@@ -178,5 +178,9 @@ def load_config(
 def with_settings(config: LabConfig, settings: Mapping[str, str]) -> LabConfig:
     """``config`` with ``settings`` (keys and values as a user writes them, e.g.
     ``{"window-size": "2m"}``) taken where it did not set them itself."""
-    values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in settings.items() if key not in config.explicit}
+    values = {
+        key.replace("-", "_"): _coerce(key.replace("-", "_"), value)
+        for key, value in settings.items()
+        if key not in config.explicit
+    }
     return replace(config, **values)

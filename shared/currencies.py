@@ -23,8 +23,6 @@ _BY_MINOR_UNIT = {
     4: "CLF UYW",
 }
 
-MINOR_UNITS: dict[str, int] = {
-    code: places for places, codes in _BY_MINOR_UNIT.items() for code in codes.split()
-}
+MINOR_UNITS: dict[str, int] = {code: places for places, codes in _BY_MINOR_UNIT.items() for code in codes.split()}
 
 CURRENCY_CODES: tuple[str, ...] = tuple(sorted(MINOR_UNITS))

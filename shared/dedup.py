@@ -25,8 +25,8 @@ copy of a set of ids at once (an empty memory), and both decide the same for eve
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -40,9 +40,23 @@ from shared.events import EVENT_SCHEMA, UTC_MICROS
 from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
-    "PAYLOAD_COLUMNS", "MARK_FIELDS", "mark_duplicates_table", "repeated_ids", "flag_repeated", "Copies", "split_copies", "mark_duplicates", "first_copies", "later_copies",
+    "PAYLOAD_COLUMNS",
+    "MARK_FIELDS",
+    "mark_duplicates_table",
+    "repeated_ids",
+    "flag_repeated",
+    "Copies",
+    "split_copies",
+    "mark_duplicates",
+    "first_copies",
+    "later_copies",
     "line_counts",
-    "REMEMBERED_SCHEMA", "StreamDedup", "deduplicate_stream", "remembered_from", "remembered_from_column", "remembered_rows",
+    "REMEMBERED_SCHEMA",
+    "StreamDedup",
+    "deduplicate_stream",
+    "remembered_from",
+    "remembered_from_column",
+    "remembered_rows",
     "still_remembered",
 ]
 
@@ -91,7 +105,13 @@ def repeated_ids(lines: DataFrame, events: str = "true") -> DataFrame:
     A rare collision of hashes marks an id repeated that is not, which costs a little and changes
     nothing (its copies go through the rule, which finds each a first copy).
     """
-    return lines.where(events).groupBy(F.xxhash64("event_id").alias("_id_hash")).count().where("count > 1").select("_id_hash")
+    return (
+        lines.where(events)
+        .groupBy(F.xxhash64("event_id").alias("_id_hash"))
+        .count()
+        .where("count > 1")
+        .select("_id_hash")
+    )
 
 
 def flag_repeated(lines: DataFrame, events: str = "true", repeated: DataFrame | None = None) -> DataFrame:
@@ -142,7 +162,7 @@ class Copies:
         """The duplicates (``later_copies`` of ``marked``)."""
         return self.repeated.transform(later_copies)
 
-    def persisted(self) -> "Copies":
+    def persisted(self) -> Copies:
         """The same with ``ids`` and ``repeated`` cached: the rule runs once, and ``once`` is a
         filter of the events (which the caller caches) however often it is read."""
         return Copies(self.ids.persist(), self.once, self.repeated.persist())
@@ -202,8 +222,11 @@ def line_counts(parsed: DataFrame, duplicates: DataFrame) -> dict[str, int]:
     ).first()
     repeats = duplicates.count()
     return {
-        "lines": lines["lines"], "heartbeats": lines["heartbeats"], "dead_letters": lines["dead_letters"],
-        "firsts": lines["events"] - repeats, "duplicates": repeats,
+        "lines": lines["lines"],
+        "heartbeats": lines["heartbeats"],
+        "dead_letters": lines["dead_letters"],
+        "firsts": lines["events"] - repeats,
+        "duplicates": repeats,
     }
 
 
@@ -233,7 +256,9 @@ def remembered_from_column(event_time: str, watermark: str):
     return F.greatest(F.unix_micros(event_time), F.col(watermark))
 
 
-def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int, payload: Sequence[str] = PAYLOAD_COLUMNS) -> StreamDedup:
+def deduplicate_stream(
+    lines: pa.Table, remembered: pa.Table, horizon: int, payload: Sequence[str] = PAYLOAD_COLUMNS
+) -> StreamDedup:
     """Mark copies among ``lines`` (events in log order with ``_w``, the int64 watermark each was
     judged by) against ``remembered`` (``REMEMBERED_SCHEMA``: first copies from before, at most
     one per id).
@@ -254,7 +279,9 @@ def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int, payl
     contested = np.flatnonzero(copies[new_codes] > 1)  # ids seen more than once: decide in order
     if contested.size:
         old_row = {int(code): row for row, code in enumerate(codes[:known_count])}
-        old_rows = np.array(sorted(old_row[int(c)] for c in set(new_codes[contested].tolist()) if int(c) in old_row), dtype=np.int64)
+        old_rows = np.array(
+            sorted(old_row[int(c)] for c in set(new_codes[contested].tolist()) if int(c) in old_row), dtype=np.int64
+        )
         old_payload = dict(zip(old_rows.tolist(), _payloads(remembered, old_rows, payload)))
         old_time = remembered["remembered_from"].cast(pa.int64()).to_numpy(zero_copy_only=False)
         old_segment, old_line = remembered["segment"].to_numpy(), remembered["line_number"].to_numpy()
@@ -279,15 +306,23 @@ def deduplicate_stream(lines: pa.Table, remembered: pa.Table, horizon: int, payl
                 held[code] = (int(times[row]), int(segments[row]), int(numbers[row]), new_payload[row])
     copy_rows = pa.array(is_copy)
     duplicates = lines.filter(copy_rows)
-    for name, values in (("first_segment", first_segment), ("first_line_number", first_line), ("payload_conflict", conflict)):
+    for name, values in (
+        ("first_segment", first_segment),
+        ("first_line_number", first_line),
+        ("payload_conflict", conflict),
+    ):
         duplicates = duplicates.append_column(name, pa.array(values[is_copy]))
     return StreamDedup(firsts=lines.filter(pc.invert(copy_rows)), duplicates=duplicates)
 
 
 def remembered_rows(firsts: pa.Table) -> pa.Table:
     """First copies (with ``_w``) as ``REMEMBERED_SCHEMA`` rows."""
-    since = remembered_from(firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy())
-    rows = firsts.select(list(EVENT_SCHEMA.names)).append_column("remembered_from", pa.array(since, pa.int64()).cast(UTC_MICROS))
+    since = remembered_from(
+        firsts["event_time"].cast(pa.int64()).to_numpy(zero_copy_only=False), firsts["_w"].to_numpy()
+    )
+    rows = firsts.select(list(EVENT_SCHEMA.names)).append_column(
+        "remembered_from", pa.array(since, pa.int64()).cast(UTC_MICROS)
+    )
     return rows.cast(REMEMBERED_SCHEMA)
 
 

@@ -21,7 +21,7 @@ held members followed by a micro-batch's on-time pairs, so that both name the sa
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +34,17 @@ from shared.spark_arrow import per_key
 from shared.windows import WindowSpec, assign_windows_table
 
 __all__ = [
-    "MEMBER_KEY", "WINDOW_KEY", "MEMBER_SCHEMA", "COUNT_SCHEMA", "require_fixed", "view_pairs", "first_views",
-    "distinct_url_members_table", "distinct_url_counts_table", "truth_members", "truth_counts",
+    "MEMBER_KEY",
+    "WINDOW_KEY",
+    "MEMBER_SCHEMA",
+    "COUNT_SCHEMA",
+    "require_fixed",
+    "view_pairs",
+    "first_views",
+    "distinct_url_members_table",
+    "distinct_url_counts_table",
+    "truth_members",
+    "truth_counts",
 ]
 
 WINDOW_KEY = ("window_start", "window_end", "user_id")
@@ -124,11 +133,15 @@ def truth_members(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """``distinct_url_members_table`` over a Spark DataFrame of first copies (every view of a
     user in one call: hash-partitioned on ``user_id``)."""
     require_fixed(spec)
-    return lambda views: per_key(views, ["user_id"], functools.partial(distinct_url_members_table, spec), from_arrow_schema(MEMBER_SCHEMA))
+    return lambda views: per_key(
+        views, ["user_id"], functools.partial(distinct_url_members_table, spec), from_arrow_schema(MEMBER_SCHEMA)
+    )
 
 
 def truth_counts(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """``distinct_urls`` per (window, user) over a Spark DataFrame of first copies: the batch
     truth (``visitors_truth``)."""
     require_fixed(spec)
-    return lambda views: per_key(views, ["user_id"], functools.partial(_members_then_counts, spec), from_arrow_schema(COUNT_SCHEMA))
+    return lambda views: per_key(
+        views, ["user_id"], functools.partial(_members_then_counts, spec), from_arrow_schema(COUNT_SCHEMA)
+    )

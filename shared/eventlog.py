@@ -29,14 +29,25 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 __all__ = [
-    "EventLog", "Segment", "LogDamaged", "EmptyInput", "LineBatch", "scan_lines", "holds_no_line", "stamp_ingest_time",
-    "format_timestamp", "heartbeat_line", "BOM", "LINE_PREFIX_BYTES",
+    "EventLog",
+    "Segment",
+    "LogDamaged",
+    "EmptyInput",
+    "LineBatch",
+    "scan_lines",
+    "holds_no_line",
+    "stamp_ingest_time",
+    "format_timestamp",
+    "heartbeat_line",
+    "BOM",
+    "LINE_PREFIX_BYTES",
 ]
 
 _NAME = re.compile(r"^segment-(\d{12})\.jsonl$")
@@ -105,7 +116,7 @@ def scan_lines(handle: BinaryIO, max_line_bytes: int | None = None) -> Iterator[
     carried = _Carried(limit, keep)
     chunk = handle.read(_CHUNK_BYTES)
     if chunk.startswith(BOM):
-        chunk = chunk[len(BOM):]
+        chunk = chunk[len(BOM) :]
     while chunk:
         pieces = chunk.split(b"\n")
         carried.add(pieces[0])
@@ -135,7 +146,7 @@ class Segment:
 
 def format_timestamp(moment: datetime) -> str:
     """ISO-8601 in UTC with microseconds and ``Z``: the log's timestamp format."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def heartbeat_line(moment: datetime) -> str:
@@ -175,7 +186,9 @@ class EventLog:
         """
         while True:
             found = self._listed()
-            missing = next((expected for expected, (number, _) in enumerate(found, start=1) if number != expected), None)
+            missing = next(
+                (expected for expected, (number, _) in enumerate(found, start=1) if number != expected), None
+            )
             if missing is None:
                 return [Segment(number, path) for number, path in found]
             if not self.segment_path(missing).exists():
@@ -203,7 +216,7 @@ class EventLog:
         With ``stamp`` (the default), JSON-object lines lacking ``ingest_time`` get one; a writer
         that sets ``ingest_time`` on every line itself passes ``stamp=False``.
         """
-        now = format_timestamp(ingest_time or datetime.now(timezone.utc))
+        now = format_timestamp(ingest_time or datetime.now(UTC))
         self.root.mkdir(parents=True, exist_ok=True)
         temporary = self.root / f".incoming-{uuid.uuid4().hex}.tmp"
         try:
@@ -221,7 +234,7 @@ class EventLog:
     def append_heartbeat(self, moment: datetime | None = None) -> Segment:
         """Append a segment holding one heartbeat at ``moment`` (default: now), so that the
         log's clock moves on while no traffic arrives."""
-        return self.append([heartbeat_line(moment or datetime.now(timezone.utc))], stamp=False)
+        return self.append([heartbeat_line(moment or datetime.now(UTC))], stamp=False)
 
     def append_file(self, path: str | Path, ingest_time: datetime | None = None) -> Segment:
         """Append the JSON lines of ``path`` as one segment (bad lines included, verbatim),

@@ -133,9 +133,7 @@ DEAD_LETTER_COLUMNS = ("segment", "line_number", "raw_line", "reject_reason", "r
 HEARTBEAT_FIELD = "heartbeat"
 
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
-_DECIMAL_IN_RANGE = (
-    rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
-)
+_DECIMAL_IN_RANGE = rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
 _FIELDS = REQUIRED_FIELDS + ("ingest_time",)  # every field a line may carry
 _ISO_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 
@@ -183,7 +181,9 @@ def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         *[f"_plain_{name}_typed" for name in typed],
         "_clean",
         # the variant path is one expression, evaluated for the lines that are not clean only
-        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), F.col("line_bytes"), max_clock_skew)).alias("_variant"),
+        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), F.col("line_bytes"), max_clock_skew)).alias(
+            "_variant"
+        ),
     ]
     clean, variant = F.col("_clean"), F.col("_variant")
     value = lambda name, plain_value: F.when(clean, plain_value).otherwise(variant[name]).alias(name)
@@ -232,14 +232,21 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     pieces = [
         *line,
         F.size("_pieces").alias("_piece_count"),
-        *[F.try_element_at("_pieces", F.lit(4 + 4 * index)).alias(f"_plain_{name}") for index, name in enumerate(fields)],
+        *[
+            F.try_element_at("_pieces", F.lit(4 + 4 * index)).alias(f"_plain_{name}")
+            for index, name in enumerate(fields)
+        ],
     ]
     text = {name: F.col(f"_plain_{name}") for name in fields}
     laid_out = (
-        F.when(F.col("_piece_count") == 4 * len(fields) + 1, _plain_text(fields) == F.col("raw_line"))
-        .when(F.col("_piece_count") == 4 * len(fields) - 3, _plain_text(fields[:-1]) == F.col("raw_line"))
-        .otherwise(F.lit(False))
-    ) & ~F.col("raw_line").contains("\\") & (F.octet_length("raw_line") == F.col("line_bytes"))
+        (
+            F.when(F.col("_piece_count") == 4 * len(fields) + 1, _plain_text(fields) == F.col("raw_line"))
+            .when(F.col("_piece_count") == 4 * len(fields) - 3, _plain_text(fields[:-1]) == F.col("raw_line"))
+            .otherwise(F.lit(False))
+        )
+        & ~F.col("raw_line").contains("\\")
+        & (F.octet_length("raw_line") == F.col("line_bytes"))
+    )
     typed = _typed(text)
     # Every check of REJECT_REASONS passes. The ones left out cannot fail here: the values are
     # JSON strings, and a value that matches its format (an event type, a decimal, a time, a
@@ -316,7 +323,9 @@ def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> 
             *[F.try_variant_get(field[name], "$", "string").alias(f"text_{name}") for name in fields],
             *[F.schema_of_variant(field[name]).alias(f"type_{name}") for name in fields],
             # a heartbeat is exactly the JSON value true (not "true", not 1)
-            F.coalesce((F.schema_of_variant(beat) == "BOOLEAN") & F.try_variant_get(beat, "$", "boolean"), F.lit(False)).alias("heartbeat"),
+            F.coalesce(
+                (F.schema_of_variant(beat) == "BOOLEAN") & F.try_variant_get(beat, "$", "boolean"), F.lit(False)
+            ).alias("heartbeat"),
         )
 
     def checked(parts: Column) -> Column:
@@ -332,22 +341,29 @@ def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> 
 
 
 def _variant_result(
-    raw_line: Column, line_bytes: Column, whole: Column, utf8: Column, parts: Column, text: dict, kind: dict, typed: Column,
+    raw_line: Column,
+    line_bytes: Column,
+    whole: Column,
+    utf8: Column,
+    parts: Column,
+    text: dict,
+    kind: dict,
+    typed: Column,
     max_clock_skew: int,
 ) -> Column:
     """The checks of ``REJECT_REASONS`` in order over a line's variant fields, and the result."""
     heartbeat = parts["heartbeat"]
     amount, event_time, ingest_time = typed["amount"], typed["event_time"], typed["ingest_time"]
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks = line_checks(raw_line, line_bytes, whole, utf8, parts["repeated_key"], parts["not_json"], parts["is_object"])
+    checks = line_checks(
+        raw_line, line_bytes, whole, utf8, parts["repeated_key"], parts["not_json"], parts["is_object"]
+    )
     checks += [
         (heartbeat & ~ingest_present, "missing_field", "ingest_time"),
         (heartbeat & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
     ]
     # past this point a heartbeat has passed every check that applies to it
-    event = [
-        (kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS
-    ]
+    event = [(kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS]
     event += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
     event += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
     event += [
@@ -359,8 +375,7 @@ def _variant_result(
         ),
         (amount.isNull(), "amount_out_of_range", "amount"),
         (
-            ((text["event_type"] == "charge") & (amount <= 0))
-            | ((text["event_type"] == "refund") & (amount >= 0)),
+            ((text["event_type"] == "charge") & (amount <= 0)) | ((text["event_type"] == "refund") & (amount >= 0)),
             "amount_sign",
             "amount",
         ),

@@ -10,7 +10,8 @@ builder returns for as long as the Spark context lives.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from pyspark import SparkContext
 

@@ -79,10 +79,27 @@ from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.watermark import LATENESS_TYPE, lateness_seconds
 
 __all__ = [
-    "DEFAULT_BOUND", "JoinSettings", "JoinResult", "BatchJoin", "JoinBatch", "MATCH_SCHEMA", "MATCHED_SCHEMA", "OUTCOME_SCHEMA",
-    "UNPAID_SCHEMA", "ORPHAN_SCHEMA", "LATE_JOIN_SCHEMA", "JOIN_DUPLICATE_SCHEMA", "DEAD_LETTER_SCHEMA",
-    "interval_pairs", "join_events", "join_log", "outcome_rows", "outcome_result", "mark_order_duplicates",
-    "batch_interval_join", "join_step",
+    "DEFAULT_BOUND",
+    "JoinSettings",
+    "JoinResult",
+    "BatchJoin",
+    "JoinBatch",
+    "MATCH_SCHEMA",
+    "MATCHED_SCHEMA",
+    "OUTCOME_SCHEMA",
+    "UNPAID_SCHEMA",
+    "ORPHAN_SCHEMA",
+    "LATE_JOIN_SCHEMA",
+    "JOIN_DUPLICATE_SCHEMA",
+    "DEAD_LETTER_SCHEMA",
+    "interval_pairs",
+    "join_events",
+    "join_log",
+    "outcome_rows",
+    "outcome_result",
+    "mark_order_duplicates",
+    "batch_interval_join",
+    "join_step",
 ]
 
 _SECOND = 1_000_000
@@ -112,8 +129,13 @@ LATE_JOIN_SCHEMA = pa.schema(
     ]
 )
 JOIN_DUPLICATE_SCHEMA = pa.schema(
-    [*ORDER_EVENT_SCHEMA, pa.field("first_segment", pa.int64()), pa.field("first_line_number", pa.int64()),
-     pa.field("payload_conflict", pa.bool_()), _BATCH]
+    [
+        *ORDER_EVENT_SCHEMA,
+        pa.field("first_segment", pa.int64()),
+        pa.field("first_line_number", pa.int64()),
+        pa.field("payload_conflict", pa.bool_()),
+        _BATCH,
+    ]
 )
 
 
@@ -192,7 +214,9 @@ def _side(table: pa.Table, rows: np.ndarray, side: str) -> dict:
 
 def _pairs_table(orders: pa.Table, payments: pa.Table, o: np.ndarray, p: np.ndarray) -> pa.Table:
     chosen = orders.take(pa.array(o, pa.int64()))
-    return pa.table({"order_id": chosen["order_id"], **_side(orders, o, ORDER), **_side(payments, p, PAYMENT)}).cast(MATCH_SCHEMA)
+    return pa.table({"order_id": chosen["order_id"], **_side(orders, o, ORDER), **_side(payments, p, PAYMENT)}).cast(
+        MATCH_SCHEMA
+    )
 
 
 @dataclass(frozen=True)
@@ -222,14 +246,32 @@ def join_events(events: pa.Table, bound: int) -> JoinResult:
 
 def outcome_rows(result: JoinResult) -> pa.Table:
     """A ``JoinResult`` as one ``OUTCOME_SCHEMA`` table (what a Spark task returns)."""
+
     def one_side(events: pa.Table, side: str, outcome: str) -> pa.Table:
         rows = np.arange(events.num_rows)
-        columns = {"outcome": pa.array([outcome] * events.num_rows, pa.string()), "order_id": events["order_id"], **_side(events, rows, side)}
-        return pa.table({f.name: columns.get(f.name, pa.nulls(events.num_rows, f.type)) for f in OUTCOME_SCHEMA}).cast(OUTCOME_SCHEMA)
+        columns = {
+            "outcome": pa.array([outcome] * events.num_rows, pa.string()),
+            "order_id": events["order_id"],
+            **_side(events, rows, side),
+        }
+        return pa.table({f.name: columns.get(f.name, pa.nulls(events.num_rows, f.type)) for f in OUTCOME_SCHEMA}).cast(
+            OUTCOME_SCHEMA
+        )
 
     matched = result.matched
-    matched = pa.table({"outcome": pa.array(["matched"] * matched.num_rows, pa.string()), **{n: matched[n] for n in MATCH_SCHEMA.names}})
-    return pa.concat_tables([matched.cast(OUTCOME_SCHEMA), one_side(result.unpaid, ORDER, "unpaid"), one_side(result.orphans, PAYMENT, "orphan")])
+    matched = pa.table(
+        {
+            "outcome": pa.array(["matched"] * matched.num_rows, pa.string()),
+            **{n: matched[n] for n in MATCH_SCHEMA.names},
+        }
+    )
+    return pa.concat_tables(
+        [
+            matched.cast(OUTCOME_SCHEMA),
+            one_side(result.unpaid, ORDER, "unpaid"),
+            one_side(result.orphans, PAYMENT, "orphan"),
+        ]
+    )
 
 
 def outcome_result(outcomes: pa.Table) -> JoinResult:
@@ -270,14 +312,21 @@ def join_log(parsed: pa.Table, bound: int) -> BatchJoin:
 def mark_order_duplicates(events: DataFrame) -> DataFrame:
     """Dedup by ``event_id`` over a DataFrame of order events (``shared.dedup``'s rule with the
     order payload); ``shared.dedup.first_copies`` / ``later_copies`` split the result."""
-    return per_key(events, ["event_id"], lambda t: mark_duplicates_table(t, PAYLOAD_COLUMNS), with_fields(events.schema, *MARK_FIELDS))
+    return per_key(
+        events,
+        ["event_id"],
+        lambda t: mark_duplicates_table(t, PAYLOAD_COLUMNS),
+        with_fields(events.schema, *MARK_FIELDS),
+    )
 
 
 def batch_interval_join(first_copies: DataFrame, bound: int) -> DataFrame:
     """``join_events`` through Spark, partitioned by ``order_id`` (every event of an order id in
     one call): ``OUTCOME_SCHEMA`` rows."""
     events = first_copies.select(*ORDER_EVENT_SCHEMA.names)
-    return per_key(events, ["order_id"], lambda t: outcome_rows(join_events(t, bound)), from_arrow_schema(OUTCOME_SCHEMA))
+    return per_key(
+        events, ["order_id"], lambda t: outcome_rows(join_events(t, bound)), from_arrow_schema(OUTCOME_SCHEMA)
+    )
 
 
 @dataclass(frozen=True)
@@ -301,7 +350,9 @@ class JoinBatch(MicroBatch):
 
 def _with(table: pa.Table, **columns) -> pa.Table:
     for name, values in columns.items():
-        table = table.append_column(name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values))
+        table = table.append_column(
+            name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+        )
     return table
 
 
@@ -309,7 +360,9 @@ def _held(events: pa.Table, matched: np.ndarray) -> pa.Table:
     return _with(events.select(ORDER_EVENT_SCHEMA.names), matched=pa.array(matched, pa.bool_())).cast(HELD_SCHEMA)
 
 
-def _closed(held: pa.Table, released: np.ndarray, after: int | None, w_star: np.ndarray, batch_id: int, schema: pa.Schema):
+def _closed(
+    held: pa.Table, released: np.ndarray, after: int | None, w_star: np.ndarray, batch_id: int, schema: pa.Schema
+):
     """Split ``held`` into the rows still held and the unmatched rows made final (``W* >
     released``), each final row with the ``W*`` of the line that released it."""
     gone = np.zeros(held.num_rows, dtype=bool) if after is None else after > released
@@ -328,13 +381,23 @@ def join_step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_
     keys = line_keys(parsed["segment"].to_numpy(), parsed["line_number"].to_numpy())
     is_event = pc.and_(pc.is_null(parsed["reject_reason"]), pc.invert(parsed[HEARTBEAT_FIELD]))
     flags = is_event.to_numpy(zero_copy_only=False) if count else np.zeros(0, dtype=bool)
-    run = advance(state.clock, settings.clock, keys, _micros(parsed["ingest_time"]), np.where(flags, _micros(parsed["event_time"]), NO_TIME))
-    events = _with(order_events(parsed), _line=keys[flags], _w=run.watermark[flags], _w_after=run.watermark_after[flags])
+    run = advance(
+        state.clock,
+        settings.clock,
+        keys,
+        _micros(parsed["ingest_time"]),
+        np.where(flags, _micros(parsed["event_time"]), NO_TIME),
+    )
+    events = _with(
+        order_events(parsed), _line=keys[flags], _w=run.watermark[flags], _w_after=run.watermark_after[flags]
+    )
     dedup = deduplicate_stream(events, state.remembered, settings.dedup_horizon, PAYLOAD_COLUMNS)
     firsts, bound = dedup.firsts, settings.bound
 
     times, marks = _micros(firsts["event_time"]), firsts["_w"].to_numpy()
-    is_order = pc.equal(firsts["kind"], ORDER).to_numpy(zero_copy_only=False) if firsts.num_rows else np.zeros(0, dtype=bool)
+    is_order = (
+        pc.equal(firsts["kind"], ORDER).to_numpy(zero_copy_only=False) if firsts.num_rows else np.zeros(0, dtype=bool)
+    )
     closes = settings.closed_at(times, is_order)
     late = settings.is_late(closes, marks)
     late_rows = _with(
@@ -352,21 +415,39 @@ def join_step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_
     o, p = interval_pairs(orders, payments, bound)
     fresh = (o >= state.orders.num_rows) | (p >= state.payments.num_rows)  # held x held met before
     o, p = o[fresh], p[fresh]
-    order_matched, payment_matched = orders["matched"].to_numpy(zero_copy_only=False).copy(), payments["matched"].to_numpy(zero_copy_only=False).copy()
-    order_matched[o], payment_matched[p] = True, True
-    orders, payments = orders.set_column(orders.schema.get_field_index("matched"), "matched", pa.array(order_matched)), payments.set_column(
-        payments.schema.get_field_index("matched"), "matched", pa.array(payment_matched)
+    order_matched, payment_matched = (
+        orders["matched"].to_numpy(zero_copy_only=False).copy(),
+        payments["matched"].to_numpy(zero_copy_only=False).copy(),
     )
-    matched = _with(_pairs_table(orders, payments, o, p), batch_id=pa.array(np.full(len(o), batch_id), pa.int64())).cast(MATCHED_SCHEMA)
+    order_matched[o], payment_matched[p] = True, True
+    orders, payments = (
+        orders.set_column(orders.schema.get_field_index("matched"), "matched", pa.array(order_matched)),
+        payments.set_column(payments.schema.get_field_index("matched"), "matched", pa.array(payment_matched)),
+    )
+    matched = _with(
+        _pairs_table(orders, payments, o, p), batch_id=pa.array(np.full(len(o), batch_id), pa.int64())
+    ).cast(MATCHED_SCHEMA)
 
     after = run.state.watermark_after(settings.clock)
     w_star = run.watermark_after
-    held_orders, unpaid = _closed(orders, settings.released_at(_micros(orders["event_time"])), after, w_star, batch_id, UNPAID_SCHEMA)
-    held_payments, orphans = _closed(payments, settings.released_at(_micros(payments["event_time"])), after, w_star, batch_id, ORPHAN_SCHEMA)
+    held_orders, unpaid = _closed(
+        orders, settings.released_at(_micros(orders["event_time"])), after, w_star, batch_id, UNPAID_SCHEMA
+    )
+    held_payments, orphans = _closed(
+        payments, settings.released_at(_micros(payments["event_time"])), after, w_star, batch_id, ORPHAN_SCHEMA
+    )
 
     since = remembered_from(times, marks)
-    remembered = pa.concat_tables([state.remembered, _with(firsts.select(ORDER_EVENT_SCHEMA.names), remembered_from=_timestamps(since)).cast(REMEMBERED_SCHEMA)])
-    duplicates = _with(dedup.duplicates.select(JOIN_DUPLICATE_SCHEMA.names[:-1]), batch_id=pa.array(np.full(dedup.duplicates.num_rows, batch_id), pa.int64()))
+    remembered = pa.concat_tables(
+        [
+            state.remembered,
+            _with(firsts.select(ORDER_EVENT_SCHEMA.names), remembered_from=_timestamps(since)).cast(REMEMBERED_SCHEMA),
+        ]
+    )
+    duplicates = _with(
+        dedup.duplicates.select(JOIN_DUPLICATE_SCHEMA.names[:-1]),
+        batch_id=pa.array(np.full(dedup.duplicates.num_rows, batch_id), pa.int64()),
+    )
     first_mark = int(run.watermark[0]) if count else NO_TIME
     return JoinBatch(
         input_lines=count,
@@ -379,5 +460,7 @@ def join_step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_
         matched=matched,
         unpaid=unpaid,
         orphans=orphans,
-        state=JoinState(run.state, still_remembered(remembered, after, settings.dedup_horizon), held_orders, held_payments),
+        state=JoinState(
+            run.state, still_remembered(remembered, after, settings.dedup_horizon), held_orders, held_payments
+        ),
     )

@@ -20,7 +20,18 @@ from shared.micro_batch import metrics_row, metrics_schema
 
 __all__ = ["JOIN_METRICS_SCHEMA", "join_metrics_row"]
 
-_COUNTS = ("input_lines", "on_time", "late", "duplicates", "dead_letters", "heartbeats", "matched", "unpaid", "orphans", "state_rows")
+_COUNTS = (
+    "input_lines",
+    "on_time",
+    "late",
+    "duplicates",
+    "dead_letters",
+    "heartbeats",
+    "matched",
+    "unpaid",
+    "orphans",
+    "state_rows",
+)
 JOIN_METRICS_SCHEMA = metrics_schema(_COUNTS, pa.field("duration_seconds", pa.float64()))
 
 
@@ -28,7 +39,10 @@ def join_metrics_row(batch_id: int, parsed: pa.Table, step: JoinBatch, seconds: 
     """The metrics row of micro-batch ``batch_id`` (``parsed``: the lines it read)."""
     events = step.input_lines - step.duplicates.num_rows - step.dead_letters.num_rows - step.heartbeats
     return metrics_row(
-        JOIN_METRICS_SCHEMA, batch_id, parsed, step,
+        JOIN_METRICS_SCHEMA,
+        batch_id,
+        parsed,
+        step,
         on_time=events - step.late.num_rows,
         late=step.late.num_rows,
         matched=step.matched.num_rows,

@@ -27,11 +27,20 @@ from shared.events import UTC_MICROS
 from shared.order_events import ORDER_EVENT_SCHEMA
 from shared.stream_state import parts_schema, parts_table, table_parts
 
-__all__ = ["REMEMBERED_SCHEMA", "HELD_SCHEMA", "JOIN_STATE_SCHEMA", "JoinState", "join_state_table", "join_state_from_table"]
+__all__ = [
+    "REMEMBERED_SCHEMA",
+    "HELD_SCHEMA",
+    "JOIN_STATE_SCHEMA",
+    "JoinState",
+    "join_state_table",
+    "join_state_from_table",
+]
 
 REMEMBERED_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
 HELD_SCHEMA = pa.schema([*ORDER_EVENT_SCHEMA, pa.field("matched", pa.bool_())])
-JOIN_STATE_SCHEMA = parts_schema("state_kind", REMEMBERED_SCHEMA, HELD_SCHEMA)  # state_kind: clock | remembered | order | payment
+JOIN_STATE_SCHEMA = parts_schema(
+    "state_kind", REMEMBERED_SCHEMA, HELD_SCHEMA
+)  # state_kind: clock | remembered | order | payment
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class JoinState:
     payments: pa.Table
 
     @classmethod
-    def empty(cls) -> "JoinState":
+    def empty(cls) -> JoinState:
         return cls(ClockState(), REMEMBERED_SCHEMA.empty_table(), HELD_SCHEMA.empty_table(), HELD_SCHEMA.empty_table())
 
     @property

@@ -41,7 +41,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -50,8 +50,21 @@ from shared.durations import format_duration
 from shared.eventlog import LINE_PREFIX_BYTES
 
 __all__ = [
-    "LINE_REASONS", "CLOCK_REASONS", "Check", "Rejection", "reject_reasons", "first_failure", "let", "repeated_key",
-    "line_checks", "dead_letter_text", "in_future", "future_check", "read_line", "future_rejection", "require_skew",
+    "LINE_REASONS",
+    "CLOCK_REASONS",
+    "Check",
+    "Rejection",
+    "reject_reasons",
+    "first_failure",
+    "let",
+    "repeated_key",
+    "line_checks",
+    "dead_letter_text",
+    "in_future",
+    "future_check",
+    "read_line",
+    "future_rejection",
+    "require_skew",
 ]
 
 LINE_REASONS = {
@@ -137,8 +150,15 @@ def repeated_key(keys: Column) -> Column:
     return F.try_element_at(F.filter(keys, lambda key, index: F.array_position(keys, key) < index + 1), F.lit(1))
 
 
-def line_checks(raw_line: Column, line_bytes: Column, whole: Column, utf8: Column, repeated: Column, not_json: Column,
-                is_object: Column | None = None) -> list[Check]:
+def line_checks(
+    raw_line: Column,
+    line_bytes: Column,
+    whole: Column,
+    utf8: Column,
+    repeated: Column,
+    not_json: Column,
+    is_object: Column | None = None,
+) -> list[Check]:
     """The ``LINE_REASONS`` checks, in order.
 
     ``whole``: ``octet_length(raw_line) == line_bytes``; ``utf8``: ``is_valid_utf8(raw_line)``;
@@ -172,7 +192,9 @@ def in_future(event_time: Column, ingest_time: Column, max_clock_skew: int) -> C
     return F.coalesce(ahead > F.lit(max_clock_skew), F.lit(False))
 
 
-def future_check(event_time: Column, ingest_time: Column, event_text: Column, ingest_text: Column, max_clock_skew: int) -> Check:
+def future_check(
+    event_time: Column, ingest_time: Column, event_text: Column, ingest_text: Column, max_clock_skew: int
+) -> Check:
     """The ``event_time_in_future`` check: the typed times decide, the texts as written name them."""
     detail = _filled(_IN_FUTURE, event_text, F.lit(format_duration(max_clock_skew)), ingest_text)
     return in_future(event_time, ingest_time, max_clock_skew), "event_time_in_future", detail
@@ -245,8 +267,9 @@ def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejec
     return value, None, None
 
 
-def future_rejection(event_time: int, ingest_time: int | None, event_text: str, ingest_text: str | None,
-                     max_clock_skew: int) -> Rejection | None:
+def future_rejection(
+    event_time: int, ingest_time: int | None, event_text: str, ingest_text: str | None, max_clock_skew: int
+) -> Rejection | None:
     """The ``event_time_in_future`` check on times in microseconds (None: no ingest time, no check)."""
     if ingest_time is None or event_time - ingest_time <= max_clock_skew:
         return None

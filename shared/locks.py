@@ -24,10 +24,10 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["LockHeld", "hold", "writer", "refuse_if_held", "appender", "whole_lake", "history_append"]
 
@@ -73,7 +73,7 @@ def hold(lake: str | Path, role: str, *, shared: bool = False, wait: bool = Fals
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:]) or "python",
-                "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "since": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
             os.ftruncate(handle, 0)
             os.pwrite(handle, json.dumps(info).encode(), 0)

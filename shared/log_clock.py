@@ -20,8 +20,8 @@ segments it holds, from the state at the run's first one.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,13 @@ __all__ = ["LogClock", "log_clock", "by_line", "event_times", "micros_or_unknown
 
 CLOCK_INPUT = ("segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat")
 _SUMMARY = pa.schema(
-    [pa.field("segment", pa.int64()), pa.field("key", pa.int64()), pa.field("p", pa.int64()), pa.field("e", pa.int64()), pa.field("last", pa.bool_())]
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("key", pa.int64()),
+        pa.field("p", pa.int64()),
+        pa.field("e", pa.int64()),
+        pa.field("last", pa.bool_()),
+    ]
 )
 
 
@@ -56,7 +62,10 @@ def event_times(lines: pa.Table) -> np.ndarray:
 
 
 _SUMMARY = pa.schema(
-    [pa.field(name, pa.int64()) for name in ("segment", "key", "p", "e", "lines", "dead_letters", "heartbeats", "max_ingest")]
+    [
+        pa.field(name, pa.int64())
+        for name in ("segment", "key", "p", "e", "lines", "dead_letters", "heartbeats", "max_ingest")
+    ]
     + [pa.field("stats", pa.bool_())]
 )
 
@@ -83,19 +92,45 @@ def _summarise(settings: ClockSettings, batches: Iterator[pa.RecordBatch]) -> It
         count = len(pseudo[0])
         zeros = np.zeros(count, np.int64)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(np.full(count, segment, np.int64)), *map(pa.array, pseudo), zeros, zeros, zeros, zeros, pa.array(np.zeros(count, bool))],
+            [
+                pa.array(np.full(count, segment, np.int64)),
+                *map(pa.array, pseudo),
+                zeros,
+                zeros,
+                zeros,
+                zeros,
+                pa.array(np.zeros(count, bool)),
+            ],
             schema=_SUMMARY,
         )
-        figures = [segment, 0, 0, 0, lines.num_rows, int(pc.sum(pc.is_valid(lines["reject_reason"])).as_py() or 0),
-                   int(pc.sum(lines["heartbeat"]).as_py() or 0), int(ingest.max())]
-        yield pa.RecordBatch.from_arrays([pa.array([v], pa.int64()) for v in figures] + [pa.array([True])], schema=_SUMMARY)
+        figures = [
+            segment,
+            0,
+            0,
+            0,
+            lines.num_rows,
+            int(pc.sum(pc.is_valid(lines["reject_reason"])).as_py() or 0),
+            int(pc.sum(lines["heartbeat"]).as_py() or 0),
+            int(ingest.max()),
+        ]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([v], pa.int64()) for v in figures] + [pa.array([True])], schema=_SUMMARY
+        )
 
 
 def _summary(lines: DataFrame, settings: ClockSettings) -> pa.Table | None:
     """Every segment's figures and pseudo-lines; None when some segment's lines were in two partitions."""
-    summary = lines.select(*CLOCK_INPUT).mapInArrow(functools.partial(_summarise, settings), from_arrow_schema(_SUMMARY)).toArrow()
+    summary = (
+        lines.select(*CLOCK_INPUT)
+        .mapInArrow(functools.partial(_summarise, settings), from_arrow_schema(_SUMMARY))
+        .toArrow()
+    )
     stats = summary.filter(summary["stats"])["segment"].to_numpy()
-    return None if len(np.unique(stats)) < len(stats) else summary.sort_by([("segment", "ascending"), ("key", "ascending")])
+    return (
+        None
+        if len(np.unique(stats)) < len(stats)
+        else summary.sort_by([("segment", "ascending"), ("key", "ascending")])
+    )
 
 
 @dataclass(frozen=True)
@@ -111,7 +146,9 @@ class LogClock:
     @property
     def ends(self) -> np.ndarray:
         after = [self.starts[int(s)] for s in self.segments[1:]] + [self.end]
-        return np.array([NO_TIME if (w := state.watermark_after(self.settings)) is None else w for state in after], dtype=np.int64)
+        return np.array(
+            [NO_TIME if (w := state.watermark_after(self.settings)) is None else w for state in after], dtype=np.int64
+        )
 
     @property
     def final(self) -> int | None:

@@ -24,28 +24,35 @@ later segment before an earlier one.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
-
-from pyspark.sql import DataFrame, DataFrameReader
-from pyspark.sql.streaming import DataStreamReader
-from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType
 
 from shared.config import LabConfig
 from shared.eventlog import BOM, LINE_PREFIX_BYTES, EventLog, scan_lines
 from shared.events import RAW_LINE_SCHEMA, parse_events
 
-__all__ = ["LogDataSource", "register_log_source", "log_reader", "log_stream_reader", "raw_log", "parsed_log", "SOURCE_NAME", "WHOLE_SEGMENT_BYTES"]
+__all__ = [
+    "LogDataSource",
+    "register_log_source",
+    "log_reader",
+    "log_stream_reader",
+    "raw_log",
+    "parsed_log",
+    "SOURCE_NAME",
+    "WHOLE_SEGMENT_BYTES",
+]
 
 SOURCE_NAME = "lklab_log"
 WHOLE_SEGMENT_BYTES = 64 << 20  # larger segments are read a chunk at a time
@@ -183,9 +190,7 @@ class LogDataSource(DataSource):
         first = int(self.options.get("start", 1))
         last = int(self.options.get("end", last_available))
         if first < 1 or last > last_available:
-            raise ValueError(
-                f"{SOURCE_NAME}: segments {first}..{last} requested, log has 1..{last_available}"
-            )
+            raise ValueError(f"{SOURCE_NAME}: segments {first}..{last} requested, log has 1..{last_available}")
         return _BatchReader(log, first, last, self._max_line_bytes())
 
     def streamReader(self, schema) -> DataSourceStreamReader:
@@ -241,7 +246,9 @@ def raw_log(
     if last_segment < max(first_segment, 1):
         return spark.createDataFrame([], RAW_LINE_SCHEMA)
     first_segment = max(first_segment, 1)
-    large = [n for n in range(first_segment, last_segment + 1) if log.segment_path(n).stat().st_size > whole_segment_bytes]
+    large = [
+        n for n in range(first_segment, last_segment + 1) if log.segment_path(n).stat().st_size > whole_segment_bytes
+    ]
     segments = (
         spark.read.option("pathGlobFilter", "segment-*.jsonl")
         .text(str(log.root), wholetext=True)
@@ -255,13 +262,15 @@ def raw_log(
     )
     text = F.col("text")
     without_mark = F.substring(text.cast("binary"), len(BOM) + 1, _MAX_INT).cast("string")
-    segments = segments.select("segment", F.when(text.startswith(BOM.decode()), without_mark).otherwise(text).alias("text")).select(
-        "segment", "text", F.is_valid_utf8("text").alias("utf8")
-    )
+    segments = segments.select(
+        "segment", F.when(text.startswith(BOM.decode()), without_mark).otherwise(text).alias("text")
+    ).select("segment", "text", F.is_valid_utf8("text").alias("utf8"))
     utf8 = F.col("utf8")
     split = segments.select(
         "segment",
-        F.when(utf8, F.split(text, "\n", -1)).otherwise(_split_bytes(F.when(~utf8, text.cast("binary"))).cast("array<string>")).alias("pieces"),
+        F.when(utf8, F.split(text, "\n", -1))
+        .otherwise(_split_bytes(F.when(~utf8, text.cast("binary"))).cast("array<string>"))
+        .alias("pieces"),
     )
     pieces = F.col("pieces")
     lines = F.when(F.element_at(pieces, -1) == "", F.slice(pieces, 1, F.size(pieces) - 1)).otherwise(pieces)
@@ -270,13 +279,19 @@ def raw_log(
     read = split.select("segment", F.posexplode(lines).alias("position", "raw_line")).select(
         "segment",
         (F.col("position") + 1).cast("long").alias("line_number"),
-        F.when(length > max_line_bytes, F.substring(line.cast("binary"), 1, keep).cast("string")).otherwise(line).alias("raw_line"),
+        F.when(length > max_line_bytes, F.substring(line.cast("binary"), 1, keep).cast("string"))
+        .otherwise(line)
+        .alias("raw_line"),
         length.cast("long").alias("line_bytes"),
     )
     for first, last in _runs(large):
         chunked = (
-            log_reader(spark).option("path", str(log.lake)).option("start", first).option("end", last)
-            .option("maxLineBytes", max_line_bytes).load()
+            log_reader(spark)
+            .option("path", str(log.lake))
+            .option("start", first)
+            .option("end", last)
+            .option("maxLineBytes", max_line_bytes)
+            .load()
         )
         read = read.unionByName(chunked)
     return read

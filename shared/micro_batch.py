@@ -42,15 +42,17 @@ class MicroBatch:
 def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:
     """``batch_id``, ``first_segment``/``last_segment`` read (null: none), ``counts`` (int64),
     ``watermark``/``next_watermark`` (UTC timestamps, null: unknown), then ``after``."""
-    return pa.schema([
-        pa.field("batch_id", pa.int64(), nullable=False),
-        pa.field("first_segment", pa.int64()),
-        pa.field("last_segment", pa.int64()),
-        *[pa.field(name, pa.int64()) for name in counts],
-        pa.field("watermark", UTC_MICROS),
-        pa.field("next_watermark", UTC_MICROS),
-        *after,
-    ])
+    return pa.schema(
+        [
+            pa.field("batch_id", pa.int64(), nullable=False),
+            pa.field("first_segment", pa.int64()),
+            pa.field("last_segment", pa.int64()),
+            *[pa.field(name, pa.int64()) for name in counts],
+            pa.field("watermark", UTC_MICROS),
+            pa.field("next_watermark", UTC_MICROS),
+            *after,
+        ]
+    )
 
 
 def metrics_row(schema: pa.Schema, batch_id: int, parsed: pa.Table, step: MicroBatch, **figures) -> pa.Table:

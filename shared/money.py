@@ -28,7 +28,9 @@ def to_micros(amounts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     column = pc.fill_null(column.cast(MONEY_TYPE), pa.scalar(Decimal(0), MONEY_TYPE))
     if not len(column):
         return np.zeros(0, dtype=np.int64)
-    words = np.frombuffer(column.buffers()[1], dtype="<i8")[2 * column.offset : 2 * (column.offset + len(column))].reshape(-1, 2)
+    words = np.frombuffer(column.buffers()[1], dtype="<i8")[
+        2 * column.offset : 2 * (column.offset + len(column))
+    ].reshape(-1, 2)
     low, high = words[:, 0], words[:, 1]
     if np.array_equal(high, low >> 63):  # two's complement: the high word only extends the sign
         return low.copy()
@@ -53,7 +55,9 @@ def running_sums(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]]))
     if values.dtype != object and np.abs(values).max(initial=0) < (1 << 62) // max(len(values), 1):
         total = np.cumsum(values)
-        offset = np.repeat(np.concatenate([[0], total[starts[1:] - 1]]), np.diff(np.concatenate([starts, [len(values)]])))
+        offset = np.repeat(
+            np.concatenate([[0], total[starts[1:] - 1]]), np.diff(np.concatenate([starts, [len(values)]]))
+        )
         return total - offset
     out = np.empty(len(values), dtype=object)
     bounds = list(starts) + [len(values)]

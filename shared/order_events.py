@@ -29,7 +29,7 @@ lines (``RAW_LINE_SCHEMA``), partition by partition.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
 
@@ -45,9 +45,20 @@ from shared.line_checks import future_rejection, read_line, reject_reasons, requ
 from shared.spark_arrow import per_partition
 
 __all__ = [
-    "KINDS", "ORDER", "PAYMENT", "REQUIRED_FIELDS", "REJECT_REASONS", "PAYLOAD_COLUMNS",
-    "ORDER_EVENT_SCHEMA", "PARSED_ORDER_SCHEMA", "RAW_ARROW_SCHEMA",
-    "parse_order_line", "parse_order_lines", "order_events", "parse_order_events", "valid_order_events",
+    "KINDS",
+    "ORDER",
+    "PAYMENT",
+    "REQUIRED_FIELDS",
+    "REJECT_REASONS",
+    "PAYLOAD_COLUMNS",
+    "ORDER_EVENT_SCHEMA",
+    "PARSED_ORDER_SCHEMA",
+    "RAW_ARROW_SCHEMA",
+    "parse_order_line",
+    "parse_order_lines",
+    "order_events",
+    "parse_order_events",
+    "valid_order_events",
 ]
 
 ORDER, PAYMENT = "order", "payment"
@@ -98,8 +109,10 @@ PARSED_ORDER_SCHEMA = pa.schema(
 
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DECIMAL_IN_RANGE = re.compile(rf"-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?")
-_ISO_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ISO_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CURRENCIES = frozenset(CURRENCY_CODES)
 
 
@@ -119,7 +132,9 @@ def _rejected(reason: str, field: str | None = None, raw_text: str | None = None
     return {"reject_reason": reason, "reject_detail": field, HEARTBEAT_FIELD: False, "raw_text": raw_text}
 
 
-def parse_order_line(raw_line: str | bytes, line_bytes: int | None = None, max_clock_skew: int = LabConfig.max_clock_skew) -> dict:
+def parse_order_line(
+    raw_line: str | bytes, line_bytes: int | None = None, max_clock_skew: int = LabConfig.max_clock_skew
+) -> dict:
     """One line's fields (``event_id`` ... ``ingest_time``; times in microseconds), or its
     ``reject_reason`` and ``reject_detail``; ``heartbeat`` true for a heartbeat.
 
@@ -198,7 +213,11 @@ def parse_order_lines(raw: pa.Table, max_clock_skew: int = LabConfig.max_clock_s
         else:
             columns[field.name] = pa.array(values, field.type)
     raw_texts = [row.get("raw_text") for row in parsed]
-    columns["raw_line"] = raw["raw_line"] if raw_texts.count(None) == len(raw_texts) else pc.coalesce(pa.array(raw_texts, pa.string()), raw["raw_line"])
+    columns["raw_line"] = (
+        raw["raw_line"]
+        if raw_texts.count(None) == len(raw_texts)
+        else pc.coalesce(pa.array(raw_texts, pa.string()), raw["raw_line"])
+    )
     for name in ("reject_reason", "reject_detail"):
         columns[name] = pa.array([row[name] for row in parsed], pa.string())
     columns[HEARTBEAT_FIELD] = pa.array([row[HEARTBEAT_FIELD] for row in parsed], pa.bool_())
@@ -214,7 +233,9 @@ def order_events(parsed: pa.Table) -> pa.Table:
 def parse_order_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
     """``parse_order_lines`` over a Spark DataFrame of raw lines (``RAW_LINE_SCHEMA``; no row is dropped)."""
     require_skew(max_clock_skew)
-    return per_partition(raw, partial(parse_order_lines, max_clock_skew=max_clock_skew), from_arrow_schema(PARSED_ORDER_SCHEMA))
+    return per_partition(
+        raw, partial(parse_order_lines, max_clock_skew=max_clock_skew), from_arrow_schema(PARSED_ORDER_SCHEMA)
+    )
 
 
 def valid_order_events(parsed: DataFrame) -> DataFrame:

@@ -52,8 +52,18 @@ from shared.line_checks import (
 )
 
 __all__ = [
-    "REQUIRED_FIELDS", "PAYLOAD_COLUMNS", "REJECT_REASONS", "PAGE_VIEW_SCHEMA", "PAGE_VIEW_COLUMNS", "PARSED_SCHEMA",
-    "RAW_LINE_SCHEMA", "DEAD_LETTER_COLUMNS", "parse_page_views", "valid_page_views", "deduplicated_page_views", "rejected_lines",
+    "REQUIRED_FIELDS",
+    "PAYLOAD_COLUMNS",
+    "REJECT_REASONS",
+    "PAGE_VIEW_SCHEMA",
+    "PAGE_VIEW_COLUMNS",
+    "PARSED_SCHEMA",
+    "RAW_LINE_SCHEMA",
+    "DEAD_LETTER_COLUMNS",
+    "parse_page_views",
+    "valid_page_views",
+    "deduplicated_page_views",
+    "rejected_lines",
 ]
 
 REQUIRED_FIELDS = ("event_id", "user_id", "url", "event_time")
@@ -105,13 +115,22 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     require_skew(max_clock_skew)
     line = F.col("raw_line")
     shaped = raw.select(
-        "segment", "line_number", "raw_line", "line_bytes",
-        (F.octet_length(line) == F.col("line_bytes")).alias("_whole"), F.is_valid_utf8(line).alias("_utf8"),
+        "segment",
+        "line_number",
+        "raw_line",
+        "line_bytes",
+        (F.octet_length(line) == F.col("line_bytes")).alias("_whole"),
+        F.is_valid_utf8(line).alias("_utf8"),
     )
     readable = F.col("_whole") & F.col("_utf8")
     v = F.try_parse_json(F.when(readable, line))
     located = shaped.select(
-        "segment", "line_number", "raw_line", "line_bytes", "_whole", "_utf8",
+        "segment",
+        "line_number",
+        "raw_line",
+        "line_bytes",
+        "_whole",
+        "_utf8",
         v.isNull().alias("_not_json"),
         F.when(v.isNull() & readable, repeated_key(F.json_object_keys(line))).alias("_repeated_key"),
         *[F.try_variant_get(v, f"$.{name}", "variant").alias(f"_v_{name}") for name in (*_FIELDS, HEARTBEAT_FIELD)],
@@ -120,14 +139,26 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     text = {name: F.try_variant_get(F.col(f"_v_{name}"), "$", "string") for name in _FIELDS}
     beat = F.col(f"_v_{HEARTBEAT_FIELD}")
     typed = located.select(
-        "segment", "line_number", "raw_line", "line_bytes", "_whole", "_utf8", "_not_json", "_repeated_key",
+        "segment",
+        "line_number",
+        "raw_line",
+        "line_bytes",
+        "_whole",
+        "_utf8",
+        "_not_json",
+        "_repeated_key",
         *[kind[name].alias(f"_k_{name}") for name in _FIELDS],
         *[text[name].alias(f"_t_{name}") for name in _FIELDS],
-        F.coalesce((F.schema_of_variant(beat) == "BOOLEAN") & F.try_variant_get(beat, "$", "boolean"), F.lit(False)).alias("_beat"),
-    ).withColumns({"_event_time": _timestamp(F.col("_t_event_time")), "_ingest_time": _timestamp(F.col("_t_ingest_time"))})
+        F.coalesce(
+            (F.schema_of_variant(beat) == "BOOLEAN") & F.try_variant_get(beat, "$", "boolean"), F.lit(False)
+        ).alias("_beat"),
+    ).withColumns(
+        {"_event_time": _timestamp(F.col("_t_event_time")), "_ingest_time": _timestamp(F.col("_t_ingest_time"))}
+    )
     judged = typed.withColumn("_reject", first_failure(_checks(max_clock_skew)))
     return judged.select(
-        "segment", "line_number",
+        "segment",
+        "line_number",
         *[F.col(f"_t_{name}").alias(name) for name in ("event_id", "user_id", "url")],
         F.col("_event_time").alias("event_time"),
         F.col("_ingest_time").alias("ingest_time"),
@@ -146,7 +177,14 @@ def _checks(max_clock_skew: int) -> list[Check]:
     event_time, ingest_time = F.col("_event_time"), F.col("_ingest_time")
     beat = F.col("_beat")
     ingest_present = kind["ingest_time"].isNotNull() & (kind["ingest_time"] != "VOID")
-    checks = line_checks(F.col("raw_line"), F.col("line_bytes"), F.col("_whole"), F.col("_utf8"), F.col("_repeated_key"), F.col("_not_json"))
+    checks = line_checks(
+        F.col("raw_line"),
+        F.col("line_bytes"),
+        F.col("_whole"),
+        F.col("_utf8"),
+        F.col("_repeated_key"),
+        F.col("_not_json"),
+    )
     checks += [
         (beat & ~ingest_present, "missing_field", "ingest_time"),
         (beat & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
@@ -158,7 +196,11 @@ def _checks(max_clock_skew: int) -> list[Check]:
     view += [
         (~text["url"].rlike(_URL), "invalid_url", "url"),
         (event_time.isNull(), "invalid_event_time", "event_time"),
-        (ingest_present & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()), "invalid_ingest_time", "ingest_time"),
+        (
+            ingest_present & ((kind["ingest_time"] != "STRING") | ingest_time.isNull()),
+            "invalid_ingest_time",
+            "ingest_time",
+        ),
         future_check(event_time, ingest_time, text["event_time"], text["ingest_time"], max_clock_skew),
     ]
     return checks + [(~beat & failed, name, field) for failed, name, field in view]

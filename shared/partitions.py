@@ -39,7 +39,7 @@ class DayRange:
             raise ValueError(f"the range ends ({self.last}) before it starts ({self.first})")
 
     @classmethod
-    def of(cls, day: str | None = None, first: str | None = None, last: str | None = None) -> "DayRange":
+    def of(cls, day: str | None = None, first: str | None = None, last: str | None = None) -> DayRange:
         """From ``--date`` or ``--from``/``--to`` (mutually exclusive; neither = every window)."""
         if day is not None and (first is not None or last is not None):
             raise ValueError("give either --date or --from/--to, not both")
@@ -64,13 +64,11 @@ class DayRange:
         """The rows of an Arrow table of windows that start on one of the days."""
         if self.everything:
             return windows
-        low = dt.datetime.combine(self.first, dt.time(), dt.timezone.utc)
-        high = dt.datetime.combine(self.last + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+        low = dt.datetime.combine(self.first, dt.time(), dt.UTC)
+        high = dt.datetime.combine(self.last + dt.timedelta(days=1), dt.time(), dt.UTC)
         starts = windows["window_start"]
         kind = starts.type
-        keep = pc.and_(
-            pc.greater_equal(starts, pa.scalar(low, kind)), pc.less(starts, pa.scalar(high, kind))
-        )
+        keep = pc.and_(pc.greater_equal(starts, pa.scalar(low, kind)), pc.less(starts, pa.scalar(high, kind)))
         return windows.filter(keep)
 
     def contains(self, window_start: Column) -> Column:

@@ -13,8 +13,8 @@ first copy. Jobs add only source, sink, trigger and checkpoint around these.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -45,7 +45,7 @@ class LineDispositions:
     def duplicates(self) -> DataFrame:
         return self.copies.later
 
-    def persisted(self) -> "LineDispositions":
+    def persisted(self) -> LineDispositions:
         """The same, with the dedup of repeated ids cached: it runs once however many results
         are read (the rest is a filter of the parsed lines, which the caller caches)."""
         return LineDispositions(self.copies.persisted(), self.dead_letters)
@@ -82,13 +82,22 @@ def window_totals(spec: WindowSpec) -> Callable[[DataFrame], DataFrame]:
     """
 
     def sessions(events: DataFrame) -> DataFrame:
-        return per_key(events.select(*RULE_COLUMNS, "amount"), KEY_COLUMNS, functools.partial(window_totals_table, spec), AGGREGATE_SCHEMA)
+        return per_key(
+            events.select(*RULE_COLUMNS, "amount"),
+            KEY_COLUMNS,
+            functools.partial(window_totals_table, spec),
+            AGGREGATE_SCHEMA,
+        )
 
     def fixed(events: DataFrame) -> DataFrame:
         return (
-            events.select(*KEY_COLUMNS, "event_time", "amount").transform(spec.in_spark)
+            events.select(*KEY_COLUMNS, "event_time", "amount")
+            .transform(spec.in_spark)
             .groupBy(*WINDOW_KEY)
-            .agg(F.count(F.lit(1)).alias("event_count"), F.sum(F.col("amount").cast(AMOUNT_TOTAL_TYPE)).alias("amount_total"))
+            .agg(
+                F.count(F.lit(1)).alias("event_count"),
+                F.sum(F.col("amount").cast(AMOUNT_TOTAL_TYPE)).alias("amount_total"),
+            )
         )
 
     return spec.pick(fixed=fixed, merging=sessions)

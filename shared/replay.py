@@ -49,9 +49,9 @@ ticks, or not at all:
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +98,13 @@ _CLOCK = [pa.field(name, pa.int64()) for name in ("_line", "_p", "_w", "_w_after
 _BATCH = pa.field("batch_id", pa.int64())
 _ROLE = pa.field("_role", pa.string())
 _EVENT_COLUMNS = [*EVENT_SCHEMA.names, "_line", "_p", "_w", "_w_after", "batch_id"]
-_NEEDED = ["segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat"]  # and _repeated, added before the pass
+_NEEDED = [
+    "segment",
+    "line_number",
+    *EVENT_COLUMNS[2:],
+    "reject_reason",
+    "heartbeat",
+]  # and _repeated, added before the pass
 
 
 def _union(*schemas: pa.Schema) -> pa.Schema:
@@ -119,8 +125,10 @@ def _pack(role: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
     count = table.num_rows
     columns = {
         field.name: (
-            pa.array([role] * count, pa.string()) if field.name == "_role"
-            else table[field.name].cast(field.type) if field.name in table.column_names
+            pa.array([role] * count, pa.string())
+            if field.name == "_role"
+            else table[field.name].cast(field.type)
+            if field.name in table.column_names
             else pa.nulls(count, field.type)
         )
         for field in schema
@@ -130,10 +138,21 @@ def _pack(role: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 # ----------------------------------------------------------------------- 2. one pass over the lines
 
-_OUTCOME = pa.schema([pa.field(name, pa.int64()) for name in ("_late", "_late_updates", "_created", "_gone", "_count", "_on_time")])
+_OUTCOME = pa.schema(
+    [pa.field(name, pa.int64()) for name in ("_late", "_late_updates", "_created", "_gone", "_count", "_on_time")]
+)
 _SEGMENT = pa.schema([pa.field(name, pa.int64()) for name in ("_max_event", "_latest_ingest")])
 _SUMS = pa.schema([pa.field(name, MONEY_TYPE) for name in ("amount_total", "_on_time_amount", "_late_amount")])
-_PASS = _union(EVENT_SCHEMA, pa.schema([*_CLOCK, _BATCH]), LATE_SCHEMA, REMEMBERED_SCHEMA, _OUTCOME, _SEGMENT, _SUMS, pa.schema([_ROLE]))
+_PASS = _union(
+    EVENT_SCHEMA,
+    pa.schema([*_CLOCK, _BATCH]),
+    LATE_SCHEMA,
+    REMEMBERED_SCHEMA,
+    _OUTCOME,
+    _SEGMENT,
+    _SUMS,
+    pa.schema([_ROLE]),
+)
 
 
 def _sums(table: pa.Table, keys: list[str], aggregations: list[tuple], names: list[str]) -> pa.Table:
@@ -174,18 +193,35 @@ class _Pass:
         state = self.clock.starts[int(present[0])]
         clocked = clocked_lines(lines, state, self.settings.clock, lines["segment"].to_numpy() - 1)
         first_line, last_line = offsets[:-1], offsets[1:] - 1
-        largest = np.maximum.accumulate(np.concatenate([[NO_TIME if state.max_event_time is None else state.max_event_time], event_times(lines)]))[1:]
-        yield "segment", pa.table(
-            {
-                "segment": pa.array(present, pa.int64()),
-                "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
-                "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
-                "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
-                "_latest_ingest": pa.array(np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()),
-            }
+        largest = np.maximum.accumulate(
+            np.concatenate([[NO_TIME if state.max_event_time is None else state.max_event_time], event_times(lines)])
+        )[1:]
+        yield (
+            "segment",
+            pa.table(
+                {
+                    "segment": pa.array(present, pa.int64()),
+                    "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
+                    "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
+                    "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
+                    "_latest_ingest": pa.array(
+                        np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()
+                    ),
+                }
+            ),
         )
         advances = clocked.advances
-        yield "advance", pa.table({"_line": advances.keys, "_p": advances.processing_time, "_w_after": advances.watermark_after, "batch_id": advances.batch_id})
+        yield (
+            "advance",
+            pa.table(
+                {
+                    "_line": advances.keys,
+                    "_p": advances.processing_time,
+                    "_w_after": advances.watermark_after,
+                    "batch_id": advances.batch_id,
+                }
+            ),
+        )
         events = clocked.events
         is_event = pc.and_(pc.is_null(lines["reject_reason"]), pc.invert(lines["heartbeat"]))
         repeated = pc.fill_null(lines.filter(is_event)["_repeated"], False)
@@ -199,7 +235,9 @@ class _Pass:
         # forgotten at the end of the first segment whose watermark has passed remembered_from + horizon
         gone = np.maximum(np.searchsorted(self.clock.ends, since + horizon, side="right"), created)
         single = pc.invert(repeated)
-        memory = pa.table({"_line": events["_line"], "_created": pa.array(created, pa.int64()), "_gone": pa.array(gone, pa.int64())})
+        memory = pa.table(
+            {"_line": events["_line"], "_created": pa.array(created, pa.int64()), "_gone": pa.array(gone, pa.int64())}
+        )
         # a copy of an id seen once in the log is never a duplicate: its figures can be summed here
         yield "memory", memory.filter(repeated)
         yield "memory_sum", _sums(memory.filter(single), ["_created", "_gone"], [([], "count_all")], ["_count"])
@@ -208,20 +246,35 @@ class _Pass:
             return
         judged = judge_pairs(self.settings.window, self.settings.allowed_lateness, events)
         late = judged.late
-        yield "late", late.append_column("_line", pa.array(line_keys(late["segment"].to_numpy(), late["line_number"].to_numpy()), pa.int64()))
+        yield (
+            "late",
+            late.append_column(
+                "_line", pa.array(line_keys(late["segment"].to_numpy(), late["line_number"].to_numpy()), pa.int64())
+            ),
+        )
         on_time = judged.on_time
         pairs = on_time.select([*WINDOW_KEY, "amount", "_p", "batch_id", "_line"])
         once = pa.array(~repeated.to_numpy(zero_copy_only=False)[on_time["_event"].to_numpy()])
         yield "pair", pairs.filter(pc.invert(once))
-        yield "pair_sum", _sums(
-            pairs.filter(once), list(WINDOW_KEY),
-            [([], "count_all"), ("amount", "sum"), ("_p", "max"), ("batch_id", "max"), ("_line", "min")],
-            ["_count", "amount_total", "_p", "batch_id", "_line"],
+        yield (
+            "pair_sum",
+            _sums(
+                pairs.filter(once),
+                list(WINDOW_KEY),
+                [([], "count_all"), ("amount", "sum"), ("_p", "max"), ("batch_id", "max"), ("_line", "min")],
+                ["_count", "amount_total", "_p", "batch_id", "_line"],
+            ),
         )
         outcomes = judged.outcomes
         per_event = pa.table(
-            {"_line": events["_line"], "segment": outcomes["segment"], "currency": outcomes["currency"], "amount": outcomes["amount"],
-             "_late": pc.cast(outcomes["late"], pa.int64()), "_late_updates": outcomes["late_updates"]}
+            {
+                "_line": events["_line"],
+                "segment": outcomes["segment"],
+                "currency": outcomes["currency"],
+                "amount": outcomes["amount"],
+                "_late": pc.cast(outcomes["late"], pa.int64()),
+                "_late_updates": outcomes["late_updates"],
+            }
         )
         yield "outcome", per_event.filter(repeated)
         yield "outcome_sum", _outcome_table(per_event.filter(single))
@@ -232,9 +285,12 @@ def _outcome_table(per_event: pa.Table) -> pa.Table:
     late = pc.equal(per_event["_late"], 1)
     zero = pa.scalar(Decimal(0), MONEY_TYPE)
     money = per_event["amount"].cast(MONEY_TYPE)
-    table = per_event.select(["segment", "currency", "_late", "_late_updates"]).append_column(
-        "_on_time", pc.subtract(pa.scalar(1, pa.int64()), per_event["_late"])
-    ).append_column("_on_time_amount", pc.if_else(late, zero, money)).append_column("_late_amount", pc.if_else(late, money, zero))
+    table = (
+        per_event.select(["segment", "currency", "_late", "_late_updates"])
+        .append_column("_on_time", pc.subtract(pa.scalar(1, pa.int64()), per_event["_late"]))
+        .append_column("_on_time_amount", pc.if_else(late, zero, money))
+        .append_column("_late_amount", pc.if_else(late, money, zero))
+    )
     names = ["_on_time", "_late", "_late_updates", "_on_time_amount", "_late_amount"]
     return _sums(table, ["segment", "currency"], [(name, "sum") for name in names], names)
 
@@ -254,10 +310,19 @@ def _dedup(horizon: int, table: pa.Table) -> pa.Table:
 # ------------------------------------------------------------------------------ 4. windows
 
 _OUTCOME_SUMS = pa.schema(
-    [pa.field("segment", pa.int64()), pa.field("currency", pa.string()), pa.field("_on_time", pa.int64()), pa.field("_late", pa.int64()),
-     pa.field("_late_updates", pa.int64()), pa.field("_on_time_amount", MONEY_TYPE), pa.field("_late_amount", MONEY_TYPE)]
+    [
+        pa.field("segment", pa.int64()),
+        pa.field("currency", pa.string()),
+        pa.field("_on_time", pa.int64()),
+        pa.field("_late", pa.int64()),
+        pa.field("_late_updates", pa.int64()),
+        pa.field("_on_time_amount", MONEY_TYPE),
+        pa.field("_late_amount", MONEY_TYPE),
+    ]
 )
-_WINDOWS = _union(WINDOW_ROW_SCHEMA, LATE_SCHEMA, HISTORY_SCHEMA, _OUTCOME_SUMS, pa.schema([pa.field("_delta", pa.int64()), _ROLE]))
+_WINDOWS = _union(
+    WINDOW_ROW_SCHEMA, LATE_SCHEMA, HISTORY_SCHEMA, _OUTCOME_SUMS, pa.schema([pa.field("_delta", pa.int64()), _ROLE])
+)
 
 
 def _state_deltas(created: np.ndarray, gone: np.ndarray, segments: np.ndarray) -> pa.Table:
@@ -288,7 +353,9 @@ def _outcome_sums(outcomes: pa.Table) -> pa.Table:
     return sums.rename_columns([name.removesuffix("_sum") for name in sums.column_names])
 
 
-def _line_by_line(settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool, table: pa.Table) -> pa.Table:
+def _line_by_line(
+    settings: StreamSettings, advances: Advances, segments: np.ndarray, ends: np.ndarray, history: bool, table: pa.Table
+) -> pa.Table:
     """Every event of the keys in ``table``, line by line (sessions, or the history asked for)."""
     events = by_line(table).select(_EVENT_COLUMNS)
     run = window_step(settings.window, settings.allowed_lateness, events, empty_held(), advances, history=history)
@@ -296,7 +363,9 @@ def _line_by_line(settings: StreamSettings, advances: Advances, segments: np.nda
     created = np.searchsorted(segments, split_line_keys(lifetimes["created"].to_numpy())[0])
     replaced = lifetimes["replaced"].to_numpy()
     expired = np.searchsorted(ends, lifetimes["expires"].to_numpy(), side="left")
-    gone = np.where(replaced != NO_TIME, np.searchsorted(segments, split_line_keys(np.maximum(replaced, 0))[0]), expired)
+    gone = np.where(
+        replaced != NO_TIME, np.searchsorted(segments, split_line_keys(np.maximum(replaced, 0))[0]), expired
+    )
     parts = [
         ("window", run.changes.filter(pc.invert(run.changes["_delete"]))),
         ("late", run.late),
@@ -326,19 +395,27 @@ def _window_rows(final: int | None, batches: Iterator[pa.RecordBatch]) -> Iterat
     final_time = NO_TIME if final is None else final
     for batch in batches:
         ends_of = micros(batch.column("window_end"))
-        yield from pa.table(
-            {
-                **{name: batch.column(name) for name in WINDOW_KEY},
-                "event_count": batch.column("event_count"),
-                "amount_total": batch.column("amount_total"),
-                "status": pa.array(np.where((final_time != NO_TIME) & (final_time >= ends_of), "final", "open"), pa.string()),
-                "updated_batch_id": batch.column("updated_batch_id"),
-                "updated_ingest_time": batch.column("_p").cast(pa.timestamp("us", tz="UTC")),
-            }
-        ).cast(WINDOW_ROW_SCHEMA).to_batches()
+        yield from (
+            pa.table(
+                {
+                    **{name: batch.column(name) for name in WINDOW_KEY},
+                    "event_count": batch.column("event_count"),
+                    "amount_total": batch.column("amount_total"),
+                    "status": pa.array(
+                        np.where((final_time != NO_TIME) & (final_time >= ends_of), "final", "open"), pa.string()
+                    ),
+                    "updated_batch_id": batch.column("updated_batch_id"),
+                    "updated_ingest_time": batch.column("_p").cast(pa.timestamp("us", tz="UTC")),
+                }
+            )
+            .cast(WINDOW_ROW_SCHEMA)
+            .to_batches()
+        )
 
 
-def _window_lifetimes(segments: np.ndarray, ends: np.ndarray, allowed_lateness: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _window_lifetimes(
+    segments: np.ndarray, ends: np.ndarray, allowed_lateness: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Per segment, how many fixed windows of these totals the state gains minus loses there:
     a window is held from the segment of its first line until the watermark after a segment
     reaches its end plus the allowed lateness."""
@@ -364,26 +441,41 @@ def _collected(frame: DataFrame, schema: pa.Schema) -> pa.Table:
     return frame.select(*schema.names).toArrow().cast(schema)
 
 
-def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogClock, settings: StreamSettings) -> _Windows:
+def _summed(
+    pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogClock, settings: StreamSettings
+) -> _Windows:
     """Fixed windows: the on-time pairs (partly summed per task, duplicates' already dropped)
     summed per window by Spark."""
-    totals = pairs.groupBy(*WINDOW_KEY).agg(
-        F.sum("_count").alias("event_count"),
-        F.sum("amount_total").cast("decimal(38,6)").alias("amount_total"),
-        F.max("batch_id").alias("updated_batch_id"),
-        F.max("_p").alias("_p"),
-        F.min("_line").alias("_line"),
-    ).persist()
+    totals = (
+        pairs.groupBy(*WINDOW_KEY)
+        .agg(
+            F.sum("_count").alias("event_count"),
+            F.sum("amount_total").cast("decimal(38,6)").alias("amount_total"),
+            F.max("batch_id").alias("updated_batch_id"),
+            F.max("_p").alias("_p"),
+            F.min("_line").alias("_line"),
+        )
+        .persist()
+    )
     final, lateness = clock.final, settings.allowed_lateness
     rows = totals.mapInArrow(functools.partial(_window_rows, final), from_arrow_schema(WINDOW_ROW_SCHEMA))
     held = rows if final is None else rows.where(F.unix_micros("window_end") + F.lit(lateness) > F.lit(final))
-    deltas = totals.select("window_end", "_line").mapInArrow(
-        functools.partial(_window_lifetimes, clock.segments, clock.ends, lateness), "segment long, _delta long"
-    ).groupBy("segment").agg(F.sum("_delta").alias("_delta"))
-    sums = outcomes.groupBy("segment", "currency").agg(
-        *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
-        *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
-    ).collect()
+    deltas = (
+        totals.select("window_end", "_line")
+        .mapInArrow(
+            functools.partial(_window_lifetimes, clock.segments, clock.ends, lateness), "segment long, _delta long"
+        )
+        .groupBy("segment")
+        .agg(F.sum("_delta").alias("_delta"))
+    )
+    sums = (
+        outcomes.groupBy("segment", "currency")
+        .agg(
+            *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
+            *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
+        )
+        .collect()
+    )
     return _Windows(
         rows=rows,
         late=late,
@@ -395,20 +487,30 @@ def _summed(pairs: DataFrame, late: DataFrame, outcomes: DataFrame, clock: LogCl
     )
 
 
-def _ordered(events: DataFrame, clock: LogClock, advances: Advances, settings: StreamSettings, history: bool) -> _Windows:
+def _ordered(
+    events: DataFrame, clock: LogClock, advances: Advances, settings: StreamSettings, history: bool
+) -> _Windows:
     task = functools.partial(_line_by_line, settings, advances, clock.segments, clock.ends, history)
     windowed = per_key(events, list(KEY_COLUMNS), task, from_arrow_schema(_WINDOWS)).persist()
-    outcomes = windowed.where("_role = 'outcome'").groupBy("segment", "currency").agg(
-        *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
-        *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
-    ).collect()
+    outcomes = (
+        windowed.where("_role = 'outcome'")
+        .groupBy("segment", "currency")
+        .agg(
+            *[F.sum(c).alias(c) for c in ("_on_time", "_late", "_late_updates")],
+            *[F.sum(c).cast("decimal(38,6)").alias(c) for c in ("_on_time_amount", "_late_amount")],
+        )
+        .collect()
+    )
     return _Windows(
         rows=_as_rows(windowed.where("_role = 'window'"), WINDOW_ROW_SCHEMA),
         late=windowed.where("_role = 'late'").select(*LATE_SCHEMA.names),
         outcome_sums=outcomes,
         held=_collected(windowed.where("_role = 'held'"), WINDOW_ROW_SCHEMA),
         history=windowed.where("_role = 'history'").select(*HISTORY_SCHEMA.names) if history else None,
-        window_deltas=windowed.where("_role = 'state'").groupBy("segment").agg(F.sum("_delta").alias("_delta")).toArrow(),
+        window_deltas=windowed.where("_role = 'state'")
+        .groupBy("segment")
+        .agg(F.sum("_delta").alias("_delta"))
+        .toArrow(),
         cached=(windowed,),
     )
 
@@ -450,11 +552,18 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
     clock, lines, stats = log_clock(parsed.select(*_NEEDED), settings.clock)
     whole_events = history or settings.window.pick(fixed=False, merging=True)
     task = _Pass(clock, settings, whole_events)
-    passed = lines.transform(flag_repeated, "reject_reason IS NULL AND NOT heartbeat").mapInArrow(task, from_arrow_schema(_PASS)).persist()
+    passed = (
+        lines.transform(flag_repeated, "reject_reason IS NULL AND NOT heartbeat")
+        .mapInArrow(task, from_arrow_schema(_PASS))
+        .persist()
+    )
     role = lambda name: passed.where(F.col("_role") == name)
 
     contested = per_key(
-        role("repeat").select(*_EVENT_COLUMNS), ["event_id"], functools.partial(_dedup, settings.dedup_horizon), from_arrow_schema(_DEDUP)
+        role("repeat").select(*_EVENT_COLUMNS),
+        ["event_id"],
+        functools.partial(_dedup, settings.dedup_horizon),
+        from_arrow_schema(_DEDUP),
     ).persist()
     duplicate_lines = F.broadcast(contested.where("_role = 'duplicate'").select("_line"))
     counted = lambda frame: frame.join(duplicate_lines, "_line", "left_anti")  # what was judged of a duplicate goes
@@ -464,40 +573,79 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
     if whole_events:
         steps = role("advance").select("_line", "_p", "_w_after", "batch_id").toArrow().sort_by("_line")
         advances = Advances(
-            keys=steps["_line"].to_numpy(), processing_time=steps["_p"].to_numpy(), watermark_after=steps["_w_after"].to_numpy(),
-            batch_id=steps["batch_id"].to_numpy(), before=None, after=clock.final,
+            keys=steps["_line"].to_numpy(),
+            processing_time=steps["_p"].to_numpy(),
+            watermark_after=steps["_w_after"].to_numpy(),
+            batch_id=steps["batch_id"].to_numpy(),
+            before=None,
+            after=clock.final,
         )
         events = counted(role("event")).select(*_EVENT_COLUMNS)
         windows = _ordered(events, clock, advances, settings, history)
         first_copies = events.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time"))
     else:
-        pairs = counted(role("pair")).select(*WINDOW_KEY, F.lit(1).cast("long").alias("_count"), F.col("amount").cast("decimal(38,6)").alias("amount_total"), "_p", "batch_id", "_line")
-        outcomes = counted(role("outcome")).select("segment", "currency", (1 - F.col("_late")).alias("_on_time"), "_late", "_late_updates",
-                                                  F.when(F.col("_late") == 0, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_on_time_amount"),
-                                                  F.when(F.col("_late") == 1, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_late_amount"))
+        pairs = counted(role("pair")).select(
+            *WINDOW_KEY,
+            F.lit(1).cast("long").alias("_count"),
+            F.col("amount").cast("decimal(38,6)").alias("amount_total"),
+            "_p",
+            "batch_id",
+            "_line",
+        )
+        outcomes = counted(role("outcome")).select(
+            "segment",
+            "currency",
+            (1 - F.col("_late")).alias("_on_time"),
+            "_late",
+            "_late_updates",
+            F.when(F.col("_late") == 0, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_on_time_amount"),
+            F.when(F.col("_late") == 1, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_late_amount"),
+        )
         windows = _summed(
             role("pair_sum").select(*pairs.columns).unionByName(pairs),
             counted(role("late")).select(*LATE_SCHEMA.names),
             role("outcome_sum").select(*outcomes.columns).unionByName(outcomes),
-            clock, settings,
+            clock,
+            settings,
         )
-    memory = role("memory_sum").select("_created", "_gone", "_count").unionByName(
-        counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count"))
+    memory = (
+        role("memory_sum")
+        .select("_created", "_gone", "_count")
+        .unionByName(counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count")))
     )
-    change = F.explode(F.array(
-        F.struct(F.col("_created").alias("at"), F.col("_count").alias("n")), F.struct(F.col("_gone").alias("at"), (-F.col("_count")).alias("n"))
-    ))
-    by_index = {r["at"]: r["n"] for r in memory.select(change.alias("c")).groupBy("c.at").agg(F.sum("c.n").alias("n")).collect()}
+    change = F.explode(
+        F.array(
+            F.struct(F.col("_created").alias("at"), F.col("_count").alias("n")),
+            F.struct(F.col("_gone").alias("at"), (-F.col("_count")).alias("n")),
+        )
+    )
+    by_index = {
+        r["at"]: r["n"] for r in memory.select(change.alias("c")).groupBy("c.at").agg(F.sum("c.n").alias("n")).collect()
+    }
     state_change = {segment: by_index.get(index, 0) for index, segment in enumerate(clock.segments.tolist())}
-    for segment, delta in zip(windows.window_deltas["segment"].to_pylist(), windows.window_deltas["_delta"].to_pylist()):
+    for segment, delta in zip(
+        windows.window_deltas["segment"].to_pylist(), windows.window_deltas["_delta"].to_pylist()
+    ):
         state_change[segment] += delta
 
-    per_segment = {r["segment"]: r for r in role("segment").select("segment", "_w", "_w_after", "_max_event", "_latest_ingest").toArrow().to_pylist()}
-    dup_sums = duplicates.groupBy("segment", "currency").agg(F.count(F.lit(1)).alias("n"), F.sum("amount").cast("decimal(38,6)").alias("money")).collect()
+    per_segment = {
+        r["segment"]: r
+        for r in role("segment")
+        .select("segment", "_w", "_w_after", "_max_event", "_latest_ingest")
+        .toArrow()
+        .to_pylist()
+    }
+    dup_sums = (
+        duplicates.groupBy("segment", "currency")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("amount").cast("decimal(38,6)").alias("money"))
+        .collect()
+    )
     metrics = _metrics(stats, per_segment, dup_sums, windows.outcome_sums, state_change)
     kept = counted(role("kept")).select(*REMEMBERED_SCHEMA.names).toArrow()
     end_state = StreamState(clock.end, kept.cast(REMEMBERED_SCHEMA), windows.held)
-    dead = parsed.where("reject_reason IS NOT NULL").select(*DEAD_LETTER_COLUMNS, (F.col("segment") - 1).alias("batch_id"))
+    dead = parsed.where("reject_reason IS NOT NULL").select(
+        *DEAD_LETTER_COLUMNS, (F.col("segment") - 1).alias("batch_id")
+    )
     return Replay(
         dead_letters=dead,
         duplicates=duplicates,

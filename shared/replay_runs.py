@@ -14,10 +14,13 @@ __all__ = ["RUNS_SCHEMA"]
 
 RUNS_SCHEMA = pa.schema(
     {
-        "name": pa.string(), "recorded_at": pa.timestamp("us", tz="UTC"),
+        "name": pa.string(),
+        "recorded_at": pa.timestamp("us", tz="UTC"),
         "windows": pa.string(),  # the window spec, as ``WindowSpec.describe`` says it
         **dict.fromkeys(("watermark_delay", "allowed_lateness", "dedup_horizon"), pa.string()),
         **dict.fromkeys(("segments", "micro_batches", "lines"), pa.int64()),
-        "wall_seconds": pa.float64(), "cpu_seconds": pa.float64(), "cost_scope": pa.string(),
+        "wall_seconds": pa.float64(),
+        "cpu_seconds": pa.float64(),
+        "cost_scope": pa.string(),
     }
 )

@@ -17,7 +17,7 @@ The functions run in Spark's Python workers, so they must be importable there an
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame

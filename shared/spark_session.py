@@ -53,9 +53,7 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
         builder = (
             builder.config("spark.jars", ",".join(delta_spark_jars()))
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config(
-                "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-            )
+            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -30,20 +30,35 @@ import pyarrow.compute as pc
 
 from shared.clock import NO_TIME, Advances, ClockRun, ClockSettings, ClockState, advance, line_keys
 from shared.dedup import deduplicate_stream, remembered_rows, still_remembered
-from shared.micro_batch import MicroBatch
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
+from shared.micro_batch import MicroBatch
 from shared.stream_state import StreamState
 from shared.stream_windows import LATE_SCHEMA, WINDOW_CHANGE_SCHEMA, window_step
 from shared.windows import WindowSpec
 
 __all__ = [
-    "StreamSettings", "StreamBatch", "ClockedLines", "DEAD_LETTER_SCHEMA", "DUPLICATE_SCHEMA", "LATE_SCHEMA",
-    "WINDOW_CHANGE_SCHEMA", "clocked_lines", "dead_letter_rows", "duplicate_rows", "stream_step",
+    "StreamSettings",
+    "StreamBatch",
+    "ClockedLines",
+    "DEAD_LETTER_SCHEMA",
+    "DUPLICATE_SCHEMA",
+    "LATE_SCHEMA",
+    "WINDOW_CHANGE_SCHEMA",
+    "clocked_lines",
+    "dead_letter_rows",
+    "duplicate_rows",
+    "stream_step",
 ]
 
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
 DEAD_LETTER_SCHEMA = pa.schema(
-    [*[pa.field(name, pa.int64() if name in ("segment", "line_number") else pa.string()) for name in DEAD_LETTER_COLUMNS], _BATCH]
+    [
+        *[
+            pa.field(name, pa.int64() if name in ("segment", "line_number") else pa.string())
+            for name in DEAD_LETTER_COLUMNS
+        ],
+        _BATCH,
+    ]
 )
 DUPLICATE_SCHEMA = pa.schema(
     [
@@ -71,9 +86,15 @@ class StreamSettings:
         return ClockSettings(self.watermark_delay, self.watermark_interval)
 
     @classmethod
-    def of(cls, config) -> "StreamSettings":
+    def of(cls, config) -> StreamSettings:
         """From a ``LabConfig``."""
-        return cls(config.window, config.watermark_delay, config.allowed_lateness, config.dedup_horizon, config.watermark_interval)
+        return cls(
+            config.window,
+            config.watermark_delay,
+            config.allowed_lateness,
+            config.dedup_horizon,
+            config.watermark_interval,
+        )
 
 
 @dataclass(frozen=True)
@@ -101,7 +122,13 @@ def clocked_lines(parsed: pa.Table, clock: ClockState, settings: ClockSettings, 
     times = np.where(event_flags, _micros_or_none(parsed["event_time"]), NO_TIME)
     run = advance(clock, settings, keys, _micros_or_none(parsed["ingest_time"]), times)
     events = parsed.filter(is_event).select(list(EVENT_COLUMNS)).cast(EVENT_SCHEMA)
-    for name, values in (("_line", keys), ("_p", run.processing_time), ("_w", run.watermark), ("_w_after", run.watermark_after), ("batch_id", batch_ids)):
+    for name, values in (
+        ("_line", keys),
+        ("_p", run.processing_time),
+        ("_w", run.watermark),
+        ("_w_after", run.watermark_after),
+        ("batch_id", batch_ids),
+    ):
         events = events.append_column(name, pa.array(np.asarray(values, dtype=np.int64)[event_flags], pa.int64()))
     advances = Advances.of(keys, run, batch_ids, clock.watermark_after(settings))
     return ClockedLines(events, keys, np.asarray(batch_ids, dtype=np.int64), run, advances)
@@ -111,7 +138,11 @@ def dead_letter_rows(parsed: pa.Table, batch_ids: np.ndarray) -> pa.Table:
     """The rejected lines of ``parsed`` as ``dead_letter`` rows."""
     rejected = pc.is_valid(parsed["reject_reason"])
     rows = parsed.filter(rejected).select(list(DEAD_LETTER_COLUMNS))
-    batch = np.asarray(batch_ids, dtype=np.int64)[rejected.to_numpy(zero_copy_only=False)] if parsed.num_rows else np.zeros(0, np.int64)
+    batch = (
+        np.asarray(batch_ids, dtype=np.int64)[rejected.to_numpy(zero_copy_only=False)]
+        if parsed.num_rows
+        else np.zeros(0, np.int64)
+    )
     return rows.append_column("batch_id", pa.array(batch, pa.int64())).cast(DEAD_LETTER_SCHEMA)
 
 
@@ -139,13 +170,17 @@ class StreamBatch(MicroBatch):
         return self.state.clock.max_event_time
 
 
-def stream_step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, *, history: bool = False) -> StreamBatch:
+def stream_step(
+    parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, *, history: bool = False
+) -> StreamBatch:
     """Where every line of micro-batch ``batch_id`` goes (``parsed``: its ``parse_events`` rows)."""
     parsed = parsed.take(pc.sort_indices(parsed, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
     batch_ids = np.full(parsed.num_rows, batch_id, dtype=np.int64)
     lines = clocked_lines(parsed, state.clock, settings.clock, batch_ids)
     dedup = deduplicate_stream(lines.events, state.remembered, settings.dedup_horizon)
-    windows = window_step(settings.window, settings.allowed_lateness, dedup.firsts, state.windows, lines.advances, history=history)
+    windows = window_step(
+        settings.window, settings.allowed_lateness, dedup.firsts, state.windows, lines.advances, history=history
+    )
     remembered = pa.concat_tables([state.remembered, remembered_rows(dedup.firsts)])
     after = lines.advances.after
     first_watermark = int(lines.clock.watermark[0]) if parsed.num_rows else NO_TIME

@@ -14,8 +14,8 @@ the newest commit, only as far as the completed batch: a few commits for a live 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from deltalake import DeltaTable
 
@@ -75,7 +75,9 @@ def stream_cut(root, names: Iterable[str], state: str) -> StreamCut:
         return StreamCut(None, {})
     completed = _newest_batch(DeltaTable(str(state_path)))
     if completed is None:  # written in one go (a replay): everything as it stands
-        versions = {name: DeltaTable(str(root / name)).version() for name in names if DeltaTable.is_deltatable(str(root / name))}
+        versions = {
+            name: DeltaTable(str(root / name)).version() for name in names if DeltaTable.is_deltatable(str(root / name))
+        }
         return StreamCut(None, versions)
     versions = {}
     for name in names:

@@ -32,7 +32,10 @@ __all__ = ["METRICS_SCHEMA", "BatchFigures", "metrics_table", "batch_figures", "
 _MONEY = pa.map_(pa.string(), AMOUNT_TOTAL_ARROW_TYPE)
 METRICS_SCHEMA = pa.schema(
     [
-        *[pa.field(name, pa.int64()) for name in ("batch_id", "first_segment", "last_segment", "input_lines", "on_time", "late")],
+        *[
+            pa.field(name, pa.int64())
+            for name in ("batch_id", "first_segment", "last_segment", "input_lines", "on_time", "late")
+        ],
         *[pa.field(name, pa.int64()) for name in ("late_updates", "duplicates", "dead_letters", "heartbeats")],
         *[pa.field(name, UTC_MICROS) for name in ("watermark", "next_watermark", "max_event_time")],
         pa.field("watermark_lag_seconds", pa.float64()),
@@ -127,4 +130,3 @@ def metrics_table(records: list[BatchFigures]) -> pa.Table:
         else:
             columns[field.name] = pa.array(values, field.type)
     return pa.table(columns, schema=METRICS_SCHEMA)
-

@@ -23,7 +23,15 @@ from shared.clock import ClockState
 from shared.dedup import REMEMBERED_SCHEMA
 from shared.stream_windows import WINDOW_ROW_SCHEMA, empty_held
 
-__all__ = ["StreamState", "STATE_SCHEMA", "parts_schema", "parts_table", "state_table", "state_from_table", "table_parts"]
+__all__ = [
+    "StreamState",
+    "STATE_SCHEMA",
+    "parts_schema",
+    "parts_table",
+    "state_table",
+    "state_from_table",
+    "table_parts",
+]
 
 CLOCK_FIELDS = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 
@@ -36,11 +44,13 @@ def parts_schema(column: str, *parts: pa.Schema) -> pa.Schema:
     for schema in parts:
         for field in schema:
             fields.setdefault(field.name, field.with_nullable(True))
-    return pa.schema([
-        pa.field(column, pa.string(), nullable=False),
-        *fields.values(),
-        *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
-    ])
+    return pa.schema(
+        [
+            pa.field(column, pa.string(), nullable=False),
+            *fields.values(),
+            *[pa.field(name, pa.int64()) for name in CLOCK_FIELDS],
+        ]
+    )
 
 
 STATE_SCHEMA = parts_schema("kind", REMEMBERED_SCHEMA, WINDOW_ROW_SCHEMA)  # kind: clock | remembered | window
@@ -53,7 +63,7 @@ class StreamState:
     windows: pa.Table
 
     @classmethod
-    def empty(cls) -> "StreamState":
+    def empty(cls) -> StreamState:
         return cls(ClockState(), REMEMBERED_SCHEMA.empty_table(), empty_held())
 
     @property
@@ -66,7 +76,9 @@ def _part(schema: pa.Schema, column: str, kind: str, table: pa.Table) -> pa.Tabl
     columns = {column: pa.array([kind] * table.num_rows, pa.string())}
     for field in schema:
         if field.name != column:
-            columns[field.name] = table[field.name] if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
+            columns[field.name] = (
+                table[field.name] if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
+            )
     return pa.table(columns).cast(schema)
 
 
@@ -80,8 +92,11 @@ def parts_table(schema: pa.Schema, clock: ClockState, parts: dict[str, pa.Table]
     )
 
 
-def table_parts(table: pa.Table, schemas: dict[str, pa.Schema], *, column: str = "kind") -> tuple[ClockState, dict[str, pa.Table]]:
+def table_parts(
+    table: pa.Table, schemas: dict[str, pa.Schema], *, column: str = "kind"
+) -> tuple[ClockState, dict[str, pa.Table]]:
     """``parts_table`` read back: the clock, and each part's rows with its own ``schemas[kind]``."""
+
     def kind(name: str) -> pa.Table:
         return table.filter(pc.equal(table[column], name))
 

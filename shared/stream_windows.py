@@ -51,8 +51,17 @@ from shared.watermark import (
 from shared.windows import SessionWindows, WindowSpec, assign_windows_table, micros
 
 __all__ = [
-    "WINDOW_ROW_SCHEMA", "WINDOW_CHANGE_SCHEMA", "LATE_SCHEMA", "HISTORY_SCHEMA", "OUTCOME_SCHEMA", "LIFETIME_SCHEMA",
-    "WindowRun", "JudgedPairs", "window_step", "judge_pairs", "empty_held",
+    "WINDOW_ROW_SCHEMA",
+    "WINDOW_CHANGE_SCHEMA",
+    "LATE_SCHEMA",
+    "HISTORY_SCHEMA",
+    "OUTCOME_SCHEMA",
+    "LIFETIME_SCHEMA",
+    "WindowRun",
+    "JudgedPairs",
+    "window_step",
+    "judge_pairs",
+    "empty_held",
 ]
 
 _BATCH = pa.field("batch_id", pa.int64(), nullable=False)
@@ -105,7 +114,9 @@ OUTCOME_SCHEMA = pa.schema(
 # A window (version) the stream held: from the line that created it until the line that merged it
 # away (NO_TIME: never) or until the watermark after a line reached ``expires`` (window end plus
 # the allowed lateness).
-LIFETIME_SCHEMA = pa.schema([pa.field("created", pa.int64()), pa.field("replaced", pa.int64()), pa.field("expires", pa.int64())])
+LIFETIME_SCHEMA = pa.schema(
+    [pa.field("created", pa.int64()), pa.field("replaced", pa.int64()), pa.field("expires", pa.int64())]
+)
 
 
 def empty_held() -> pa.Table:
@@ -123,7 +134,13 @@ class WindowRun:
 
 
 def window_step(
-    spec: WindowSpec, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, *, history: bool = False
+    spec: WindowSpec,
+    allowed_lateness: int,
+    events: pa.Table,
+    held: pa.Table,
+    advances: Advances,
+    *,
+    history: bool = False,
 ) -> WindowRun:
     """Judge ``events`` (first copies in log order with ``_line``, ``_p``, ``_w``, ``_w_after``,
     ``batch_id``) against the windows ``held`` (``WINDOW_ROW_SCHEMA``); see the module docstring."""
@@ -132,7 +149,9 @@ def window_step(
 
 def _with(table: pa.Table, **columns) -> pa.Table:
     for name, values in columns.items():
-        table = table.append_column(name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values))
+        table = table.append_column(
+            name, values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+        )
     return table
 
 
@@ -198,11 +217,15 @@ def judge_pairs(spec, allowed_lateness: int, events: pa.Table) -> JudgedPairs:
     )
 
 
-def _fixed(spec, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool) -> WindowRun:
+def _fixed(
+    spec, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool
+) -> WindowRun:
     judged = judge_pairs(spec, allowed_lateness, events)
     on_time = judged.on_time
     touched = aggregate_windows_table(on_time).join(
-        on_time.group_by(list(WINDOW_KEY), use_threads=False).aggregate([("_p", "max"), ("batch_id", "max"), ("_line", "min")]),
+        on_time.group_by(list(WINDOW_KEY), use_threads=False).aggregate(
+            [("_p", "max"), ("batch_id", "max"), ("_line", "min")]
+        ),
         list(WINDOW_KEY),
     )
     rows = _combine(held, touched, advances)
@@ -280,20 +303,32 @@ def _combine(held: pa.Table, touched: pa.Table, advances: Advances) -> pa.Table:
     ]
     both = pa.concat_tables([part.cast(parts[1].schema) for part in parts])
     rows = both.group_by(list(WINDOW_KEY), use_threads=False).aggregate(
-        [("event_count", "sum"), ("amount_total", "sum"), ("_touched", "max"), ("_had", "max"), ("_was_final", "max"),
-         ("_line", "min"), ("_batch", "max"), ("_ingest", "max")]
+        [
+            ("event_count", "sum"),
+            ("amount_total", "sum"),
+            ("_touched", "max"),
+            ("_had", "max"),
+            ("_was_final", "max"),
+            ("_line", "min"),
+            ("_batch", "max"),
+            ("_ingest", "max"),
+        ]
     )
     return pa.table(
         {
             **{name: rows[name] for name in WINDOW_KEY},
             "event_count": rows["event_count_sum"],
             "amount_total": rows["amount_total_sum"].cast(AGGREGATE_ARROW_SCHEMA.field("amount_total").type),
-            "status": pa.array(np.where(is_final(micros(rows["window_end"]), advances.after), "final", "open"), pa.string()),
+            "status": pa.array(
+                np.where(is_final(micros(rows["window_end"]), advances.after), "final", "open"), pa.string()
+            ),
             "updated_batch_id": rows["_batch_max"],
             "updated_ingest_time": rows["_ingest_max"].cast(UTC_MICROS),
             "_touched": rows["_touched_max"],
             "_had": rows["_had_max"],
-            "_was": pa.array(np.where(rows["_was_final_max"].to_numpy(zero_copy_only=False), "final", "open"), pa.string()),
+            "_was": pa.array(
+                np.where(rows["_was_final_max"].to_numpy(zero_copy_only=False), "final", "open"), pa.string()
+            ),
             "_line_min": rows["_line_min"],
         }
     )
@@ -303,7 +338,23 @@ def _fixed_history(on_time: pa.Table, held: pa.Table, rows: pa.Table, advances: 
     """One row per on-time pair (the window's value after it) and one per window the watermark
     made final without a pair on that line."""
     contributions = _with(
-        on_time.select([*WINDOW_KEY, "_line", "_p", "_w", "_w_after", "batch_id", "segment", "line_number", "event_id", "event_time", "ingest_time", "amount", "_late_update"]),
+        on_time.select(
+            [
+                *WINDOW_KEY,
+                "_line",
+                "_p",
+                "_w",
+                "_w_after",
+                "batch_id",
+                "segment",
+                "line_number",
+                "event_id",
+                "event_time",
+                "ingest_time",
+                "amount",
+                "_late_update",
+            ]
+        ),
         _marker=np.zeros(on_time.num_rows, dtype=bool),
     )
     found = advances.finalising(micros(rows["window_end"]))
@@ -316,15 +367,26 @@ def _fixed_history(on_time: pa.Table, held: pa.Table, rows: pa.Table, advances: 
     at = found[finalising]
     markers = _with(
         finalised.select(list(WINDOW_KEY)),
-        _line=advances.keys[at], _p=advances.processing_time[at], _w=np.full(len(at), NO_TIME, dtype=np.int64),
-        _w_after=advances.watermark_after[at], batch_id=advances.batch_id[at],
-        segment=pa.nulls(len(at), pa.int64()), line_number=pa.nulls(len(at), pa.int64()), event_id=pa.nulls(len(at), pa.string()),
-        event_time=pa.nulls(len(at), UTC_MICROS), ingest_time=pa.nulls(len(at), UTC_MICROS),
-        amount=pa.nulls(len(at), contributions.schema.field("amount").type), _late_update=np.zeros(len(at), dtype=bool),
+        _line=advances.keys[at],
+        _p=advances.processing_time[at],
+        _w=np.full(len(at), NO_TIME, dtype=np.int64),
+        _w_after=advances.watermark_after[at],
+        batch_id=advances.batch_id[at],
+        segment=pa.nulls(len(at), pa.int64()),
+        line_number=pa.nulls(len(at), pa.int64()),
+        event_id=pa.nulls(len(at), pa.string()),
+        event_time=pa.nulls(len(at), UTC_MICROS),
+        ingest_time=pa.nulls(len(at), UTC_MICROS),
+        amount=pa.nulls(len(at), contributions.schema.field("amount").type),
+        _late_update=np.zeros(len(at), dtype=bool),
         _marker=np.ones(len(at), dtype=bool),
     )
     both = pa.concat_tables([contributions, markers.cast(contributions.schema)])
-    both = both.take(pc.sort_indices(both, sort_keys=[*[(k, "ascending") for k in WINDOW_KEY], ("_line", "ascending"), ("_marker", "ascending")]))
+    both = both.take(
+        pc.sort_indices(
+            both, sort_keys=[*[(k, "ascending") for k in WINDOW_KEY], ("_line", "ascending"), ("_marker", "ascending")]
+        )
+    )
     return _history_rows(both, held)
 
 
@@ -332,8 +394,14 @@ def _history_rows(both: pa.Table, held: pa.Table) -> pa.Table:
     """Running values of contributions and markers sorted by window and line, on top of the
     values the windows were held with."""
     windows = _window_codes(both)
-    starts = np.flatnonzero(np.concatenate([[True], windows[1:] != windows[:-1]])) if len(windows) else np.zeros(0, dtype=np.int64)
-    held_values = {key: (n, a) for key, n, a in zip(_keys(held), held["event_count"].to_pylist(), held["amount_total"].to_pylist())}
+    starts = (
+        np.flatnonzero(np.concatenate([[True], windows[1:] != windows[:-1]]))
+        if len(windows)
+        else np.zeros(0, dtype=np.int64)
+    )
+    held_values = {
+        key: (n, a) for key, n, a in zip(_keys(held), held["event_count"].to_pylist(), held["amount_total"].to_pylist())
+    }
     firsts = _keys(both.take(pa.array(starts, pa.int64())))
     base = [held_values.get(key, (0, None)) for key in firsts]
     sizes = np.diff(np.concatenate([starts, [len(windows)]]))
@@ -351,7 +419,10 @@ def _history_rows(both: pa.Table, held: pa.Table) -> pa.Table:
             **{name: both[name] for name in WINDOW_KEY},
             "event_count": pa.array(counts, pa.int64()),
             "amount_total": from_micros(money),
-            "status": pa.array(np.where(is_final(micros(both["window_end"]), both["_w_after"].to_numpy()), "final", "open"), pa.string()),
+            "status": pa.array(
+                np.where(is_final(micros(both["window_end"]), both["_w_after"].to_numpy()), "final", "open"),
+                pa.string(),
+            ),
             "change": pa.array(np.where(marker, "final", "update"), pa.string()),
             "late_update": both["_late_update"],
             "processing_time": _timestamps(both["_p"].to_numpy()),
@@ -421,7 +492,9 @@ class _Version:
         return (self.start, self.end, *self.key)
 
 
-def _sessions(spec: SessionWindows, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool) -> WindowRun:
+def _sessions(
+    spec: SessionWindows, allowed_lateness: int, events: pa.Table, held: pa.Table, advances: Advances, history: bool
+) -> WindowRun:
     return _Sessions(spec, allowed_lateness, advances, history).run(events, held)
 
 
@@ -438,7 +511,9 @@ class _Sessions:
         for version in versions:
             active.setdefault(version.key, []).append(version)
         late = np.zeros(events.num_rows, dtype=bool)
-        line, processing, mark, batch = (events[c].to_numpy(zero_copy_only=False) for c in ("_line", "_p", "_w", "batch_id"))
+        line, processing, mark, batch = (
+            events[c].to_numpy(zero_copy_only=False) for c in ("_line", "_p", "_w", "batch_id")
+        )
         times, money = micros(events["event_time"]), to_micros(events["amount"])
         keys = list(zip(events["account_id"].to_pylist(), events["currency"].to_pylist()))
         for i, key in enumerate(keys):
@@ -451,9 +526,15 @@ class _Sessions:
                 late[i] = True
                 continue
             merged = _Version(
-                key=key, start=min([t, *(s.start for s in touching)]), end=max([t + gap, *(s.end for s in touching)]),
-                count=1 + sum(s.count for s in touching), micros=int(money[i]) + sum(s.micros for s in touching),
-                batch=int(batch[i]), processing_time=int(processing[i]), created=int(line[i]), event=i,
+                key=key,
+                start=min([t, *(s.start for s in touching)]),
+                end=max([t + gap, *(s.end for s in touching)]),
+                count=1 + sum(s.count for s in touching),
+                micros=int(money[i]) + sum(s.micros for s in touching),
+                batch=int(batch[i]),
+                processing_time=int(processing[i]),
+                created=int(line[i]),
+                event=i,
             )
             for old in touching:
                 old.replaced = int(line[i])
@@ -467,10 +548,26 @@ class _Sessions:
         ingest = held["updated_ingest_time"].cast(pa.int64()).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
         totals = to_micros(held["amount_total"])
         return [
-            _Version(key=(a, c), start=int(s), end=int(e), count=n, micros=int(m), batch=b, processing_time=int(p), status_before=status)
+            _Version(
+                key=(a, c),
+                start=int(s),
+                end=int(e),
+                count=n,
+                micros=int(m),
+                batch=b,
+                processing_time=int(p),
+                status_before=status,
+            )
             for a, c, s, e, n, m, b, p, status in zip(
-                held["account_id"].to_pylist(), held["currency"].to_pylist(), starts, ends, held["event_count"].to_pylist(),
-                totals, held["updated_batch_id"].to_pylist(), ingest, held["status"].to_pylist(),
+                held["account_id"].to_pylist(),
+                held["currency"].to_pylist(),
+                starts,
+                ends,
+                held["event_count"].to_pylist(),
+                totals,
+                held["updated_batch_id"].to_pylist(),
+                ingest,
+                held["status"].to_pylist(),
             )
         ]
 
@@ -480,7 +577,11 @@ class _Sessions:
 
     def _result(self, events: pa.Table, late: np.ndarray, versions: list[_Version]) -> WindowRun:
         alive = [v for v in versions if v.replaced == NO_TIME]
-        changed = [v for v in alive if v.status_before is None or (v.status_before == "open" and self._status(v.end) == "final")]
+        changed = [
+            v
+            for v in alive
+            if v.status_before is None or (v.status_before == "open" and self._status(v.end) == "final")
+        ]
         alive_windows = {v.window for v in alive}
         deleted = sorted({v.window for v in versions if v.replaced != NO_TIME} - alive_windows)
         after, lateness = self.advances.after, self.lateness
@@ -493,7 +594,12 @@ class _Sessions:
             window_end=pa.array(micros(late_events["event_time"]) + self.gap).cast(UTC_MICROS),
         )
         return WindowRun(
-            changes=pa.concat_tables([_with(self._rows(changed), _delete=np.zeros(len(changed), dtype=bool)).cast(WINDOW_CHANGE_SCHEMA), _deletes(deleted)]),
+            changes=pa.concat_tables(
+                [
+                    _with(self._rows(changed), _delete=np.zeros(len(changed), dtype=bool)).cast(WINDOW_CHANGE_SCHEMA),
+                    _deletes(deleted),
+                ]
+            ),
             late=_late_rows(late_table),
             outcomes=_outcomes(events, late, np.zeros(events.num_rows, dtype=np.int64)),
             held=self._rows(held),
@@ -539,7 +645,11 @@ class _Sessions:
                 already_final = v.status_before == "final"
             if not already_final:
                 found = int(advances.finalising(np.array([v.end]))[0])
-                if found >= 0 and advances.keys[found] > v.created and (v.replaced == NO_TIME or advances.keys[found] < v.replaced):
+                if (
+                    found >= 0
+                    and advances.keys[found] > v.created
+                    and (v.replaced == NO_TIME or advances.keys[found] < v.replaced)
+                ):
                     records.append((v, "final", "final", int(advances.keys[found]), found))
             if v.replaced != NO_TIME:
                 records.append((v, "delete", "open", v.replaced, None))
@@ -576,7 +686,10 @@ def _session_history_table(records: list[tuple], events: pa.Table, advances: Adv
     picked = events.take(pa.array(present, pa.int64())) if present else events.slice(0, 0)
     position = {row: n for n, row in enumerate(present)}
     column = lambda name: pa.array(
-        [picked[name][position[i]].as_py() if (i is not None and r[1] == "update") else None for i, r in zip(event_rows, records)],
+        [
+            picked[name][position[i]].as_py() if (i is not None and r[1] == "update") else None
+            for i, r in zip(event_rows, records)
+        ],
         picked.schema.field(name).type,
     )
     processing, batch = [], []
@@ -596,7 +709,9 @@ def _session_history_table(records: list[tuple], events: pa.Table, advances: Adv
             "account_id": pa.array([r[0].key[0] for r in records], pa.string()),
             "currency": pa.array([r[0].key[1] for r in records], pa.string()),
             "event_count": pa.array([0 if d else r[0].count for r, d in zip(records, deleted)], pa.int64()),
-            "amount_total": from_micros(np.array([0 if d else r[0].micros for r, d in zip(records, deleted)], dtype=object)),
+            "amount_total": from_micros(
+                np.array([0 if d else r[0].micros for r, d in zip(records, deleted)], dtype=object)
+            ),
             "status": pa.array([r[2] for r in records], pa.string()),
             "change": pa.array([r[1] for r in records], pa.string()),
             "late_update": pa.array([False] * count, pa.bool_()),

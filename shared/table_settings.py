@@ -25,15 +25,26 @@ told, and refuses an explicit ``--window-size 1m``.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from deltalake import DeltaTable
 
 from shared.config import LabConfig, with_settings
 
 __all__ = [
-    "SettingsConflict", "window_settings", "line_settings", "batch_settings", "stream_settings", "interval_join_truth_settings", "interval_join_settings", "recorded", "require", "record",
-    "adopt", "agreed", "LINE_KEYS",
+    "SettingsConflict",
+    "window_settings",
+    "line_settings",
+    "batch_settings",
+    "stream_settings",
+    "interval_join_truth_settings",
+    "interval_join_settings",
+    "recorded",
+    "require",
+    "record",
+    "adopt",
+    "agreed",
+    "LINE_KEYS",
 ]
 
 _PREFIX = "lklab."
@@ -84,11 +95,15 @@ def recorded(tables, name: str) -> dict[str, str]:
     if not tables.exists(name):
         return {}
     configuration = DeltaTable(str(tables.path(name))).metadata().configuration
-    return {key[len(_PREFIX):]: value for key, value in configuration.items() if key.startswith(_PREFIX)}
+    return {key[len(_PREFIX) :]: value for key, value in configuration.items() if key.startswith(_PREFIX)}
 
 
 def _differences(have: Mapping[str, str], want: Mapping[str, str]) -> list[str]:
-    return [f"{key} {have[key]} (table) against {want[key]} (this run)" for key in want if key in have and have[key] != want[key]]
+    return [
+        f"{key} {have[key]} (table) against {want[key]} (this run)"
+        for key in want
+        if key in have and have[key] != want[key]
+    ]
 
 
 def require(tables, names: Iterable[str], settings: Mapping[str, str]) -> None:
@@ -135,10 +150,16 @@ def adopt(config: LabConfig, settings: Mapping[str, str], source: str) -> LabCon
     """``config`` with the ``settings`` recorded by ``source`` where the user set nothing;
     an explicit setting that contradicts them is refused."""
     if "window-kind" in settings and settings["window-kind"] != config.window_kind and "window-kind" in config.explicit:
-        raise SettingsConflict(f"window-kind {config.window_kind} given, but {source} holds {settings['window-kind']} windows")
+        raise SettingsConflict(
+            f"window-kind {config.window_kind} given, but {source} holds {settings['window-kind']} windows"
+        )
     adopted = with_settings(config, {key: value for key, value in settings.items() if key == "window-kind"})
     described = adopted.describe()
-    clashes = [key for key, value in settings.items() if key in adopted.explicit and described.get(key) != value and key != "window-kind"]
+    clashes = [
+        key
+        for key, value in settings.items()
+        if key in adopted.explicit and described.get(key) != value and key != "window-kind"
+    ]
     if clashes:
         detail = "; ".join(f"--{key} {described[key]} given, {source} holds {settings[key]}" for key in clashes)
         raise SettingsConflict(f"settings contradict the tables: {detail}. Drop the flag to use the tables' settings")

@@ -174,7 +174,9 @@ class Tables:
             writer.save(str(self.path(name)))
             return True
         if isinstance(rows, DataFrame) and not partition_by:
-            self._commit_files(name, rows, predicate, _txn(app_id, version) if app_id is not None else None, replace=True)
+            self._commit_files(
+                name, rows, predicate, _txn(app_id, version) if app_id is not None else None, replace=True
+            )
             return True
         write_deltalake(
             self._target(name),
@@ -212,7 +214,9 @@ class Tables:
         columns = [c for c in source.column_names if c not in ("_delete", "_partial")]
         whole = "NOT s._delete AND NOT s._partial"
         if not self.exists(name):
-            keep = source.filter(pa.compute.invert(pa.compute.or_(source["_delete"], source["_partial"]))).select(columns)
+            keep = source.filter(pa.compute.invert(pa.compute.or_(source["_delete"], source["_partial"]))).select(
+                columns
+            )
             write_deltalake(str(self.path(name)), keep, mode="append", commit_properties=_txn(app_id, version))
             return True
         on = " AND ".join([*([target_filter] if target_filter else []), *(f"t.{k} = s.{k}" for k in keys)])
@@ -222,13 +226,19 @@ class Tables:
             from delta.tables import DeltaTable as SparkDeltaTable
 
             with self._spark_txn(app_id, version):
-                merge = SparkDeltaTable.forPath(self.spark, str(self.path(name))).alias("t").merge(self._frame(source).alias("s"), on)
+                merge = (
+                    SparkDeltaTable.forPath(self.spark, str(self.path(name)))
+                    .alias("t")
+                    .merge(self._frame(source).alias("s"), on)
+                )
                 merge = merge.whenMatchedDelete("s._delete")
                 if partial:
                     merge = merge.whenMatchedUpdate("s._partial", partial)
                 merge.whenMatchedUpdate(whole, values).whenNotMatchedInsert(whole, values).execute()
             return True
-        merge = self._latest(name).merge(source, on, source_alias="s", target_alias="t", commit_properties=_txn(app_id, version))
+        merge = self._latest(name).merge(
+            source, on, source_alias="s", target_alias="t", commit_properties=_txn(app_id, version)
+        )
         merge = merge.when_matched_delete("s._delete")
         if partial:
             merge = merge.when_matched_update(partial, "s._partial")
@@ -263,7 +273,9 @@ class Tables:
         if not self.exists(name):
             schema = to_arrow_schema(rows.schema, timezone="UTC")
             adds = _write_files(rows, root, schema)
-            create_table_with_add_actions(str(root), _delta_schema(schema), adds, mode="append", commit_properties=commit)
+            create_table_with_add_actions(
+                str(root), _delta_schema(schema), adds, mode="append", commit_properties=commit
+            )
             return
         table = self._latest(name)
         if not _plain(table):
@@ -278,8 +290,10 @@ class Tables:
                 removed = list(current)
             else:
                 matches = F.coalesce(F.expr(predicate), F.lit(False))
-                existing = self.spark.read.schema(rows.schema).parquet(*current.values()).withColumn(
-                    "_file", F.regexp_extract("_metadata.file_path", "[^/]+$", 0)
+                existing = (
+                    self.spark.read.schema(rows.schema)
+                    .parquet(*current.values())
+                    .withColumn("_file", F.regexp_extract("_metadata.file_path", "[^/]+$", 0))
                 )
                 removed = [r["_file"] for r in existing.where(matches).select("_file").distinct().collect()]
                 if removed:
@@ -338,7 +352,10 @@ class Tables:
     @contextmanager
     def _spark_txn(self, app_id: str, version: int):
         """delta-spark: tag the DML run inside with an app transaction (session settings)."""
-        keys = {"spark.databricks.delta.write.txnAppId": app_id, "spark.databricks.delta.write.txnVersion": str(version)}
+        keys = {
+            "spark.databricks.delta.write.txnAppId": app_id,
+            "spark.databricks.delta.write.txnVersion": str(version),
+        }
         for key, value in keys.items():
             self.spark.conf.set(key, value)
         try:

@@ -17,7 +17,17 @@ from shared.visitors_stream import VisitorBatch
 
 __all__ = ["VISITOR_METRICS_SCHEMA", "visitor_metrics_row"]
 
-_COUNTS = ("input_lines", "views", "duplicates", "dead_letters", "heartbeats", "new_urls", "repeats", "late_pairs", "state_entries")
+_COUNTS = (
+    "input_lines",
+    "views",
+    "duplicates",
+    "dead_letters",
+    "heartbeats",
+    "new_urls",
+    "repeats",
+    "late_pairs",
+    "state_entries",
+)
 VISITOR_METRICS_SCHEMA = metrics_schema(_COUNTS)
 
 
@@ -28,7 +38,10 @@ def _sum(table: pa.Table, column: str) -> int:
 def visitor_metrics_row(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> pa.Table:
     """The metrics row of micro-batch ``batch_id`` (``parsed``: its lines, ``step``: where they went)."""
     return metrics_row(
-        VISITOR_METRICS_SCHEMA, batch_id, parsed, step,
+        VISITOR_METRICS_SCHEMA,
+        batch_id,
+        parsed,
+        step,
         views=step.outcomes.num_rows,
         new_urls=_sum(step.outcomes, "new_urls"),
         repeats=_sum(step.outcomes, "repeats"),

@@ -39,8 +39,17 @@ from shared.stream_state import parts_schema, parts_table, table_parts
 from shared.windows import micros
 
 __all__ = [
-    "REMEMBERED_SCHEMA", "ENTRY_SCHEMA", "SEEN_SCHEMA", "SEEN_TABLE_SCHEMA", "STATE_SCHEMA", "VisitorState", "expired", "seen_set",
-    "seen_table", "state_table", "state_from_table",
+    "REMEMBERED_SCHEMA",
+    "ENTRY_SCHEMA",
+    "SEEN_SCHEMA",
+    "SEEN_TABLE_SCHEMA",
+    "STATE_SCHEMA",
+    "VisitorState",
+    "expired",
+    "seen_set",
+    "seen_table",
+    "state_table",
+    "state_from_table",
 ]
 
 REMEMBERED_SCHEMA = pa.schema([*PAGE_VIEW_SCHEMA, pa.field("remembered_from", UTC_MICROS)])
@@ -58,9 +67,13 @@ ENTRY_SCHEMA = pa.schema(
         pa.field("last_seen", UTC_MICROS),
     ]
 )
-SEEN_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("url", pa.string()), pa.field("last_seen", UTC_MICROS)])
+SEEN_SCHEMA = pa.schema(
+    [pa.field("user_id", pa.string()), pa.field("url", pa.string()), pa.field("last_seen", UTC_MICROS)]
+)
 # ``visitors_seen``: the seen set as of micro-batch ``batch_id``, ``as_of`` the processing time after it.
-SEEN_TABLE_SCHEMA = pa.schema([*SEEN_SCHEMA, pa.field("as_of", UTC_MICROS), pa.field("batch_id", pa.int64(), nullable=False)])
+SEEN_TABLE_SCHEMA = pa.schema(
+    [*SEEN_SCHEMA, pa.field("as_of", UTC_MICROS), pa.field("batch_id", pa.int64(), nullable=False)]
+)
 STATE_SCHEMA = parts_schema("kind", REMEMBERED_SCHEMA, ENTRY_SCHEMA)  # kind: clock | remembered | member
 
 
@@ -71,7 +84,7 @@ class VisitorState:
     members: pa.Table
 
     @classmethod
-    def empty(cls) -> "VisitorState":
+    def empty(cls) -> VisitorState:
         return cls(ClockState(), REMEMBERED_SCHEMA.empty_table(), ENTRY_SCHEMA.empty_table())
 
     @property
@@ -92,7 +105,9 @@ def expired(members: pa.Table, watermark, processing_time, allowed_lateness: int
     or one per entry."""
     count = members.num_rows
     marks = np.broadcast_to(np.asarray(NO_TIME if watermark is None else watermark, dtype=np.int64), (count,))
-    moments = np.broadcast_to(np.asarray(NO_TIME if processing_time is None else processing_time, dtype=np.int64), (count,))
+    moments = np.broadcast_to(
+        np.asarray(NO_TIME if processing_time is None else processing_time, dtype=np.int64), (count,)
+    )
     released = (marks != NO_TIME) & (marks >= micros(members["window_end"]) + allowed_lateness)
     return released & (moments != NO_TIME) & (moments >= micros(members["last_seen"]) + state_ttl)
 
@@ -110,7 +125,11 @@ def seen_table(state: VisitorState, batch_id: int) -> pa.Table:
     (``SEEN_TABLE_SCHEMA``): ``as_of`` is the state's processing time, the same on every row."""
     seen = seen_set(state)
     as_of = pa.array([state.clock.processing_time] * seen.num_rows, pa.int64()).cast(UTC_MICROS)
-    return seen.append_column("as_of", as_of).append_column("batch_id", pa.array([batch_id] * seen.num_rows, pa.int64())).cast(SEEN_TABLE_SCHEMA)
+    return (
+        seen.append_column("as_of", as_of)
+        .append_column("batch_id", pa.array([batch_id] * seen.num_rows, pa.int64()))
+        .cast(SEEN_TABLE_SCHEMA)
+    )
 
 
 def state_table(state: VisitorState) -> pa.Table:

@@ -56,8 +56,15 @@ from shared.watermark import LATENESS_TYPE, is_final, is_late, lateness_seconds
 from shared.windows import WindowSpec, micros
 
 __all__ = [
-    "DEFAULT_STATE_TTL", "VisitorSettings", "VisitorBatch", "VISITOR_WINDOW_SCHEMA", "VISITOR_MEMBER_SCHEMA", "VISITOR_LATE_SCHEMA",
-    "VISITOR_DUPLICATE_SCHEMA", "DEAD_LETTER_SCHEMA", "visitors_step",
+    "DEFAULT_STATE_TTL",
+    "VisitorSettings",
+    "VisitorBatch",
+    "VISITOR_WINDOW_SCHEMA",
+    "VISITOR_MEMBER_SCHEMA",
+    "VISITOR_LATE_SCHEMA",
+    "VISITOR_DUPLICATE_SCHEMA",
+    "DEAD_LETTER_SCHEMA",
+    "visitors_step",
 ]
 
 DEFAULT_STATE_TTL = 24 * 3600 * 1_000_000
@@ -87,8 +94,13 @@ VISITOR_LATE_SCHEMA = pa.schema(
     ]
 )
 VISITOR_DUPLICATE_SCHEMA = pa.schema(
-    [*PAGE_VIEW_SCHEMA, pa.field("first_segment", pa.int64()), pa.field("first_line_number", pa.int64()),
-     pa.field("payload_conflict", pa.bool_()), _BATCH]
+    [
+        *PAGE_VIEW_SCHEMA,
+        pa.field("first_segment", pa.int64()),
+        pa.field("first_line_number", pa.int64()),
+        pa.field("payload_conflict", pa.bool_()),
+        _BATCH,
+    ]
 )
 
 
@@ -187,7 +199,9 @@ def visitors_step(parsed: pa.Table, state: VisitorState, settings: VisitorSettin
         members=_member_rows(on_time.filter(pa.array(new_flags))),
         windows=_window_changes(entries, on_time.filter(pa.array(new_flags)), before_after, after),
         outcomes=_outcomes(firsts, pairs["_view"].to_numpy(), late_flags, new_flags, ~late_flags),
-        state=VisitorState(run.state, still_remembered(remembered, after, settings.dedup_horizon), kept.cast(ENTRY_SCHEMA)),
+        state=VisitorState(
+            run.state, still_remembered(remembered, after, settings.dedup_horizon), kept.cast(ENTRY_SCHEMA)
+        ),
     )
 
 
@@ -196,11 +210,15 @@ def _count(held: pa.Table, on_time: pa.Table, batch_id: int) -> tuple[np.ndarray
     (``last_seen``: the latest ``p`` of an on-time view of the entry)."""
     both = pa.concat_tables([held.select(list(MEMBER_KEY)), on_time.select(list(MEMBER_KEY))])
     firsts = first_views(both)
-    new_flags = firsts[held.num_rows:]
+    new_flags = firsts[held.num_rows :]
     added = on_time.filter(pa.array(new_flags))
     fresh = pa.table(
         {
-            **{name: added[name] for name in ENTRY_SCHEMA.names if name in added.column_names and name not in ("last_seen",)},
+            **{
+                name: added[name]
+                for name in ENTRY_SCHEMA.names
+                if name in added.column_names and name not in ("last_seen",)
+            },
             "added_at": _timestamps(added["_p"].to_numpy()),
             "added_batch_id": pa.array(np.full(added.num_rows, batch_id, dtype=np.int64)),
             "last_seen": _timestamps(added["_p"].to_numpy()),
@@ -225,7 +243,9 @@ def _adds_url(entries: pa.Table, late: pa.Table, settings: VisitorSettings) -> n
     numbered = late.select(list(MEMBER_KEY)).append_column("_pair", pa.array(np.arange(late.num_rows, dtype=np.int64)))
     found = numbered.join(entries.select([*MEMBER_KEY, "last_seen"]), list(MEMBER_KEY), join_type="inner")
     rows = found["_pair"].to_numpy()
-    alive = ~expired(found, late["_w"].to_numpy()[rows], late["_p"].to_numpy()[rows], settings.allowed_lateness, settings.state_ttl)
+    alive = ~expired(
+        found, late["_w"].to_numpy()[rows], late["_p"].to_numpy()[rows], settings.allowed_lateness, settings.state_ttl
+    )
     adds = np.ones(late.num_rows, dtype=bool)
     adds[rows[alive]] = False
     return adds
@@ -266,7 +286,11 @@ def _window_changes(entries: pa.Table, added: pa.Table, before: int | None, afte
     final_now = is_final(ends, after)
     touched = np.zeros(windows.num_rows, dtype=bool)
     if added.num_rows:
-        marks = pa.table({name: added[name] for name in WINDOW_KEY}).group_by(list(WINDOW_KEY), use_threads=False).aggregate([])
+        marks = (
+            pa.table({name: added[name] for name in WINDOW_KEY})
+            .group_by(list(WINDOW_KEY), use_threads=False)
+            .aggregate([])
+        )
         marks = marks.append_column("_touched", pa.array(np.ones(marks.num_rows, dtype=bool)))
         joined = windows.join(marks, list(WINDOW_KEY), join_type="left outer")
         windows, ends, final_now = joined, micros(joined["window_end"]), is_final(micros(joined["window_end"]), after)
@@ -284,7 +308,9 @@ def _window_changes(entries: pa.Table, added: pa.Table, before: int | None, afte
     return rows.cast(VISITOR_WINDOW_SCHEMA).sort_by([(name, "ascending") for name in WINDOW_KEY])
 
 
-def _outcomes(firsts: pa.Table, view: np.ndarray, late_flags: np.ndarray, new_flags: np.ndarray, on_time_flags: np.ndarray) -> pa.Table:
+def _outcomes(
+    firsts: pa.Table, view: np.ndarray, late_flags: np.ndarray, new_flags: np.ndarray, on_time_flags: np.ndarray
+) -> pa.Table:
     size = firsts.num_rows
     new_per_pair = np.zeros(len(view), dtype=bool)
     new_per_pair[np.flatnonzero(on_time_flags)[new_flags]] = True

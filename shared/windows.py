@@ -38,8 +38,9 @@ What differs between the kinds lives on the kinds, so no other module asks which
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar, Union
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -96,7 +97,7 @@ class _FixedWindows:
         """``fixed``: an event's windows follow from its time alone (see the module docstring)."""
         return fixed
 
-    def require_fixed(self, why: str) -> "FixedWindows":
+    def require_fixed(self, why: str) -> FixedWindows:
         return self
 
     def assign(self, events: pa.Table) -> pa.Table:
@@ -128,13 +129,23 @@ class _FixedWindows:
         time = F.unix_micros("event_time")
         latest = _floor_column(time, self.step)
         if self.windows_per_event == 1:  # tumbling: the one window holding the time
-            return events.withColumns({"window_start": F.timestamp_micros(latest), "window_end": F.timestamp_micros(latest + F.lit(self.size))})
+            return events.withColumns(
+                {
+                    "window_start": F.timestamp_micros(latest),
+                    "window_end": F.timestamp_micros(latest + F.lit(self.size)),
+                }
+            )
         back = F.explode(F.sequence(F.lit(0), F.lit(self.windows_per_event - 1))).alias("_back")
         return (
             events.select("*", back)
             .withColumn("window_start", latest - F.col("_back") * F.lit(self.step))
             .where(time < F.col("window_start") + F.lit(self.size))
-            .withColumns({"window_start": F.timestamp_micros("window_start"), "window_end": F.timestamp_micros(F.col("window_start") + F.lit(self.size))})
+            .withColumns(
+                {
+                    "window_start": F.timestamp_micros("window_start"),
+                    "window_end": F.timestamp_micros(F.col("window_start") + F.lit(self.size)),
+                }
+            )
             .drop("_back")
         )
 
@@ -204,7 +215,7 @@ class SessionWindows:
         """``merging``: an event's session depends on the other events of its key."""
         return merging
 
-    def require_fixed(self, why: str) -> "FixedWindows":
+    def require_fixed(self, why: str) -> FixedWindows:
         raise ValueError(f"{why}: window-kind must be tumbling or sliding, not {self.kind}")
 
     def assign(self, events: pa.Table) -> pa.Table:
@@ -219,7 +230,10 @@ class SessionWindows:
     def late_windows(self, late: DataFrame) -> DataFrame:
         """One row per late line, its window the session its event forms alone: ``[t, t + gap)``."""
         return late.dropDuplicates(["segment", "line_number"]).withColumns(
-            {"window_start": F.col("event_time"), "window_end": F.timestamp_micros(F.unix_micros("event_time") + F.lit(self.gap))}
+            {
+                "window_start": F.col("event_time"),
+                "window_end": F.timestamp_micros(F.unix_micros("event_time") + F.lit(self.gap)),
+            }
         )
 
     def merged(self, rows: DataFrame) -> DataFrame:
@@ -231,13 +245,15 @@ class SessionWindows:
         session = Window.partitionBy(*KEY_COLUMNS, "_session")
         return (
             rows.withColumn("_session", F.sum(starts).over(ordered))
-            .withColumns({"window_start": F.min("window_start").over(session), "window_end": F.max("window_end").over(session)})
+            .withColumns(
+                {"window_start": F.min("window_start").over(session), "window_end": F.max("window_end").over(session)}
+            )
             .drop("_session")
         )
 
 
-FixedWindows = Union[TumblingWindows, SlidingWindows]
-WindowSpec = Union[TumblingWindows, SlidingWindows, SessionWindows]
+FixedWindows = TumblingWindows | SlidingWindows
+WindowSpec = TumblingWindows | SlidingWindows | SessionWindows
 
 
 def window_spec(kind: str, *, size: int, slide: int | None = None, gap: int) -> WindowSpec:

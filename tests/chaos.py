@@ -83,8 +83,14 @@ def _environment(lake: Path) -> dict[str, str]:
 
 
 def _start(lake: Path, job: str, stderr) -> subprocess.Popen:
-    return subprocess.Popen([LKLAB, *JOBS[job]], env=_environment(lake), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    return subprocess.Popen(
+        [LKLAB, *JOBS[job]],
+        env=_environment(lake),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+    )
 
 
 def _end(process: subprocess.Popen) -> None:
@@ -160,8 +166,18 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
 
     chooser = random.Random(seed)
     template = scratch / "template"
-    generate(GeneratorParams(events=events, accounts=6, seed=seed, span=2 * 3_600_000_000, segment_interval=segment_minutes * 60_000_000,
-                             duplicate_rate=0.02, malformed_rate=0.01), template)
+    generate(
+        GeneratorParams(
+            events=events,
+            accounts=6,
+            seed=seed,
+            span=2 * 3_600_000_000,
+            segment_interval=segment_minutes * 60_000_000,
+            duplicate_rate=0.02,
+            malformed_rate=0.01,
+        ),
+        template,
+    )
     reference, wrecked = scratch / "reference", scratch / "chaos"
     for copy in (reference, wrecked):
         shutil.copytree(template, copy)
@@ -191,7 +207,9 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
             # a rerun, and draw the next moment within the time it took from here
             _restore(snapshot, wrecked)
             durations[job] = ran
-            say(f"chaos: lklab {job} had finished after {ran:.1f}s, before its kill at {moment:.1f}s; its work undone, drawn again")
+            say(
+                f"chaos: lklab {job} had finished after {ran:.1f}s, before its kill at {moment:.1f}s; its work undone, drawn again"
+            )
         _finish(wrecked, job)
         say(f"chaos: lklab {job} run to completion")
     expected, found = _rows(reference), _rows(wrecked)
@@ -206,10 +224,14 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of a running job across the four jobs (default 20)")
+    parser.add_argument(
+        "--kills", type=int, default=20, help="SIGKILLs of a running job across the four jobs (default 20)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed: which jobs, at which moments (default 1)")
     parser.add_argument("--events", type=int, default=3000, help="events in the generated log (default 3,000)")
-    parser.add_argument("--segment-minutes", type=int, default=10, help="event time per log segment (default 10: 12 segments)")
+    parser.add_argument(
+        "--segment-minutes", type=int, default=10, help="event time per log segment (default 10: 12 segments)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lklab-chaos-") as scratch:
         result = chaos(args.kills, args.seed, args.events, Path(scratch), segment_minutes=args.segment_minutes)

@@ -27,7 +27,9 @@ if "SPARK_SUBMIT_OPTS" not in os.environ:
 
     from tests.jvm_archive import archive_options
 
-    os.environ["SPARK_SUBMIT_OPTS"] = archive_options("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", Path(__file__).resolve().parents[1])
+    os.environ["SPARK_SUBMIT_OPTS"] = archive_options(
+        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", Path(__file__).resolve().parents[1]
+    )
 
 
 def pytest_report_header():
@@ -72,8 +74,14 @@ def raw_frame(spark, lines: list, segment: int = 1):
     as ``read_as_the_log_does`` gives a line it cut."""
     from pyspark.sql import functions as F
 
-    pairs = [line if isinstance(line, tuple) else (line if isinstance(line, bytes) else line.encode(), None) for line in lines]
-    rows = [(segment, number, bytearray(kept), len(kept) if length is None else length) for number, (kept, length) in enumerate(pairs, start=1)]
+    pairs = [
+        line if isinstance(line, tuple) else (line if isinstance(line, bytes) else line.encode(), None)
+        for line in lines
+    ]
+    rows = [
+        (segment, number, bytearray(kept), len(kept) if length is None else length)
+        for number, (kept, length) in enumerate(pairs, start=1)
+    ]
     frame = spark.createDataFrame(rows, "segment long, line_number long, raw_line binary, line_bytes long")
     return frame.select("segment", "line_number", F.col("raw_line").cast("string").alias("raw_line"), "line_bytes")
 

@@ -34,4 +34,6 @@ def kill_at_each(lake: Path, pipeline: str, settings: list[str], points: list[st
     argv = [str(VENV_BIN / "lklab"), "speed", "--available-now", "--pipeline", pipeline, "--lake", str(lake), *settings]
     for crash_at in points:
         killed = run(argv, env={**env, "LKLAB_CRASH_AT": crash_at}, timeout=300)
-        assert killed.returncode == -signal.SIGKILL, f"{crash_at} was not reached ({CRASH_SEED}={seed}):\n{killed.stderr[-3000:]}"
+        assert killed.returncode == -signal.SIGKILL, (
+            f"{crash_at} was not reached ({CRASH_SEED}={seed}):\n{killed.stderr[-3000:]}"
+        )

@@ -60,16 +60,24 @@ def archive_options(options: str, repo: Path) -> str:
         archive = Path(tempfile.gettempdir()) / f"lklab-tests-jvm-{_key(options)}.jsa"
         if not archive.exists():
             partial = archive.with_suffix(f".{os.getpid()}.part")
-            env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{options} {QUIET} -XX:ArchiveClassesAtExit={partial}",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
-                   "PYSPARK_PYTHON": sys.executable}
+            env = {
+                **os.environ,
+                "SPARK_SUBMIT_OPTS": f"{options} {QUIET} -XX:ArchiveClassesAtExit={partial}",
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+                "PYSPARK_PYTHON": sys.executable,
+            }
             spark_submit = Path(sys.executable).parent / "spark-submit"
             with tempfile.TemporaryDirectory(prefix="lklab-cds-") as scratch:
                 script = Path(scratch) / "dump.py"
                 script.write_text(DUMP)
                 # spark-submit execs the JVM: it has written the archive when this returns
-                done = subprocess.run([str(spark_submit), "--master", "local[2]", str(script)], env=env,
-                                      capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+                done = subprocess.run(
+                    [str(spark_submit), "--master", "local[2]", str(script)],
+                    env=env,
+                    capture_output=True,
+                    timeout=600,
+                    stdin=subprocess.DEVNULL,
+                )
             if done.returncode != 0 or not partial.exists():
                 partial.unlink(missing_ok=True)
                 return options

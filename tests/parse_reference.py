@@ -13,9 +13,7 @@ from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, AMOUNT_TYPE, EVENT_TYP
 from shared.expressions import built_once
 
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
-_DECIMAL_IN_RANGE = (
-    rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
-)
+_DECIMAL_IN_RANGE = rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"
 _ISO_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 
 
@@ -79,7 +77,8 @@ def _parse_stages() -> tuple[list[Column], ...]:
         *[F.schema_of_variant(f"_field_{name}").alias(f"_type_{name}") for name in fields],
         # a heartbeat is exactly the JSON value true (not "true", not 1)
         F.coalesce(
-            (F.schema_of_variant("_field_heartbeat") == "BOOLEAN") & F.try_variant_get("_field_heartbeat", "$", "boolean"),
+            (F.schema_of_variant("_field_heartbeat") == "BOOLEAN")
+            & F.try_variant_get("_field_heartbeat", "$", "boolean"),
             F.lit(False),
         ).alias("_heartbeat"),
     ]
@@ -99,12 +98,14 @@ def _parse_stages() -> tuple[list[Column], ...]:
         (F.col("_not_json"), "not_json", None),
         (~F.col("_is_object"), "not_an_object", None),
         (heartbeat & ~ingest_present, "missing_field", "ingest_time"),
-        (heartbeat & ((kind["ingest_time"] != "STRING") | F.col("ingest_time").isNull()), "invalid_ingest_time", "ingest_time"),
+        (
+            heartbeat & ((kind["ingest_time"] != "STRING") | F.col("ingest_time").isNull()),
+            "invalid_ingest_time",
+            "ingest_time",
+        ),
     ]
     # past this point a heartbeat has passed every check that applies to it
-    event = [
-        (kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS
-    ]
+    event = [(kind[name].isNull() | (kind[name] == "VOID"), "missing_field", name) for name in REQUIRED_FIELDS]
     event += [(kind[name] != "STRING", "wrong_type", name) for name in REQUIRED_FIELDS]
     event += [(F.trim(text[name]) == "", "missing_field", name) for name in REQUIRED_FIELDS]
     event += [
@@ -112,8 +113,7 @@ def _parse_stages() -> tuple[list[Column], ...]:
         (~text["amount"].rlike(_DECIMAL), "invalid_amount", "amount"),
         (amount.isNull(), "amount_out_of_range", "amount"),
         (
-            ((text["event_type"] == "charge") & (amount <= 0))
-            | ((text["event_type"] == "refund") & (amount >= 0)),
+            ((text["event_type"] == "charge") & (amount <= 0)) | ((text["event_type"] == "refund") & (amount >= 0)),
             "amount_sign",
             "amount",
         ),

@@ -18,15 +18,32 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 __all__ = [
-    "Service", "start", "stop", "stop_all", "run", "wait_until", "free_port", "tail", "venv_env",
-    "spark_submit", "speed_layer_lake", "copy_lake", "airflow_env", "airflow_home", "clean_env", "VENV_BIN", "REPO",
-    "AIRFLOW_USER", "SYSTEM_PATH",
+    "Service",
+    "start",
+    "stop",
+    "stop_all",
+    "run",
+    "wait_until",
+    "free_port",
+    "tail",
+    "venv_env",
+    "spark_submit",
+    "speed_layer_lake",
+    "copy_lake",
+    "airflow_env",
+    "airflow_home",
+    "clean_env",
+    "VENV_BIN",
+    "REPO",
+    "AIRFLOW_USER",
+    "SYSTEM_PATH",
 ]
 
 VENV_BIN = Path(sys.executable).parent
@@ -75,7 +92,12 @@ def start(name: str, argv: list[str], *, env: Mapping[str, str], log_dir: Path, 
     log = log_dir / f"{name}.log"
     with log.open("ab") as out:
         process = subprocess.Popen(
-            argv, env=dict(env), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
     return Service(name, process, log)
@@ -127,7 +149,11 @@ def _describe(services: Iterable[Service]) -> str:
 
 
 def wait_until(
-    probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 1.0,
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 1.0,
     services: Iterable[Service] = (),
 ) -> T:
     """Call ``probe`` until it returns something truthy; fail with the services' log tails.
@@ -143,24 +169,36 @@ def wait_until(
             return result
         dead = [s for s in services if not s.alive()]
         if dead:
-            raise AssertionError(f"while waiting for {what}, {', '.join(s.name for s in dead)} exited:\n{_describe(services)}")
+            raise AssertionError(
+                f"while waiting for {what}, {', '.join(s.name for s in dead)} exited:\n{_describe(services)}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{_describe(services)}")
         time.sleep(interval)
 
 
-def run(argv: list[str], *, env: Mapping[str, str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], *, env: Mapping[str, str], timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run a command to completion in its own process group; kill the group at the deadline."""
     process = subprocess.Popen(
-        argv, env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        text=True, start_new_session=True,
+        argv,
+        env=dict(env),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
     )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _signal_group(process.pid, signal.SIGKILL)
         out, err = process.communicate()
-        raise AssertionError(f"{' '.join(argv)} did not finish within {timeout:.0f}s\n{out[-3000:]}\n{err[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(argv)} did not finish within {timeout:.0f}s\n{out[-3000:]}\n{err[-3000:]}"
+        ) from None
     finally:
         # Anything the command left behind in its group (a JVM, a Python worker) goes too.
         _signal_group(process.pid, signal.SIGKILL)
@@ -176,10 +214,19 @@ def free_port() -> int:
 
 def spark_submit(job: str, args: list[str], *, env: Mapping[str, str], master: str = "local[2]", timeout: float = 300):
     """``spark-submit spark_jobs/<job>.py ARGS`` as a real process; fails the test on a non-zero exit."""
-    argv = [str(VENV_BIN / "spark-submit"), "--master", master, "--conf", f"spark.pyspark.python={sys.executable}",
-            str(REPO / "spark_jobs" / f"{job}.py"), *args]
+    argv = [
+        str(VENV_BIN / "spark-submit"),
+        "--master",
+        master,
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        str(REPO / "spark_jobs" / f"{job}.py"),
+        *args,
+    ]
     done = run(argv, env=env, timeout=timeout)
-    assert done.returncode == 0, f"{job} {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert done.returncode == 0, (
+        f"{job} {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    )
     return done
 
 
@@ -200,9 +247,13 @@ def speed_layer_lake(cache: Path, day: date, spark) -> Path:
     if (lake / ".complete").exists():
         return lake
     shutil.rmtree(lake, ignore_errors=True)
-    start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() - 3 * 3600) * 1_000_000
-    generate(GeneratorParams(events=3_000, seed=11, start=start, span=9 * 3600 * 1_000_000,
-                             segment_interval=30 * 60 * 1_000_000), lake)
+    start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() - 3 * 3600) * 1_000_000
+    generate(
+        GeneratorParams(
+            events=3_000, seed=11, start=start, span=9 * 3600 * 1_000_000, segment_interval=30 * 60 * 1_000_000
+        ),
+        lake,
+    )
     run_speed(spark, LabConfig(lake=lake, table_engine="deltalake"), available_now=True, segments_per_batch=4)
     (lake / ".complete").touch()
     return lake
@@ -214,7 +265,9 @@ def copy_lake(template: Path, destination: Path) -> Path:
     return destination
 
 
-def airflow_env(home: Path, lake: Path, *, api_port: int = 8080, spark_master: str | None = "local[2]") -> dict[str, str]:
+def airflow_env(
+    home: Path, lake: Path, *, api_port: int = 8080, spark_master: str | None = "local[2]"
+) -> dict[str, str]:
     """Everything a one-machine Airflow deployment of the lab needs, from the environment.
 
     The metadata database (SQLite) and the task logs live in ``home``; ``spark_default``
@@ -244,7 +297,11 @@ def airflow_env(home: Path, lake: Path, *, api_port: int = 8080, spark_master: s
     )
     env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
     if spark_master is not None:
-        connection = spark_master if spark_master.startswith("spark://") else json.dumps({"conn_type": "spark", "host": spark_master})
+        connection = (
+            spark_master
+            if spark_master.startswith("spark://")
+            else json.dumps({"conn_type": "spark", "host": spark_master})
+        )
         env["AIRFLOW_CONN_SPARK_DEFAULT"] = connection
     return env
 
@@ -259,7 +316,9 @@ def airflow_home(cache: Path, destination: Path) -> Path:
         shutil.rmtree(template, ignore_errors=True)
         template.mkdir(parents=True)
         (template / "passwords.json").write_text(json.dumps({AIRFLOW_USER: secrets.token_urlsafe(16)}))
-        done = run([str(VENV_BIN / "airflow"), "db", "migrate"], env=airflow_env(template, template / "lake"), timeout=300)
+        done = run(
+            [str(VENV_BIN / "airflow"), "db", "migrate"], env=airflow_env(template, template / "lake"), timeout=300
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         (template / ".complete").touch()
     shutil.copytree(template, destination, ignore=shutil.ignore_patterns(".complete", "logs"))

@@ -40,16 +40,28 @@ BASELINE = Configuration("processing-time")
 
 
 def at(day: int, hour: int, minute: int = 0, second: int = 0) -> dt.datetime:
-    return dt.datetime(2026, 1, day, hour, minute, second, tzinfo=dt.timezone.utc)
+    return dt.datetime(2026, 1, day, hour, minute, second, tzinfo=dt.UTC)
 
 
-def _latency(first: tuple, final: tuple, exact: tuple, never_final: int, never_exact: int, when_final: int | None) -> LatencySummary:
+def _latency(
+    first: tuple, final: tuple, exact: tuple, never_final: int, never_exact: int, when_final: int | None
+) -> LatencySummary:
     return LatencySummary(
         windows=40,
-        first_result_p50=first[0], first_result_p95=first[1], first_result_max=first[2], never_emitted=0,
-        final_p50=final[0], final_p95=final[1], final_max=final[2], never_final=never_final,
-        exact_p50=exact[0], exact_p95=exact[1], exact_max=exact[2], never_exact=never_exact,
-        events_when_final=when_final, truth_events=1000,
+        first_result_p50=first[0],
+        first_result_p95=first[1],
+        first_result_max=first[2],
+        never_emitted=0,
+        final_p50=final[0],
+        final_p95=final[1],
+        final_max=final[2],
+        never_final=never_final,
+        exact_p50=exact[0],
+        exact_p95=exact[1],
+        exact_max=exact[2],
+        never_exact=never_exact,
+        events_when_final=when_final,
+        truth_events=1000,
     )
 
 
@@ -58,7 +70,9 @@ END = at(6, 0, 5)
 
 
 def _end(exact: int, served: dict, compared: int = 40) -> EndSummary:
-    return EndSummary(at=END, windows_compared=compared, windows_exact=exact, served_money=served, truth_money=TRUTH_MONEY)
+    return EndSummary(
+        at=END, windows_compared=compared, windows_exact=exact, served_money=served, truth_money=TRUTH_MONEY
+    )
 
 
 def _recon(against: str) -> ReconciliationSummary:
@@ -117,7 +131,9 @@ RESULTS = (
             ErrorPoint(at(5, 10, 1), 2, {"USD": D("2.5")}),
             ErrorPoint(END, 1, {"USD": D("0.001234")}),
         ),
-        latency=_latency((D("60"), D("130"), D("360")), (D("85.125"), D("98"), D("120")), (D("60"), D("130"), D("400")), 3, 1, 990),
+        latency=_latency(
+            (D("60"), D("130"), D("360")), (D("85.125"), D("98"), D("120")), (D("60"), D("130"), D("400")), 3, 1, 990
+        ),
         end=_end(39, {"USD": D("1998.00"), "JPY": D("114000")}),
         late=LateSummary(2, {"USD": D("0.5"), "JPY": D("300")}, 0, {}),
         costs=(PathCost("streaming", 36.0, 56.0), PathCost("replay", 20.125, 15.25)),
@@ -140,22 +156,44 @@ RESULTS = (
 )
 
 HEAT_MAPS = (
-    GapHeatMap(KAPPA.key, "USD", (
-        FinalGap(at(5, 10, 0), at(5, 10, 1), "acct-1", D("12.50")),
-        FinalGap(at(5, 10, 1), at(5, 10, 2), "acct-1", D("2.5")),
-        FinalGap(at(5, 10, 0), at(5, 10, 1), ODD_ACCOUNT, D("0.001234")),
-        FinalGap(at(5, 10, 2), at(5, 10, 3), "acct-2", D("7")),
-    )),
+    GapHeatMap(
+        KAPPA.key,
+        "USD",
+        (
+            FinalGap(at(5, 10, 0), at(5, 10, 1), "acct-1", D("12.50")),
+            FinalGap(at(5, 10, 1), at(5, 10, 2), "acct-1", D("2.5")),
+            FinalGap(at(5, 10, 0), at(5, 10, 1), ODD_ACCOUNT, D("0.001234")),
+            FinalGap(at(5, 10, 2), at(5, 10, 3), "acct-2", D("7")),
+        ),
+    ),
     GapHeatMap(KAPPA.key, "JPY", (FinalGap(at(5, 10, 1), at(5, 10, 2), "acct-3", D("1200")),)),
 )
 
 
-def _late(configuration: Configuration, event_id: str, account: str, amount: str, currency: str,
-          event_time: dt.datetime, ingest_time: dt.datetime, lateness: str, disposition: str) -> LateBillingEvent:
+def _late(
+    configuration: Configuration,
+    event_id: str,
+    account: str,
+    amount: str,
+    currency: str,
+    event_time: dt.datetime,
+    ingest_time: dt.datetime,
+    lateness: str,
+    disposition: str,
+) -> LateBillingEvent:
     window_start = event_time.replace(second=0)
     return LateBillingEvent(
-        configuration.key, event_id, account, D(amount), currency, event_time, ingest_time, D(lateness),
-        window_start, window_start + dt.timedelta(minutes=1), disposition,
+        configuration.key,
+        event_id,
+        account,
+        D(amount),
+        currency,
+        event_time,
+        ingest_time,
+        D(lateness),
+        window_start,
+        window_start + dt.timedelta(minutes=1),
+        disposition,
     )
 
 
@@ -165,15 +203,15 @@ _LATE_ARRIVALS = (
     ("e-11", "acct-3", "1500", "JPY", at(5, 10, 1, 5), at(5, 10, 30), "1735"),
 )
 
-AUDIT = FinanceAudit(tuple(
-    _late(configuration, *arrival, disposition)
-    for configuration, disposition in ((LAMBDA, "folded_in"), (KAPPA, "side_output"), (KAPPA_LATE, "absorbed"))
-    for arrival in _LATE_ARRIVALS
-))
-
-ARRIVAL_DELAY = ArrivalDelay.of_delays(
-    [D(s) for s in ("0.25", "0.5", "1", "2", "5", "30", "60", "600", "3600", "-1")]
+AUDIT = FinanceAudit(
+    tuple(
+        _late(configuration, *arrival, disposition)
+        for configuration, disposition in ((LAMBDA, "folded_in"), (KAPPA, "side_output"), (KAPPA_LATE, "absorbed"))
+        for arrival in _LATE_ARRIVALS
+    )
 )
+
+ARRIVAL_DELAY = ArrivalDelay.of_delays([D(s) for s in ("0.25", "0.5", "1", "2", "5", "30", "60", "600", "3600", "-1")])
 
 
 def sample_report() -> Report:

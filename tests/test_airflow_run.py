@@ -34,7 +34,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections import Counter
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,13 +50,26 @@ from lklab.truth import truth_windows
 from shared import catalog
 from shared.config import LabConfig
 from tests.processes import (
-    AIRFLOW_USER, REPO, SYSTEM_PATH, VENV_BIN, airflow_env, airflow_home, clean_env, copy_lake, free_port, run,
-    speed_layer_lake, start, stop_all, tail, wait_until,
+    AIRFLOW_USER,
+    REPO,
+    SYSTEM_PATH,
+    VENV_BIN,
+    airflow_env,
+    airflow_home,
+    clean_env,
+    copy_lake,
+    free_port,
+    run,
+    speed_layer_lake,
+    start,
+    stop_all,
+    tail,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
 AIRFLOW = str(VENV_BIN / "airflow")
-DAY = (datetime.now(timezone.utc) - timedelta(days=1)).date()
+DAY = (datetime.now(UTC) - timedelta(days=1)).date()
 README_DAY = date(2026, 1, 5)  # the generator's first day, the README's date
 
 
@@ -82,7 +95,9 @@ def assert_reconciled(lake: Path, day: date) -> list[dict]:
     for r in runs:
         assert (r["unexplained_events"], r["unexplained_amount"]) == (0, 0), r
         assert (r["corrected_unexplained_events"], r["corrected_unexplained_amount"]) == (0, 0), r
-    diffs = table(lake, "recon_diffs").filter(pc.is_in(table(lake, "recon_diffs")["run_id"], pa.array([r["run_id"] for r in runs])))
+    diffs = table(lake, "recon_diffs").filter(
+        pc.is_in(table(lake, "recon_diffs")["run_id"], pa.array([r["run_id"] for r in runs]))
+    )
     assert diffs.num_rows == sum(r["windows_compared"] for r in runs)
     return runs
 
@@ -96,11 +111,14 @@ def task_attempts(home: Path, dag_id: str) -> dict[tuple[str, int], tuple[str, i
     """Each task instance of ``dag_id``'s latest run in the metadata database:
     ``(task_id, map_index) -> (state, try_number, earlier tries kept in the history)``."""
     with sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True) as db:
-        (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()
+        (run_id,) = db.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+        ).fetchone()
         rows = db.execute(
             "SELECT task_id, map_index, state, try_number, (SELECT count(*) FROM task_instance_history h WHERE "
             "h.dag_id = t.dag_id AND h.run_id = t.run_id AND h.task_id = t.task_id AND h.map_index = t.map_index) "
-            "FROM task_instance t WHERE dag_id = ? AND run_id = ?", (dag_id, run_id),
+            "FROM task_instance t WHERE dag_id = ? AND run_id = ?",
+            (dag_id, run_id),
         ).fetchall()
     return {(task, index): (state, tries, earlier) for task, index, state, tries, earlier in rows}
 
@@ -116,6 +134,7 @@ def dag_run_states(home: Path) -> dict[str, list[str]]:
 
 # --- The README's embedded steps ---------------------------------------------------------------
 
+
 def embedded_steps() -> str:
     text = (REPO / "README.md").read_text()
     block = re.search(r"<!-- embedded:start -->\s*```bash\n(.*?)```\s*<!-- embedded:end -->", text, re.S)
@@ -126,8 +145,16 @@ def embedded_steps() -> str:
 def fresh_clone(destination: Path) -> Path:
     """What a fresh clone after ``make install`` holds: the repository's files (tracked, and new
     ones not ignored, as they are in the working tree) and the venv."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         if (REPO / name).is_file():
             (destination / name).parent.mkdir(parents=True, exist_ok=True)
@@ -141,8 +168,14 @@ def this_checkout_on_path() -> dict[str, str]:
     here; ``PYTHONPATH`` naming this checkout when the venv imports another one (a venv shared by
     several work trees, its editable install made in one of them), so that the steps run this
     checkout's code as they would after ``make install`` here."""
-    done = subprocess.run([str(VENV_BIN / "python"), "-c", "import lklab; print(lklab.__file__)"],
-                          env={"PATH": SYSTEM_PATH}, cwd="/", capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(VENV_BIN / "python"), "-c", "import lklab; print(lklab.__file__)"],
+        env={"PATH": SYSTEM_PATH},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     installed = Path(done.stdout.strip()).resolve().parents[1]
     return {} if installed == REPO.resolve() else {"PYTHONPATH": str(REPO)}
 
@@ -162,7 +195,9 @@ def test_readme_embedded_steps_run_as_written_in_a_clean_environment(readme_step
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
     assert dag_run_states(clone / ".airflow") == {
-        "batch_recompute": ["success"], "reconciliation": ["success"], "lake_maintenance": ["success"],
+        "batch_recompute": ["success"],
+        "reconciliation": ["success"],
+        "lake_maintenance": ["success"],
     }
     # No connection configured, no venv on PATH: the project's spark-submit, Spark in local mode.
     submitted = re.findall(r"Spark-Submit cmd: (\S+) --master (\S+) .*? (\S+\.py) ", output)
@@ -177,7 +212,8 @@ def test_readme_embedded_steps_run_as_written_in_a_clean_environment(readme_step
     assert [(r["date_from"], r["date_to"]) for r in table(lake, "batch_runs").to_pylist()] == [(README_DAY, README_DAY)]
     assert_reconciled(lake, README_DAY)
     assert task_attempts(clone / ".airflow", "reconciliation") == {
-        ("days_covered", -1): ("success", 1, 0), ("reconcile", 0): ("success", 1, 0),
+        ("days_covered", -1): ("success", 1, 0),
+        ("reconcile", 0): ("success", 1, 0),
     }
 
 
@@ -188,7 +224,9 @@ def test_readme_maintenance_compacts_every_always_on_table_with_its_rows_unchang
     assert done.returncode == 0
     lake = clone / "lake"
     compacted = {}
-    other_pipelines = {t.name for t in (*catalog.VISITORS_SPEED_TABLES, *catalog.PAYMENTS_TABLES)}  # the README runs billing only
+    other_pipelines = {
+        t.name for t in (*catalog.VISITORS_SPEED_TABLES, *catalog.PAYMENTS_TABLES)
+    }  # the README runs billing only
     for name in (t.name for t in ALWAYS_ON_TABLES if t.name not in other_pipelines):
         delta = DeltaTable(str(lake / "tables" / name))
         rows = row_counts(table(lake, name))
@@ -247,12 +285,14 @@ def test_a_breach_fails_at_once_and_a_crash_is_retried(tmp_path_factory, tmp_pat
     output = done.stdout + done.stderr
     assert done.returncode == 1 and "DagRun failed" in output, output[-6000:]
     assert task_attempts(home, "crash_or_breach") == {
-        ("crash", -1): ("failed", 2, 1),   # a crash: tried again after its retry delay
+        ("crash", -1): ("failed", 2, 1),  # a crash: tried again after its retry delay
         ("breach", -1): ("failed", 1, 0),  # a breach: one attempt
     }
     assert output.count("exit_with.py 1. Error code is: 1.") == 2
-    assert ("BREACH: exit_with.py ran and found a problem (exit 3); a breach fails at once, without retries: "
-            "lklab exit_with: the verdict of a job exiting 3") in output
+    assert (
+        "BREACH: exit_with.py ran and found a problem (exit 3); a breach fails at once, without retries: "
+        "lklab exit_with: the verdict of a job exiting 3"
+    ) in output
 
 
 # --- A deployment: the scheduler, two days, one breach ----------------------------------------
@@ -304,7 +344,7 @@ def drop_an_account_from_the_speed_layer(lake: Path, day: date) -> str:
     """Delete one account's speed-layer windows of ``day``: a gap no side output explains."""
     windows = table(lake, "speed_aggregates")
     account = on_day(windows, day)[0]["account_id"]
-    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
     DeltaTable(str(lake / "tables" / "speed_aggregates")).delete(
         f"account_id = '{account}' AND window_start >= '{start.isoformat()}' "
         f"AND window_start < '{(start + timedelta(days=1)).isoformat()}'"
@@ -338,7 +378,9 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
         api.login()
         wait_until(
             lambda: all(api.get(f"/api/v2/dags/{dag}")[0] == 200 for dag in ("batch_recompute", "reconciliation")),
-            timeout=180, what="the DAG processor to register the DAGs", services=services,
+            timeout=180,
+            what="the DAG processor to register the DAGs",
+            services=services,
         )
 
         def no_retry_or_failure(dag: str) -> None:
@@ -348,8 +390,10 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
 
         # Two batch days while reconciliation is paused: their events wait for its next run.
         for run_id, day in (("lab-first", first), ("lab-second", second)):
-            status, body = api.post("/api/v2/dags/batch_recompute/dagRuns",
-                                    {"dag_run_id": run_id, "logical_date": f"{day.isoformat()}T00:00:00Z"})
+            status, body = api.post(
+                "/api/v2/dags/batch_recompute/dagRuns",
+                {"dag_run_id": run_id, "logical_date": f"{day.isoformat()}T00:00:00Z"},
+            )
             assert status == 200, body
         status, body = api.patch("/api/v2/dags/batch_recompute", {"is_paused": False})
         assert status == 200 and body["is_paused"] is False, body
@@ -367,8 +411,9 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
         assert status == 200 and body["is_paused"] is False, body
         status, assets = api.get("/api/v2/assets?name_pattern=batch_truth")
         assert status == 200 and [a["name"] for a in assets["assets"]] == ["batch_truth"], assets
-        status, body = api.post("/api/v2/assets/events",
-                                {"asset_id": assets["assets"][0]["id"], "extra": {"days": [second.isoformat()]}})
+        status, body = api.post(
+            "/api/v2/assets/events", {"asset_id": assets["assets"][0]["id"], "extra": {"days": [second.isoformat()]}}
+        )
         assert status == 200, body
 
         def finished_reconciliation():
@@ -376,8 +421,13 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
             done = [r for r in body.get("dag_runs", []) if r["state"] in ("success", "failed")] if status == 200 else []
             return done or None
 
-        reconciled = wait_until(finished_reconciliation, timeout=900, interval=1,
-                                what="the asset-triggered reconciliation run", services=services)
+        reconciled = wait_until(
+            finished_reconciliation,
+            timeout=900,
+            interval=1,
+            what="the asset-triggered reconciliation run",
+            services=services,
+        )
         (recon,) = reconciled
         assert (recon["run_type"], recon["state"]) == ("asset_triggered", "failed"), task_logs(home)
         status, events = api.get(f"/api/v2/dags/reconciliation/dagRuns/{recon['dag_run_id']}/upstreamAssetEvents")
@@ -393,7 +443,7 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
         attempts = {(t["task_id"], t["map_index"]): (t["state"], t["try_number"]) for t in body["task_instances"]}
         assert attempts == {
             ("days_covered", -1): ("success", 1),
-            ("reconcile", 0): ("failed", 1),   # the first day: a breach, not retried
+            ("reconcile", 0): ("failed", 1),  # the first day: a breach, not retried
             ("reconcile", 1): ("success", 1),  # the second day
         }, task_logs(home)
         status, body = api.get("/api/v2/dags/batch_recompute/dagRuns")
@@ -402,9 +452,14 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
         stop_all(services)
 
     assert all(not s.alive() for s in services)
-    breach_log = next((home / "logs").glob(f"dag_id=reconciliation/**/task_id=reconcile/map_index=0/attempt=1.log")).read_text()
+    breach_log = next(
+        (home / "logs").glob("dag_id=reconciliation/**/task_id=reconcile/map_index=0/attempt=1.log")
+    ).read_text()
     assert f"--date {first.isoformat()} --against speed" in breach_log
-    assert "BREACH: reconcile_job.py ran and found a problem (exit 3); a breach fails at once, without retries: " in breach_log
+    assert (
+        "BREACH: reconcile_job.py ran and found a problem (exit 3); a breach fails at once, without retries: "
+        in breach_log
+    )
     assert "lklab reconcile: UNEXPLAINED GAP: " in breach_log
     for day in (first, second):
         assert on_day(table(lake, "batch_truth"), day) == expected_truth(lake, day)
@@ -418,8 +473,22 @@ def test_scheduler_reconciles_every_day_its_batch_truth_events_cover(spark, tmp_
 VISITORS = "unique_visitors"
 # 120 page views over 5 minutes, resends and bad lines: 128 lines in 7 one-minute segments,
 # which the speed layer reads in 4 micro-batches; clickstream traffic holds some views back.
-VISITORS_LOG = ["--scenario", "clickstream", "--events", "120", "--seed", "5", "--span", "5m", "--accounts", "10",
-                "--duplicate-rate", "0.05", "--malformed-rate", "0.02"]
+VISITORS_LOG = [
+    "--scenario",
+    "clickstream",
+    "--events",
+    "120",
+    "--seed",
+    "5",
+    "--span",
+    "5m",
+    "--accounts",
+    "10",
+    "--duplicate-rate",
+    "0.05",
+    "--malformed-rate",
+    "0.02",
+]
 WINDOW_KEY = [(c, "ascending") for c in ("window_start", "window_end", "user_id")]
 
 
@@ -429,11 +498,19 @@ def visitors_lake(spark, lake: Path, env: dict[str, str]) -> Path:
     DAG's jobs are the processes under test)."""
     from lklab.visitors_speed import run_visitors_speed
 
-    done = run([str(VENV_BIN / "lklab"), "generate", "--pipeline", VISITORS, *VISITORS_LOG, "--lake", str(lake)], env=env, timeout=120)
+    done = run(
+        [str(VENV_BIN / "lklab"), "generate", "--pipeline", VISITORS, *VISITORS_LOG, "--lake", str(lake)],
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "120 page views, 6 resends, 2 malformed lines: 128 lines in 7 segments" in done.stdout
-    layer = run_visitors_speed(spark, LabConfig(lake=lake, table_engine="deltalake", pipeline=VISITORS),
-                               available_now=True, segments_per_batch=2)
+    layer = run_visitors_speed(
+        spark,
+        LabConfig(lake=lake, table_engine="deltalake", pipeline=VISITORS),
+        available_now=True,
+        segments_per_batch=2,
+    )
     assert layer.batches == 4
     return lake
 
@@ -456,7 +533,8 @@ def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(spark, tmp_
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
     assert task_attempts(home, "unique_visitors_nightly") == {
-        ("recompute_truth", -1): ("success", 1, 0), ("reconcile", -1): ("success", 1, 0),
+        ("recompute_truth", -1): ("success", 1, 0),
+        ("reconcile", -1): ("success", 1, 0),
     }
     assert submitted(output) == [
         ("batch_job.py", "--pipeline unique_visitors"),
@@ -467,7 +545,10 @@ def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(spark, tmp_
     assert truth.to_pylist() == visitor_oracle(load_page_views(lake), LabConfig().window).to_pylist()
     assert (truth.num_rows, pc.sum(truth["distinct_urls"]).as_py()) == (40, 113)
     assert "128 lines = 120 views + 6 duplicates + 2 dead letters + 0 heartbeats (conserved)" in output
-    assert (table(lake, "visitors_batch_duplicates").num_rows, table(lake, "visitors_batch_dead_letter").num_rows) == (6, 2)
+    assert (table(lake, "visitors_batch_duplicates").num_rows, table(lake, "visitors_batch_dead_letter").num_rows) == (
+        6,
+        2,
+    )
     # The speed layer against it: 38 windows served right, 2 short by views beyond the watermark
     # (in the late side output), nothing unexplained.
     corrected = table(lake, "visitors_corrected").sort_by(WINDOW_KEY)

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from shared.tables import Tables
 from tests.conftest import event_line
 
 LKLAB = str(Path(sys.executable).parent / "lklab")
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 SETTINGS = {"window-kind": "tumbling", "window-size": "10s", "watermark-delay": "5s"}
 # (event id, event time in seconds after BASE); segment k arrives at 10,000 + k seconds
 SEGMENTS = [
@@ -35,7 +35,9 @@ SEGMENTS = [
     [("d", 31), ("e", 8)],  # e: its window [0, 10) closed when the watermark reached 20
     [("f", 40)],
 ]
-FUTURE = event_line(event_id="from-2099", account_id="u1", event_time="2099-01-01T00:00:00Z", ingest_time="2026-01-05T12:46:41Z")
+FUTURE = event_line(
+    event_id="from-2099", account_id="u1", event_time="2099-01-01T00:00:00Z", ingest_time="2026-01-05T12:46:41Z"
+)
 WINDOW_TABLES = ("speed_aggregates", "late_events", "duplicate_events")
 
 
@@ -46,7 +48,10 @@ def iso(seconds: float) -> str:
 def write_log(lake: Path, *, future: bool) -> None:
     log = EventLog(lake)
     for index, events in enumerate(SEGMENTS):
-        lines = [event_line(event_id=i, account_id="u1", event_time=iso(t), ingest_time=iso(10_000 + index)) for i, t in events]
+        lines = [
+            event_line(event_id=i, account_id="u1", event_time=iso(t), ingest_time=iso(10_000 + index))
+            for i, t in events
+        ]
         if future and index == 1:
             lines.append(FUTURE)
         log.append(lines, stamp=False)
@@ -76,19 +81,35 @@ def test_a_2099_line_is_dead_lettered_and_every_other_line_goes_where_it_went_wi
     clean, dirty = (Tables(spark, lakes[name], "deltalake") for name in ("without", "with"))
     for prefix in ("", "kappa/replayed/"):
         assert rows(clean, prefix + "dead_letter") == []
-        assert [(r["segment"], r["line_number"], r["reject_reason"], r["reject_detail"], r["raw_line"]) for r in rows(dirty, prefix + "dead_letter")] == [
-            (2, 2, "event_time_in_future",
-             "event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T12:46:41Z", FUTURE),
+        assert [
+            (r["segment"], r["line_number"], r["reject_reason"], r["reject_detail"], r["raw_line"])
+            for r in rows(dirty, prefix + "dead_letter")
+        ] == [
+            (
+                2,
+                2,
+                "event_time_in_future",
+                "event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of ingest_time 2026-01-05T12:46:41Z",
+                FUTURE,
+            ),
         ]
         for name in WINDOW_TABLES:
             assert rows(dirty, prefix + name) == rows(clean, prefix + name), prefix + name
         # e is late in both: the watermark was 20 s when it came, not 2099
         assert [(r["event_id"], r["lateness_seconds"]) for r in rows(dirty, prefix + "late_events")] == [("e", 12)]
-        metrics = {name: rows(tables, prefix + "stream_metrics") for name, tables in (("clean", clean), ("dirty", dirty))}
-        watermarks = lambda batches: [(r["batch_id"], r["watermark"], r["next_watermark"], r["max_event_time"], r["watermark_lag_seconds"]) for r in batches]
+        metrics = {
+            name: rows(tables, prefix + "stream_metrics") for name, tables in (("clean", clean), ("dirty", dirty))
+        }
+        watermarks = lambda batches: [
+            (r["batch_id"], r["watermark"], r["next_watermark"], r["max_event_time"], r["watermark_lag_seconds"])
+            for r in batches
+        ]
         assert watermarks(metrics["dirty"]) == watermarks(metrics["clean"])
         assert [(r["input_lines"], r["on_time"], r["late"], r["dead_letters"]) for r in metrics["dirty"]] == [
-            (2, 2, 0, 0), (2, 1, 0, 1), (2, 1, 1, 0), (1, 1, 0, 0),
+            (2, 2, 0, 0),
+            (2, 1, 0, 1),
+            (2, 1, 1, 0),
+            (1, 1, 0, 0),
         ]
 
 
@@ -96,7 +117,10 @@ def test_health_stays_good_after_a_2099_line(lakes):
     env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
     checked = subprocess.run(
         [LKLAB, "health", "--lake", str(lakes["with"]), "--max-watermark-lag", "1d", "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     health = json.loads(checked.stdout)

@@ -15,7 +15,7 @@ import pytest
 
 from lklab.batch_events import days_to_reconcile, event_days
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 AT = dt.datetime(2026, 1, 6, 0, 5, tzinfo=UTC)
 
 
@@ -30,7 +30,9 @@ class Event:
 
 def batch_event(logical_date: dt.datetime, run_id: str = "scheduled") -> Event:
     """An event ``batch_recompute`` emitted: the run's logical date names its day."""
-    return Event(source_dag_run=SimpleNamespace(logical_date=logical_date), source_dag_id="batch_recompute", source_run_id=run_id)
+    return Event(
+        source_dag_run=SimpleNamespace(logical_date=logical_date), source_dag_id="batch_recompute", source_run_id=run_id
+    )
 
 
 def test_a_batch_event_covers_the_day_of_its_runs_logical_date():
@@ -70,12 +72,21 @@ def test_a_run_without_events_covers_its_logical_date():
 @pytest.mark.parametrize(
     ("event", "message"),
     [
-        (Event(extra={"from_rest_api": True}), r"batch_truth event of 2026-01-06T00:05:00Z \(posted by hand\) names no day"),
+        (
+            Event(extra={"from_rest_api": True}),
+            r"batch_truth event of 2026-01-06T00:05:00Z \(posted by hand\) names no day",
+        ),
         (Event(extra={"days": "2026-01-05"}), "extra 'days' must be a non-empty list of YYYY-MM-DD, got '2026-01-05'"),
         (Event(extra={"days": []}), "extra 'days' must be a non-empty list"),
         (Event(extra={"days": ["05/01/2026"]}), r"extra 'days' must be YYYY-MM-DD dates, got \['05/01/2026'\]"),
-        (Event(source_dag_run=SimpleNamespace(logical_date=None), source_dag_id="batch_recompute", source_run_id="manual"),
-         r"\(batch_recompute/manual\) names no day"),
+        (
+            Event(
+                source_dag_run=SimpleNamespace(logical_date=None),
+                source_dag_id="batch_recompute",
+                source_run_id="manual",
+            ),
+            r"\(batch_recompute/manual\) names no day",
+        ),
     ],
 )
 def test_an_event_that_names_no_day_is_refused_by_name(event, message):

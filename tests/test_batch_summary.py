@@ -12,7 +12,7 @@ import pyarrow as pa
 from lklab.summary import largest_windows, same_rows
 from shared.aggregation import AGGREGATE_COLUMNS
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 AT = lambda minute: dt.datetime(2026, 1, 5, 10, minute, tzinfo=UTC)
 SCHEMA = pa.schema(
     [
@@ -38,21 +38,30 @@ def test_aggregate_columns_are_the_ones_built_here():
 
 
 def test_the_largest_windows_by_absolute_amount_ties_by_window_account_currency(spark):
-    truth = spark.createDataFrame(windows(
-        (3, "b", "EUR", 1, "5.00"),
-        (1, "a", "EUR", 2, "-9.50"),  # a refund: its size counts
-        (2, "b", "USD", 1, "5.00"),
-        (2, "a", "USD", 1, "5.00"),
-        (2, "a", "EUR", 1, "5.00"),
-        (0, "z", "JPY", 7, "1"),
-    ))
-    ranked = [(r["window_start"].minute, r["account_id"], r["currency"], r["amount_total"]) for r in largest_windows(truth, 4)]
+    truth = spark.createDataFrame(
+        windows(
+            (3, "b", "EUR", 1, "5.00"),
+            (1, "a", "EUR", 2, "-9.50"),  # a refund: its size counts
+            (2, "b", "USD", 1, "5.00"),
+            (2, "a", "USD", 1, "5.00"),
+            (2, "a", "EUR", 1, "5.00"),
+            (0, "z", "JPY", 7, "1"),
+        )
+    )
+    ranked = [
+        (r["window_start"].minute, r["account_id"], r["currency"], r["amount_total"]) for r in largest_windows(truth, 4)
+    ]
     assert ranked == [(1, "a", "EUR", D("-9.5")), (2, "a", "EUR", D(5)), (2, "a", "USD", D(5)), (2, "b", "USD", D(5))]
     assert len(largest_windows(truth, 10)) == 6
     assert largest_windows(truth, 0) == ()
     assert largest_windows(truth.limit(0), 5) == ()
     assert largest_windows(truth, 1)[0] == {  # the whole row, as the table holds it
-        "window_start": AT(1), "window_end": AT(2), "account_id": "a", "currency": "EUR", "event_count": 2, "amount_total": D("-9.5"),
+        "window_start": AT(1),
+        "window_end": AT(2),
+        "account_id": "a",
+        "currency": "EUR",
+        "event_count": 2,
+        "amount_total": D("-9.5"),
     }
 
 
@@ -80,22 +89,46 @@ def test_the_summary_counts_the_requested_days_and_the_dead_letters_read_so_far(
     tables = Tables(spark, tmp_path, "deltalake")
     day = windows((1, "a", "EUR", 2, "1.50"), (2, "b", "EUR", 1, "-4"), (2, "a", "USD", 3, "7.25"))
     next_day = windows((1, "c", "JPY", 1, "900")).set_column(
-        0, "window_start", pa.array([dt.datetime(2026, 1, 6, 10, 1, tzinfo=UTC)], SCHEMA.field("window_start").type))
+        0, "window_start", pa.array([dt.datetime(2026, 1, 6, 10, 1, tzinfo=UTC)], SCHEMA.field("window_start").type)
+    )
     tables.overwrite(BATCH_TRUTH.name, pa.concat_tables([day, next_day]))
     dead = BATCH_DEAD_LETTER.schema
-    tables.overwrite(BATCH_DEAD_LETTER.name, pa.Table.from_pylist([
-        {"segment": 1, "line_number": 4, "raw_line": "{", "reject_reason": "not_json", "reject_detail": None},
-        {"segment": 2, "line_number": 1, "raw_line": "{}", "reject_reason": "missing_field", "reject_detail": "event_id"},
-        {"segment": 2, "line_number": 2, "raw_line": "[]", "reject_reason": "not_json", "reject_detail": None},
-        {"segment": 3, "line_number": 1, "raw_line": "{", "reject_reason": "not_json", "reject_detail": None},  # beyond the run
-    ], schema=dead))
-    run = BatchRun(last_segment=2, lines=9, events=6, duplicates=0, dead_letters=3, days=DayRange.of("2026-01-05"), windows=3)
+    tables.overwrite(
+        BATCH_DEAD_LETTER.name,
+        pa.Table.from_pylist(
+            [
+                {"segment": 1, "line_number": 4, "raw_line": "{", "reject_reason": "not_json", "reject_detail": None},
+                {
+                    "segment": 2,
+                    "line_number": 1,
+                    "raw_line": "{}",
+                    "reject_reason": "missing_field",
+                    "reject_detail": "event_id",
+                },
+                {"segment": 2, "line_number": 2, "raw_line": "[]", "reject_reason": "not_json", "reject_detail": None},
+                {
+                    "segment": 3,
+                    "line_number": 1,
+                    "raw_line": "{",
+                    "reject_reason": "not_json",
+                    "reject_detail": None,
+                },  # beyond the run
+            ],
+            schema=dead,
+        ),
+    )
+    run = BatchRun(
+        last_segment=2, lines=9, events=6, duplicates=0, dead_letters=3, days=DayRange.of("2026-01-05"), windows=3
+    )
 
     summary = batch_summary(tables, run, TumblingWindows(60_000_000), top=2)
     assert (summary.windows, summary.accounts) == (3, 2)
     assert summary.money_by_currency == {"EUR": D("-2.5"), "USD": D("7.25")}
     assert summary.dead_letters_by_reason == {"missing_field": 1, "not_json": 2}
-    assert [(r["account_id"], r["currency"], r["amount_total"]) for r in summary.largest_windows] == [("a", "USD", D("7.25")), ("b", "EUR", D(-4))]
+    assert [(r["account_id"], r["currency"], r["amount_total"]) for r in summary.largest_windows] == [
+        ("a", "USD", D("7.25")),
+        ("b", "EUR", D(-4)),
+    ]
     assert summary.matches_generator_truth is None  # not a generated lake
     empty = batch_summary(tables, dataclasses.replace(run, days=DayRange.of("2026-01-07")), TumblingWindows(60_000_000))
     assert (empty.windows, empty.accounts, empty.money_by_currency, empty.largest_windows) == (0, 0, {}, ())

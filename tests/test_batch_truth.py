@@ -27,7 +27,10 @@ def test_batch_equals_ground_truth_and_every_line_is_accounted_for(spark, tmp_pa
     manifest = generated.manifest
 
     assert (run.lines, run.events, run.duplicates, run.dead_letters) == (
-        manifest["lines"], manifest["events"], manifest["duplicates"], sum(manifest["dead_letters"].values()),
+        manifest["lines"],
+        manifest["events"],
+        manifest["duplicates"],
+        sum(manifest["dead_letters"].values()),
     )
     assert run.conserved
     tables = Tables(spark, tmp_path, "deltalake")
@@ -52,7 +55,10 @@ def test_rerun_leaves_identical_tables(spark, tmp_path):
     names = ("batch_truth", "batch_dead_letter", "batch_duplicates")
 
     def contents():
-        return {name: sorted(tables.read_arrow(name).to_pylist(), key=lambda row: [str(v) for v in row.values()]) for name in names}
+        return {
+            name: sorted(tables.read_arrow(name).to_pylist(), key=lambda row: [str(v) for v in row.values()])
+            for name in names
+        }
 
     run_batch(spark, config)
     first = contents()

@@ -13,4 +13,10 @@ def test_a_kill_of_each_running_job_then_reruns_leave_the_uninterrupted_tables(t
     result = chaos(kills=4, seed=2, events=1_500, scratch=tmp_path, say=lambda _: None, segment_minutes=20)
     assert {job: result.kills[job] for job in JOBS} == {job: 1 for job in JOBS}  # each interrupted while it ran
     assert result.differences == []
-    assert {"speed_aggregates", "batch_truth", "kappa/chaos/speed_aggregates", "recon_diffs", "corrected_aggregates"} <= set(result.tables)
+    assert {
+        "speed_aggregates",
+        "batch_truth",
+        "kappa/chaos/speed_aggregates",
+        "recon_diffs",
+        "corrected_aggregates",
+    } <= set(result.tables)

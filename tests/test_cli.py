@@ -14,10 +14,14 @@ LKLAB = str(Path(sys.executable).parent / "lklab")
 
 
 def lklab(*args, cwd=None, env=None):
-    return subprocess.run([LKLAB, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [LKLAB, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=600
+    )
 
 
-@pytest.mark.parametrize("command", ["demo", "compare", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health"])
+@pytest.mark.parametrize(
+    "command", ["demo", "compare", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health"]
+)
 def test_every_command_explains_itself_with_an_example(command):
     result = lklab(command, "--help")
     assert result.returncode == 0
@@ -38,7 +42,10 @@ def test_every_command_explains_itself_with_an_example(command):
         (["reconcile", "--against", "kappa"], "use 'speed' or 'kappa:<RUN>'"),
         (["reconcile", "--abs-tol", "-1"], "abs-tol"),
         (["replay", "--name", "../x"], "replay name '../x'"),
-        (["batch", "--pipeline", "order_payments", "--date", "2026-01-05"], "--date does not apply to 'batch' on the order_payments pipeline"),
+        (
+            ["batch", "--pipeline", "order_payments", "--date", "2026-01-05"],
+            "--date does not apply to 'batch' on the order_payments pipeline",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
@@ -64,7 +71,9 @@ def test_batch_on_an_empty_lake_fails_clearly(tmp_path):
 
 def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    first.write_text('{"event_id": "1", "account_id": "a", "event_type": "charge", "amount": "1.00", "currency": "USD", "event_time": "2026-01-05T10:00:00Z"}\n')
+    first.write_text(
+        '{"event_id": "1", "account_id": "a", "event_type": "charge", "amount": "1.00", "currency": "USD", "event_time": "2026-01-05T10:00:00Z"}\n'
+    )
     second.write_text("garbage\n")
     result = lklab("ingest", str(first), str(second), "--lake", str(tmp_path / "lake"))
     assert result.returncode == 0, result.stderr
@@ -114,17 +123,37 @@ def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(s
         files = []
         for batch in range(10):
             path = tmp_path / f"w{writer}-{batch}.jsonl"
-            lines = [event_line(event_id=f"w{writer}-{batch}-{n}", event_time="2026-01-05T10:00:00Z", ingest_time=None).encode() for n in range(5)]
-            lines += [b'{"event_id": "x\xff"}', event_line(event_id=f"future-{writer}-{batch}", event_time="2099-01-01T00:00:00Z").encode()]
+            lines = [
+                event_line(
+                    event_id=f"w{writer}-{batch}-{n}", event_time="2026-01-05T10:00:00Z", ingest_time=None
+                ).encode()
+                for n in range(5)
+            ]
+            lines += [
+                b'{"event_id": "x\xff"}',
+                event_line(event_id=f"future-{writer}-{batch}", event_time="2099-01-01T00:00:00Z").encode(),
+            ]
             path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
             files.append(str(path))
-        writers.append(subprocess.Popen([LKLAB, "ingest", *files, "--lake", str(lake)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        writers.append(
+            subprocess.Popen(
+                [LKLAB, "ingest", *files, "--lake", str(lake)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [writer.communicate(timeout=300) for writer in writers]
     assert [writer.returncode for writer in writers] == [0] * 4, outputs
     segments = EventLog(lake).segments()
     assert [segment.number for segment in segments] == list(range(1, 41))
-    landed = sorted(json.loads(line)["event_id"] for s in segments for line in EventLog.read_lines(s.path) if "\\x" not in line)
-    assert landed == sorted([f"w{w}-{b}-{n}" for w in range(4) for b in range(10) for n in range(5)] + [f"future-{w}-{b}" for w in range(4) for b in range(10)])
+    landed = sorted(
+        json.loads(line)["event_id"] for s in segments for line in EventLog.read_lines(s.path) if "\\x" not in line
+    )
+    assert landed == sorted(
+        [f"w{w}-{b}-{n}" for w in range(4) for b in range(10) for n in range(5)]
+        + [f"future-{w}-{b}" for w in range(4) for b in range(10)]
+    )
     run = run_batch(spark, LabConfig(lake=lake, table_engine="deltalake"))
     assert (run.lines, run.events, run.duplicates, run.dead_letters, run.heartbeats) == (280, 200, 0, 80, 0)
     reasons = Tables(spark, lake, "deltalake").read_arrow("batch_dead_letter")["reject_reason"].to_pylist()

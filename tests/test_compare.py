@@ -44,11 +44,20 @@ def utc(seconds: float) -> dt.datetime:
 def history(*rows: tuple) -> pa.Table:
     """``(window, change, status, processing second, count, total, line, late_update)`` rows."""
     columns = {name: [] for name in HISTORY_SCHEMA.names}
-    for window, change, status, second, count, total, line, late_update in rows:
+    for window, change, status, second, count, total, line_number, late_update in rows:
         values = {
-            "window_start": window[0], "window_end": window[1], "account_id": window[2], "currency": window[3],
-            "event_count": count, "amount_total": D(total), "status": status, "change": change, "late_update": late_update,
-            "processing_time": int(second * SECOND), "segment": None if line is None else 1, "line_number": line,
+            "window_start": window[0],
+            "window_end": window[1],
+            "account_id": window[2],
+            "currency": window[3],
+            "event_count": count,
+            "amount_total": D(total),
+            "status": status,
+            "change": change,
+            "late_update": late_update,
+            "processing_time": int(second * SECOND),
+            "segment": None if line_number is None else 1,
+            "line_number": line_number,
         }
         for name in columns:
             columns[name].append(values.get(name))
@@ -73,7 +82,12 @@ TRUTH = {A: (4, D("40")), B: (1, D("7"))}
 
 def test_stream_latency_first_final_and_exact():
     served = measure.served_from_history(STREAM)
-    assert served.changes[A] == ((20 * SECOND, (1, D(10))), (50 * SECOND, (2, D(30))), (65 * SECOND, (3, D(35))), (120 * SECOND, (4, D(40))))
+    assert served.changes[A] == (
+        (20 * SECOND, (1, D(10))),
+        (50 * SECOND, (2, D(30))),
+        (65 * SECOND, (3, D(35))),
+        (120 * SECOND, (4, D(40))),
+    )
     assert served.finals == {A: 100 * SECOND}
     summary = measure.latency(served, TRUTH)
     # A: first served at 00:00:20, before its end: 0; final 40 s after its end; exactly right from the late
@@ -100,7 +114,10 @@ def test_error_series_samples_every_step_where_it_changes():
     )
     # a coarser step sees the state at its ticks only (20 s sits before the tick at 60, 65 s between 60 and 120)
     assert measure.error_series(served, TRUTH, end=180 * SECOND, step=MINUTE) == (
-        ErrorPoint(utc(60), 1, {"USD": D(10)}), ErrorPoint(utc(120), 0, {}), ErrorPoint(utc(180), 0, {}))
+        ErrorPoint(utc(60), 1, {"USD": D(10)}),
+        ErrorPoint(utc(120), 0, {}),
+        ErrorPoint(utc(180), 0, {}),
+    )
 
 
 def test_lambda_serves_each_nightly_recompute_from_its_landing():
@@ -122,17 +139,30 @@ def test_lambda_serves_each_nightly_recompute_from_its_landing():
 
 
 def test_processing_time_windows_count_each_copy_on_arrival():
-    firsts = pa.table({
-        "event_id": ["e-1", "e-2", "e-3"], "account_id": ["acct-1"] * 3, "currency": ["USD"] * 3,
-        "amount": pa.array([D("10"), D("20"), D("5")], pa.decimal128(20, 6)),
-        "processing_time": pa.array([20 * SECOND, 65 * SECOND, 70 * SECOND], pa.int64()), "line": [1, 2, 3],
-    })
+    firsts = pa.table(
+        {
+            "event_id": ["e-1", "e-2", "e-3"],
+            "account_id": ["acct-1"] * 3,
+            "currency": ["USD"] * 3,
+            "amount": pa.array([D("10"), D("20"), D("5")], pa.decimal128(20, 6)),
+            "processing_time": pa.array([20 * SECOND, 65 * SECOND, 70 * SECOND], pa.int64()),
+            "line": [1, 2, 3],
+        }
+    )
     served = measure.served_by_processing_time(TumblingWindows(MINUTE), firsts)
     # e-2 belongs to A by event time but arrived at 65 s: processing time puts it in B
     truth = {A: (2, D(30)), B: (1, D(5))}
-    assert served.changes == {A: ((20 * SECOND, (1, D(10))),), B: ((65 * SECOND, (1, D(20))), (70 * SECOND, (2, D(25))))}
+    assert served.changes == {
+        A: ((20 * SECOND, (1, D(10))),),
+        B: ((65 * SECOND, (1, D(20))), (70 * SECOND, (2, D(25)))),
+    }
     summary = measure.latency(served, truth, completeness=False)
-    assert (summary.final_max, summary.never_final, summary.never_exact, summary.events_when_final) == (D(0), 0, 2, None)
+    assert (summary.final_max, summary.never_final, summary.never_exact, summary.events_when_final) == (
+        D(0),
+        0,
+        2,
+        None,
+    )
     end = measure.at_end(served, truth, 180 * SECOND)
     assert (end.windows_compared, end.windows_exact, dict(end.served_money)) == (2, 0, {"USD": D(35)})
     gaps = measure.final_gaps(served, truth)
@@ -159,7 +189,9 @@ def test_five_minutes_of_watermark_delay_declare_windows_final_270_s_later_than_
     truth = {(start + m * MINUTE, start + (m + 1) * MINUTE, "u1", "USD"): (6, D("6.00")) for m in range(20)}
     latency = {}
     for delay in (30, 300):
-        settings = StreamSettings(TumblingWindows(MINUTE), watermark_delay=delay * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+        settings = StreamSettings(
+            TumblingWindows(MINUTE), watermark_delay=delay * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND
+        )
         step = stream_step(log, StreamState.empty(), settings, 0, history=True)
         latency[delay] = measure.latency(measure.served_from_history(step.history), truth)
     short, long = latency[30], latency[300]
@@ -167,18 +199,25 @@ def test_five_minutes_of_watermark_delay_declare_windows_final_270_s_later_than_
     assert (long.final_p50, long.final_p95, long.final_max, long.never_final) == (D(312), D(312), D(312), 6)
     assert long.final_p50 - short.final_p50 == D(270)
     for summary, final in ((short, 19), (long, 14)):
-        assert (summary.first_result_max, summary.exact_max, summary.never_emitted, summary.never_exact) == (D(0), D(0), 0, 0)
+        assert (summary.first_result_max, summary.exact_max, summary.never_emitted, summary.never_exact) == (
+            D(0),
+            D(0),
+            0,
+            0,
+        )
         assert (summary.events_when_final, summary.truth_events) == (6 * final, 120)
 
 
 def test_a_session_merged_away_is_no_longer_served():
     merged = (0, 5 * MINUTE, "acct-1", "USD")
     wider = (0, 8 * MINUTE, "acct-1", "USD")
-    served = measure.served_from_history(history(
-        (merged, "update", "open", 10, 1, "3", 1, False),
-        (merged, "delete", "open", 200, 0, "0", None, False),
-        (wider, "update", "open", 200, 2, "5", 4, False),
-    ))
+    served = measure.served_from_history(
+        history(
+            (merged, "update", "open", 10, 1, "3", 1, False),
+            (merged, "delete", "open", 200, 0, "0", None, False),
+            (wider, "update", "open", 200, 2, "5", 4, False),
+        )
+    )
     end = measure.at_end(served, {wider: (2, D(5))}, 900 * SECOND)
     assert served.value_at(merged, 199 * SECOND) == (1, D(3)) and served.value_at(merged, 200 * SECOND) is None
     assert (end.windows_compared, end.windows_exact) == (1, 1)
@@ -189,7 +228,9 @@ def test_a_live_run_and_its_replay_must_write_the_same_rows_to_every_table(spark
     micro-batch and one reading the whole log at once agree (batch ids and metrics rows differ,
     the rows and the metrics' totals do not); a run that lost a late event, saw a window final
     that is open, and counted a heartbeat too many stops the comparison, naming those tables."""
-    settings = StreamSettings(TumblingWindows(MINUTE), watermark_delay=10 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+    settings = StreamSettings(
+        TumblingWindows(MINUTE), watermark_delay=10 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND
+    )
     # segment 2: the watermark is 70 - 10 = 60, "a" again is a duplicate; segment 3: it is 120, "d" (20 s) is late
     segments = [parsed(1, [("a", 10), ("b", 70)], bad=1), parsed(2, [("a", 10), ("c", 130)]), parsed(3, [("d", 20)])]
     runs = {"one": live(settings, segments), "whole": live(settings, [pa.concat_tables(segments)])}
@@ -206,7 +247,11 @@ def test_a_live_run_and_its_replay_must_write_the_same_rows_to_every_table(spark
     for run, outputs in runs.items():
         for name, rows in outputs.items():
             tables.overwrite(f"kappa/{run}/{name}", rows)
-    assert (runs["one"]["late_events"].num_rows, runs["one"]["duplicate_events"].num_rows, runs["one"]["dead_letter"].num_rows) == (1, 1, 1)
+    assert (
+        runs["one"]["late_events"].num_rows,
+        runs["one"]["duplicate_events"].num_rows,
+        runs["one"]["dead_letter"].num_rows,
+    ) == (1, 1, 1)
     assert runs["one"]["stream_metrics"].num_rows == 3 and runs["whole"]["stream_metrics"].num_rows == 1
 
     require_same_rows(tables, "kappa/one/", "kappa/whole/", "stream W=10s L=0")
@@ -229,7 +274,12 @@ MIDNIGHT = measure.to_utc(EPOCH_START)
 @pytest.fixture(scope="module")
 def compared(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("compare")
-    generate(GeneratorParams(events=400, start=START, span=30 * MINUTE, accounts=6, segment_interval=5 * MINUTE, duplicate_rate=0.02), lake)
+    generate(
+        GeneratorParams(
+            events=400, start=START, span=30 * MINUTE, accounts=6, segment_interval=5 * MINUTE, duplicate_rate=0.02
+        ),
+        lake,
+    )
     config = load_config(None, {"lake": str(lake), "table-engine": "deltalake", "dedup-horizon": "30m"}, environ={})
     plan = ComparisonPlan(name="t", watermark_delays=("20s",), allowed_lateness=("10m",), segments_per_batch=100)
     stages = []
@@ -293,12 +343,16 @@ def test_kappa_latency_recomputed_from_the_history(spark, compared):
     lake, report, _, _ = compared
     tables = Tables(spark, lake, "deltalake")
     truth = windows(tables.read_arrow("batch_truth"))
-    history_rows = sorted(rows(tables, "kappa/t-w20s-l10m-replay/window_history"),
-                          key=lambda r: (r["processing_time"], r["change"] != "update", r["line_number"] or 0))
+    history_rows = sorted(
+        rows(tables, "kappa/t-w20s-l10m-replay/window_history"),
+        key=lambda r: (r["processing_time"], r["change"] != "update", r["line_number"] or 0),
+    )
     micros = lambda t: (t - measure.to_utc(0)) // dt.timedelta(microseconds=1)
     per_window: dict = {}
     for r in history_rows:
-        per_window.setdefault((micros(r["window_start"]), micros(r["window_end"]), r["account_id"], r["currency"]), []).append(r)
+        per_window.setdefault(
+            (micros(r["window_start"]), micros(r["window_end"]), r["account_id"], r["currency"]), []
+        ).append(r)
     first, final, exact = [], [], []
     for key, right in truth.items():
         end = measure.to_utc(key[1])
@@ -332,7 +386,10 @@ def test_late_costs_and_state_match_the_tables(spark, compared):
         money = {}
         for r in {r["event_id"]: r for r in late}.values():
             money[r["currency"]] = money.get(r["currency"], D(0)) + abs(r["amount"])
-        assert (result.late.side_output_events, dict(result.late.side_output_money)) == (len({r["event_id"] for r in late}), money)
+        assert (result.late.side_output_events, dict(result.late.side_output_money)) == (
+            len({r["event_id"] for r in late}),
+            money,
+        )
     assert lam.late.side_output_events > kap.late.side_output_events, "allowed lateness absorbs late events"
     # absorbed: one late update per event with tumbling windows, as the replay's metrics count them
     metrics = rows(tables, "kappa/t-w20s-l10m-replay/stream_metrics")
@@ -341,11 +398,16 @@ def test_late_costs_and_state_match_the_tables(spark, compared):
 
     replays = {r["name"]: r for r in rows(tables, "replay_runs")}
     assert (kap.cost("replay").cpu_seconds, kap.cost("replay").wall_seconds) == (
-        replays["t-w20s-l10m-replay"]["cpu_seconds"], replays["t-w20s-l10m-replay"]["wall_seconds"])
+        replays["t-w20s-l10m-replay"]["cpu_seconds"],
+        replays["t-w20s-l10m-replay"]["wall_seconds"],
+    )
     batches = rows(tables, "batch_runs")
     assert len(batches) == 2 and [b["last_segment"] for b in sorted(batches, key=lambda b: b["run_number"])][0] == 3
     assert lam.cost("batch").cpu_seconds == pytest.approx(sum(b["cpu_seconds"] for b in batches))
-    assert [c.path for c in lam.costs] == ["speed", "batch", "reconciliation"] and [c.path for c in kap.costs] == ["streaming", "replay"]
+    assert [c.path for c in lam.costs] == ["speed", "batch", "reconciliation"] and [c.path for c in kap.costs] == [
+        "streaming",
+        "replay",
+    ]
     assert kap.state_rows_max == max(r["state_rows"] for r in metrics)
     assert report.events == sorted(batches, key=lambda b: b["run_number"])[-1]["events"]
 
@@ -353,8 +415,16 @@ def test_late_costs_and_state_match_the_tables(spark, compared):
 def test_lambda_serves_the_nightly_recomputes(spark, compared):
     lake, report, _, _ = compared
     lam = report.result("lambda-w20s-l0")
-    assert report.nightly_landings == (MIDNIGHT, MIDNIGHT + dt.timedelta(days=1)) == (report.nightly_landings[0], report.end)
-    assert (lam.end.windows_exact, lam.latency.never_exact, lam.error_series[-1].windows_wrong) == (lam.end.windows_compared, 0, 0)
+    assert (
+        report.nightly_landings
+        == (MIDNIGHT, MIDNIGHT + dt.timedelta(days=1))
+        == (report.nightly_landings[0], report.end)
+    )
+    assert (lam.end.windows_exact, lam.latency.never_exact, lam.error_series[-1].windows_wrong) == (
+        lam.end.windows_compared,
+        0,
+        0,
+    )
     # At midnight Lambda serves, for the windows before it, the recompute over the segments complete by then:
     # the generator's own events that arrived before midnight (an oracle sharing no code with the lake).
     events = load_events(lake)
@@ -364,7 +434,9 @@ def test_lambda_serves_the_nightly_recomputes(spark, compared):
     at_midnight = windows(truth_windows(keep(ingested < EPOCH_START), spec))
     everything = windows(truth_windows(events, spec))
     before = [k for k in everything.keys() | at_midnight.keys() if k[1] <= EPOCH_START]
-    assert value_at(lam.error_series, MIDNIGHT).windows_wrong == sum(1 for k in before if at_midnight.get(k) != everything.get(k))
+    assert value_at(lam.error_series, MIDNIGHT).windows_wrong == sum(
+        1 for k in before if at_midnight.get(k) != everything.get(k)
+    )
 
 
 def test_processing_time_windows_match_the_generator(spark, compared):
@@ -375,7 +447,10 @@ def test_processing_time_windows_match_the_generator(spark, compared):
     arrived = windows(truth_windows(by_arrival, TumblingWindows(MINUTE)))
     truth = windows(truth_windows(events, TumblingWindows(MINUTE)))
     keys = truth.keys() | arrived.keys()
-    assert (base.end.windows_compared, base.end.windows_exact) == (len(keys), sum(1 for k in keys if arrived.get(k) == truth.get(k)))
+    assert (base.end.windows_compared, base.end.windows_exact) == (
+        len(keys),
+        sum(1 for k in keys if arrived.get(k) == truth.get(k)),
+    )
     assert base.end.windows_exact < report.result("kappa-w20s-l10m").end.windows_exact, "event time buys correctness"
     assert (base.latency.final_max, base.latency.never_final, base.latency.events_when_final) == (D(0), 0, None)
 

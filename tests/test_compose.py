@@ -27,8 +27,15 @@ SERVICES = COMPOSE["services"]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 IN_IMAGE = "/opt/lklab/"
 LAKE_SERVICES = (
-    "airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
-    "spark-worker-1", "spark-worker-2", "speed-layer", "producer", "lklab",
+    "airflow-init",
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "spark-worker-1",
+    "spark-worker-2",
+    "speed-layer",
+    "producer",
+    "lklab",
 )
 AIRFLOW_SERVICES = ("airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor")
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}")
@@ -37,13 +44,17 @@ MASTER = "spark://spark-master:7077"
 
 
 def example_env() -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in (REPO / "docker" / "compose.env.example").read_text().splitlines()
-             if line and not line.startswith("#"))
+    pairs = (
+        line.split("=", 1)
+        for line in (REPO / "docker" / "compose.env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     return {key: value for key, value in pairs}
 
 
 def interpolate(value: str, environ: dict[str, str]) -> str:
     """Compose's ``${VAR}``, ``${VAR:-default}`` and ``${VAR:?error}`` substitution."""
+
     def substitute(match: re.Match) -> str:
         name, kind, rest = match.groups()
         if environ.get(name):
@@ -51,6 +62,7 @@ def interpolate(value: str, environ: dict[str, str]) -> str:
         if kind == ":-":
             return rest
         raise AssertionError(f"${{{name}}} is required: {rest}")
+
     return VARIABLE.sub(substitute, value)
 
 
@@ -66,13 +78,22 @@ def command(service: str) -> list[str]:
 
 def in_repo(container_path: str) -> Path:
     assert container_path.startswith(IN_IMAGE), f"{container_path} is not under {IN_IMAGE}"
-    return REPO / container_path[len(IN_IMAGE):]
+    return REPO / container_path[len(IN_IMAGE) :]
 
 
 def test_services_of_the_deployment():
     assert set(SERVICES) == {
-        "postgres", "airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
-        "spark-master", "spark-worker-1", "spark-worker-2", "speed-layer", "producer", "lklab",
+        "postgres",
+        "airflow-init",
+        "airflow-api-server",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+        "speed-layer",
+        "producer",
+        "lklab",
     }
     assert SERVICES["lklab"]["profiles"] == ["tools"]
 
@@ -116,22 +137,46 @@ def test_airflow_commands_parse_with_the_installed_airflow(tmp_path):
         "    print(get_parser().parse_args(argv).func.__name__)\n"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    done = subprocess.run([sys.executable, "-c", script], input=json.dumps([a[2:] for a in argvs.values()]),
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps([a[2:] for a in argvs.values()]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [argv[2:] for argv in argvs.values()] == [["db", "migrate"], ["api-server"], ["scheduler"], ["dag-processor"]]
+    assert [argv[2:] for argv in argvs.values()] == [
+        ["db", "migrate"],
+        ["api-server"],
+        ["scheduler"],
+        ["dag-processor"],
+    ]
 
 
 def test_airflow_entrypoint_writes_the_login_from_the_environment(tmp_path):
     entrypoint = in_repo(command("airflow-api-server")[0])
     assert os.access(entrypoint, os.X_OK)
-    env = {"PATH": os.environ["PATH"], "AIRFLOW_HOME": str(tmp_path), "AIRFLOW_ADMIN_USER": "ops",
-           "AIRFLOW_ADMIN_PASSWORD": 'pa"ss word'}
+    env = {
+        "PATH": os.environ["PATH"],
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW_ADMIN_USER": "ops",
+        "AIRFLOW_ADMIN_PASSWORD": 'pa"ss word',
+    }
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = f"{python_dir}{os.pathsep}{env['PATH']}"
-    done = subprocess.run([str(entrypoint), "sh", "-c", "echo $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS "
-                           "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"],
-                          capture_output=True, text=True, env=env, timeout=30)
+    done = subprocess.run(
+        [
+            str(entrypoint),
+            "sh",
+            "-c",
+            "echo $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ops:admin", str(tmp_path / "passwords.json")]
     assert json.loads((tmp_path / "passwords.json").read_text()) == {"ops": 'pa"ss word'}
@@ -206,13 +251,22 @@ def test_dag_folder_is_the_repository_dags():
         dags = in_repo(SERVICES[service]["environment"]["AIRFLOW__CORE__DAGS_FOLDER"])
         assert dags == REPO / "dags"
     assert {path.stem for path in (REPO / "dags").glob("*.py")} >= {
-        "batch_recompute", "reconciliation", "kappa_replay", "lambda_kappa_experiment", "speed_layer_health"
+        "batch_recompute",
+        "reconciliation",
+        "kappa_replay",
+        "lambda_kappa_experiment",
+        "speed_layer_health",
     }
 
 
 CREDENTIALS = {
-    "POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API__SECRET_KEY",
-    "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW_ADMIN_PASSWORD",
+    "POSTGRES_USER",
+    "POSTGRES_PASSWORD",
+    "POSTGRES_DB",
+    "AIRFLOW__CORE__FERNET_KEY",
+    "AIRFLOW__API__SECRET_KEY",
+    "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW_ADMIN_PASSWORD",
 }
 
 
@@ -225,9 +279,10 @@ def test_credentials_come_from_required_environment_variables(service):
         url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         assert re.fullmatch(
             r"postgresql\+psycopg2://\$\{POSTGRES_USER:\?[^}]+\}:\$\{POSTGRES_PASSWORD:\?[^}]+\}"
-            r"@postgres:5432/\$\{POSTGRES_DB:\?[^}]+\}", url
+            r"@postgres:5432/\$\{POSTGRES_DB:\?[^}]+\}",
+            url,
         ), url
-    for key, value in env.items():
+    for key in env:
         if re.search(r"PASSWORD|SECRET|FERNET", key):
             assert key in CREDENTIALS, f"{service}: {key} is a credential the test does not know"
 
@@ -239,7 +294,13 @@ def test_every_variable_is_in_the_example_env():
     example = example_env()
     assert required <= set(example), f"not in docker/compose.env.example: {sorted(required - set(example))}"
     assert set(example) == {name for name, _, _ in used}
-    secrets = {"POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_SECRET_KEY", "AIRFLOW_JWT_SECRET"}
+    secrets = {
+        "POSTGRES_PASSWORD",
+        "AIRFLOW_ADMIN_PASSWORD",
+        "AIRFLOW_FERNET_KEY",
+        "AIRFLOW_SECRET_KEY",
+        "AIRFLOW_JWT_SECRET",
+    }
     assert {key: example[key] for key in secrets} == dict.fromkeys(secrets, "")
 
 

@@ -17,7 +17,9 @@ def test_defaults(tmp_path, monkeypatch):
 
 def test_file_then_environment_then_flags(tmp_path):
     file = tmp_path / "lab.toml"
-    file.write_text('window-kind = "sliding"\nwindow-size = "10m"\nwindow-slide = "1m"\nwatermark-delay = "30s"\nlake = "from-file"\n')
+    file.write_text(
+        'window-kind = "sliding"\nwindow-size = "10m"\nwindow-slide = "1m"\nwatermark-delay = "30s"\nlake = "from-file"\n'
+    )
     env = {"LKLAB_WATERMARK_DELAY": "2m", "LKLAB_LAKE": "from-env"}
     config = load_config(file, {"lake": "from-flag", "allowed-lateness": "1h"}, environ=env)
     assert config.window == SlidingWindows(600_000_000, 60_000_000)

@@ -15,8 +15,14 @@ from tests.conftest import event_line, raw_frame
 
 def test_first_copy_in_log_order_wins(spark):
     early = raw_frame(spark, [event_line(event_id="x", amount="1.00"), event_line(event_id="y")], segment=1)
-    late = raw_frame(spark, [event_line(event_id="x", amount="1.00", ingest_time="2026-01-05T11:00:00Z"),
-                             event_line(event_id="x", amount="2.00")], segment=2)
+    late = raw_frame(
+        spark,
+        [
+            event_line(event_id="x", amount="1.00", ingest_time="2026-01-05T11:00:00Z"),
+            event_line(event_id="x", amount="2.00"),
+        ],
+        segment=2,
+    )
     marked = early.union(late).transform(parse_events).transform(valid_events).transform(mark_duplicates)
     kept = sorted((r.event_id, r.segment, r.line_number) for r in marked.transform(first_copies).collect())
     assert kept == [("x", 1, 1), ("y", 1, 2)]
@@ -56,7 +62,10 @@ def test_currencies_and_accounts_are_never_added_together(spark):
         event_line(event_id="4", amount="2.25", currency="USD"),
     ]
     events = classify_lines(raw_frame(spark, lines).transform(parse_events)).events
-    got = sorted((r.account_id, r.currency, r.event_count, r.amount_total) for r in events.transform(window_totals(TumblingWindows(60_000_000))).collect())
+    got = sorted(
+        (r.account_id, r.currency, r.event_count, r.amount_total)
+        for r in events.transform(window_totals(TumblingWindows(60_000_000))).collect()
+    )
     assert got == [
         ("acct-1", "EUR", 1, Decimal("7.000000")),
         ("acct-1", "USD", 2, Decimal("7.250000")),
@@ -92,9 +101,17 @@ def test_spark_marks_and_totals_are_the_arrow_rules(spark):
     for number in range(200):
         copies = rng.choice([1, 1, 1, 2, 3])
         for copy in range(copies):
-            amount = f"{rng.randrange(1, 10**6)}.{rng.randrange(0, 10**6):06d}" if copy == 0 or rng.random() < 0.3 else "1.5"
+            amount = (
+                f"{rng.randrange(1, 10**6)}.{rng.randrange(0, 10**6):06d}" if copy == 0 or rng.random() < 0.3 else "1.5"
+            )
             time = f"2026-01-05T10:{rng.randrange(60):02d}:00Z"
-            line = event_line(event_id=f"e{number}", amount=amount, account_id=f"a{number % 3}", event_time=time, ingest_time="2026-01-05T12:00:00Z")
+            line = event_line(
+                event_id=f"e{number}",
+                amount=amount,
+                account_id=f"a{number % 3}",
+                event_time=time,
+                ingest_time="2026-01-05T12:00:00Z",
+            )
             segments[rng.choice([1, 2, 3])].append(line)
     frames = [raw_frame(spark, lines, segment=segment) for segment, lines in segments.items()]
     events = frames[0].union(frames[1]).union(frames[2]).transform(parse_events).transform(valid_events)
@@ -111,4 +128,6 @@ def test_spark_marks_and_totals_are_the_arrow_rules(spark):
     firsts = marked.filter(pa.compute.invert(marked["is_duplicate"])).select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA)
     for spec in (TumblingWindows(60_000_000), SlidingWindows(size=300_000_000, slide=60_000_000)):
         totals = spark.createDataFrame(firsts).transform(window_totals(spec)).toArrow()
-        assert rows(totals, AGGREGATE_SCHEMA.fieldNames()) == rows(window_totals_table(spec, firsts), AGGREGATE_SCHEMA.fieldNames())
+        assert rows(totals, AGGREGATE_SCHEMA.fieldNames()) == rows(
+            window_totals_table(spec, firsts), AGGREGATE_SCHEMA.fieldNames()
+        )

@@ -5,7 +5,16 @@ from shared.durations import format_duration, parse_duration
 
 @pytest.mark.parametrize(
     "text, micros",
-    [("500ms", 500_000), ("10s", 10_000_000), ("1m", 60_000_000), ("2h", 7_200_000_000), ("1d", 86_400_000_000), ("0", 0), (0, 0), ("0s", 0)],
+    [
+        ("500ms", 500_000),
+        ("10s", 10_000_000),
+        ("1m", 60_000_000),
+        ("2h", 7_200_000_000),
+        ("1d", 86_400_000_000),
+        ("0", 0),
+        (0, 0),
+        ("0s", 0),
+    ],
 )
 def test_parse(text, micros):
     assert parse_duration(text) == micros
@@ -23,6 +32,8 @@ def test_error_names_units():
         parse_duration("1w")
 
 
-@pytest.mark.parametrize("micros, text", [(0, "0s"), (90_000_000, "90s"), (7_200_000_000, "2h"), (1_500, "1500us"), (500_000, "500ms")])
+@pytest.mark.parametrize(
+    "micros, text", [(0, "0s"), (90_000_000, "90s"), (7_200_000_000, "2h"), (1_500, "1500us"), (500_000, "500ms")]
+)
 def test_format(micros, text):
     assert format_duration(micros) == text

@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -28,7 +28,9 @@ def test_no_temporary_file_is_left_or_listed(tmp_path):
 
 def test_ingest_time_stamped_only_where_absent(tmp_path):
     log = EventLog(tmp_path)
-    segment = log.append(['{"event_id": "a"}', '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}', "{}", "[1]", "bad {"])
+    segment = log.append(
+        ['{"event_id": "a"}', '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}', "{}", "[1]", "bad {"]
+    )
     lines = log.read_lines(segment.path)
     stamped = json.loads(lines[0])
     assert stamped["event_id"] == "a" and stamped["ingest_time"].endswith("Z")
@@ -65,7 +67,7 @@ def test_concurrent_writers_never_share_a_number(tmp_path):
 
 def test_reading_keeps_blank_lines_and_a_last_line_without_newline(tmp_path):
     path = tmp_path / "segment.jsonl"
-    path.write_bytes(b'a\n\nb')
+    path.write_bytes(b"a\n\nb")
     assert EventLog.read_lines(path) == ["a", "", "b"]
     path.write_bytes(b"a\n")
     assert EventLog.read_lines(path) == ["a"]
@@ -81,13 +83,21 @@ def test_append_file_keeps_bad_lines(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_bytes(b'{"event_id": "a", "ingest_time": "T"}\r\ngarbage\n\nold\rmac\r\r\nlast')
     segment = EventLog(tmp_path / "lake").append_file(source)
-    assert EventLog.read_lines(segment.path) == ['{"event_id": "a", "ingest_time": "T"}', "garbage", "", "old", "mac", "", "last"]
+    assert EventLog.read_lines(segment.path) == [
+        '{"event_id": "a", "ingest_time": "T"}',
+        "garbage",
+        "",
+        "old",
+        "mac",
+        "",
+        "last",
+    ]
 
 
 def test_a_byte_order_mark_opening_a_file_is_not_part_of_its_first_line(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_bytes(b'\xef\xbb\xbf{"event_id": "a"}\n\xef\xbb\xbf{"event_id": "b"}\n')
-    segment = EventLog(tmp_path / "lake").append_file(source, ingest_time=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    segment = EventLog(tmp_path / "lake").append_file(source, ingest_time=datetime(2026, 1, 5, tzinfo=UTC))
     # the first line is stamped as it would be without the mark; one inside the file is content
     assert segment.path.read_bytes() == (
         b'{"event_id": "a", "ingest_time": "2026-01-05T00:00:00.000000Z"}\n\xef\xbb\xbf{"event_id": "b"}\n'

@@ -38,7 +38,11 @@ CASES = [
     (json.dumps({**json.loads(event_line()), "ingest_time": 5}), "invalid_ingest_time", "ingest_time"),
     # Spark's parser refuses a repeated key, others keep the first or the last value: name it
     ('{"event_id": "a", "event_id": "b", "account_id": "acct-1"}', "duplicate_key", "event_id"),
-    (event_line().replace('"currency": "USD"', '"currency": "USD", "\\u0063urrency": "EUR"'), "duplicate_key", "currency"),
+    (
+        event_line().replace('"currency": "USD"', '"currency": "USD", "\\u0063urrency": "EUR"'),
+        "duplicate_key",
+        "currency",
+    ),
     ('{"heartbeat": true, "heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}', "duplicate_key", "heartbeat"),
     (
         event_line(event_time="2099-01-01T00:00:00Z"),
@@ -53,7 +57,12 @@ LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
 EUROS = "\u20ac".encode() * 400  # 1,200 bytes: the kept 1,024 end inside the 342nd euro sign
 BYTE_CASES = [
     (NOT_UTF8, "invalid_utf8", "raw_line holds the line's 42 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
-    (b"  \xc0\xaf", "invalid_utf8", "raw_line holds the line's 4 bytes in base64", "ICDArw=="),  # an overlong '/' is no blank
+    (
+        b"  \xc0\xaf",
+        "invalid_utf8",
+        "raw_line holds the line's 4 bytes in base64",
+        "ICDArw==",
+    ),  # an overlong '/' is no blank
     (read_as_the_log_does(LONG, 1024)[0], "line_too_long", "3016 bytes", LONG[:1024].decode()),
     (read_as_the_log_does(EUROS, 1024)[0], "line_too_long", "1200 bytes", "\u20ac" * 341 + "\ufffd"),
 ]
@@ -94,7 +103,10 @@ def test_an_event_time_ahead_of_arrival_by_more_than_the_skew_is_a_dead_letter(l
     assert verdicts() == [(None, None), ("event_time_in_future", future), (None, None), (None, None), (None, None)]
     strict = verdicts(max_clock_skew=0)
     assert [reason for reason, _ in strict] == ["event_time_in_future"] * 3 + [None, None]
-    assert strict[2][1] == "event_time 2026-01-05T12:05:01+02:00 is more than 0s (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+    assert (
+        strict[2][1]
+        == "event_time 2026-01-05T12:05:01+02:00 is more than 0s (max-clock-skew) ahead of ingest_time 2026-01-05T10:00:01Z"
+    )
 
 
 def test_valid_lines_are_typed_exactly(lines_frame):
@@ -113,7 +125,9 @@ def test_valid_lines_are_typed_exactly(lines_frame):
 
 
 def test_whitespace_around_an_object_is_allowed(lines_frame):
-    rows = lines_frame([" \t" + event_line(), "\n" + event_line(event_id="e-2") + "  "]).transform(parse_events).collect()
+    rows = (
+        lines_frame([" \t" + event_line(), "\n" + event_line(event_id="e-2") + "  "]).transform(parse_events).collect()
+    )
     assert [row.reject_reason for row in rows] == [None, None]
 
 
@@ -137,7 +151,9 @@ def test_heartbeats_are_neither_events_nor_dead_letters(lines_frame):
         event_line(),
     ]
     parsed = lines_frame(lines).transform(parse_events)
-    rows = [(r.line_number, r.heartbeat, r.reject_reason, r.reject_detail) for r in parsed.orderBy("line_number").collect()]
+    rows = [
+        (r.line_number, r.heartbeat, r.reject_reason, r.reject_detail) for r in parsed.orderBy("line_number").collect()
+    ]
     assert rows == [
         (1, True, None, None),
         (2, False, "missing_field", "ingest_time"),

@@ -20,9 +20,9 @@ import pytest
 
 from lklab.generator import GeneratorParams, generate
 from lklab.speed_layer import SPEED_TABLES, run_speed
-from tests.crash_runs import CRASH_SEED, sampled_points
 from shared.config import LabConfig
 from shared.tables import Tables
+from tests.crash_runs import CRASH_SEED, sampled_points
 
 pytestmark = pytest.mark.slow
 LKLAB = str(Path(sys.executable).parent / "lklab")
@@ -37,8 +37,13 @@ def speed(lake: Path, crash_at: str | None = None, kill_at_commit: int | None = 
     env.pop("LKLAB_CRASH_AT", None)
     if crash_at:
         env["LKLAB_CRASH_AT"] = crash_at
-    process = subprocess.Popen([LKLAB, "speed", "--available-now"], env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [LKLAB, "speed", "--available-now"],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     commit = lake / "tables" / "stream_metrics" / "_delta_log" / f"{kill_at_commit or 0:020d}.json"
     try:
         deadline = time.monotonic() + 600
@@ -68,8 +73,12 @@ def contents(spark, lake: Path) -> dict:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, spark):
     lake = tmp_path_factory.mktemp("reference")
-    generate(GeneratorParams(events=1_500, accounts=5, duplicate_rate=0.03, malformed_rate=0.01,
-                             segment_interval=2 * 3_600_000_000), lake)
+    generate(
+        GeneratorParams(
+            events=1_500, accounts=5, duplicate_rate=0.03, malformed_rate=0.01, segment_interval=2 * 3_600_000_000
+        ),
+        lake,
+    )
     # the uninterrupted run, in the test's own Spark session (the crashed runs are processes)
     run_speed(spark, LabConfig(lake=lake, table_engine="deltalake"), available_now=True)
     return lake, contents(spark, lake)
@@ -154,8 +163,9 @@ def test_always_on_picks_up_new_segments_and_stops_cleanly_on_sigterm(spark, tmp
     log.append(segments[0].read_bytes().splitlines(), stamp=False)
     env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
     env.pop("LKLAB_CRASH_AT", None)
-    process = subprocess.Popen([LKLAB, "speed"], env=env, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [LKLAB, "speed"], env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     tables = Tables(spark, tmp_path, "deltalake")
 
     def batches_done() -> int:

@@ -26,7 +26,9 @@ def test_a_lake_with_data_the_experiment_did_not_make_is_refused_and_left_alone(
     generate(GeneratorParams(events=20), lake)
     (lake / "checkpoints" / "speed").mkdir(parents=True)
     (lake / "checkpoints" / "speed" / "offsets").write_text("0")
-    with pytest.raises(NotAnExperimentLake, match=r"holds log, checkpoints, generator that the experiment did not make"):
+    with pytest.raises(
+        NotAnExperimentLake, match=r"holds log, checkpoints, generator that the experiment did not make"
+    ):
         claim(lake, tmp_path / "lake")
     assert not (lake / EXPERIMENT_MARKER).exists()
     assert (lake / "checkpoints" / "speed" / "offsets").read_text() == "0"

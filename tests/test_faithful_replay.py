@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +55,16 @@ def logs(spark, tmp_path_factory) -> dict[str, pa.Table]:
     parsed = {}
     for scenario in SCENARIOS:
         lake = tmp_path_factory.mktemp(scenario)
-        params = GeneratorParams(scenario=scenario, events=1_200, accounts=4, span=2 * 3600 * SECOND, duplicate_rate=0.03,
-                                 malformed_rate=0.01, segment_interval=10 * 60 * SECOND, seed=5)
+        params = GeneratorParams(
+            scenario=scenario,
+            events=1_200,
+            accounts=4,
+            span=2 * 3600 * SECOND,
+            duplicate_rate=0.03,
+            malformed_rate=0.01,
+            segment_interval=10 * 60 * SECOND,
+            seed=5,
+        )
         generate(params, lake)
         table = parsed_log(spark, str(lake), EventLog(lake).last_segment()).toArrow()
         parsed[scenario] = table.sort_by([("segment", "ascending"), ("line_number", "ascending")])
@@ -64,7 +72,9 @@ def logs(spark, tmp_path_factory) -> dict[str, pa.Table]:
 
 
 def settings_for(kind: str) -> StreamSettings:
-    return StreamSettings(WINDOWS[kind], watermark_delay=30 * SECOND, allowed_lateness=5 * 60 * SECOND, dedup_horizon=20 * 60 * SECOND)
+    return StreamSettings(
+        WINDOWS[kind], watermark_delay=30 * SECOND, allowed_lateness=5 * 60 * SECOND, dedup_horizon=20 * 60 * SECOND
+    )
 
 
 def segments_of(parsed: pa.Table) -> list[pa.Table]:
@@ -72,9 +82,14 @@ def segments_of(parsed: pa.Table) -> list[pa.Table]:
     return [parsed.filter(pa.compute.equal(parsed["segment"], n)) for n in numbers]
 
 
-def live(settings: StreamSettings, batches: list[pa.Table], restart_after: int | None = None, history: bool = False) -> dict[str, pa.Table]:
+def live(
+    settings: StreamSettings, batches: list[pa.Table], restart_after: int | None = None, history: bool = False
+) -> dict[str, pa.Table]:
     """What the speed layer commits, batch by batch (window rows merged as ``Tables.upsert`` does)."""
-    state, out = StreamState.empty(), {"dead_letter": [], "duplicate_events": [], "late_events": [], "stream_metrics": [], "window_history": []}
+    state, out = (
+        StreamState.empty(),
+        {"dead_letter": [], "duplicate_events": [], "late_events": [], "stream_metrics": [], "window_history": []},
+    )
     windows: dict[tuple, dict] = {}
     for batch_id, lines in enumerate(batches):
         step = stream_step(lines, state, settings, batch_id, history=history)
@@ -107,7 +122,12 @@ def random_cuts(segments: list[pa.Table], chooser: random.Random) -> tuple[list[
     return batches, chooser.randrange(len(batches))
 
 
-def same(left: dict, right: dict, ignore: set[str], names=("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state")) -> None:
+def same(
+    left: dict,
+    right: dict,
+    ignore: set[str],
+    names=("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state"),
+) -> None:
     for name in names:
         assert row_counts(left[name], ignore) == row_counts(right[name], ignore), name
 
@@ -153,14 +173,33 @@ def test_the_spark_replay_writes_the_rows_of_one_segment_per_micro_batch(spark, 
 
 
 def test_lklab_speed_at_any_batch_size_and_lklab_replay_leave_the_same_tables(spark, tmp_path):
-    params = GeneratorParams(scenario="clickstream", events=1_500, accounts=5, span=3600 * SECOND, duplicate_rate=0.02,
-                             malformed_rate=0.01, segment_interval=5 * 60 * SECOND, seed=3)
+    params = GeneratorParams(
+        scenario="clickstream",
+        events=1_500,
+        accounts=5,
+        span=3600 * SECOND,
+        duplicate_rate=0.02,
+        malformed_rate=0.01,
+        segment_interval=5 * 60 * SECOND,
+        seed=3,
+    )
     fine, coarse = tmp_path / "fine", tmp_path / "coarse"
     generate(params, fine)
     shutil.copytree(fine / "log", coarse / "log")
-    settings = {"table-engine": "deltalake", "window-kind": "sliding", "window-size": "2m", "window-slide": "30s", "watermark-delay": "20s"}
+    settings = {
+        "table-engine": "deltalake",
+        "window-kind": "sliding",
+        "window-size": "2m",
+        "window-slide": "30s",
+        "watermark-delay": "20s",
+    }
     for lake, per_batch in ((fine, 1), (coarse, 100_000)):
-        run_speed(spark, load_config(None, {"lake": str(lake), **settings}, environ={}), available_now=True, segments_per_batch=per_batch)
+        run_speed(
+            spark,
+            load_config(None, {"lake": str(lake), **settings}, environ={}),
+            available_now=True,
+            segments_per_batch=per_batch,
+        )
     run_replay(spark, load_config(None, {"lake": str(fine), **settings}, environ={}), "again")
 
     def tables_of(lake, prefix=""):
@@ -179,29 +218,44 @@ def test_a_held_window_finalised_then_late_updated_in_one_batch_keeps_its_final_
     one line and then updated late by a later line of the same batch. Its history must say it
     was final from the first of those lines whatever the batches; it lost that row when the
     window came from the held state, because the batch's late update was taken as its opening."""
-    settings = StreamSettings(TumblingWindows(60 * SECOND), watermark_delay=10 * SECOND, allowed_lateness=60 * SECOND,
-                              dedup_horizon=3600 * SECOND, watermark_interval=0)
+    settings = StreamSettings(
+        TumblingWindows(60 * SECOND),
+        watermark_delay=10 * SECOND,
+        allowed_lateness=60 * SECOND,
+        dedup_horizon=3600 * SECOND,
+        watermark_interval=0,
+    )
     # a (10 s) opens [0, 60); b (75 s) moves the watermark to 65: final; c (30 s) is judged by 65: a late update
     segments = [parsed(1, [("a", 10)]), parsed(2, [("b", 75), ("c", 30)])]
     history = lambda run: sorted(
         (seconds_of(r["processing_time"]), r["change"], r["status"], r["event_count"], r["late_update"])
-        for r in run["window_history"].to_pylist() if r["window_end"] == at(60)
+        for r in run["window_history"].to_pylist()
+        if r["window_end"] == at(60)
     )
     # segment k arrives at 10,000 + k seconds
-    expected = [(10_001, "update", "open", 1, False), (10_002, "final", "final", 1, False), (10_002, "update", "final", 2, True)]
+    expected = [
+        (10_001, "update", "open", 1, False),
+        (10_002, "final", "final", 1, False),
+        (10_002, "update", "final", 2, True),
+    ]
     for batches in (segments, [pa.concat_tables(segments)]):
         assert history(live(settings, batches, history=True)) == expected
 
 
 # ------------------------------------------------------------------ a clock that misbehaves
 
-AWKWARD_START = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+AWKWARD_START = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 AWKWARD_WINDOWS = {
     "tumbling": {"window-kind": "tumbling", "window-size": "1m"},
     "sliding": {"window-kind": "sliding", "window-size": "2m", "window-slide": "30s"},
     "session": {"window-kind": "session", "session-gap": "90s"},
 }
-AWKWARD_SETTINGS = {"table-engine": "deltalake", "watermark-delay": "30s", "allowed-lateness": "1m", "dedup-horizon": "4m"}
+AWKWARD_SETTINGS = {
+    "table-engine": "deltalake",
+    "watermark-delay": "30s",
+    "allowed-lateness": "1m",
+    "dedup-horizon": "4m",
+}
 
 
 def awkward_lines(rng: random.Random) -> list[list[str]]:
@@ -239,8 +293,13 @@ def awkward_lines(rng: random.Random) -> list[list[str]]:
                 lines.append(event_line(**again, ingest_time=at(stamp)))
             else:
                 delay = rng.uniform(0, 15) if rng.random() < 0.8 else rng.uniform(40, 400)
-                event = {"event_id": f"e{len(sent)}", "account_id": rng.choice(["a1", "a2"]), "currency": rng.choice(["USD", "EUR"]),
-                         "amount": f"{rng.randint(1, 9999) / 100:.2f}", "event_time": at(stamp - delay)}
+                event = {
+                    "event_id": f"e{len(sent)}",
+                    "account_id": rng.choice(["a1", "a2"]),
+                    "currency": rng.choice(["USD", "EUR"]),
+                    "amount": f"{rng.randint(1, 9999) / 100:.2f}",
+                    "event_time": at(stamp - delay),
+                }
                 sent.append(event)
                 lines.append(event_line(**event, ingest_time=at(stamp)))
         segments.append(lines)
@@ -254,9 +313,15 @@ def awkward(spark, tmp_path_factory) -> tuple[Path, pa.Table]:
     log = EventLog(lake)
     for lines in awkward_lines(random.Random(15)):
         log.append(lines, stamp=False)
-    parsed = parsed_log(spark, str(lake), log.last_segment()).toArrow().sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    parsed = (
+        parsed_log(spark, str(lake), log.last_segment())
+        .toArrow()
+        .sort_by([("segment", "ascending"), ("line_number", "ascending")])
+    )
     ingest = parsed["ingest_time"].cast(pa.int64()).to_numpy(zero_copy_only=False)
-    assert parsed["ingest_time"][0].as_py() is None and (np.diff(ingest[~np.isnan(ingest)]) < 0).sum() > 5, "the clock goes back"
+    assert parsed["ingest_time"][0].as_py() is None and (np.diff(ingest[~np.isnan(ingest)]) < 0).sum() > 5, (
+        "the clock goes back"
+    )
     assert sum(parsed["heartbeat"].to_pylist()) > 10 and parsed.num_rows < 300
     return lake, parsed
 
@@ -273,7 +338,11 @@ def test_on_a_clock_that_goes_back_live_cuts_restarts_and_lklab_replay_write_the
     segments = segments_of(parsed)
     every = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state")
     for interval in ("0", "7s"):
-        config = load_config(None, {"lake": str(lake), **AWKWARD_SETTINGS, **AWKWARD_WINDOWS[kind], "watermark-interval": interval}, environ={})
+        config = load_config(
+            None,
+            {"lake": str(lake), **AWKWARD_SETTINGS, **AWKWARD_WINDOWS[kind], "watermark-interval": interval},
+            environ={},
+        )
         settings = StreamSettings.of(config)
         finest = live(settings, segments, history=True)
         chooser = random.Random(f"awkward-{kind}-{interval}")
@@ -287,16 +356,27 @@ def test_on_a_clock_that_goes_back_live_cuts_restarts_and_lklab_replay_write_the
             name = f"awkward-{kind}"
             run_replay(spark, config, name, history=True)
             tables = Tables(spark, lake, "deltalake")
-            replayed = {table: tables.read_arrow(replay_prefix(name) + table) for table in (*SPEED_TABLES, "window_history")}
+            replayed = {
+                table: tables.read_arrow(replay_prefix(name) + table) for table in (*SPEED_TABLES, "window_history")
+            }
             same(replayed, finest, {"duration_seconds"}, (*every, "stream_metrics", "window_history"))
         else:
             result = replay(spark.createDataFrame(parsed), settings)
             try:
-                replayed = {"dead_letter": result.dead_letters.toArrow(), "duplicate_events": result.duplicates.toArrow(),
-                            "late_events": result.late_events.toArrow(), "speed_aggregates": result.windows,
-                            "stream_state": result.state, "stream_metrics": result.metrics}
+                replayed = {
+                    "dead_letter": result.dead_letters.toArrow(),
+                    "duplicate_events": result.duplicates.toArrow(),
+                    "late_events": result.late_events.toArrow(),
+                    "speed_aggregates": result.windows,
+                    "stream_state": result.state,
+                    "stream_metrics": result.metrics,
+                }
             finally:
                 result.release()
             same(replayed, finest, {"duration_seconds"}, (*every, "stream_metrics"))
         late, duplicates = finest["late_events"], finest["duplicate_events"]
-        assert late.num_rows > 0 and sum(duplicates["payload_conflict"].to_pylist()) > 0 and finest["dead_letter"].num_rows > 5
+        assert (
+            late.num_rows > 0
+            and sum(duplicates["payload_conflict"].to_pylist()) > 0
+            and finest["dead_letter"].num_rows > 5
+        )

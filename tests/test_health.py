@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -33,7 +33,7 @@ HOUR = 3600.0
 
 @pytest.fixture(scope="module")
 def template(spark, tmp_path_factory):
-    day = (datetime.now(timezone.utc) - timedelta(days=1)).date()
+    day = (datetime.now(UTC) - timedelta(days=1)).date()
     return speed_layer_lake(tmp_path_factory.getbasetemp(), day, spark)
 
 
@@ -109,7 +109,9 @@ def test_watermark_lag_over_the_limit_is_lagging(lake):
     lag = newest_metrics(lake)["watermark_lag_seconds"]
     limit = f"{int(lag) - 1}s"
     health = stream_health(lake, max_staleness="10m", max_watermark_lag=limit)
-    assert health.reasons == (f"lagging: watermark lag {lag:,.0f}s exceeds {limit} (micro-batch {health.last_batch_id})",)
+    assert health.reasons == (
+        f"lagging: watermark lag {lag:,.0f}s exceeds {limit} (micro-batch {health.last_batch_id})",
+    )
     assert stream_health(lake, max_staleness="10m", max_watermark_lag=f"{int(lag) + 1}s").healthy
 
 
@@ -137,13 +139,27 @@ def test_speed_layer_health_dag_passes_and_fails_loudly(lake, home):
     """The DAG's task on the configured lake (LKLAB_LAKE): a real run, then a failing task."""
     airflow = str(VENV_BIN / "airflow")
     env = airflow_env(home, lake)
-    passed = run([airflow, "dags", "test", "speed_layer_health", "-c", json.dumps({"max_watermark_lag": "1d"})],
-                 env=env, timeout=180)
+    passed = run(
+        [airflow, "dags", "test", "speed_layer_health", "-c", json.dumps({"max_watermark_lag": "1d"})],
+        env=env,
+        timeout=180,
+    )
     output = passed.stdout + passed.stderr
     assert passed.returncode == 0 and "state=success" in output, output[-4000:]
     assert "speed layer healthy" in output
-    failed = run([airflow, "tasks", "test", "speed_layer_health", "check_stream_metrics",
-                  "-t", json.dumps({"max_watermark_lag": "1s"})], env=env, timeout=180)
+    failed = run(
+        [
+            airflow,
+            "tasks",
+            "test",
+            "speed_layer_health",
+            "check_stream_metrics",
+            "-t",
+            json.dumps({"max_watermark_lag": "1s"}),
+        ],
+        env=env,
+        timeout=180,
+    )
     output = failed.stdout + failed.stderr
     # `tasks test` exits 0 whatever the task does; the failure is in the task's log and state.
     assert "Task failed with exception" in output and "new_state=up_for_retry" in output, output[-4000:]
@@ -160,9 +176,25 @@ def one_batch(lake, watermark_ahead: int, settings: dict | None):
     """A lake whose ``stream_metrics`` holds one micro-batch handing on a watermark
     ``watermark_ahead`` microseconds after its latest ingest time, with ``settings`` recorded."""
     figures = BatchFigures(
-        batch_id=0, first_segment=1, last_segment=1, input_lines=1, on_time=1, late=0, late_updates=0, duplicates=0,
-        dead_letters=0, heartbeats=0, watermark=None, next_watermark=INGEST + watermark_ahead, max_event_time=None,
-        latest_ingest=INGEST, state_rows=1, on_time_amounts=[], late_amounts=[], duplicate_amounts=[], duration_seconds=0.1,
+        batch_id=0,
+        first_segment=1,
+        last_segment=1,
+        input_lines=1,
+        on_time=1,
+        late=0,
+        late_updates=0,
+        duplicates=0,
+        dead_letters=0,
+        heartbeats=0,
+        watermark=None,
+        next_watermark=INGEST + watermark_ahead,
+        max_event_time=None,
+        latest_ingest=INGEST,
+        state_rows=1,
+        on_time_amounts=[],
+        late_amounts=[],
+        duplicate_amounts=[],
+        duration_seconds=0.1,
     )
     write_deltalake(str(lake / "tables" / "stream_metrics"), metrics_table([figures]))
     if settings is not None:
@@ -183,27 +215,41 @@ def ahead(seconds: str, allowed: str, rule: str) -> tuple[str]:
 
 
 @pytest.mark.parametrize("skew, delay, allowed", [("5m", "1m", 240), ("10m", "30s", 570), ("1m", "5m", 0)])
-def test_the_watermark_may_lead_arrival_by_max_clock_skew_less_watermark_delay_and_not_a_microsecond_more(tmp_path, skew, delay, allowed):
+def test_the_watermark_may_lead_arrival_by_max_clock_skew_less_watermark_delay_and_not_a_microsecond_more(
+    tmp_path, skew, delay, allowed
+):
     recorded = settings(**{"max-clock-skew": skew, "watermark-delay": delay})
     at_limit = stream_health(one_batch(tmp_path / "at", allowed * SECOND, recorded), max_watermark_lag="1d")
-    assert (at_limit.watermark_lag_seconds, at_limit.max_watermark_lead_seconds, at_limit.reasons) == (-allowed, allowed, ())
+    assert (at_limit.watermark_lag_seconds, at_limit.max_watermark_lead_seconds, at_limit.reasons) == (
+        -allowed,
+        allowed,
+        (),
+    )
     over = stream_health(one_batch(tmp_path / "over", allowed * SECOND + 1, recorded), max_watermark_lag="1d")
     assert over.watermark_lag_seconds == -(allowed * SECOND + 1) / SECOND
-    assert over.reasons == ahead(f"{allowed}.000001", f"{allowed}", f"max-clock-skew {skew} less watermark-delay {delay}, its settings")
+    assert over.reasons == ahead(
+        f"{allowed}.000001", f"{allowed}", f"max-clock-skew {skew} less watermark-delay {delay}, its settings"
+    )
     assert not over.healthy and "the watermark may lead arrival by" in over.describe()
 
 
 def test_a_table_that_recorded_no_settings_is_held_to_the_labs_defaults(tmp_path):
     assert stream_health(one_batch(tmp_path / "at", 240 * SECOND, None), max_watermark_lag="1d").healthy
     over = stream_health(one_batch(tmp_path / "over", 241 * SECOND, None), max_watermark_lag="1d")
-    assert over.reasons == ahead("241", "240", "max-clock-skew 5m less watermark-delay 1m, the lab's defaults (the table recorded no settings)")
+    assert over.reasons == ahead(
+        "241", "240", "max-clock-skew 5m less watermark-delay 1m, the lab's defaults (the table recorded no settings)"
+    )
 
 
 def test_a_real_stream_over_an_event_as_far_ahead_as_it_accepts_is_healthy(spark, tmp_path):
     """With the default settings an event dated 5m after its ingest time is accepted and puts
     the watermark 4 minutes ahead of arrival: no false alarm."""
-    EventLog(tmp_path).append([event_line(event_time="2026-01-05T12:05:00Z", ingest_time="2026-01-05T12:00:00Z")], stamp=False)
-    config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", "watermark-interval": "0"}, environ={})
+    EventLog(tmp_path).append(
+        [event_line(event_time="2026-01-05T12:05:00Z", ingest_time="2026-01-05T12:00:00Z")], stamp=False
+    )
+    config = load_config(
+        None, {"lake": str(tmp_path), "table-engine": "deltalake", "watermark-interval": "0"}, environ={}
+    )
     run_speed(spark, config, available_now=True)
     health = stream_health(tmp_path, max_watermark_lag="1d")
     assert (health.watermark_lag_seconds, health.max_watermark_lead_seconds, health.reasons) == (-240.0, 240.0, ())

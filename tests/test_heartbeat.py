@@ -31,10 +31,14 @@ SETTINGS = {"window-kind": "tumbling", "window-size": "5s", "watermark-delay": "
 def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     log = EventLog(tmp_path)
     for index, seconds in enumerate((10, 12, 18, 22, 33)):  # one event per segment, a second apart
-        log.append([event_line(event_id=f"e{index}", event_time=iso(seconds), ingest_time=iso(10_000 + index))], stamp=False)
+        log.append(
+            [event_line(event_id=f"e{index}", event_time=iso(seconds), ingest_time=iso(10_000 + index))], stamp=False
+        )
     env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
     argv = [LKLAB, "speed", "--heartbeat-interval", "1s", *[f"--{k}={v}" for k, v in SETTINGS.items()]]
-    process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     tables = Tables(spark, tmp_path, "deltalake")
     try:
         deadline = time.monotonic() + 240
@@ -42,7 +46,9 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
             time.sleep(0.5)
         assert log.last_segment() == 6, "no heartbeat was appended"
         assert '"heartbeat": true' in log.segment_path(6).read_text()
-        while time.monotonic() < deadline and (not tables.exists("stream_metrics") or tables.read_arrow("stream_metrics").num_rows < 6):
+        while time.monotonic() < deadline and (
+            not tables.exists("stream_metrics") or tables.read_arrow("stream_metrics").num_rows < 6
+        ):
             time.sleep(0.5)
         time.sleep(3)  # three more quiet intervals: nothing left to close, so no second heartbeat
         assert log.last_segment() == 6
@@ -61,12 +67,18 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
     assert sum(tables.read_arrow("stream_metrics")["heartbeats"].to_pylist()) == 1
     # one structured log line per micro-batch
-    logged = [json.loads(line[line.index("{"):]) for line in errors.splitlines() if "lklab.speed" in line]
-    assert [(entry["batch"], entry["lines"], entry["heartbeats"]) for entry in logged] == [(b, 1, int(b == 5)) for b in range(6)]
+    logged = [json.loads(line[line.index("{") :]) for line in errors.splitlines() if "lklab.speed" in line]
+    assert [(entry["batch"], entry["lines"], entry["heartbeats"]) for entry in logged] == [
+        (b, 1, int(b == 5)) for b in range(6)
+    ]
 
-    run_replay(spark, load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={}), "after")
+    run_replay(
+        spark, load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={}), "after"
+    )
     for name in SPEED_TABLES:
         live, replayed = (tables.read_arrow(prefix + name).to_pylist() for prefix in ("", "kappa/after/"))
         ignore = {"batch_id", "updated_batch_id", "duration_seconds"}
-        normal = lambda rows: Counter(tuple((k, str(v)) for k, v in sorted(row.items()) if k not in ignore) for row in rows)
+        normal = lambda rows: Counter(
+            tuple((k, str(v)) for k, v in sorted(row.items()) if k not in ignore) for row in rows
+        )
         assert normal(live) == normal(replayed), name

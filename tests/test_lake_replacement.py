@@ -20,7 +20,9 @@ from lklab.visitors_speed import run_visitors_speed
 
 LKLAB = str(Path(sys.executable).parent / "lklab")
 # An always-on stream runs without a prefix: its checkpoint is checkpoints/<its app id>.
-ALWAYS_ON = [inspect.signature(run).parameters["app_id"].default for run in (run_speed, run_visitors_speed, run_payments_speed)]
+ALWAYS_ON = [
+    inspect.signature(run).parameters["app_id"].default for run in (run_speed, run_visitors_speed, run_payments_speed)
+]
 
 
 def lklab(*args) -> subprocess.CompletedProcess:
@@ -53,7 +55,10 @@ def test_a_lake_an_always_on_stream_reads_is_not_replaceable(generated, app_id):
 def test_every_stream_reading_the_lake_is_named_even_over_a_log_the_lab_did_not_generate(tmp_path):
     for app_id in ("visitors-speed", "payments"):
         (tmp_path / "checkpoints" / app_id).mkdir(parents=True)
-    assert unreplaceable(tmp_path) == "is read by a speed layer (it has the checkpoints checkpoints/payments, checkpoints/visitors-speed)"
+    assert (
+        unreplaceable(tmp_path)
+        == "is read by a speed layer (it has the checkpoints checkpoints/payments, checkpoints/visitors-speed)"
+    )
 
 
 def test_compare_scenario_refuses_a_billing_lake_turned_page_views_that_the_visitors_layer_reads(tmp_path):

@@ -13,8 +13,14 @@ PACKAGES = ("dags", "spark_jobs", "lklab", "reconciliation", "shared")
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+    )
 
 
 def test_the_code_keeps_the_layers():
@@ -28,7 +34,10 @@ def test_a_reversed_import_breaks_the_contract(tmp_path):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / ".importlinter", tmp_path)
     windows = tmp_path / "shared" / "windows.py"
-    windows.write_text(windows.read_text() + "\n\ndef _reversed():\n    from reconciliation.fold import fold_late_events  # noqa: F401\n")
+    windows.write_text(
+        windows.read_text()
+        + "\n\ndef _reversed():\n    from reconciliation.fold import fold_late_events  # noqa: F401\n"
+    )
     done = lint(tmp_path)
     assert done.returncode == 1
     assert "Contracts: 0 kept, 1 broken." in done.stdout

@@ -29,8 +29,12 @@ with writer(sys.argv[1], sys.argv[2]):
 
 
 def holder(lake, role) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(lake), role], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(lake), role],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert process.stdout.readline().strip() == "held"
     return process
 
@@ -99,7 +103,10 @@ def test_a_second_replay_of_a_name_is_refused_and_replace_deletes_nothing_of_the
     from shared.config import LabConfig
 
     lake = tmp_path / "lake"
-    owned = [lake / "tables" / "kappa" / "x" / "speed_aggregates" / "part-0.parquet", lake / "checkpoints" / "kappa" / "x" / "offsets" / "0"]
+    owned = [
+        lake / "tables" / "kappa" / "x" / "speed_aggregates" / "part-0.parquet",
+        lake / "checkpoints" / "kappa" / "x" / "offsets" / "0",
+    ]
     for path in owned:
         path.parent.mkdir(parents=True)
         path.write_text("the running replay's")
@@ -140,8 +147,15 @@ def test_run_history_appends_from_two_processes_at_once_keep_every_row(tmp_path)
     lake, signals, each = tmp_path / "lake", tmp_path / "signals", 8
     signals.mkdir()
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    writers = [subprocess.Popen([sys.executable, "-c", APPEND, str(lake), str(signals), str(each), str(writer_id)], env=env,
-                                stderr=subprocess.PIPE, text=True) for writer_id in (1, 2)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPEND, str(lake), str(signals), str(each), str(writer_id)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for writer_id in (1, 2)
+    ]
     deadline = time.monotonic() + 60
     while not all((signals / f"ready-{w}").exists() for w in (1, 2)) and time.monotonic() < deadline:
         time.sleep(0.01)

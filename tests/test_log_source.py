@@ -21,7 +21,12 @@ def log_lake(tmp_path):
 def test_batch_read_numbers_lines_per_segment(spark, log_lake):
     rows = log_reader(spark).option("path", str(log_lake)).load().collect()
     assert sorted(tuple(r) for r in rows) == [
-        (1, 1, "a1", 2), (1, 2, "a2", 2), (2, 1, "b1", 2), (3, 1, "c1", 2), (3, 2, "", 0), (3, 3, "c3", 2),
+        (1, 1, "a1", 2),
+        (1, 2, "a2", 2),
+        (2, 1, "b1", 2),
+        (3, 1, "c1", 2),
+        (3, 2, "", 0),
+        (3, 3, "c3", 2),
     ]
 
 
@@ -79,7 +84,11 @@ SEGMENTS = [
     b"\xef\xbb\xbfbom\n\xef\xbb\xbfnot at the start\n",  # a byte order mark opening a segment is not part of its line
     b"a\rb\n\xed\xa0\x80surrogate\n\xc0\xafoverlong\n",
     b"tab\tx\x00nul\n\xe2\x80\xa8sep\n",
-    b"short\n" + b"y" * 3000 + b"\nafter\n" + "\u20ac".encode() * 400 + b"\n\xff" * 2000,  # lines longer than 1,024 bytes
+    b"short\n"
+    + b"y" * 3000
+    + b"\nafter\n"
+    + "\u20ac".encode() * 400
+    + b"\n\xff" * 2000,  # lines longer than 1,024 bytes
     b"\xef\xbb\xbf",
 ]
 
@@ -95,11 +104,21 @@ def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
     last = len(SEGMENTS)
     source = log_reader(spark).option("path", str(tmp_path)).option("maxLineBytes", 1024).load()
     whole = as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024))
-    assert whole == as_bytes(source) == as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024, whole_segment_bytes=0))
+    assert (
+        whole
+        == as_bytes(source)
+        == as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024, whole_segment_bytes=0))
+    )
     assert [row for row in whole if row[0] in (1, 5, 8, 9) and row[1] <= 4] == [
-        (1, 1, b'{"x": "\xff"}', 10), (1, 2, b"ab\xc3\xa9\r", 5), (1, 3, b"last", 4),
-        (5, 1, b"bom", 3), (5, 2, b"\xef\xbb\xbfnot at the start", 19),
-        (8, 1, b"short", 5), (8, 2, b"y" * 1024, 3000), (8, 3, b"after", 5), (8, 4, "\u20ac".encode() * 341 + b"\xe2", 1200),
+        (1, 1, b'{"x": "\xff"}', 10),
+        (1, 2, b"ab\xc3\xa9\r", 5),
+        (1, 3, b"last", 4),
+        (5, 1, b"bom", 3),
+        (5, 2, b"\xef\xbb\xbfnot at the start", 19),
+        (8, 1, b"short", 5),
+        (8, 2, b"y" * 1024, 3000),
+        (8, 3, b"after", 5),
+        (8, 4, "\u20ac".encode() * 341 + b"\xe2", 1200),
     ]
     lines_per_segment = {number: sum(1 for row in whole if row[0] == number) for number in range(1, last + 1)}
     assert lines_per_segment == {1: 3, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 2, 8: 4 + 2000, 9: 0}

@@ -36,7 +36,10 @@ from shared.tables import Tables
 BATCHES = 3  # micro-batches per table: three small files to compact (24 tables)
 APPENDED = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is None]
 REWRITTEN = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is not None]
-MERGED = ("speed_aggregates", "visitors_windows")  # merged by window every micro-batch; the other rewritten ones overwritten
+MERGED = (
+    "speed_aggregates",
+    "visitors_windows",
+)  # merged by window every micro-batch; the other rewritten ones overwritten
 HOLD = """
 import sys, time
 from shared.locks import writer
@@ -52,10 +55,14 @@ def batch_rows(batch: int) -> pa.Table:
 
 def windows(batch: int) -> pa.Table:
     """The speed layer's merge: window ``batch`` is new, window ``batch - 1`` gets its final count."""
-    return pa.table({
-        "window": [batch - 1, batch], "events": [10 * batch, batch], "status": ["final", "open"],
-        "_delete": [False, False],
-    })
+    return pa.table(
+        {
+            "window": [batch - 1, batch],
+            "events": [10 * batch, batch],
+            "status": ["final", "open"],
+            "_delete": [False, False],
+        }
+    )
 
 
 def rewrite(tables: Tables, name: str, batch: int, app_id: str = "speed") -> None:
@@ -98,8 +105,12 @@ def lake(tmp_path) -> Path:
 
 def holder(lake: Path, role: str) -> subprocess.Popen:
     """Another process holding ``role``'s writer lock (a running speed layer, a maintenance)."""
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(lake), role], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(lake), role],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert process.stdout.readline().strip() == "held"
     return process
 
@@ -130,7 +141,9 @@ def test_every_always_on_table_is_compacted_with_its_rows_unchanged_and_time_tra
 
 def test_vacuum_deletes_what_is_older_than_the_retention_and_only_that(lake):
     before = {t.name: rows(lake, t.name) for t in ALWAYS_ON_TABLES}
-    first_version = {t.name: DeltaTable(str(lake / "tables" / t.name)).version() - (BATCHES - 1) for t in ALWAYS_ON_TABLES}
+    first_version = {
+        t.name: DeltaTable(str(lake / "tables" / t.name)).version() - (BATCHES - 1) for t in ALWAYS_ON_TABLES
+    }
     superseded = {t.name: parquet_files(lake, t.name) for t in ALWAYS_ON_TABLES}
 
     done = maintain_lake(lake, "0", enforce_retention_duration=False)
@@ -151,7 +164,11 @@ def test_tables_a_running_stream_rewrites_are_vacuumed_but_not_compacted(lake):
     unique_visitors stream runs; billing's speed layer and the order_payments stream do not."""
     tables = Tables(None, lake, "deltalake")  # a second live file each
     for name in REWRITTEN:
-        extra = windows(BATCHES + 1).drop_columns(["_delete"]).slice(1) if name in MERGED else pa.table({"clock": [BATCHES], "windows_held": [0]})
+        extra = (
+            windows(BATCHES + 1).drop_columns(["_delete"]).slice(1)
+            if name in MERGED
+            else pa.table({"clock": [BATCHES], "windows_held": [0]})
+        )
         tables.append(name, extra, app_id="extra", version=1)
     running = {t.name for t in ALWAYS_ON_TABLES if t.rewritten_by == VISITORS_STREAM_LOCK}
     assert running == {"visitors_windows", "visitors_seen", "visitors_state"}
@@ -163,9 +180,15 @@ def test_tables_a_running_stream_rewrites_are_vacuumed_but_not_compacted(lake):
         stream.wait()
     by_table = {t.table: t for t in done.tables}
     for name in running:
-        assert by_table[name].skipped.startswith(f"its writer is running ({VISITORS_STREAM_LOCK} is locked by pid {stream.pid}")
+        assert by_table[name].skipped.startswith(
+            f"its writer is running ({VISITORS_STREAM_LOCK} is locked by pid {stream.pid}"
+        )
         assert by_table[name].files_after == by_table[name].files_before == live_files(lake, name) > 1
-    assert all(by_table[name].skipped is None and by_table[name].files_after == 1 for name in APPENDED + REWRITTEN if name not in running)
+    assert all(
+        by_table[name].skipped is None and by_table[name].files_after == 1
+        for name in APPENDED + REWRITTEN
+        if name not in running
+    )
 
     done = {t.table: t for t in maintain_lake(lake).tables}  # the stream stopped: now they are compacted
     for name in running:
@@ -218,8 +241,12 @@ def test_one_maintenance_at_a_time(lake):
 def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
     assert [retention_hours(text) for text in ("1h", "36h", "7d", "30d")] == [1, 36, 168, 720]
     assert retention_hours("0", enforce_retention_duration=False) == 0
-    for text, message in (("30m", "not a whole number of hours"), ("0", "out of range; use 1h to 30d"),
-                          ("31d", "out of range"), ("7", "needs a unit")):
+    for text, message in (
+        ("30m", "not a whole number of hours"),
+        ("0", "out of range; use 1h to 30d"),
+        ("31d", "out of range"),
+        ("7", "needs a unit"),
+    ):
         with pytest.raises(ValueError, match=message):
             retention_hours(text)
 
@@ -231,15 +258,26 @@ def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_histo
 
     names = [t.name for t in ALWAYS_ON_TABLES]
     assert len(names) == len(set(names))
-    assert set(names) == (set(SPEED_TABLES) | {"recon_runs", "recon_diffs", "recon_corrections"}
-                          | {t.name for t in VISITORS_SPEED_TABLES} | {t.name for t in PAYMENTS_TABLES})
+    assert set(names) == (
+        set(SPEED_TABLES)
+        | {"recon_runs", "recon_diffs", "recon_corrections"}
+        | {t.name for t in VISITORS_SPEED_TABLES}
+        | {t.name for t in PAYMENTS_TABLES}
+    )
     assert {t.name: t.rewritten_by for t in ALWAYS_ON_TABLES if t.rewritten_by} == {
-        "speed_aggregates": SPEED_LAYER_LOCK, "stream_state": SPEED_LAYER_LOCK,
-        "visitors_windows": VISITORS_STREAM_LOCK, "visitors_seen": VISITORS_STREAM_LOCK, "visitors_state": VISITORS_STREAM_LOCK,
+        "speed_aggregates": SPEED_LAYER_LOCK,
+        "stream_state": SPEED_LAYER_LOCK,
+        "visitors_windows": VISITORS_STREAM_LOCK,
+        "visitors_seen": VISITORS_STREAM_LOCK,
+        "visitors_state": VISITORS_STREAM_LOCK,
         "payments_state": PAYMENTS_STREAM_LOCK,
     }
     # the locks the streams take: "stream-" + their app id (run_speed's "speed", run_payments_speed's "payments")
-    assert (SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK) == ("stream-speed", f"stream-{APP_ID}", "stream-payments")
+    assert (SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK) == (
+        "stream-speed",
+        f"stream-{APP_ID}",
+        "stream-payments",
+    )
 
 
 def test_lklab_maintain(lake, capsys):

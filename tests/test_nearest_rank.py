@@ -58,7 +58,13 @@ def test_probabilities_outside_zero_to_one_are_refused(p):
 def test_spark_takes_the_same_rank(spark):
     """``rank_sql``, the rank a Spark query selects, is ``nearest_rank``'s for every count."""
     probabilities = ("0", "0.07", "0.28", "0.5", "0.99", "0.999", "1")
-    rows = spark.range(1, 41).selectExpr("id", *[f"{rank_sql('id', p)} AS r{i}" for i, p in enumerate(probabilities)]).collect()
+    rows = (
+        spark.range(1, 41)
+        .selectExpr("id", *[f"{rank_sql('id', p)} AS r{i}" for i, p in enumerate(probabilities)])
+        .collect()
+    )
     for row in rows:
         ranked = list(range(1, row["id"] + 1))  # rank r holds value r
-        assert [row[f"r{i}"] for i in range(len(probabilities))] == [nearest_rank(ranked, p) for p in probabilities], row["id"]
+        assert [row[f"r{i}"] for i in range(len(probabilities))] == [nearest_rank(ranked, p) for p in probabilities], (
+            row["id"]
+        )

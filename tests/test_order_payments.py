@@ -61,14 +61,32 @@ ORDER_CASES = [
     ('{"event_id": "o1"', "not_json", None),
     ('{"amount": NaN}', "not_json", None),
     ("\ufeff" + event("o1", "order", "A", 0, 0), "not_json", None),  # a byte order mark inside a line is no whitespace
-    (event("o1", "order", "A", 0, 0)[:-1] + ', "note": {"k": 1, "k": 2}}', "not_json", None),  # a key repeated in a nested object
+    (
+        event("o1", "order", "A", 0, 0)[:-1] + ', "note": {"k": 1, "k": 2}}',
+        "not_json",
+        None,
+    ),  # a key repeated in a nested object
     ("[1, 2]", "not_an_object", None),
-    (event("o1", "order", "A", 0, 0).replace('"kind": "order"', '"kind": "order", "kind": "payment"'), "duplicate_key", "kind"),
+    (
+        event("o1", "order", "A", 0, 0).replace('"kind": "order"', '"kind": "order", "kind": "payment"'),
+        "duplicate_key",
+        "kind",
+    ),
     ('{"heartbeat": true, "heartbeat": true, "ingest_time": "2026-01-05T10:00:02Z"}', "duplicate_key", "heartbeat"),
     ('{"heartbeat": true}', "missing_field", "ingest_time"),
     ('{"heartbeat": true, "ingest_time": "yesterday"}', "invalid_ingest_time", "ingest_time"),
-    (json.dumps({"event_id": "o1", "kind": "order", "order_id": "A", "amount": "1", "currency": "EUR"}), "missing_field", "event_time"),
-    (json.dumps({"event_id": "o1", "kind": "order", "order_id": 7, "amount": "1", "currency": "EUR", "event_time": "x"}), "wrong_type", "order_id"),
+    (
+        json.dumps({"event_id": "o1", "kind": "order", "order_id": "A", "amount": "1", "currency": "EUR"}),
+        "missing_field",
+        "event_time",
+    ),
+    (
+        json.dumps(
+            {"event_id": "o1", "kind": "order", "order_id": 7, "amount": "1", "currency": "EUR", "event_time": "x"}
+        ),
+        "wrong_type",
+        "order_id",
+    ),
     (event("o1", "order", " ", 0, 0), "missing_field", "order_id"),
     (event("o1", "refund", "A", 0, 0), "invalid_kind", "kind"),
     (event("o1", "order", "A", 0, 0, amount="1.2.3"), "invalid_amount", "amount"),
@@ -77,22 +95,47 @@ ORDER_CASES = [
     (event("o1", "payment", "A", 0, 0, amount="-5"), "amount_sign", "amount"),
     (event("o1", "order", "A", 0, 0, currency="eur"), "invalid_currency", "currency"),
     (event("o1", "order", "A", 0, 0).replace("10:00:00.000000Z", "10:00:00"), "invalid_event_time", "event_time"),
-    (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00", "2026-02-30T10:00:00"), "invalid_event_time", "event_time"),
-    (event("o1", "order", "A", 0, 0).replace("20:00:00.000000Z", "20:00:00+25:00"), "invalid_ingest_time", "ingest_time"),
+    (
+        event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00", "2026-02-30T10:00:00"),
+        "invalid_event_time",
+        "event_time",
+    ),
+    (
+        event("o1", "order", "A", 0, 0).replace("20:00:00.000000Z", "20:00:00+25:00"),
+        "invalid_ingest_time",
+        "ingest_time",
+    ),
     # the ingest time is 10 h after the event time: 10 h 5 min is the latest accepted
     (event("o1", "order", "A", 605, 0), None, None),
-    (event("o1", "order", "A", 605, 0).replace("20:05:00.000000Z", "20:05:00.000001Z"), "event_time_in_future",
-     FUTURE_DETAIL.format("2026-01-05T20:05:00.000001Z")),
-    (event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"), "event_time_in_future",
-     FUTURE_DETAIL.format("2099-01-01T00:00:00Z")),
-    (json.dumps({k: v for k, v in json.loads(event("o1", "order", "A", 0, 0)).items() if k != "ingest_time"}).replace(
-        "2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"), None, None),  # no ingest time: nothing to compare with
+    (
+        event("o1", "order", "A", 605, 0).replace("20:05:00.000000Z", "20:05:00.000001Z"),
+        "event_time_in_future",
+        FUTURE_DETAIL.format("2026-01-05T20:05:00.000001Z"),
+    ),
+    (
+        event("o1", "order", "A", 0, 0).replace("2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"),
+        "event_time_in_future",
+        FUTURE_DETAIL.format("2099-01-01T00:00:00Z"),
+    ),
+    (
+        json.dumps(
+            {k: v for k, v in json.loads(event("o1", "order", "A", 0, 0)).items() if k != "ingest_time"}
+        ).replace("2026-01-05T10:00:00.000000Z", "2099-01-01T00:00:00Z"),
+        None,
+        None,
+    ),  # no ingest time: nothing to compare with
 ]
 # Lines only a reader can hand over: (the line as read, its length, reason, detail, raw_line of the dead letter)
 NOT_UTF8 = b'{"event_id": "o\xff", "kind": "order"}'
 LONG = b'{"event_id": "' + b"x" * 3000 + b'"}'
 ORDER_BYTE_CASES = [
-    (NOT_UTF8, len(NOT_UTF8), "invalid_utf8", "raw_line holds the line's 35 bytes in base64", base64.b64encode(NOT_UTF8).decode()),
+    (
+        NOT_UTF8,
+        len(NOT_UTF8),
+        "invalid_utf8",
+        "raw_line holds the line's 35 bytes in base64",
+        base64.b64encode(NOT_UTF8).decode(),
+    ),
     (LONG[:1024], len(LONG), "line_too_long", "3016 bytes", LONG[:1024].decode()),
 ]
 
@@ -111,16 +154,31 @@ def test_lines_that_are_not_text_become_text_dead_letters():
     """The bytes as the log's readers hand them over: a Spark string that is not UTF-8 (an Arrow
     string column holds it unchecked) and a line cut at max-line-bytes, with its length."""
     lines = pa.array([line for line, *_ in ORDER_BYTE_CASES], pa.binary()).view(pa.string())
-    raw_lines = pa.table({"segment": [1, 1], "line_number": [1, 2], "raw_line": lines, "line_bytes": [case[1] for case in ORDER_BYTE_CASES]})
+    raw_lines = pa.table(
+        {
+            "segment": [1, 1],
+            "line_number": [1, 2],
+            "raw_line": lines,
+            "line_bytes": [case[1] for case in ORDER_BYTE_CASES],
+        }
+    )
     parsed = parse_order_lines(raw_lines)
-    assert list(zip(parsed["reject_reason"].to_pylist(), parsed["reject_detail"].to_pylist(), parsed["raw_line"].to_pylist())) == [
-        case[2:] for case in ORDER_BYTE_CASES
-    ]
+    assert list(
+        zip(parsed["reject_reason"].to_pylist(), parsed["reject_detail"].to_pylist(), parsed["raw_line"].to_pylist())
+    ) == [case[2:] for case in ORDER_BYTE_CASES]
     assert base64.b64decode(parsed["raw_line"][0].as_py()) == NOT_UTF8
 
 
 def test_a_valid_line_keeps_exact_money_and_utc_microseconds():
-    table = parse_order_lines(raw(1, [event("p1", "payment", "A", 0, 0, amount="12.345678").replace("Z\", \"ingest", "+02:00\", \"ingest"), heartbeat(1)]))
+    table = parse_order_lines(
+        raw(
+            1,
+            [
+                event("p1", "payment", "A", 0, 0, amount="12.345678").replace('Z", "ingest', '+02:00", "ingest'),
+                heartbeat(1),
+            ],
+        )
+    )
     row, beat = table.to_pylist()
     assert row["amount"] == Decimal("12.345678") and row["reject_reason"] is None and not row["heartbeat"]
     assert row["event_time"] == BASE - timedelta(hours=2)
@@ -132,15 +190,25 @@ def test_a_valid_line_keeps_exact_money_and_utc_microseconds():
 
 def events_table(rows: list[tuple]) -> pa.Table:
     """``(event_id, kind, order_id, minutes)`` as first copies, one line each, in the order given."""
-    return parse_order_lines(raw(1, [event(i, k, o, t, n) for n, (i, k, o, t) in enumerate(rows)])).select(ORDER_EVENT_SCHEMA.names)
+    return parse_order_lines(raw(1, [event(i, k, o, t, n) for n, (i, k, o, t) in enumerate(rows)])).select(
+        ORDER_EVENT_SCHEMA.names
+    )
 
 
 def test_both_ends_of_the_interval_match_and_the_join_is_many_to_many():
     result = join_events(
-        events_table([
-            ("o1", "order", "A", 0), ("p0", "payment", "A", 0), ("p15", "payment", "A", 15), ("p16", "payment", "A", 16),
-            ("p-1", "payment", "B", 9), ("o2", "order", "B", 10), ("o3", "order", "B", 5), ("o4", "order", "C", 0),
-        ]),
+        events_table(
+            [
+                ("o1", "order", "A", 0),
+                ("p0", "payment", "A", 0),
+                ("p15", "payment", "A", 15),
+                ("p16", "payment", "A", 16),
+                ("p-1", "payment", "B", 9),
+                ("o2", "order", "B", 10),
+                ("o3", "order", "B", 5),
+                ("o4", "order", "C", 0),
+            ]
+        ),
         15 * MINUTE,
     )
     pairs = sorted(zip(result.matched["order_event_id"].to_pylist(), result.matched["payment_event_id"].to_pylist()))
@@ -150,7 +218,9 @@ def test_both_ends_of_the_interval_match_and_the_join_is_many_to_many():
 
 
 def test_a_zero_bound_matches_only_the_same_instant():
-    result = join_events(events_table([("o1", "order", "A", 3), ("p1", "payment", "A", 3), ("p2", "payment", "A", 4)]), 0)
+    result = join_events(
+        events_table([("o1", "order", "A", 3), ("p1", "payment", "A", 3), ("p2", "payment", "A", 4)]), 0
+    )
     assert result.matched["payment_event_id"].to_pylist() == ["p1"] and result.orphans["event_id"].to_pylist() == ["p2"]
 
 
@@ -170,14 +240,27 @@ def transcript_batches(segments: list) -> list[pa.Table]:
 
 def stream_side(steps, state: JoinState, last_segment: int) -> JoinSide:
     return JoinSide(
-        last_segment, concat(steps, "matched"), concat(steps, "unpaid"), concat(steps, "orphans"), concat(steps, "duplicates"),
-        concat(steps, "dead_letters"), concat(steps, "late"), pa.concat_tables([state.orders, state.payments]),
+        last_segment,
+        concat(steps, "matched"),
+        concat(steps, "unpaid"),
+        concat(steps, "orphans"),
+        concat(steps, "duplicates"),
+        concat(steps, "dead_letters"),
+        concat(steps, "late"),
+        pa.concat_tables([state.orders, state.payments]),
     )
 
 
 def truth_side(batches: list[pa.Table], bound: int) -> JoinSide:
     truth = join_log(pa.concat_tables(batches), bound)
-    return JoinSide(len(batches), truth.result.matched, truth.result.unpaid, truth.result.orphans, truth.duplicates, truth.dead_letters)
+    return JoinSide(
+        len(batches),
+        truth.result.matched,
+        truth.result.unpaid,
+        truth.result.orphans,
+        truth.duplicates,
+        truth.dead_letters,
+    )
 
 
 @pytest.fixture(params=TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
@@ -191,14 +274,21 @@ def test_transcript_through_the_stream_step_and_the_batch_rule(transcript):
     steps, state = run_stream(batches, join_settings)
     expect = transcript["expect"]
     check_stream(
-        expect, matched=concat(steps, "matched"), unpaid=concat(steps, "unpaid"), orphans=concat(steps, "orphans"),
-        late=concat(steps, "late"), duplicates=concat(steps, "duplicates"), dead_letters=concat(steps, "dead_letters"),
+        expect,
+        matched=concat(steps, "matched"),
+        unpaid=concat(steps, "unpaid"),
+        orphans=concat(steps, "orphans"),
+        late=concat(steps, "late"),
+        duplicates=concat(steps, "duplicates"),
+        dead_letters=concat(steps, "dead_letters"),
         held=state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist(),
     )
     truth = join_log(pa.concat_tables(batches), join_settings.bound).result
     check_truth(expect, matched=truth.matched, unpaid=truth.unpaid, orphans=truth.orphans)
     ids = {(r["segment"], r["line_number"]): r["event_id"] for b in batches for r in b.to_pylist()}
-    check_reconciliation(expect, reconcile_join(truth_side(batches, join_settings.bound), stream_side(steps, state, len(batches))), ids)
+    check_reconciliation(
+        expect, reconcile_join(truth_side(batches, join_settings.bound), stream_side(steps, state, len(batches))), ids
+    )
 
 
 # ----------------------------------------------------------------------------- random logs
@@ -222,7 +312,9 @@ def random_logs(draw):
                 copy = event(json.loads(earlier)["event_id"], "payment", "A", draw(st.integers(0, 60)), second)
             lines.append(copy)
         elif choice == 1:
-            lines.append(draw(st.sampled_from(["", "{", heartbeat(second), event(f"b{n}", "order", "A", 0, second, amount="0")])))
+            lines.append(
+                draw(st.sampled_from(["", "{", heartbeat(second), event(f"b{n}", "order", "A", 0, second, amount="0")]))
+            )
         else:
             kind = draw(st.sampled_from(["order", "payment"]))
             sent.append(event(f"{kind[0]}{n}", kind, draw(st.sampled_from("ABCD")), draw(st.integers(0, 60)), second))
@@ -248,7 +340,12 @@ STREAM_OUTPUTS = ("matched", "unpaid", "orphans", "late", "duplicates", "dead_le
 
 
 def outputs(steps, state: JoinState) -> dict:
-    found = {name: sorted(tuple(sorted(r.items(), key=str)) for r in concat(steps, name).drop_columns(["batch_id"]).to_pylist()) for name in STREAM_OUTPUTS}
+    found = {
+        name: sorted(
+            tuple(sorted(r.items(), key=str)) for r in concat(steps, name).drop_columns(["batch_id"]).to_pylist()
+        )
+        for name in STREAM_OUTPUTS
+    }
     found["state"] = sorted(map(str, join_state_table(state).to_pylist()))
     return found
 
@@ -260,7 +357,12 @@ def recut(batches: list[pa.Table], cuts: list[int]) -> list[pa.Table]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches=random_logs(), join_settings=join_settings_strategy, cuts=st.lists(st.integers(0, 200), max_size=6), restart=st.booleans())
+@given(
+    batches=random_logs(),
+    join_settings=join_settings_strategy,
+    cuts=st.lists(st.integers(0, 200), max_size=6),
+    restart=st.booleans(),
+)
 def test_the_same_rows_whatever_the_micro_batch_cuts_and_restarts(batches, join_settings, cuts, restart):
     steps, state = run_stream(batches, join_settings)
     pieces = recut(batches, cuts)
@@ -287,7 +389,9 @@ def dispositions(batches: list[pa.Table], steps, state: JoinState) -> dict:
     put(concat(steps, "matched"), "matched", "payment_")
     held = pa.concat_tables([state.orders, state.payments])
     put(held.filter(pa.compute.invert(held["matched"])), "pending")
-    for line in pa.concat_tables(batches).filter(pa.compute.field("heartbeat")).select(["segment", "line_number"]).to_pylist():
+    for line in (
+        pa.concat_tables(batches).filter(pa.compute.field("heartbeat")).select(["segment", "line_number"]).to_pylist()
+    ):
         places.setdefault((line["segment"], line["line_number"]), []).append("heartbeat")
     return places
 
@@ -307,7 +411,9 @@ def test_every_line_ends_in_exactly_one_place_and_every_difference_from_the_trut
     # the stream invents no pair: one the truth lacks holds a copy it re-counted after forgetting
     # its first copy (beyond the dedup horizon; a conflicting payload can then be on time)
     recounted = set(truth.fates())
-    assert all(order in recounted or payment in recounted for order, payment in set(stream.pairs()) - set(truth.pairs()))
+    assert all(
+        order in recounted or payment in recounted for order, payment in set(stream.pairs()) - set(truth.pairs())
+    )
     assert reconcile_join(truth, stream).unexplained == 0
 
 
@@ -317,7 +423,7 @@ def test_the_state_holds_an_order_only_until_the_watermark_passes_its_interval()
         parse_order_lines(raw(1, [event("o1", "order", "A", 0, 0)])),
         parse_order_lines(raw(2, [event("x", "order", "Z", 15, 1)])),
         parse_order_lines(raw(3, [event("y", "order", "Z", 16, 2)])),  # W = 15: o1 still held (15 is in [0, 15])
-        parse_order_lines(raw(4, [heartbeat(3)])),                     # W = 16 > 15: o1 final, unpaid
+        parse_order_lines(raw(4, [heartbeat(3)])),  # W = 16 > 15: o1 final, unpaid
     ]
     steps, state = run_stream(batches, join_settings)
     assert [s.state.orders.num_rows for s in steps] == [1, 2, 3, 2]
@@ -341,8 +447,13 @@ def test_the_batch_rule_through_spark_partitioned_by_order_id(spark):
     from tests.conftest import raw_frame
 
     lines = [
-        event("o1", "order", "A", 0, 0), event("p1", "payment", "A", 15, 1), event("p1", "payment", "A", 15, 2),
-        event("o2", "order", "B", 10, 3), event("p9", "payment", "C", 1, 4), "{oops", heartbeat(5),
+        event("o1", "order", "A", 0, 0),
+        event("p1", "payment", "A", 15, 1),
+        event("p1", "payment", "A", 15, 2),
+        event("o2", "order", "B", 10, 3),
+        event("p9", "payment", "C", 1, 4),
+        "{oops",
+        heartbeat(5),
     ]
     parsed = raw_frame(spark, lines).transform(parse_order_events)
     assert parsed.where(F.col("reject_reason").isNotNull()).select("reject_reason").collect()[0][0] == "not_json"
@@ -372,10 +483,14 @@ def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_strea
     )
     from lklab.order_payment_truth import join_truth
 
-    params = OrderPaymentParams(orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
+    params = OrderPaymentParams(
+        orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05
+    )
     generated = generate_order_payments(params, tmp_path / "a")
     generate_order_payments(params, tmp_path / "b")
-    assert [p.read_bytes() for p in sorted((tmp_path / "a" / "log").iterdir())] == [p.read_bytes() for p in sorted((tmp_path / "b" / "log").iterdir())]
+    assert [p.read_bytes() for p in sorted((tmp_path / "a" / "log").iterdir())] == [
+        p.read_bytes() for p in sorted((tmp_path / "b" / "log").iterdir())
+    ]
 
     batches, bound = read_log(tmp_path / "a"), 15 * MINUTE
     lines = pa.concat_tables(batches)
@@ -385,7 +500,9 @@ def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_strea
 
     oracle = join_truth(generated.events, bound)
     truth = join_log(lines, bound)
-    pairs = set(zip(truth.result.matched["order_event_id"].to_pylist(), truth.result.matched["payment_event_id"].to_pylist()))
+    pairs = set(
+        zip(truth.result.matched["order_event_id"].to_pylist(), truth.result.matched["payment_event_id"].to_pylist())
+    )
     assert pairs == oracle.matched and len(pairs) > 600
     assert set(truth.result.unpaid["event_id"].to_pylist()) == oracle.unpaid
     assert set(truth.result.orphans["event_id"].to_pylist()) == oracle.orphans
@@ -404,7 +521,9 @@ def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_n
     batches = [
         parse_order_lines(raw(1, [event("o1", "order", "=SUM(A1)", 0, 0, amount="40.5")])),
         parse_order_lines(raw(2, [event("x", "order", "B", 30, 1)])),
-        parse_order_lines(raw(3, [event("p1", "payment", "=SUM(A1)", 5, 2, amount="40.50")])),  # W = 30 > 5: late; o1 closed
+        parse_order_lines(
+            raw(3, [event("p1", "payment", "=SUM(A1)", 5, 2, amount="40.50")])
+        ),  # W = 30 > 5: late; o1 closed
     ]
     steps, _ = run_stream(batches, JoinSettings(bound=15 * MINUTE, watermark_delay=0))
     assert payments_audit_csv(concat(steps, "unpaid"), concat(steps, "late")) == (
@@ -422,7 +541,13 @@ def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_st
     assert len(set(names)) == len(names) and all(every.count(n) == 1 for n in names)
     batches = transcript_batches(yaml.safe_load(TRANSCRIPTS[0].read_text())["segments"])
     steps, state = run_stream(batches, JoinSettings(watermark_delay=0))
-    for table, rows in [(catalog.PAYMENTS_MATCHED, "matched"), (catalog.PAYMENTS_UNPAID, "unpaid"), (catalog.PAYMENTS_ORPHANS, "orphans"),
-                        (catalog.PAYMENTS_LATE_EVENTS, "late"), (catalog.PAYMENTS_DUPLICATES, "duplicates"), (catalog.PAYMENTS_DEAD_LETTER, "dead_letters")]:
+    for table, rows in [
+        (catalog.PAYMENTS_MATCHED, "matched"),
+        (catalog.PAYMENTS_UNPAID, "unpaid"),
+        (catalog.PAYMENTS_ORPHANS, "orphans"),
+        (catalog.PAYMENTS_LATE_EVENTS, "late"),
+        (catalog.PAYMENTS_DUPLICATES, "duplicates"),
+        (catalog.PAYMENTS_DEAD_LETTER, "dead_letters"),
+    ]:
         assert concat(steps, rows).schema == table.schema, table.name
     assert join_state_table(state).schema == catalog.PAYMENTS_STATE.schema

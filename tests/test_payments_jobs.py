@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,7 +79,12 @@ def test_the_stream_writes_the_same_rows_whatever_the_segments_per_batch(streame
     one, many = streamed
     found = rows(one)
     assert found == rows(many)
-    assert found["payments_matched"] and found["payments_late_events"] and found["payments_duplicates"] and found["payments_dead_letter"]
+    assert (
+        found["payments_matched"]
+        and found["payments_late_events"]
+        and found["payments_duplicates"]
+        and found["payments_dead_letter"]
+    )
 
 
 def test_the_replay_writes_the_live_rows_one_segment_per_batch_batch_ids_included(streamed):
@@ -113,7 +118,7 @@ def test_a_restart_after_half_the_log_gives_the_same_rows(spark, streamed, log_l
     segments = sorted((lake / "log").glob("segment-*.jsonl"))
     held = tmp_path / "held"
     held.mkdir()
-    for path in segments[len(segments) // 2:]:
+    for path in segments[len(segments) // 2 :]:
         path.rename(held / path.name)
     run_payments_speed(spark, config_for(lake), available_now=True, segments_per_batch=2)
     for path in held.iterdir():
@@ -157,8 +162,10 @@ def test_reconcile_explains_every_difference_and_audits_unpaid_orders_and_late_p
     tables = Tables(None, lake, "deltalake")
     unpaid = tables.read_arrow(catalog.PAYMENTS_UNPAID.name)
     late = tables.read_arrow(catalog.PAYMENTS_LATE_EVENTS.name)
-    expected = sorted([("unpaid_order", e) for e in unpaid["event_id"].to_pylist()]
-                      + [("late_payment", e) for e in late.filter(pc.equal(late["kind"], "payment"))["event_id"].to_pylist()])
+    expected = sorted(
+        [("unpaid_order", e) for e in unpaid["event_id"].to_pylist()]
+        + [("late_payment", e) for e in late.filter(pc.equal(late["kind"], "payment"))["event_id"].to_pylist()]
+    )
     audited = sorted((r["record"], r["event_id"]) for r in csv.DictReader(io.StringIO(found.audit_csv.read_text())))
     assert audited == expected and len(audited) == found.audit_rows > 0
     assert found.audit_csv.parent.name == f"payments-{against.replace(':', '-')}"
@@ -217,35 +224,57 @@ def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterru
     from tests.crash_runs import kill_at_each, sampled_points
 
     log = [
-        [order_line("o0", "order", "Z", 0, 10_000), order_line("pY", "payment", "Y", 1, 10_000), order_line("o1", "order", "A", 10, 10_000),
-         order_line("o2", "order", "B", 12, 10_000)],
-        [order_line("p1", "payment", "A", 11, 10_001), order_line("pC", "payment", "C", 5, 10_001), order_line("o1", "order", "A", 10, 10_001), "{"],
+        [
+            order_line("o0", "order", "Z", 0, 10_000),
+            order_line("pY", "payment", "Y", 1, 10_000),
+            order_line("o1", "order", "A", 10, 10_000),
+            order_line("o2", "order", "B", 12, 10_000),
+        ],
+        [
+            order_line("p1", "payment", "A", 11, 10_001),
+            order_line("pC", "payment", "C", 5, 10_001),
+            order_line("o1", "order", "A", 10, 10_001),
+            "{",
+        ],
         [order_line("o3", "order", "C", 40, 10_002)],
     ]
     for lake in (tmp_path / "clean", tmp_path / "crashes"):
         for lines in log:
             EventLog(lake).append(lines, stamp=False)
-    config = lambda lake: load_config(None, {"lake": str(lake), "table-engine": "deltalake", "join-bound": "5s", "watermark-delay": "5s"}, environ={})
+    config = lambda lake: load_config(
+        None, {"lake": str(lake), "table-engine": "deltalake", "join-bound": "5s", "watermark-delay": "5s"}, environ={}
+    )
     run_payments_speed(spark, config(tmp_path / "clean"), available_now=True)
     expected = committed(tmp_path / "clean")
     assert all(expected[table.name] for table in catalog.PAYMENTS_TABLES)  # batch 1 writes to every table
     points = batch_points(1, [table.name for table in catalog.PAYMENTS_TABLES])
     assert len(points) == 17 and points[-1] == f"1:after:{catalog.PAYMENTS_STATE.name}"
     seed, sample = sampled_points(points, 1)
-    kill_at_each(tmp_path / "crashes", "order_payments", ["--join-bound", "5s", "--watermark-delay", "5s"], sample, seed)
+    kill_at_each(
+        tmp_path / "crashes", "order_payments", ["--join-bound", "5s", "--watermark-delay", "5s"], sample, seed
+    )
     run_payments_speed(spark, config(tmp_path / "crashes"), available_now=True)
     assert committed(tmp_path / "crashes") == expected, seed
 
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
 
 def order_line(event_id: str, kind: str, order_id: str, seconds: int, ingest: int) -> str:
     def iso(offset: int) -> str:
         return (BASE + timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    return json.dumps({"event_id": event_id, "kind": kind, "order_id": order_id, "amount": "10.00", "currency": "EUR",
-                       "event_time": iso(seconds), "ingest_time": iso(ingest)})
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "kind": kind,
+            "order_id": order_id,
+            "amount": "10.00",
+            "currency": "EUR",
+            "event_time": iso(seconds),
+            "ingest_time": iso(ingest),
+        }
+    )
 
 
 def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_final(spark, tmp_path):
@@ -258,13 +287,26 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     from shared.tables import Tables
 
     log = EventLog(tmp_path)
-    events = [("o1", "order", "A", 10), ("o2", "order", "B", 12), ("p2", "payment", "B", 14), ("pD", "payment", "D", 20), ("o3", "order", "C", 33)]
+    events = [
+        ("o1", "order", "A", 10),
+        ("o2", "order", "B", 12),
+        ("p2", "payment", "B", 14),
+        ("pD", "payment", "D", 20),
+        ("o3", "order", "C", 33),
+    ]
     for index, (event_id, kind, order_id, seconds) in enumerate(events):
         log.append([order_line(event_id, kind, order_id, seconds, 10_000 + index)], stamp=False)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake", join_bound=parse_duration("5s"), watermark_delay=parse_duration("5s"),
-                       heartbeat_interval=parse_duration("1s"))
+    config = LabConfig(
+        lake=tmp_path,
+        table_engine="deltalake",
+        join_bound=parse_duration("5s"),
+        watermark_delay=parse_duration("5s"),
+        heartbeat_interval=parse_duration("1s"),
+    )
     stop = threading.Event()
-    stream = threading.Thread(target=run_payments_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop))
+    stream = threading.Thread(
+        target=run_payments_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop)
+    )
     tables = Tables(None, tmp_path, "deltalake")
     metrics = catalog.PAYMENTS_METRICS.name
     stream.start()
@@ -281,7 +323,9 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     # without the heartbeat W* stays at 20 - 5 = 15 (the order at 33 is in the last tick), not past
     # o1's interval [10, 15]; the heartbeat's tick takes it in: 33 - 5 = 28 > 15 makes o1 unpaid
     # and 28 > 20 + 5 pD an orphan; o3's interval [33, 38] stays open
-    assert [(r["order_event_id"], r["payment_event_id"]) for r in tables.read_arrow("payments_matched").to_pylist()] == [("o2", "p2")]
+    assert [
+        (r["order_event_id"], r["payment_event_id"]) for r in tables.read_arrow("payments_matched").to_pylist()
+    ] == [("o2", "p2")]
     assert tables.read_arrow("payments_unpaid")["event_id"].to_pylist() == ["o1"]
     assert tables.read_arrow("payments_orphans")["event_id"].to_pylist() == ["pD"]
     assert tables.read_arrow("payments_late_events").num_rows == tables.read_arrow("payments_dead_letter").num_rows == 0
@@ -306,7 +350,9 @@ def test_a_reconcile_reads_the_streams_last_whole_micro_batch_and_no_truth_half_
     # the next micro-batch's matches landed (three pairs of lines no side knows), its state did not
     matched = tables.read_arrow(catalog.PAYMENTS_MATCHED.name)
     column = matched.schema.get_field_index("order_line_number")
-    landed = matched.slice(0, 3).set_column(column, matched.field(column), pa.array([10**6, 10**6 + 1, 10**6 + 2], pa.int64()))
+    landed = matched.slice(0, 3).set_column(
+        column, matched.field(column), pa.array([10**6, 10**6 + 1, 10**6 + 2], pa.int64())
+    )
     tables.append(catalog.PAYMENTS_MATCHED.name, landed, app_id=SPEED_APP, version=last + 1)
     assert tables.read_arrow(catalog.PAYMENTS_MATCHED.name).num_rows == matched.num_rows + 3
     assert reconcile_payments(spark, config_for(lake), run="half").result == before.result
@@ -324,6 +370,7 @@ def test_the_join_tables_remember_the_line_settings_and_refuse_others(spark, wit
     stream's tables record them, a rerun with others is refused, and so is a reconcile of sides
     built with different ones."""
     from deltalake import DeltaTable
+
     from lklab.payments_batch import run_payments_batch
     from lklab.payments_reconcile import reconcile_payments
     from lklab.payments_stream import run_payments_speed
@@ -332,12 +379,22 @@ def test_the_join_tables_remember_the_line_settings_and_refuse_others(spark, wit
 
     lake = shutil.copytree(with_truth[0], tmp_path / "lake")
     tables = Tables(spark, lake, "deltalake")
-    for table in (catalog.PAYMENTS_TRUTH_MATCHED, catalog.PAYMENTS_BATCH_DEAD_LETTER, catalog.PAYMENTS_MATCHED, catalog.PAYMENTS_DEAD_LETTER):
-        assert {key: recorded(tables, table.name)[key] for key in ("max-clock-skew", "max-line-bytes")} == {"max-clock-skew": "5m", "max-line-bytes": "1048576"}
+    for table in (
+        catalog.PAYMENTS_TRUTH_MATCHED,
+        catalog.PAYMENTS_BATCH_DEAD_LETTER,
+        catalog.PAYMENTS_MATCHED,
+        catalog.PAYMENTS_DEAD_LETTER,
+    ):
+        assert {key: recorded(tables, table.name)[key] for key in ("max-clock-skew", "max-line-bytes")} == {
+            "max-clock-skew": "5m",
+            "max-line-bytes": "1048576",
+        }
     with pytest.raises(SettingsConflict, match="max-clock-skew 5m .table. against 1h .this run."):
         run_payments_batch(spark, dataclasses.replace(config_for(lake), max_clock_skew=3_600_000_000))
     with pytest.raises(SettingsConflict, match="max-line-bytes 1048576 .table. against 4096 .this run."):
         run_payments_speed(spark, dataclasses.replace(config_for(lake), max_line_bytes=4096), available_now=True)
-    DeltaTable(str(tables.path(catalog.PAYMENTS_MATCHED.name))).alter.set_table_properties({"lklab.max-clock-skew": "1h"}, raise_if_not_exists=False)
+    DeltaTable(str(tables.path(catalog.PAYMENTS_MATCHED.name))).alter.set_table_properties(
+        {"lklab.max-clock-skew": "1h"}, raise_if_not_exists=False
+    )
     with pytest.raises(SettingsConflict, match="different max-clock-skew: 5m and 1h"):
         reconcile_payments(spark, config_for(lake))

@@ -9,7 +9,7 @@ import base64
 import dataclasses
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
 from html.parser import HTMLParser
 from pathlib import Path
@@ -28,8 +28,8 @@ from shared.eventlog import EventLog, heartbeat_line
 from tests.pipeline_report_fixtures import audit_path, sample_pipeline_report
 from tests.processes import REPO, VENV_BIN, run, venv_env
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
-LANDING = datetime(2026, 1, 6, tzinfo=timezone.utc)  # the first UTC midnight after either log
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
+LANDING = datetime(2026, 1, 6, tzinfo=UTC)  # the first UTC midnight after either log
 SECOND = 1_000_000
 
 
@@ -54,7 +54,14 @@ def test_timelines_wrong_outputs_and_latency_by_hand():
     assert served[("a",)] == ((5 * SECOND, 1), (12 * SECOND, 2))
     assert served_outputs.wrong_at(served, truth, due, 11 * SECOND) == [("a",), ("c",)]
     series = served_outputs.error_series(served, truth, due, 30 * SECOND, SECOND)
-    assert series == ((3 * SECOND, 0), (4 * SECOND, 1), (10 * SECOND, 2), (12 * SECOND, 1), (20 * SECOND, 2), (30 * SECOND, 2))
+    assert series == (
+        (3 * SECOND, 0),
+        (4 * SECOND, 1),
+        (10 * SECOND, 2),
+        (12 * SECOND, 1),
+        (20 * SECOND, 2),
+        (30 * SECOND, 2),
+    )
     assert served_outputs.latency_seconds(served, truth, due) == {("a",): D(2), ("b",): None}
     lambda_ = served_outputs.with_landing(served, truth, 25 * SECOND)  # the batch serves the truth from 25 on
     assert served_outputs.wrong_at(lambda_, truth, due, 25 * SECOND) == []
@@ -105,7 +112,9 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
         if line.startswith("|"):
             if not line.startswith("|---"):
                 cells = line[2:-2].split(" | ")
-                rows = (rows or []) + [[re.sub(r"\\(.)", r"\1", c.removeprefix("**").removesuffix("**")) for c in cells]]
+                rows = (rows or []) + [
+                    [re.sub(r"\\(.)", r"\1", c.removeprefix("**").removesuffix("**")) for c in cells]
+                ]
         elif rows:
             tables.append(rows)
             rows = None
@@ -126,11 +135,15 @@ def test_report_page_shows_the_tables_of_summary_md(written):
     assert list(tables) == ["side-by-side", "audits", "streams"]
     side_by_side, streams = markdown_tables(text)
     assert tables["side-by-side"] == side_by_side
-    assert tables["streams"] == streams == [
-        ["W", "L", "segments per micro-batch", "micro-batches (live)", "outputs served (live == replay)"],
-        ["0s", "0", "1", "7", "6"],
-        ["10m", "0", "1", "7", "5"],
-    ]
+    assert (
+        tables["streams"]
+        == streams
+        == [
+            ["W", "L", "segments per micro-batch", "micro-batches (live)", "outputs served (live == replay)"],
+            ["0s", "0", "1", "7", "6"],
+            ["10m", "0", "1", "7", "5"],
+        ]
+    )
     rows = {row[0]: row[1:] for row in side_by_side}
     # 2 rows of outputs, 2 kinds wrong, 1 before the batch, 3 per truth kind (3), 1 side output, 4
     # of late, duplicates, dead letters and state, 5 cost paths and the total, 2 of reconciliation.
@@ -156,11 +169,20 @@ def test_figures_are_the_same_in_the_page_the_digest_and_the_json(written):
     rows = {row[0]: row[1:] for row in html_tables(page)["side-by-side"]}
     assert rows == {row[0]: row[1:] for row in markdown_tables(text)[0]}
     assert kappa["compared"] == 6 and rows["outputs compared at the end"][1] == "6"
-    assert lambda_["latency"]["matched"]["p95"] == "49080.000000" and rows["matched: p95 / max"][0].startswith("49,080 s /")
-    assert (kappa_late["state_peak"], kappa_late["state_final"]) == (10, 5) and rows["state entries: peak / final"][2] == "10 / 5"
-    assert summary["derived"]["lambda-w0s-l0"]["cpu_seconds"] == pytest.approx(5.7) and rows["cost: total CPU s (wall s)"][0][:3] == "5.7"
-    kappa_line = ("Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid); 4/5 truth outputs "
-                  "exactly right for good; side output 1 late payments, absorbed 0; state peak 8; 4.7 CPU s")
+    assert lambda_["latency"]["matched"]["p95"] == "49080.000000" and rows["matched: p95 / max"][0].startswith(
+        "49,080 s /"
+    )
+    assert (kappa_late["state_peak"], kappa_late["state_final"]) == (10, 5) and rows["state entries: peak / final"][
+        2
+    ] == "10 / 5"
+    assert (
+        summary["derived"]["lambda-w0s-l0"]["cpu_seconds"] == pytest.approx(5.7)
+        and rows["cost: total CPU s (wall s)"][0][:3] == "5.7"
+    )
+    kappa_line = (
+        "Kappa W=0s L=0: 2 of 6 outputs wrong at the end (1 missed match, 1 wrongly unpaid); 4/5 truth outputs "
+        "exactly right for good; side output 1 late payments, absorbed 0; state peak 8; 4.7 CPU s"
+    )
     assert verdict_line(report, report.results[1]) == kappa_line
     for result in report.results:  # no character of a verdict needs escaping in Markdown or HTML
         line = verdict_line(report, result)
@@ -181,8 +203,13 @@ def test_report_links_each_audit_relative_to_its_folder(written):
     ]
     hrefs = re.findall(r'<a href="(\.\./[^"]+)">', page)
     assert hrefs == ["../payments-op-w0s-l0/payments_audit.csv", "../payments-op-w10m-l0/payments_audit.csv"]
-    assert [(files.html.parent / h).resolve() for h in hrefs] == [audit_path(reports, d).resolve() for d in ("0s", "10m")]
-    assert "- W=0s L=0: [../payments-op-w0s-l0/payments\\_audit.csv](../payments-op-w0s-l0/payments_audit.csv), 3 rows" in text
+    assert [(files.html.parent / h).resolve() for h in hrefs] == [
+        audit_path(reports, d).resolve() for d in ("0s", "10m")
+    ]
+    assert (
+        "- W=0s L=0: [../payments-op-w0s-l0/payments\\_audit.csv](../payments-op-w0s-l0/payments_audit.csv), 3 rows"
+        in text
+    )
     summary = json.loads(files.summary_json.read_text())
     assert summary["report"]["streams"][1]["audit"] == {"path": str(audit_path(reports, "10m")), "rows": 1}
 
@@ -192,8 +219,10 @@ def test_report_page_is_self_contained_on_billings_layout(written):
     page = files.html.read_text()
     assert page.startswith("<!doctype html>")
     assert "<title>Lambda vs Kappa on order_payments — op</title>" in page
-    assert ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
-            'img-src data:">') in page
+    assert (
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        'img-src data:">'
+    ) in page
     assert (Path(lklab.report.__file__).parent / "templates" / "report.css").read_text() in page
     assert "<script" not in page
     png = base64.b64encode(files.error_plot.read_bytes()).decode()
@@ -206,38 +235,56 @@ def test_report_page_is_self_contained_on_billings_layout(written):
 def test_report_without_audits_shows_the_state_table_and_flags_the_unexplained(tmp_path):
     report = sample_pipeline_report()
     kappa = dataclasses.replace(report.results[1], unexplained=1)
-    report = dataclasses.replace(report, results=(report.results[0], kappa, report.results[2]),
-                                 state_sizes=(StateSize("0s", "0", "24h", 7, 8, 4), StateSize("0s", "0", "0", 7, 3, 1)))
+    report = dataclasses.replace(
+        report,
+        results=(report.results[0], kappa, report.results[2]),
+        state_sizes=(StateSize("0s", "0", "24h", 7, 8, 4), StateSize("0s", "0", "0", 7, 3, 1)),
+    )
     files = write_pipeline_report(report, tmp_path)
     page, text = files.html.read_text(), files.summary_md.read_text()
     assert re.findall(r'<section id="([^"]+)">', page) == ["side-by-side", "verdicts", "error", "state", "method"]
     assert "Finance audit" not in text and "payments_audit" not in page
     state = markdown_tables(text)[1]
-    assert html_tables(page)["state-by-ttl"] == state == [
-        ["W", "L", "state TTL", "micro-batches", "peak", "final"], ["0s", "0", "24h", "7", "8", "4"], ["0s", "0", "0", "7", "3", "1"],
-    ]
+    assert (
+        html_tables(page)["state-by-ttl"]
+        == state
+        == [
+            ["W", "L", "state TTL", "micro-batches", "peak", "final"],
+            ["0s", "0", "24h", "7", "8", "4"],
+            ["0s", "0", "0", "7", "3", "1"],
+        ]
+    )
     assert '<p class="alarm" id="unexplained">Unexplained differences in: Kappa W=0s L=0.</p>' in page
-    assert [row for row in markdown_tables(text)[0] if row[0] == "reconciliation: unexplained"] == [["reconciliation: unexplained", "0", "1", "0"]]
+    assert [row for row in markdown_tables(text)[0] if row[0] == "reconciliation: unexplained"] == [
+        ["reconciliation: unexplained", "0", "1", "0"]
+    ]
 
 
 # --- unique_visitors -----------------------------------------------------------------------------
 
 
 def view(event_id: str, second: int, page: str, ingest: int, user: str = "u1") -> str:
-    return json.dumps({"event_id": event_id, "user_id": user, "url": f"https://shop.example/{page}",
-                       "event_time": iso(BASE + timedelta(seconds=second)), "ingest_time": iso(BASE + timedelta(seconds=ingest))})
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "user_id": user,
+            "url": f"https://shop.example/{page}",
+            "event_time": iso(BASE + timedelta(seconds=second)),
+            "ingest_time": iso(BASE + timedelta(seconds=ingest)),
+        }
+    )
 
 
 # Tumbling 10 s windows, watermark delay 0, a watermark after every line (interval 0): W of a line
 # is the largest event time before it. One user; segments ingested at the second after '@'.
 VISITOR_LOG = [
-    [view("a", 1, "home", 2)],                               # @2  [0,10) home
-    [view("b", 12, "home", 21)],                             # @21 [10,20) home; W* = 12 makes [0,10) final
-    [view("c", 4, "cart", 22)],                              # @22 W = 12: late at L=0, on time at L=10s (12 < 20)
-    [view("d", 5, "cart", 23), view("c", 4, "cart", 23)],    # @23 d as c; c resent: a duplicate
-    [view("e", 25, "home", 31), "{"],                        # @31 [20,30) home; W* = 25; a dead letter
-    [view("f", 6, "shop", 32)],                              # @32 W = 25: late at both L (25 >= 20)
-    [heartbeat_line(BASE + timedelta(seconds=45))],          # @45 the log's end
+    [view("a", 1, "home", 2)],  # @2  [0,10) home
+    [view("b", 12, "home", 21)],  # @21 [10,20) home; W* = 12 makes [0,10) final
+    [view("c", 4, "cart", 22)],  # @22 W = 12: late at L=0, on time at L=10s (12 < 20)
+    [view("d", 5, "cart", 23), view("c", 4, "cart", 23)],  # @23 d as c; c resent: a duplicate
+    [view("e", 25, "home", 31), "{"],  # @31 [20,30) home; W* = 25; a dead letter
+    [view("f", 6, "shop", 32)],  # @32 W = 25: late at both L (25 >= 20)
+    [heartbeat_line(BASE + timedelta(seconds=45))],  # @45 the log's end
 ]
 
 
@@ -246,8 +293,14 @@ def visitors(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("visitors-compare")
     write_log(lake, VISITOR_LOG)
     config = LabConfig(lake=lake, table_engine="deltalake", window_size=10 * SECOND, watermark_interval=0)
-    plan = ComparisonPlan("uv", watermark_delays=("0s",), allowed_lateness=("0", "10s"), segments_per_batch=1, error_step="1s",
-                       processing_time=False)
+    plan = ComparisonPlan(
+        "uv",
+        watermark_delays=("0s",),
+        allowed_lateness=("0", "10s"),
+        segments_per_batch=1,
+        error_step="1s",
+        processing_time=False,
+    )
     report = run_visitors_comparison(spark, config, plan, state_ttls=("24h", "0"), source="hand-made")
     return report, write_pipeline_report(report, lake / "reports" / "uv")
 
@@ -256,7 +309,13 @@ def visitors(spark, tmp_path_factory):
 def test_visitors_log_truth_and_the_end(visitors):
     report, _ = visitors
     # 9 lines: 6 views (a..f), c's resend, one bad line, one heartbeat.
-    assert (report.log.lines, report.log.events, report.log.duplicates, report.log.dead_letters, report.log.heartbeats) == (9, 6, 1, 1, 1)
+    assert (
+        report.log.lines,
+        report.log.events,
+        report.log.duplicates,
+        report.log.dead_letters,
+        report.log.heartbeats,
+    ) == (9, 6, 1, 1, 1)
     assert dict(report.truth) == {"windows": 3}  # [0,10) home+cart+shop = 3, [10,20) 1, [20,30) 1
     assert report.log_end == BASE + timedelta(seconds=45)
     assert report.batch_landing == report.end == LANDING
@@ -273,14 +332,18 @@ def test_visitors_what_each_configuration_gets_wrong(visitors):
     assert dict(kappa.wrong_at_end) == {"undercounted": 1} and dict(lenient.wrong_at_end) == {"undercounted": 1}
     assert dict(lambda_.wrong_at_end) == {} and dict(lambda_.wrong_before_batch) == {"undercounted": 1}
     assert [r.compared for r in report.results] == [3, 3, 3]
-    assert dict(kappa.side_output) == {"new URL": 3}        # c, d, f: no entry of cart or shop in the state
-    assert dict(lenient.side_output) == {"new URL": 1}      # f
+    assert dict(kappa.side_output) == {"new URL": 3}  # c, d, f: no entry of cart or shop in the state
+    assert dict(lenient.side_output) == {"new URL": 1}  # f
     assert (lambda_.absorbed, kappa.absorbed, lenient.absorbed) == (0, 0, 2)  # c and d, late at L=0 only
     assert [(r.duplicates, r.dead_letters) for r in report.results] == [(1, 1)] * 3
     assert dict(kappa.reconciliation) == {"windows match": 2, "windows late": 1} and kappa.unexplained == 0
     # [10,20) right at b's line (@21, 1 s after its end), [20,30) at e's (@31): 1 s each;
     # [0,10) never for Kappa, from the landing for Lambda: 00:00 - 10:00:10 = 50,390 s.
-    assert (kappa.latency["windows"].p50, kappa.latency["windows"].max, kappa.latency["windows"].never) == (D(1), D(1), 1)
+    assert (kappa.latency["windows"].p50, kappa.latency["windows"].max, kappa.latency["windows"].never) == (
+        D(1),
+        D(1),
+        1,
+    )
     figure = lambda_.latency["windows"]
     assert (figure.p50, figure.p95, figure.max, figure.never) == (D(1), D(50390), D(50390), 0)
     assert kappa.error_series[-1].wrong == 1 and lambda_.error_series[-1].wrong == 0
@@ -318,20 +381,29 @@ def test_visitors_report_files(visitors):
 
 
 def event(event_id: str, kind: str, order_id: str, minute: int, ingest: int) -> str:
-    return json.dumps({"event_id": event_id, "kind": kind, "order_id": order_id, "amount": "10.00", "currency": "EUR",
-                       "event_time": iso(BASE + timedelta(minutes=minute)), "ingest_time": iso(BASE + timedelta(minutes=ingest))})
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "kind": kind,
+            "order_id": order_id,
+            "amount": "10.00",
+            "currency": "EUR",
+            "event_time": iso(BASE + timedelta(minutes=minute)),
+            "ingest_time": iso(BASE + timedelta(minutes=ingest)),
+        }
+    )
 
 
 # Join bound 10 minutes, a watermark after every line; segments ingested at the minute after '@'.
 # Truth: (o1,p1), (o2,p2), (o4,p4) matched; o3 unpaid; p9 an orphan.
 PAYMENT_LOG = [
-    [event("o1", "order", "A", 0, 1)],                        # @1
-    [event("p1", "payment", "A", 2, 3)],                      # @3   pays o1
-    [event("o2", "order", "B", 20, 21)],                      # @21
-    [event("o3", "order", "C", 30, 31)],                      # @31  never paid
-    [event("p2", "payment", "B", 22, 32)],                    # @32  W=0: W = 30 > 22, late; W=10m: W = 20, pays o2
+    [event("o1", "order", "A", 0, 1)],  # @1
+    [event("p1", "payment", "A", 2, 3)],  # @3   pays o1
+    [event("o2", "order", "B", 20, 21)],  # @21
+    [event("o3", "order", "C", 30, 31)],  # @31  never paid
+    [event("p2", "payment", "B", 22, 32)],  # @32  W=0: W = 30 > 22, late; W=10m: W = 20, pays o2
     [event("p9", "payment", "Z", 31, 33), event("p1", "payment", "A", 2, 33), "{"],  # @33 orphan; p1 retried; bad
-    [event("o4", "order", "D", 100, 105), event("p4", "payment", "D", 101, 105)],    # @105 W* passes o3's and p9's holds
+    [event("o4", "order", "D", 100, 105), event("p4", "payment", "D", 101, 105)],  # @105 W* passes o3's and p9's holds
 ]
 
 
@@ -340,8 +412,14 @@ def payments(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("payments-compare")
     write_log(lake, PAYMENT_LOG)
     config = LabConfig(lake=lake, table_engine="deltalake", join_bound=600 * SECOND, watermark_interval=0)
-    plan = ComparisonPlan("op", watermark_delays=("0s", "10m"), allowed_lateness=("0",), segments_per_batch=1, error_step="1m",
-                       processing_time=False)
+    plan = ComparisonPlan(
+        "op",
+        watermark_delays=("0s", "10m"),
+        allowed_lateness=("0",),
+        segments_per_batch=1,
+        error_step="1m",
+        processing_time=False,
+    )
     return run_payments_comparison(spark, config, plan, source="hand-made")
 
 
@@ -351,10 +429,18 @@ def test_payments_log_truth_and_the_end(payments):
     assert dict(report.truth) == {"matched": 3, "unpaid": 1, "orphan": 1}
     assert report.log_end == BASE + timedelta(minutes=105)
     assert report.batch_landing == report.end == LANDING
-    assert [r.configuration.key for r in report.results] == ["lambda-w0s-l0", "lambda-w10m-l0", "kappa-w0s-l0", "kappa-w10m-l0"]
+    assert [r.configuration.key for r in report.results] == [
+        "lambda-w0s-l0",
+        "lambda-w10m-l0",
+        "kappa-w0s-l0",
+        "kappa-w10m-l0",
+    ]
     # Each live stream's reconciliation wrote its audit: W=0s o2 and o3 unpaid and p2 late; W=10m o3 unpaid.
     audits = [Path(s.audit.path) for s in report.streams]
-    assert [a.parts[-2:] for a in audits] == [("payments-op-w0s-l0", "payments_audit.csv"), ("payments-op-w10m-l0", "payments_audit.csv")]
+    assert [a.parts[-2:] for a in audits] == [
+        ("payments-op-w0s-l0", "payments_audit.csv"),
+        ("payments-op-w10m-l0", "payments_audit.csv"),
+    ]
     assert [s.audit.rows for s in report.streams] == [len(a.read_text().splitlines()) - 1 for a in audits] == [3, 1]
 
 
@@ -364,15 +450,28 @@ def test_payments_what_each_configuration_gets_wrong(payments):
     # W* = 31 passes its interval; W=10m joins them. Lambda's batch corrects W=0 at midnight.
     assert dict(kappa.wrong_at_end) == {"missed match": 1, "wrongly unpaid": 1}
     assert dict(kappa_late.wrong_at_end) == {} and dict(lambda_.wrong_at_end) == {}
-    assert dict(lambda_.wrong_before_batch) == {"missed match": 1, "wrongly unpaid": 1} and dict(lambda_late.wrong_before_batch) == {}
+    assert (
+        dict(lambda_.wrong_before_batch) == {"missed match": 1, "wrongly unpaid": 1}
+        and dict(lambda_late.wrong_before_batch) == {}
+    )
     assert dict(kappa.side_output) == {"late payments": 1} and dict(kappa_late.side_output) == {}
     assert kappa.absorbed == lambda_.absorbed == 0  # at L=0 the allowed lateness lets nothing in
     assert dict(kappa.reconciliation) == {"late_payment": 2} and kappa.unexplained == 0
-    assert [(r.compared, r.duplicates, r.dead_letters) for r in payments.results] == [(5, 1, 1), (5, 1, 1), (6, 1, 1), (5, 1, 1)]
+    assert [(r.compared, r.duplicates, r.dead_letters) for r in payments.results] == [
+        (5, 1, 1),
+        (5, 1, 1),
+        (6, 1, 1),
+        (5, 1, 1),
+    ]
     # Matched pairs from the payment's time: (o1,p1) at @3 = 60 s; (o4,p4) at @105 = 240 s; (o2,p2)
     # at @32 = 600 s (W=10m), never (Kappa W=0), at the landing for Lambda W=0: 00:00 - 10:22 = 49,080 s.
     # o3 unpaid from its close (10:40) to @105: 3,900 s; p9 orphan from 10:31 to @105: 4,440 s.
-    matched = lambda r: (r.latency["matched"].p50, r.latency["matched"].p95, r.latency["matched"].max, r.latency["matched"].never)
+    matched = lambda r: (
+        r.latency["matched"].p50,
+        r.latency["matched"].p95,
+        r.latency["matched"].max,
+        r.latency["matched"].never,
+    )
     assert matched(kappa) == (D(60), D(240), D(240), 1)
     assert matched(kappa_late) == (D(240), D(600), D(600), 0)
     assert matched(lambda_) == (D(240), D(49080), D(49080), 0)
@@ -392,9 +491,33 @@ def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path)
     env = venv_env({"PYTHONPATH": str(REPO)})
     lake = tmp_path / "lake"
     write_log(lake, PAYMENT_LOG)
-    common = ["compare", "--pipeline", "order_payments", "--lake", str(lake), "--join-bound", "10m", "--watermark-interval", "0"]
-    done = run([str(VENV_BIN / "lklab"), *common, "--watermark-delay", "0s", "--allowed-lateness", "0,10m", "--segments-per-batch", "1",
-                "--name", "op"], env=env, timeout=900)
+    common = [
+        "compare",
+        "--pipeline",
+        "order_payments",
+        "--lake",
+        str(lake),
+        "--join-bound",
+        "10m",
+        "--watermark-interval",
+        "0",
+    ]
+    done = run(
+        [
+            str(VENV_BIN / "lklab"),
+            *common,
+            "--watermark-delay",
+            "0s",
+            "--allowed-lateness",
+            "0,10m",
+            "--segments-per-batch",
+            "1",
+            "--name",
+            "op",
+        ],
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     verdicts = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if line.startswith("  ")}
     assert list(verdicts) == ["Lambda W=0s L=0", "Kappa W=0s L=0", "Kappa W=0s L=10m"]
@@ -406,7 +529,10 @@ def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path)
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
     assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
     page = (lake / "reports" / "op" / "report.html").read_text()
-    assert '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page and '<a href="../payments-op-w0s-l10m/payments_audit.csv">' in page
+    assert (
+        '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page
+        and '<a href="../payments-op-w0s-l10m/payments_audit.csv">' in page
+    )
     # the audits: W=0s L=0 o2 and o3 unpaid and p2 late; L=10m o3 unpaid
     audits = [lake / "reports" / f"payments-op-w0s-{l}" / "payments_audit.csv" for l in ("l0", "l10m")]
     assert [len(a.read_text().splitlines()) - 1 for a in audits] == [3, 1]

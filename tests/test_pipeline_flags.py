@@ -23,17 +23,47 @@ def lab(tmp_path, monkeypatch):
     "args, flag, command, pipeline",
     [
         (["batch", "--pipeline", "order_payments", "--date", "2026-01-05"], "--date", "batch", "order_payments"),
-        (["batch", "--pipeline", "unique_visitors", "--from", "2026-01-05", "--to", "2026-01-06"], "--from", "batch", "unique_visitors"),
-        (["batch", "--pipeline", "order_payments", "--allowed-lateness", "5m"], "--allowed-lateness", "batch", "order_payments"),
+        (
+            ["batch", "--pipeline", "unique_visitors", "--from", "2026-01-05", "--to", "2026-01-06"],
+            "--from",
+            "batch",
+            "unique_visitors",
+        ),
+        (
+            ["batch", "--pipeline", "order_payments", "--allowed-lateness", "5m"],
+            "--allowed-lateness",
+            "batch",
+            "order_payments",
+        ),
         (["batch", "--allowed-lateness", "5m"], "--allowed-lateness", "batch", "billing_windows"),
         (["generate", "--allowed-lateness", "5m"], "--allowed-lateness", "generate", "billing_windows"),
-        (["generate", "--pipeline", "order_payments", "--scenario", "outage"], "--scenario", "generate", "order_payments"),
+        (
+            ["generate", "--pipeline", "order_payments", "--scenario", "outage"],
+            "--scenario",
+            "generate",
+            "order_payments",
+        ),
         (["generate", "--pipeline", "order_payments", "--accounts", "5"], "--accounts", "generate", "order_payments"),
-        (["replay", "--pipeline", "unique_visitors", "--name", "r", "--history"], "--history", "replay", "unique_visitors"),
-        (["replay", "--pipeline", "order_payments", "--name", "r", "--history"], "--history", "replay", "order_payments"),
+        (
+            ["replay", "--pipeline", "unique_visitors", "--name", "r", "--history"],
+            "--history",
+            "replay",
+            "unique_visitors",
+        ),
+        (
+            ["replay", "--pipeline", "order_payments", "--name", "r", "--history"],
+            "--history",
+            "replay",
+            "order_payments",
+        ),
         (["reconcile", "--pipeline", "order_payments", "--json"], "--json", "reconcile", "order_payments"),
         (["reconcile", "--pipeline", "unique_visitors", "--abs-tol", "1"], "--abs-tol", "reconcile", "unique_visitors"),
-        (["reconcile", "--pipeline", "unique_visitors", "--allowed-lateness", "5m"], "--allowed-lateness", "reconcile", "unique_visitors"),
+        (
+            ["reconcile", "--pipeline", "unique_visitors", "--allowed-lateness", "5m"],
+            "--allowed-lateness",
+            "reconcile",
+            "unique_visitors",
+        ),
         (["compare", "--pipeline", "order_payments", "--events", "50"], "--events", "compare", "order_payments"),
         (["health", "--pipeline", "order_payments"], "--pipeline", "health", "order_payments"),
         (["demo", "--pipeline", "unique_visitors"], "--pipeline", "demo", "unique_visitors"),
@@ -53,12 +83,27 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
 @pytest.mark.parametrize(
     "args, handler",
     [
-        (["speed", "--pipeline", "order_payments", "--allowed-lateness", "30m", "--join-bound", "10m"], "lklab.cli.payments.cmd_speed"),
-        (["replay", "--pipeline", "order_payments", "--name", "r", "--allowed-lateness", "30m"], "lklab.cli.payments.cmd_replay"),
-        (["compare", "--pipeline", "order_payments", "--allowed-lateness", "0,30m"], "lklab.cli.pipeline_compare.compare_pipeline"),
-        (["batch", "--pipeline", "unique_visitors", "--window-size", "2m", "--refresh"], "lklab.cli.visitors.cmd_batch"),
+        (
+            ["speed", "--pipeline", "order_payments", "--allowed-lateness", "30m", "--join-bound", "10m"],
+            "lklab.cli.payments.cmd_speed",
+        ),
+        (
+            ["replay", "--pipeline", "order_payments", "--name", "r", "--allowed-lateness", "30m"],
+            "lklab.cli.payments.cmd_replay",
+        ),
+        (
+            ["compare", "--pipeline", "order_payments", "--allowed-lateness", "0,30m"],
+            "lklab.cli.pipeline_compare.compare_pipeline",
+        ),
+        (
+            ["batch", "--pipeline", "unique_visitors", "--window-size", "2m", "--refresh"],
+            "lklab.cli.visitors.cmd_batch",
+        ),
         (["reconcile", "--pipeline", "order_payments", "--against", "kappa:r"], "lklab.cli.payments.cmd_reconcile"),
-        (["speed", "--pipeline", "unique_visitors", "--allowed-lateness", "5s", "--state-ttl", "1h"], "lklab.cli.visitors.cmd_speed"),
+        (
+            ["speed", "--pipeline", "unique_visitors", "--allowed-lateness", "5s", "--state-ttl", "1h"],
+            "lklab.cli.visitors.cmd_speed",
+        ),
         (["ingest", "--pipeline", "order_payments", "events.jsonl"], None),  # one log for every pipeline
         (["health"], None),
         (["batch", "--date", "2026-01-05"], None),

@@ -23,16 +23,22 @@ RUNS = 5
 def test_health_over_a_delta_table_exits_with_its_code_every_time(tmp_path):
     write_deltalake(
         str(tmp_path / "tables" / "stream_metrics"),
-        pa.table({
-            "batch_id": pa.array([0, 1], pa.int64()),
-            "last_segment": pa.array([1, 2], pa.int64()),
-            "watermark_lag_seconds": pa.array([3.0, 4.0]),
-        }),
+        pa.table(
+            {
+                "batch_id": pa.array([0, 1], pa.int64()),
+                "last_segment": pa.array([1, 2], pa.int64()),
+                "watermark_lag_seconds": pa.array([3.0, 4.0]),
+            }
+        ),
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
     for _ in range(RUNS):
         checked = subprocess.run(
-            [LKLAB, "health", "--lake", str(tmp_path), "--json"], capture_output=True, text=True, env=env, timeout=60,
+            [LKLAB, "health", "--lake", str(tmp_path), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
         )
         assert (checked.returncode, checked.stderr) == (0, ""), checked.stdout + checked.stderr
         health = json.loads(checked.stdout)
@@ -42,7 +48,11 @@ def test_health_over_a_delta_table_exits_with_its_code_every_time(tmp_path):
 def test_python_dash_m_ends_with_the_commands_code_after_its_output(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
     checked = subprocess.run(
-        [sys.executable, "-m", "lklab.cli", "health", "--lake", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60,
+        [sys.executable, "-m", "lklab.cli", "health", "--lake", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     # a lake the stream never wrote: unhealthy, exit 3, and the reason printed before the exit
     assert checked.returncode == 3, checked.stdout + checked.stderr

@@ -59,8 +59,13 @@ def test_a_stage_without_a_total_and_one_that_fails(clock, caplog):
         batch.advance()
         clock.now += 7
         raise RuntimeError("boom")
-    assert lines(caplog) == ["scan: started", "scan: 1,500 done, 3s elapsed", "scan: 1,500 done in 3s",
-                             "batch: 0/3", "batch: stopped at 1/3 after 7s"]
+    assert lines(caplog) == [
+        "scan: started",
+        "scan: 1,500 done, 3s elapsed",
+        "scan: 1,500 done in 3s",
+        "batch: 0/3",
+        "batch: stopped at 1/3 after 7s",
+    ]
     assert caplog.records[-1].levelno == logging.WARNING
 
 

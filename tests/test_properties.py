@@ -3,13 +3,14 @@
 import tempfile
 from decimal import Decimal
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lklab.generator import GeneratedEvents
-from lklab.truth import truth_windows
 from lklab.summary import same_rows
+from lklab.truth import truth_windows
 from shared.eventlog import EventLog
 from shared.events import parse_events
 from shared.log_source import parsed_log
@@ -17,21 +18,25 @@ from shared.pipeline import classify_lines, window_totals
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 from tests.conftest import event_line, raw_frame
 
-import numpy as np
-
 SPARK_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 good_line = st.builds(
     lambda i, cents, minute: (
-        event_line(event_id=f"e{i}", amount=f"{cents // 100}.{cents % 100:02d}", event_time=f"2026-01-05T10:{minute:02d}:00Z",
-                   ingest_time="2026-01-05T11:00:00Z"),
+        event_line(
+            event_id=f"e{i}",
+            amount=f"{cents // 100}.{cents % 100:02d}",
+            event_time=f"2026-01-05T10:{minute:02d}:00Z",
+            ingest_time="2026-01-05T11:00:00Z",
+        ),
         Decimal(cents).scaleb(-2),
     ),
     st.integers(0, 8),
     st.integers(1, 10_000),
     st.integers(0, 59),
 )
-bad_line = st.sampled_from(["", "{", "[1]", event_line(currency="usd"), event_line(amount="x")]).map(lambda line: (line, None))
+bad_line = st.sampled_from(["", "{", "[1]", event_line(currency="usd"), event_line(amount="x")]).map(
+    lambda line: (line, None)
+)
 
 
 @SPARK_SETTINGS
@@ -49,13 +54,15 @@ def test_every_line_lands_exactly_once_and_money_is_conserved(spark, tagged):
 
 # What the log's readers meet: a line dated 2099, a repeated key, bytes that are not UTF-8, a
 # line over max-line-bytes (256 here), and a byte order mark opening the segment.
-hostile_line = st.sampled_from([
-    event_line(event_id="from-2099", event_time="2099-01-01T00:00:00Z").encode(),
-    b'{"event_id": "a", "event_id": "b"}',
-    b'{"event_id": "\xff\xfe"}',
-    b'{"event_id": "' + b"x" * 400 + b'"}',
-    b" " * 300,
-]).map(lambda line: (line, None))
+hostile_line = st.sampled_from(
+    [
+        event_line(event_id="from-2099", event_time="2099-01-01T00:00:00Z").encode(),
+        b'{"event_id": "a", "event_id": "b"}',
+        b'{"event_id": "\xff\xfe"}',
+        b'{"event_id": "' + b"x" * 400 + b'"}',
+        b" " * 300,
+    ]
+).map(lambda line: (line, None))
 
 
 @SPARK_SETTINGS
@@ -75,7 +82,12 @@ def test_every_line_of_a_real_segment_lands_exactly_once_whatever_its_bytes(spar
 
 times = st.lists(st.integers(-3_600, 3_600), min_size=1, max_size=30)
 specs = st.sampled_from(
-    [TumblingWindows(60_000_000), SlidingWindows(120_000_000, 30_000_000), SlidingWindows(50_000_000, 20_000_000), SessionWindows(90_000_000)]
+    [
+        TumblingWindows(60_000_000),
+        SlidingWindows(120_000_000, 30_000_000),
+        SlidingWindows(50_000_000, 20_000_000),
+        SessionWindows(90_000_000),
+    ]
 )
 
 
@@ -97,6 +109,8 @@ def test_spark_windows_equal_the_independent_numpy_truth(spark, seconds, cents, 
         (e, a, "USD", Decimal(int(m)).scaleb(-2), int(t))
         for e, a, m, t in zip(generated.event_ids, generated.accounts, generated.amount_minor, generated.event_times)
     ]
-    df = spark.createDataFrame(rows, "event_id string, account_id string, currency string, amount decimal(20,6), t long")
+    df = spark.createDataFrame(
+        rows, "event_id string, account_id string, currency string, amount decimal(20,6), t long"
+    )
     df = df.selectExpr("*", "timestamp_micros(t) as event_time").drop("t")
     assert same_rows(df.transform(window_totals(spec)).toArrow(), truth_windows(generated, spec))

@@ -49,7 +49,10 @@ def read_so_far(lake: Path) -> int:
 
 def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothing_unexplained(spark, tmp_path):
     template, lake = tmp_path / "template", tmp_path / "lake"
-    generate(GeneratorParams(events=1_500, accounts=5, span=4 * HOUR, segment_interval=HOUR // 6, duplicate_rate=0.02), template)
+    generate(
+        GeneratorParams(events=1_500, accounts=5, span=4 * HOUR, segment_interval=HOUR // 6, duplicate_rate=0.02),
+        template,
+    )
     traffic = [segment.path.read_bytes().splitlines() for segment in EventLog(template).segments()]
     log = EventLog(lake)
     for lines in traffic[:TRUTH_SEGMENTS]:
@@ -71,7 +74,9 @@ def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothin
     appender = threading.Thread(target=live_traffic)
     try:
         run_batch(spark, config)  # the truth over the first segments
-        wait_until(lambda: read_so_far(lake) >= 1, timeout=300, what="the first micro-batch", interval=0.2, services=[speed])
+        wait_until(
+            lambda: read_so_far(lake) >= 1, timeout=300, what="the first micro-batch", interval=0.2, services=[speed]
+        )
         second = start("second-speed", [str(VENV_BIN / "lklab"), "speed", "--available-now"], env=env, log_dir=tmp_path)
         services.append(second)
         appender.start()
@@ -83,7 +88,9 @@ def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothin
         quiet.set()
         appender.join()
         last = log.last_segment()
-        wait_until(lambda: read_so_far(lake) == last, timeout=300, what="the layer to read the whole log", services=[speed])
+        wait_until(
+            lambda: read_so_far(lake) == last, timeout=300, what="the layer to read the whole log", services=[speed]
+        )
         runs.append(reconcile(spark, config))  # and once it has read everything
         assert second.process.wait(timeout=300) == 2, tail(second.log)
     finally:
@@ -91,7 +98,11 @@ def test_reconciliations_while_micro_batches_commit_read_one_cut_and_find_nothin
         stop_all(services)
     lock = lake.resolve() / "locks" / "stream-speed.lock"
     holder = json.loads(lock.read_text())
-    assert (holder["pid"], holder["host"], holder["command"]) == (speed.pid, socket.gethostname(), "lklab speed --segments-per-batch 1")
+    assert (holder["pid"], holder["host"], holder["command"]) == (
+        speed.pid,
+        socket.gethostname(),
+        "lklab speed --segments-per-batch 1",
+    )
     assert second.log.read_text().endswith(
         f"lklab speed: stream-speed is locked by pid {speed.pid} on {holder['host']} "
         f"({holder['command']}, since {holder['since']}): {lock}\n"

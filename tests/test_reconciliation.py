@@ -21,7 +21,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -41,9 +41,15 @@ from shared.partitions import DayRange
 from shared.tables import Tables
 from tests.conftest import event_line
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 DAY = DayRange.of("2026-01-05")
-SETTINGS = {"window-kind": "tumbling", "window-size": "10s", "watermark-delay": "5s", "allowed-lateness": "20s", "dedup-horizon": "10s"}
+SETTINGS = {
+    "window-kind": "tumbling",
+    "window-size": "10s",
+    "watermark-delay": "5s",
+    "allowed-lateness": "20s",
+    "dedup-horizon": "10s",
+}
 SEGMENTS = [
     [("a", 10, "1.00")],
     [("b", 45, "2.00")],
@@ -72,7 +78,13 @@ def write_log(lake: Path, segments=SEGMENTS) -> None:
                 continue
             event_id, t, amount = event
             lines.append(
-                event_line(event_id=event_id, account_id="u1", amount=amount, event_time=iso(t), ingest_time=iso(10_000 + index))
+                event_line(
+                    event_id=event_id,
+                    account_id="u1",
+                    amount=amount,
+                    event_time=iso(t),
+                    ingest_time=iso(10_000 + index),
+                )
             )
         log.append(lines, stamp=False)
 
@@ -133,7 +145,10 @@ def test_side_output_and_lateness_figures(known):
     # c missed watermark 40 by 28 s, d by 37 s; the resent e missed 75 by 29 s.
     assert (usd.late_events, usd.late_amount) == (3, Decimal("28"))
     assert (usd.lateness.p50, usd.lateness.p99, usd.lateness.p99_9, usd.lateness.max) == (
-        Decimal("29"), Decimal("37"), Decimal("37"), Decimal("37"),
+        Decimal("29"),
+        Decimal("37"),
+        Decimal("37"),
+        Decimal("37"),
     )
 
 
@@ -141,7 +156,9 @@ def test_fold_gives_corrected_aggregates_and_says_why_they_still_differ(spark, k
     lake, _, result = known
     (usd,) = result.currencies
     corrected = Tables(spark, lake, "deltalake").read_arrow("corrected_aggregates").to_pylist()
-    rows = sorted((r["window_start"].isoformat()[:19], r["event_count"], r["amount_total"], r["late_events"]) for r in corrected)
+    rows = sorted(
+        (r["window_start"].isoformat()[:19], r["event_count"], r["amount_total"], r["late_events"]) for r in corrected
+    )
     assert rows == [
         (window(0), 1, Decimal("8"), 1),
         (window(10), 2, Decimal("5"), 1),
@@ -152,7 +169,8 @@ def test_fold_gives_corrected_aggregates_and_says_why_they_still_differ(spark, k
     assert (usd.corrected_windows_compared, usd.corrected_windows_matched) == (5, 3)
     # The late copy of e is a duplicate for the batch; g is beyond the batch's position.
     assert usd.corrected_explained == (
-        Explanation("duplicate", -1, Decimal("-16")), Explanation("unread", -1, Decimal("-64")),
+        Explanation("duplicate", -1, Decimal("-16")),
+        Explanation("unread", -1, Decimal("-64")),
     )
     assert (usd.corrected_unexplained_events, usd.corrected_unexplained_money) == (0, Decimal(0))
     assert not result.corrected_equals_truth
@@ -176,11 +194,20 @@ def test_recon_tables_hold_the_result(spark, known):
     runs = tables.read_arrow("recon_runs").to_pylist()
     assert len(runs) == 1
     run = runs[0]
-    assert (run["run_id"], run["currency"], run["date_from"], run["date_to"]) == (result.run_id, "USD", date(2026, 1, 5), date(2026, 1, 5))
+    assert (run["run_id"], run["currency"], run["date_from"], run["date_to"]) == (
+        result.run_id,
+        "USD",
+        date(2026, 1, 5),
+        date(2026, 1, 5),
+    )
     assert (run["windows_compared"], run["windows_matched"], run["exact_match_rate"]) == (5, 2, 0.4)
     assert (run["late_events"], run["late_amount"], run["unexplained_amount"]) == (3, Decimal("28"), Decimal(0))
     assert (run["explained_late_events"], run["explained_late_amount"]) == (2, Decimal("12"))
-    assert (run["explained_unread_events"], run["explained_unread_amount"], run["explained_duplicate_events"]) == (-1, Decimal("-64"), 0)
+    assert (run["explained_unread_events"], run["explained_unread_amount"], run["explained_duplicate_events"]) == (
+        -1,
+        Decimal("-64"),
+        0,
+    )
     diffs = tables.read_arrow("recon_diffs")
     assert diffs.num_rows == 5 and set(diffs["run_id"].to_pylist()) == {result.run_id}
     assert sum(diffs["amount_delta"].to_pylist()) == Decimal("63") - Decimal("115")
@@ -196,12 +223,26 @@ def test_every_table_written_has_the_rows_its_catalog_entry_says(spark, known):
     entries = [t for t in vars(catalog).values() if isinstance(t, catalog.Table) and tables.exists(t.name)]
     columns = lambda schema: [(f.name, f.type) for f in schema]
     assert {t.name for t in entries} == {
-        "speed_aggregates", "late_events", "duplicate_events", "dead_letter", "stream_metrics", "stream_state",
-        "batch_truth", "batch_dead_letter", "batch_duplicates", "batch_runs",
-        "corrected_aggregates", "recon_runs", "recon_diffs", "recon_corrections",
+        "speed_aggregates",
+        "late_events",
+        "duplicate_events",
+        "dead_letter",
+        "stream_metrics",
+        "stream_state",
+        "batch_truth",
+        "batch_dead_letter",
+        "batch_duplicates",
+        "batch_runs",
+        "corrected_aggregates",
+        "recon_runs",
+        "recon_diffs",
+        "recon_corrections",
     }
-    differing = {t.name: columns(tables.read_arrow(t.name).schema) for t in entries
-                 if columns(tables.read_arrow(t.name).schema) != columns(t.schema)}
+    differing = {
+        t.name: columns(tables.read_arrow(t.name).schema)
+        for t in entries
+        if columns(tables.read_arrow(t.name).schema) != columns(t.schema)
+    }
     assert differing == {}
 
 
@@ -231,7 +272,9 @@ def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, kno
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
     run_batch(spark, config, DAY, refresh=True)
     # A stream that lost a row nobody recorded as late, duplicate or dead.
-    DeltaTable(str(tmp_path / "tables" / "speed_aggregates")).delete(f"window_start = '{BASE + timedelta(seconds=80):%Y-%m-%d %H:%M:%S}'")
+    DeltaTable(str(tmp_path / "tables" / "speed_aggregates")).delete(
+        f"window_start = '{BASE + timedelta(seconds=80):%Y-%m-%d %H:%M:%S}'"
+    )
     result = reconcile(spark, config, DAY)
     (usd,) = result.currencies
     assert (usd.unexplained_windows, usd.unexplained_events, usd.unexplained_money) == (1, 1, Decimal("32"))
@@ -239,8 +282,21 @@ def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, kno
     assert result.breaches() and not result.breaches(Decimal("32"), 1)
 
     done = subprocess.run(
-        [sys.executable, "-m", "lklab.cli", "reconcile", "--lake", str(tmp_path), "--date", "2026-01-05", *sum(([f"--{k}", v] for k, v in SETTINGS.items()), [])],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "lklab.cli",
+            "reconcile",
+            "--lake",
+            str(tmp_path),
+            "--date",
+            "2026-01-05",
+            *sum(([f"--{k}", v] for k, v in SETTINGS.items()), []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
     assert done.returncode == 3, done.stderr[-2000:]
     assert "UNEXPLAINED GAP: USD stream: unexplained money 32.000000 exceeds 0" in done.stderr
@@ -248,18 +304,22 @@ def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, kno
 
 def test_explain_names_dead_letters_duplicates_and_unread_lines_on_either_side(spark, tmp_path):
     """Line records that disagree in every way, given by hand (the stream's tables are not run)."""
-    write_log(tmp_path, [[("a", 10, "1.00"), ("b", 11, "2.00"), ("c", 12, "4.00"), ("d", 13, "8.00")], [("e", 14, "16.00")]])
+    write_log(
+        tmp_path, [[("a", 10, "1.00"), ("b", 11, "2.00"), ("c", 12, "4.00"), ("d", 13, "8.00")], [("e", 14, "16.00")]]
+    )
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
     lines = lambda *pairs: spark.createDataFrame(list(pairs), "segment long, line_number long")
     parsed = parsed_log(spark, str(tmp_path), 2)
     batch = LineRecords(2, duplicates=lines((1, 4)), dead_letters=lines())
-    late = parsed.where("false").selectExpr("segment", "line_number", "event_time as window_start", "event_time as window_end")
+    late = parsed.where("false").selectExpr(
+        "segment", "line_number", "event_time as window_start", "event_time as window_end"
+    )
     stream = LineRecords(1, duplicates=lines(), dead_letters=lines((1, 2)), late=late)
     rows = explain_windows(parsed, batch, stream, config.window, DAY).collect()
     assert sorted((r["reason"], r["events"], r["money"]) for r in rows) == [
-        ("dead_letter", 1, Decimal("2")),   # b: the stream dead-lettered what the batch counted
-        ("duplicate", -1, Decimal("-8")),   # d: the stream counted what the batch called a copy
-        ("unread", 1, Decimal("16")),       # e: beyond the stream's position
+        ("dead_letter", 1, Decimal("2")),  # b: the stream dead-lettered what the batch counted
+        ("duplicate", -1, Decimal("-8")),  # d: the stream counted what the batch called a copy
+        ("unread", 1, Decimal("16")),  # e: beyond the stream's position
     ]
 
 
@@ -285,7 +345,12 @@ def test_tolerance_rule():
 
 def test_nearest_rank():
     values = [Decimal(v) for v in range(1, 1001)]
-    assert [nearest_rank(values, p) for p in (0.5, 0.99, 0.999, 1.0)] == [Decimal(500), Decimal(990), Decimal(999), Decimal(1000)]
+    assert [nearest_rank(values, p) for p in (0.5, 0.99, 0.999, 1.0)] == [
+        Decimal(500),
+        Decimal(990),
+        Decimal(999),
+        Decimal(1000),
+    ]
     assert nearest_rank([], 0.5) is None and nearest_rank([Decimal(7)], 0.01) == Decimal(7)
 
 
@@ -299,9 +364,17 @@ def test_the_disputed_lines_explain_exactly_what_the_whole_log_explains(spark, k
     lake, config, result = known
     tables = Tables(spark, lake, "deltalake")
     batch = LineRecords(8, tables.read("batch_duplicates"), tables.read("batch_dead_letter"))
-    stream = LineRecords(9, tables.read("duplicate_events"), tables.read("dead_letter"), tables.read("late_events"), tables.read("speed_aggregates").select(*WINDOW_KEY))
+    stream = LineRecords(
+        9,
+        tables.read("duplicate_events"),
+        tables.read("dead_letter"),
+        tables.read("late_events"),
+        tables.read("speed_aggregates").select(*WINDOW_KEY),
+    )
     disputed = disputed_lines(spark, str(lake), batch, stream, config.window)
     every_line = parsed_log(spark, str(lake), 9)
-    explain = lambda lines: sorted(tuple(r) for r in explain_windows(lines, batch, stream, config.window, DAY, fold_late=fold_late).collect())
+    explain = lambda lines: sorted(
+        tuple(r) for r in explain_windows(lines, batch, stream, config.window, DAY, fold_late=fold_late).collect()
+    )
     assert disputed.count() < every_line.count()
     assert explain(disputed) == explain(every_line) != []

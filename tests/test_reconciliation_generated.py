@@ -18,7 +18,13 @@ from shared.tables import Tables
 SECOND = 1_000_000
 CASES = {
     "tumbling": {"window-kind": "tumbling", "window-size": "1m", "watermark-delay": "20s", "dedup-horizon": "2m"},
-    "sliding": {"window-kind": "sliding", "window-size": "2m", "window-slide": "1m", "watermark-delay": "20s", "dedup-horizon": "2m"},
+    "sliding": {
+        "window-kind": "sliding",
+        "window-size": "2m",
+        "window-slide": "1m",
+        "watermark-delay": "20s",
+        "dedup-horizon": "2m",
+    },
     "session": {"window-kind": "session", "session-gap": "1m", "watermark-delay": "20s", "dedup-horizon": "2m"},
 }
 
@@ -40,7 +46,14 @@ def independent_statuses(truth: list[dict], stream: list[dict]) -> Counter:
 
 @pytest.mark.parametrize("kind", list(CASES))
 def test_generated_scenario_is_fully_explained(spark, tmp_path, kind):
-    params = GeneratorParams(events=400, span=30 * 60 * SECOND, accounts=6, segment_interval=120 * SECOND, duplicate_rate=0.05, malformed_rate=0.01)
+    params = GeneratorParams(
+        events=400,
+        span=30 * 60 * SECOND,
+        accounts=6,
+        segment_interval=120 * SECOND,
+        duplicate_rate=0.05,
+        malformed_rate=0.01,
+    )
     generate(params, tmp_path)
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **CASES[kind]}, environ={})
     run_speed(spark, config, available_now=True, segments_per_batch=3)

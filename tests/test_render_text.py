@@ -24,17 +24,37 @@ def test_one_function_renders_every_result():
 
 
 def test_the_figures_read_alike():
-    assert (grouped(1234567), grouped(D("-12345.678900")), grouped(D("0E-6"))) == ("1,234,567", "-12,345.678900", "0.000000")
+    assert (grouped(1234567), grouped(D("-12345.678900")), grouped(D("0E-6"))) == (
+        "1,234,567",
+        "-12,345.678900",
+        "0.000000",
+    )
     assert (signed(2), signed(0), signed(D("-3.000000"))) == ("+2", "+0", "-3.000000")
     assert (rate(0.972447), rate(None)) == ("97.2447%", "n/a")
 
 
 def test_a_batch_summary_as_text():
     run = BatchRun(9, 12_345, 12_000, 300, 40, 5, DayRange.of("2026-01-05"), 77, 12.345, 30.06)
-    window = {"window_start": dt.datetime(2026, 1, 5, 0, 1), "window_end": dt.datetime(2026, 1, 5, 0, 2),
-              "account_id": "acct-1", "currency": "USD", "event_count": 1234, "amount_total": D("99999.990000")}
-    text = render_text(BatchSummary(run, "tumbling 1m", {"bad_amount": 30, "unparseable": 10}, 77, 12,
-                                    {"JPY": D("1234567"), "USD": D("-12345.678900")}, (window,), True))
+    window = {
+        "window_start": dt.datetime(2026, 1, 5, 0, 1),
+        "window_end": dt.datetime(2026, 1, 5, 0, 2),
+        "account_id": "acct-1",
+        "currency": "USD",
+        "event_count": 1234,
+        "amount_total": D("99999.990000"),
+    }
+    text = render_text(
+        BatchSummary(
+            run,
+            "tumbling 1m",
+            {"bad_amount": 30, "unparseable": 10},
+            77,
+            12,
+            {"JPY": D("1234567"), "USD": D("-12345.678900")},
+            (window,),
+            True,
+        )
+    )
     assert text.splitlines() == [
         "days: 2026-01-05; log: segments 1..9, 12,345 lines",
         "  = 12,000 events + 300 duplicates + 40 dead letters + 5 heartbeats  [conserved]",
@@ -51,8 +71,18 @@ def test_a_batch_summary_as_text():
 
 
 def test_a_reconciliation_as_text():
-    empty = Reconciliation("r-2", "kappa:x", DayRange(), "sliding 1m every 10s", Tolerance(D("0.01"), D("0.001")),
-                           12_345, 12_346, (), stream_batch=1_000, corrections=1_234_567)
+    empty = Reconciliation(
+        "r-2",
+        "kappa:x",
+        DayRange(),
+        "sliding 1m every 10s",
+        Tolerance(D("0.01"), D("0.001")),
+        12_345,
+        12_346,
+        (),
+        stream_batch=1_000,
+        corrections=1_234_567,
+    )
     assert render_text(empty).splitlines() == [
         "reconciliation r-2: kappa:x vs batch_truth, every day, sliding 1m every 10s windows, "
         "tolerance |stream - truth| <= 0.01 + 0.001 * |truth|",
@@ -71,13 +101,29 @@ def test_the_other_pipelines_reconciliations_as_text(tmp_path):
     from reconciliation.distinct_reconcile import WINDOWS_SCHEMA, DistinctReconciliation, MemberDifference
     from reconciliation.join_reconcile import JoinDifference, JoinReconciliation
 
-    windows = pa.Table.from_pylist([
-        {"window_start": dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc), "window_end": dt.datetime(2026, 1, 5, 0, 1, tzinfo=dt.timezone.utc),
-         "user_id": user, "served": served, "corrected": corrected, "truth": truth, "verdict": verdict}
-        for user, served, corrected, truth, verdict in (("u1", 2, 2, 2, "match"), ("u2", 1, 2, 2, "late"), ("u3", 1, 1, 2, "differs"))
-    ], WINDOWS_SCHEMA)
+    windows = pa.Table.from_pylist(
+        [
+            {
+                "window_start": dt.datetime(2026, 1, 5, tzinfo=dt.UTC),
+                "window_end": dt.datetime(2026, 1, 5, 0, 1, tzinfo=dt.UTC),
+                "user_id": user,
+                "served": served,
+                "corrected": corrected,
+                "truth": truth,
+                "verdict": verdict,
+            }
+            for user, served, corrected, truth, verdict in (
+                ("u1", 2, 2, 2, "match"),
+                ("u2", 1, 2, 2, "late"),
+                ("u3", 1, 1, 2, "differs"),
+            )
+        ],
+        WINDOWS_SCHEMA,
+    )
     missing = MemberDifference(0, 60_000_000, "u3", "/b", "truth_only", "unread", 9, 4)
-    visitors = VisitorsReconciliation("speed", "speed: truth v3, stream batch 7", 8, False, DistinctReconciliation(windows, (missing,)))
+    visitors = VisitorsReconciliation(
+        "speed", "speed: truth v3, stream batch 7", 8, False, DistinctReconciliation(windows, (missing,))
+    )
     assert render_text(visitors).splitlines() == [
         "unique_visitors: speed against visitors_truth (speed: truth v3, stream batch 7; read through segment 8)",
         "3 (window, user) rows compared: 1 matching, 1 explained by the late side output, 1 differing",

@@ -27,7 +27,10 @@ def test_replay_writes_its_own_tables_records_cost_and_reconciles(spark, tmp_pat
     assert not tables.exists("speed_aggregates"), "a replay never writes the speed layer's tables"
     assert tables.exists("kappa/lateness-1h/speed_aggregates") and tables.exists("kappa/lateness-1h/stream_metrics")
     # With an hour of allowed lateness and dedup memory every event is absorbed: no side output.
-    assert not tables.exists("kappa/lateness-1h/late_events") or tables.read_arrow("kappa/lateness-1h/late_events").num_rows == 0
+    assert (
+        not tables.exists("kappa/lateness-1h/late_events")
+        or tables.read_arrow("kappa/lateness-1h/late_events").num_rows == 0
+    )
 
     with pytest.raises(ReplayExists, match="pass --replace"):
         run_replay(spark, config, "lateness-1h")

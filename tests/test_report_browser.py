@@ -65,7 +65,9 @@ class DevTools:
         self.process = subprocess.Popen(
             [sys.executable, "-c", _TRAMPOLINE, str(to_browser_read), str(from_browser_write), *command],
             pass_fds=(to_browser_read, from_browser_write),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(to_browser_read)
         os.close(from_browser_write)
@@ -110,7 +112,9 @@ class DevTools:
         try:
             if self.process.poll() is None:
                 self._next_id += 1
-                os.write(self._to_browser, json.dumps({"id": self._next_id, "method": "Browser.close"}).encode() + b"\0")
+                os.write(
+                    self._to_browser, json.dumps({"id": self._next_id, "method": "Browser.close"}).encode() + b"\0"
+                )
                 self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
@@ -141,11 +145,22 @@ _PAGE_FACTS = """(() => {
 def _open(html: Path, profile: Path, facts_script: str):
     """Open ``html`` from disk; the page's facts (``facts_script``'s value), every protocol event, and the URL."""
     command = _offline_prefix() + [
-        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-        f"--user-data-dir={profile}", "--no-first-run",
-        "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--proxy-server=127.0.0.1:9",
-        "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1280,2000", "about:blank",
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--remote-debugging-pipe",
+        f"--user-data-dir={profile}",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--window-size=1280,2000",
+        "about:blank",
     ]
     browser = DevTools(command)
     try:
@@ -165,7 +180,8 @@ def _open(html: Path, profile: Path, facts_script: str):
 def _problems(events: list[dict]) -> list[dict]:
     """Console errors and warnings, uncaught exceptions and error log entries."""
     return [
-        e["params"] for e in events
+        e["params"]
+        for e in events
         if e["method"] == "Runtime.exceptionThrown"
         or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning", "assert"))
         or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning"))
@@ -182,9 +198,22 @@ def opened_report(tmp_path_factory):
 def test_report_renders_with_its_sections_and_plots(opened_report):
     facts, _, _ = opened_report
     assert facts["title"] == "Lambda vs Kappa — run-20260106T000500Z"
-    assert facts["sections"] == ["side-by-side", "tradeoff", "error", "arrival", "gaps", "audit", "method", "definitions"]
+    assert facts["sections"] == [
+        "side-by-side",
+        "tradeoff",
+        "error",
+        "arrival",
+        "gaps",
+        "audit",
+        "method",
+        "definitions",
+    ]
     assert [p["id"] for p in facts["plots"]] == [
-        "plot-tradeoff", "plot-error", "plot-arrival-delay", "plot-gaps-0", "plot-gaps-1"
+        "plot-tradeoff",
+        "plot-error",
+        "plot-arrival-delay",
+        "plot-gaps-0",
+        "plot-gaps-1",
     ]
     assert all(p["width"] > 100 and p["height"] > 50 for p in facts["plots"]), facts["plots"]
     assert facts["scripts"] == 0
@@ -228,7 +257,9 @@ def test_pipeline_report_renders_its_tables_and_plot_and_loads_nothing_else(open
     assert facts["title"] == "Lambda vs Kappa on order_payments — op"
     assert facts["sections"] == ["side-by-side", "verdicts", "error", "audit", "method"]
     assert facts["tables"] == [["side-by-side", 27], ["audits", 2], ["streams", 2]]
-    assert facts["plot"]["complete"] and facts["plot"]["naturalWidth"] > 300 and facts["plot"]["width"] > 300, facts["plot"]
+    assert facts["plot"]["complete"] and facts["plot"]["naturalWidth"] > 300 and facts["plot"]["width"] > 300, facts[
+        "plot"
+    ]
     assert "source hand-made <b>& ·" in facts["meta"]  # escaped text shows as text
     assert facts["scripts"] == 0 and facts["bodyWidth"] > 600
     assert _problems(events) == []

@@ -25,13 +25,13 @@ from lklab.report import (
     ReconciliationSummary,
     Report,
     compare,
+    formats,
     render_html,
     render_markdown,
     report_from_json,
     to_json,
     write_report,
 )
-from lklab.report import formats
 from lklab.report.comparison import winners
 from lklab.report.plots import PLOT_IDS
 from lklab.report.summary_json import to_document
@@ -91,19 +91,52 @@ def test_side_by_side_figures_and_winners(page):
     w = lambda text: (text, True)
     n = lambda text: (text, False)
     assert rows["windows exactly right at the end"] == [
-        w("100.00%"), n("95.00%"), w("100.00%"), n("97.50%"), n("87.80%"), n("higher"), n("Lambda W=10s L=0, Kappa W=10s L=1h")]
+        w("100.00%"),
+        n("95.00%"),
+        w("100.00%"),
+        n("97.50%"),
+        n("87.80%"),
+        n("higher"),
+        n("Lambda W=10s L=0, Kappa W=10s L=1h"),
+    ]
     # 1970.000001 / 2000 is judged and shown at four places: 98.50%
-    assert rows["money served of truth at the end (USD)"][:5] == [w("100.00%"), n("98.50%"), w("100.00%"), n("99.90%"), w("100.00%")]
-    assert rows["money served of truth at the end (JPY)"][:5] == [w("100.00%"), n("90.00%"), w("100.00%"), n("95.00%"), w("100.00%")]
+    assert rows["money served of truth at the end (USD)"][:5] == [
+        w("100.00%"),
+        n("98.50%"),
+        w("100.00%"),
+        n("99.90%"),
+        w("100.00%"),
+    ]
+    assert rows["money served of truth at the end (JPY)"][:5] == [
+        w("100.00%"),
+        n("90.00%"),
+        w("100.00%"),
+        n("95.00%"),
+        w("100.00%"),
+    ]
     # the baseline has no side output at all: not zero, not applicable
     assert rows["late money to side output (USD)"] == [
-        n("30.000001"), n("30.000001"), w("0.00"), n("0.50"), n("—"), n("lower"), n("Kappa W=10s L=1h")]
+        n("30.000001"),
+        n("30.000001"),
+        w("0.00"),
+        n("0.50"),
+        n("—"),
+        n("lower"),
+        n("Kappa W=10s L=1h"),
+    ]
     assert rows["late money to side output (JPY)"][:5] == [n("1,500"), n("1,500"), w("0"), n("300"), n("—")]
     assert rows["money wrong at the end (USD)"][:5] == [w("0.00"), n("2.50"), w("0.00"), n("0.001234"), n("10.50")]
     # a three-way tie; a currency absent from the last point counts as zero
     assert rows["money wrong at the end (JPY)"][:5] == [w("0"), n("1,200"), w("0"), w("0"), n("300")]
-    assert rows["CPU, full replay"] == [n("—"), w("20.125 s"), n("24.5 s"), w("20.125 s"), n("—"), n("lower"),
-                                        n("Kappa W=10s L=0, Kappa W=1m L=0")]
+    assert rows["CPU, full replay"] == [
+        n("—"),
+        w("20.125 s"),
+        n("24.5 s"),
+        w("20.125 s"),
+        n("—"),
+        n("lower"),
+        n("Kappa W=10s L=0, Kappa W=1m L=0"),
+    ]
     assert rows["unexplained windows"] == [n("0")] * 4 + [n("—"), n("lower"), n("all equal")]
     assert rows["CPU, speed layer"] == [n("40.5 s"), n("—"), n("—"), n("—"), n("—"), n("lower"), n("one value")]
     assert rows["CPU, reconciliation"][:5] == [n("20.25 s"), n("—"), n("—"), n("—"), n("—")]
@@ -141,8 +174,14 @@ def test_html_escapes_every_text_from_the_data(page):
 def test_html_is_self_contained(page):
     assert "<link" not in page and "@import" not in page
     assert re.findall(r'\b(?:src|href)="(?!#|data:)([^"]*)"', page) == [
-        "late_events_audit.csv", "late_events_by_account.csv", "summary.json"]
-    assert set(re.findall(r"https?://[^\"' )]+", page)) <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+        "late_events_audit.csv",
+        "late_events_by_account.csv",
+        "summary.json",
+    ]
+    assert set(re.findall(r"https?://[^\"' )]+", page)) <= {
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+    }
     assert "default-src 'none'" in page
 
 
@@ -161,12 +200,14 @@ def test_method_states_the_runs_and_the_clock(page):
     assert "processed at 2026-01-05T11:00:00Z" in method and "sampled every 10s" in method
     assert "no cost is shown for it" in method
     caption = re.search(r'<svg id="plot-error".*?</svg>\s*<figcaption>(.*?)</figcaption>', page, re.S).group(1)
-    assert "lands later, at 2026-01-06T00:00:00Z" in caption and "(2026-01-06T00:05:00Z): Lambda W=10s L=0: 0." in caption
+    assert (
+        "lands later, at 2026-01-06T00:00:00Z" in caption and "(2026-01-06T00:05:00Z): Lambda W=10s L=0: 0." in caption
+    )
 
 
 def test_audit_lists_the_largest_events_per_currency(report):
     page = render_html(report, audit_rows_shown=1)
-    section = page[page.index('<details class="audit" data-config="kappa-w10s-l0"'):]
+    section = page[page.index('<details class="audit" data-config="kappa-w10s-l0"') :]
     section = section[: section.index("</details>")]
     events = re.findall(r'<table class="late-events">.*?</table>', section, re.S)[0]
     assert re.findall(r"<tr><td class=\"text\">(e-\d+)</td>", events) == ["e-11", "e-7"]  # JPY, then USD 25.000001
@@ -176,7 +217,9 @@ def test_audit_lists_the_largest_events_per_currency(report):
 
 def test_audit_rows_are_per_event_and_window():
     first = sample_report().audit.events[0]
-    other_window = dataclasses.replace(first, window_start=first.window_end, window_end=first.window_end + dt.timedelta(minutes=1))
+    other_window = dataclasses.replace(
+        first, window_start=first.window_end, window_end=first.window_end + dt.timedelta(minutes=1)
+    )
     audit = FinanceAudit((first, other_window))  # sliding windows: late for two windows
     assert [(t.events, t.amount) for t in audit.currency_totals()] == [(2, 2 * first.amount)]
     with pytest.raises(ValueError, match="appears twice for one window"):
@@ -187,8 +230,20 @@ def test_audit_totals_per_currency_and_account(page):
     totals = re.search(r'<table class="currency-totals">.*?</table>', page, re.S).group(0)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", totals)
     assert cells[:14] == [
-        "Lambda W=10s L=0", "JPY", "1", "1,500", "0", "0", "1,500",
-        "Lambda W=10s L=0", "USD", "2", "20.000001", "0.00", "0.00", "20.000001",
+        "Lambda W=10s L=0",
+        "JPY",
+        "1",
+        "1,500",
+        "0",
+        "0",
+        "1,500",
+        "Lambda W=10s L=0",
+        "USD",
+        "2",
+        "20.000001",
+        "0.00",
+        "0.00",
+        "20.000001",
     ]
 
 
@@ -228,7 +283,12 @@ def test_json_carries_every_figure_of_the_side_by_side_table(report, page):
         marked = [i for i, (_, winner) in enumerate(rows[row["metric"]][: len(report.results)]) if winner]
         assert row["winners"] == marked, row["metric"]
     assert document["derived"]["configuration_keys"] == [
-        "lambda-w10s-l0", "kappa-w10s-l0", "kappa-w10s-l1h", "kappa-w1m-l0", "processing-time"]
+        "lambda-w10s-l0",
+        "kappa-w10s-l0",
+        "kappa-w10s-l1h",
+        "kappa-w1m-l0",
+        "processing-time",
+    ]
     assert document["report"]["results"][4]["late"] is None and document["report"]["results"][4]["costs"] == []
 
 
@@ -242,7 +302,10 @@ def test_json_rejects_another_format():
 
 def test_markdown_digest(report):
     text = render_markdown(report)
-    assert "| windows exactly right at the end | **100.00%** ★ | 95.00% | **100.00%** ★ | 97.50% | 87.80% | higher |" in text
+    assert (
+        "| windows exactly right at the end | **100.00%** ★ | 95.00% | **100.00%** ★ | 97.50% | 87.80% | higher |"
+        in text
+    )
     assert "| CPU, full replay | — | **20.125 s** ★ | 24.5 s | **20.125 s** ★ | — | lower |" in text
     assert "| unexplained windows | 0 | 0 | 0 | 0 | — | lower |" in text
     assert "| time until final, median | 35 s | 35 s | 35 s | 85.125 s | **0 s** ★ | lower |" in text
@@ -259,18 +322,36 @@ def test_audit_csv_is_exact_and_complete(report, tmp_path):
     rows = list(csv.DictReader(io.StringIO(files.audit_csv.read_text(encoding="utf-8"))))
     assert len(rows) == 9
     assert rows[1] == {
-        "configuration": "lambda-w10s-l0", "event_id": "e-9", "account_id": ODD_ACCOUNT, "currency": "USD",
-        "amount": "-5.000000", "event_time": "2026-01-05T10:00:45.000000Z",
-        "ingest_time": "2026-01-05T11:00:00.000000Z", "lateness_seconds": "3545.500000",
-        "window_start": "2026-01-05T10:00:00.000000Z", "window_end": "2026-01-05T10:01:00.000000Z",
+        "configuration": "lambda-w10s-l0",
+        "event_id": "e-9",
+        "account_id": ODD_ACCOUNT,
+        "currency": "USD",
+        "amount": "-5.000000",
+        "event_time": "2026-01-05T10:00:45.000000Z",
+        "ingest_time": "2026-01-05T11:00:00.000000Z",
+        "lateness_seconds": "3545.500000",
+        "window_start": "2026-01-05T10:00:00.000000Z",
+        "window_end": "2026-01-05T10:01:00.000000Z",
         "disposition": "folded_in",
     }
     totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
-    assert {"configuration": "kappa-w10s-l0", "account_id": "acct-1", "currency": "USD", "events": "1",
-            "amount": "25.000001", "absorbed": "0.000000", "side_output": "25.000001",
-            "folded_in": "0.000000"} in totals
+    assert {
+        "configuration": "kappa-w10s-l0",
+        "account_id": "acct-1",
+        "currency": "USD",
+        "events": "1",
+        "amount": "25.000001",
+        "absorbed": "0.000000",
+        "side_output": "25.000001",
+        "folded_in": "0.000000",
+    } in totals
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "late_events_audit.csv", "late_events_by_account.csv", "report.html", "summary.json", "summary.md"]
+        "late_events_audit.csv",
+        "late_events_by_account.csv",
+        "report.html",
+        "summary.json",
+        "summary.md",
+    ]
     assert files.html.read_text(encoding="utf-8") == render_html(report)
 
 
@@ -325,8 +406,17 @@ def test_latency_quantiles_are_nearest_rank():
     exact = [D("30")] * 5 + [None] * 6
     summary = LatencySummary.of_windows(first, final, exact, events_when_final=90, truth_events=100)
     assert (summary.windows, summary.first_result_p50, summary.first_result_p95, summary.first_result_max) == (
-        11, D(5), D(10), D(10))
-    assert (summary.final_p50, summary.final_p95, summary.final_max, summary.never_final) == (D(45), D("46.5"), D("46.5"), 1)
+        11,
+        D(5),
+        D(10),
+        D(10),
+    )
+    assert (summary.final_p50, summary.final_p95, summary.final_max, summary.never_final) == (
+        D(45),
+        D("46.5"),
+        D("46.5"),
+        1,
+    )
     assert (summary.never_emitted, summary.exact_p50, summary.never_exact) == (1, D(30), 6)
     with pytest.raises(ValueError, match="different numbers of windows"):
         LatencySummary.of_windows(first, final[:3], exact, events_when_final=None, truth_events=100)
@@ -354,25 +444,49 @@ def test_comparison_follows_the_report_order(report):
 
 def test_a_report_with_nothing_to_draw_still_renders(tmp_path):
     bare = Report(
-        run_id="r-1", source="billing", window="tumbling 1m", generated_at=at(6, 0), events=0,
+        run_id="r-1",
+        source="billing",
+        window="tumbling 1m",
+        generated_at=at(6, 0),
+        events=0,
         arrival_delay=ArrivalDelay.of_delays([]),
-        results=(ConfigurationResult(KAPPA, (), LatencySummary.of_windows([], [], [], 0, 0), EndSummary(at(6, 0), 0, 0, {}, {}),
-                                     LateSummary(0, {}, 0, {}), (), 0, ReconciliationSummary("kappa:r-1", 0, {})),),
-        heat_maps=(), audit=FinanceAudit(()),
+        results=(
+            ConfigurationResult(
+                KAPPA,
+                (),
+                LatencySummary.of_windows([], [], [], 0, 0),
+                EndSummary(at(6, 0), 0, 0, {}, {}),
+                LateSummary(0, {}, 0, {}),
+                (),
+                0,
+                ReconciliationSummary("kappa:r-1", 0, {}),
+            ),
+        ),
+        heat_maps=(),
+        audit=FinanceAudit(()),
     )
     files = write_report(bare, tmp_path)
     page = files.html.read_text(encoding="utf-8")
     assert "<svg" not in page
-    for note in ("No watermark figures.", "No error series.", "No arrival delays.", "No gaps recorded.",
-                 "No late billing events."):
+    for note in (
+        "No watermark figures.",
+        "No error series.",
+        "No arrival delays.",
+        "No gaps recorded.",
+        "No late billing events.",
+    ):
         assert note in page
     assert report_from_json(files.summary_json.read_text(encoding="utf-8")) == bare
     assert files.audit_csv.read_text(encoding="utf-8").count("\n") == 1  # the header only
 
 
 def test_unexplained_differences_are_flagged(report):
-    broken = dataclasses.replace(report.results[1], reconciliation=dataclasses.replace(
-        report.results[1].reconciliation, unexplained_windows=1, unexplained_money={"USD": D("0.01")}))
+    broken = dataclasses.replace(
+        report.results[1],
+        reconciliation=dataclasses.replace(
+            report.results[1].reconciliation, unexplained_windows=1, unexplained_money={"USD": D("0.01")}
+        ),
+    )
     flagged = dataclasses.replace(report, results=(report.results[0], broken, *report.results[2:]))
     assert '<p class="alarm" id="unexplained">Unexplained differences in: Kappa W=10s L=0.</p>' in render_html(flagged)
     assert "**Unexplained differences in: Kappa W=10s L=0.**" in render_markdown(flagged)
@@ -384,21 +498,26 @@ def test_unexplained_differences_are_flagged(report):
 def test_data_is_shown_literally_in_plots_and_never_evaluated_in_csv(report, tmp_path):
     """An id that matplotlib would take for mathematics is drawn as written; CSV cells that a
     spreadsheet would evaluate as a formula are neutralised, amounts stay numbers."""
-    from lklab.report.gaps import GapHeatMap, FinalGap
+    from lklab.report.gaps import FinalGap, GapHeatMap
     from lklab.report.plots import gap_heat_map
 
     odd = r"acct$\frac$"
-    svg = gap_heat_map(GapHeatMap(KAPPA.key, "USD", (FinalGap(at(5, 10, 0), at(5, 10, 1), odd, D("3")),)), "plot-gaps-9")
+    svg = gap_heat_map(
+        GapHeatMap(KAPPA.key, "USD", (FinalGap(at(5, 10, 0), at(5, 10, 1), odd, D("3")),)), "plot-gaps-9"
+    )
     assert odd in svg
 
-    events = tuple(dataclasses.replace(e, account_id="=HYPERLINK(\"http://x\")", event_id=f"@{e.event_id}") for e in report.audit.events)
+    events = tuple(
+        dataclasses.replace(e, account_id='=HYPERLINK("http://x")', event_id=f"@{e.event_id}")
+        for e in report.audit.events
+    )
     files = write_report(dataclasses.replace(report, audit=FinanceAudit(events)), tmp_path)
     rows = list(csv.DictReader(io.StringIO(files.audit_csv.read_text(encoding="utf-8"))))
-    assert {r["account_id"] for r in rows} == {"'=HYPERLINK(\"http://x\")"}
+    assert {r["account_id"] for r in rows} == {'\'=HYPERLINK("http://x")'}
     assert all(r["event_id"].startswith("'@e-") for r in rows)
     assert "-5.000000" in [r["amount"] for r in rows]
     totals = list(csv.DictReader(io.StringIO(files.account_totals_csv.read_text(encoding="utf-8"))))
-    assert {r["account_id"] for r in totals} == {"'=HYPERLINK(\"http://x\")"}
+    assert {r["account_id"] for r in totals} == {'\'=HYPERLINK("http://x")'}
 
 
 def test_html_escapes_the_run_in_the_title_and_header(report):
@@ -410,5 +529,9 @@ def test_html_escapes_the_run_in_the_title_and_header(report):
 
 def test_json_heat_map_cells_are_window_account_and_gap(report):
     cell = json.loads(to_json(report))["report"]["heat_maps"][0]["cells"][0]
-    assert cell == {"window_start": "2026-01-05T10:00:00.000000Z", "window_end": "2026-01-05T10:01:00.000000Z",
-                    "account_id": "acct-1", "gap": "12.500000"}
+    assert cell == {
+        "window_start": "2026-01-05T10:00:00.000000Z",
+        "window_end": "2026-01-05T10:01:00.000000Z",
+        "account_id": "acct-1",
+        "gap": "12.500000",
+    }

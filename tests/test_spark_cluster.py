@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from deltalake import DeltaTable
@@ -21,7 +21,6 @@ from deltalake import DeltaTable
 from lklab.batch_recompute import run_batch
 from shared.config import LabConfig
 from shared.partitions import DayRange
-
 from tests.processes import (
     VENV_BIN,
     airflow_env,
@@ -38,7 +37,7 @@ from tests.processes import (
 )
 
 pytestmark = pytest.mark.slow
-DAY = (datetime.now(timezone.utc) - timedelta(days=1)).date()
+DAY = (datetime.now(UTC) - timedelta(days=1)).date()
 
 
 def ui_json(port: int) -> dict:
@@ -60,25 +59,61 @@ def cluster(tmp_path_factory):
     port, ui = free_port(), free_port()
     worker_uis = [free_port(), free_port()]
     # the master's and workers' JVMs run as the suite's others do (tests/conftest.py): C1 only, serial GC
-    env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(base / "work"),
-                    "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")})
+    env = venv_env(
+        {
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_WORKER_DIR": str(base / "work"),
+            "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
+        }
+    )
     spark_class = str(VENV_BIN / "spark-class")
     services = [
-        start("spark-master", [spark_class, "org.apache.spark.deploy.master.Master",
-                               "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-              env=env, log_dir=base),
+        start(
+            "spark-master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            env=env,
+            log_dir=base,
+        ),
     ]
     try:
         for number, worker_ui in enumerate(worker_uis, start=1):
-            services.append(start(
-                f"spark-worker-{number}",
-                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(base / f"work-{number}"),
-                 f"spark://127.0.0.1:{port}"],
-                env=env, log_dir=base,
-            ))
-        wait_until(lambda: (probe(ui) or {}).get("aliveworkers") == 2, timeout=120,
-                   what="two ALIVE workers registered with the master", services=services)
+            services.append(
+                start(
+                    f"spark-worker-{number}",
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(worker_ui),
+                        "--work-dir",
+                        str(base / f"work-{number}"),
+                        f"spark://127.0.0.1:{port}",
+                    ],
+                    env=env,
+                    log_dir=base,
+                )
+            )
+        wait_until(
+            lambda: (probe(ui) or {}).get("aliveworkers") == 2,
+            timeout=120,
+            what="two ALIVE workers registered with the master",
+            services=services,
+        )
         yield {"url": f"spark://127.0.0.1:{port}", "ui": ui, "worker_uis": worker_uis, "services": services}
     finally:
         stop_all(services)
@@ -124,8 +159,13 @@ def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, sp
     from lklab.speed_layer import SPEED_TABLES
 
     lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY, spark), tmp_path / "lake")
-    spark_submit("replay_job", ["--name", "on-cluster"], env=venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}),
-                 master=cluster["url"], timeout=400)
+    spark_submit(
+        "replay_job",
+        ["--name", "on-cluster"],
+        env=venv_env({"LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}),
+        master=cluster["url"],
+        timeout=400,
+    )
     ignore = {"batch_id", "updated_batch_id", "duration_seconds"}
 
     def rows(name: str) -> Counter:

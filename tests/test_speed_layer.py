@@ -17,9 +17,18 @@ def window_key(row):
 
 
 def test_conservation_and_speed_plus_late_equals_truth(spark, tmp_path):
-    params = GeneratorParams(scenario="billing", events=3_000, accounts=6, duplicate_rate=0.02, malformed_rate=0.01, segment_interval=3_600_000_000)
+    params = GeneratorParams(
+        scenario="billing",
+        events=3_000,
+        accounts=6,
+        duplicate_rate=0.02,
+        malformed_rate=0.01,
+        segment_interval=3_600_000_000,
+    )
     generated = generate(params, tmp_path)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake", watermark_delay=60_000_000, dedup_horizon=12 * 3_600_000_000)
+    config = LabConfig(
+        lake=tmp_path, table_engine="deltalake", watermark_delay=60_000_000, dedup_horizon=12 * 3_600_000_000
+    )
     run_speed(spark, config, available_now=True)
     tables = Tables(spark, tmp_path, "deltalake")
     manifest = generated.manifest
@@ -50,7 +59,10 @@ def test_conservation_and_speed_plus_late_equals_truth(spark, tmp_path):
     for row in tables.read_arrow("late_events").to_pylist():
         combined[window_key(row)][0] += 1
         combined[window_key(row)][1] += row["amount"]
-    truth = {window_key(r): [r["event_count"], r["amount_total"]] for r in truth_windows(generated.events, config.window).to_pylist()}
+    truth = {
+        window_key(r): [r["event_count"], r["amount_total"]]
+        for r in truth_windows(generated.events, config.window).to_pylist()
+    }
     assert dict(combined) == truth
     watermark = max(row["next_watermark"] for row in metrics)
     assert {r["status"] for r in final_by_end if r["window_end"] <= watermark} == {"final"}

@@ -3,7 +3,7 @@ dedup against the remembered first copies, sessions, and, over random logs, the 
 whatever micro-batches the log is cut into and across restarts from the committed state."""
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pyarrow as pa
@@ -16,11 +16,16 @@ from shared.speed import StreamSettings, stream_step
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 SECOND = 1_000_000
 PARSED_SCHEMA = pa.schema(
-    [*EVENT_SCHEMA, pa.field("raw_line", pa.string()), pa.field("reject_reason", pa.string()),
-     pa.field("reject_detail", pa.string()), pa.field("heartbeat", pa.bool_())]
+    [
+        *EVENT_SCHEMA,
+        pa.field("raw_line", pa.string()),
+        pa.field("reject_reason", pa.string()),
+        pa.field("reject_detail", pa.string()),
+        pa.field("heartbeat", pa.bool_()),
+    ]
 )
 
 
@@ -34,11 +39,30 @@ def seconds_of(moment: datetime) -> int:
 
 def line(segment, number, kind, event_id=None, seconds=0, ingest=None, account="u1", amount="1.00") -> dict:
     """One ``parse_events`` row: ``kind`` is event, heartbeat or bad (a dead letter)."""
-    row = dict(segment=segment, line_number=number, event_id=None, account_id=None, event_type=None, amount=None, currency=None,
-               event_time=None, ingest_time=None if ingest is None else at(ingest), raw_line="{}", reject_reason=None,
-               reject_detail=None, heartbeat=kind == "heartbeat")
+    row = dict(
+        segment=segment,
+        line_number=number,
+        event_id=None,
+        account_id=None,
+        event_type=None,
+        amount=None,
+        currency=None,
+        event_time=None,
+        ingest_time=None if ingest is None else at(ingest),
+        raw_line="{}",
+        reject_reason=None,
+        reject_detail=None,
+        heartbeat=kind == "heartbeat",
+    )
     if kind == "event":
-        row.update(event_id=event_id, account_id=account, event_type="adjustment", amount=Decimal(amount), currency="USD", event_time=at(seconds))
+        row.update(
+            event_id=event_id,
+            account_id=account,
+            event_type="adjustment",
+            amount=Decimal(amount),
+            currency="USD",
+            event_time=at(seconds),
+        )
     elif kind == "bad":
         row.update(raw_line="{", reject_reason="not_json")
     return row
@@ -64,12 +88,21 @@ def run(settings_: StreamSettings, batches: list[pa.Table], *, history: bool = F
 
 def changes(step) -> list[tuple]:
     return sorted(
-        (seconds_of(r["window_start"]), seconds_of(r["window_end"]), r["event_count"], r["status"], r["updated_batch_id"], r["_delete"])
+        (
+            seconds_of(r["window_start"]),
+            seconds_of(r["window_end"]),
+            r["event_count"],
+            r["status"],
+            r["updated_batch_id"],
+            r["_delete"],
+        )
         for r in step.window_changes.to_pylist()
     )
 
 
-TUMBLING = StreamSettings(TumblingWindows(60 * SECOND), watermark_delay=10 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+TUMBLING = StreamSettings(
+    TumblingWindows(60 * SECOND), watermark_delay=10 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND
+)
 
 
 def test_a_window_the_watermark_closes_without_new_events_gets_a_status_change_only():
@@ -80,7 +113,11 @@ def test_a_window_the_watermark_closes_without_new_events_gets_a_status_change_o
     # the batch that last changed them) stay as they were
     assert changes(steps[2]) == [(0, 60, 1, "final", 0, False), (120, 180, 1, "open", 2, False)]
     base = int(BASE.timestamp()) * SECOND
-    assert [(s.watermark, s.next_watermark) for s in steps] == [(None, None), (base, base), (base + 90 * SECOND, base + 90 * SECOND)]
+    assert [(s.watermark, s.next_watermark) for s in steps] == [
+        (None, None),
+        (base, base),
+        (base + 90 * SECOND, base + 90 * SECOND),
+    ]
 
 
 def test_within_one_tick_the_watermark_stays_put_and_with_no_interval_it_moves_after_every_line():
@@ -95,14 +132,22 @@ def test_within_one_tick_the_watermark_stays_put_and_with_no_interval_it_moves_a
 
 
 def test_copies_are_recognised_against_the_remembered_first_copy():
-    steps = run(TUMBLING, [parsed(1, [("a", 10, "u1", "1.00")]), parsed(2, [("a", 10, "u1", "1.00"), ("a", 10, "u1", "2.00")], bad=1)])
+    steps = run(
+        TUMBLING,
+        [parsed(1, [("a", 10, "u1", "1.00")]), parsed(2, [("a", 10, "u1", "1.00"), ("a", 10, "u1", "2.00")], bad=1)],
+    )
     duplicates = steps[1].duplicates.to_pylist()
-    assert [(d["segment"], d["line_number"], d["first_segment"], d["first_line_number"], d["payload_conflict"]) for d in duplicates] == [
+    assert [
+        (d["segment"], d["line_number"], d["first_segment"], d["first_line_number"], d["payload_conflict"])
+        for d in duplicates
+    ] == [
         (2, 1, 1, 1, False),
         (2, 2, 1, 1, True),
     ]
     assert steps[1].outcomes.num_rows == 0 and steps[1].window_changes.num_rows == 0
-    assert [(r["line_number"], r["reject_reason"], r["batch_id"]) for r in steps[1].dead_letters.to_pylist()] == [(3, "not_json", 1)]
+    assert [(r["line_number"], r["reject_reason"], r["batch_id"]) for r in steps[1].dead_letters.to_pylist()] == [
+        (3, "not_json", 1)
+    ]
 
 
 def test_a_copy_beyond_the_dedup_horizon_is_counted_again():
@@ -112,21 +157,39 @@ def test_a_copy_beyond_the_dedup_horizon_is_counted_again():
     # again (late: its window is long final), remembered from 190 on, and the copy after it is a
     # duplicate of that one
     assert [(r["event_id"], r["line_number"]) for r in steps[2].late_events.to_pylist()] == [("a", 1)]
-    assert [(r["line_number"], r["first_segment"], r["first_line_number"]) for r in steps[2].duplicates.to_pylist()] == [(2, 3, 1)]
+    assert [
+        (r["line_number"], r["first_segment"], r["first_line_number"]) for r in steps[2].duplicates.to_pylist()
+    ] == [(2, 3, 1)]
 
 
 def test_a_bridging_event_merges_two_sessions_and_deletes_their_rows():
-    sessions = StreamSettings(SessionWindows(30 * SECOND), watermark_delay=60 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND)
+    sessions = StreamSettings(
+        SessionWindows(30 * SECOND), watermark_delay=60 * SECOND, allowed_lateness=0, dedup_horizon=3600 * SECOND
+    )
     steps = run(sessions, [parsed(1, [("a", 0), ("b", 50)]), parsed(2, [("c", 25)])])
     assert changes(steps[0]) == [(0, 30, 1, "open", 0, False), (50, 80, 1, "open", 0, False)]
-    assert changes(steps[1]) == [(0, 30, 0, "open", 0, True), (0, 80, 3, "open", 1, False), (50, 80, 0, "open", 0, True)]
+    assert changes(steps[1]) == [
+        (0, 30, 0, "open", 0, True),
+        (0, 80, 3, "open", 1, False),
+        (50, 80, 0, "open", 0, True),
+    ]
 
 
 def test_history_has_a_row_per_change_at_the_processing_time_of_its_line():
-    steps = run(TUMBLING, [parsed(1, [("a", 10), ("b", 20)]), parsed(2, [("c", 100)]), parsed(3, [("d", 130)])], history=True)
+    steps = run(
+        TUMBLING, [parsed(1, [("a", 10), ("b", 20)]), parsed(2, [("c", 100)]), parsed(3, [("d", 130)])], history=True
+    )
     rows = [
-        (r["change"], seconds_of(r["window_start"]), r["event_count"], r["status"], seconds_of(r["processing_time"]), r["line_number"])
-        for step in steps for r in step.history.to_pylist()
+        (
+            r["change"],
+            seconds_of(r["window_start"]),
+            r["event_count"],
+            r["status"],
+            seconds_of(r["processing_time"]),
+            r["line_number"],
+        )
+        for step in steps
+        for r in step.history.to_pylist()
     ]
     assert rows == [
         ("update", 0, 1, "open", 10_001, 1),
@@ -139,26 +202,42 @@ def test_history_has_a_row_per_change_at_the_processing_time_of_its_line():
 
 # -------------------------------------------------------------------------------- the property
 
-specs = st.sampled_from([TumblingWindows(60 * SECOND), SlidingWindows(60 * SECOND, 20 * SECOND), SessionWindows(45 * SECOND)])
+specs = st.sampled_from(
+    [TumblingWindows(60 * SECOND), SlidingWindows(60 * SECOND, 20 * SECOND), SessionWindows(45 * SECOND)]
+)
 kinds = st.sampled_from(["event"] * 8 + ["heartbeat", "bad"])
 lines_ = st.lists(
-    st.tuples(kinds, st.integers(0, 12), st.integers(0, 900), st.sampled_from(["u1", "u2"]), st.integers(1, 999), st.integers(-3, 20), st.booleans()),
-    min_size=1, max_size=40,
+    st.tuples(
+        kinds,
+        st.integers(0, 12),
+        st.integers(0, 900),
+        st.sampled_from(["u1", "u2"]),
+        st.integers(1, 999),
+        st.integers(-3, 20),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=40,
 )
 
 
 def random_log(drawn, per_segment: int) -> list[pa.Table]:
     """Segments of lines whose ingest time mostly grows, sometimes goes back or is missing."""
     ingest, rows = 10_000, []
-    for n, (kind, event, seconds, account, cents, step, missing) in enumerate(drawn):
+    for kind, event, seconds, account, cents, step, missing in drawn:
         ingest += step
-        rows.append((kind, f"e{event}", seconds, account, f"{cents / 100:.2f}", None if (missing and kind == "bad") else ingest))
+        rows.append(
+            (kind, f"e{event}", seconds, account, f"{cents / 100:.2f}", None if (missing and kind == "bad") else ingest)
+        )
     segments = []
     for number, first in enumerate(range(0, len(rows), per_segment), start=1):
-        chunk = rows[first:first + per_segment]
-        segments.append(pa.Table.from_pylist(
-            [line(number, k + 1, kind, e, s, i, a, m) for k, (kind, e, s, a, m, i) in enumerate(chunk)], schema=PARSED_SCHEMA
-        ))
+        chunk = rows[first : first + per_segment]
+        segments.append(
+            pa.Table.from_pylist(
+                [line(number, k + 1, kind, e, s, i, a, m) for k, (kind, e, s, a, m, i) in enumerate(chunk)],
+                schema=PARSED_SCHEMA,
+            )
+        )
     return segments
 
 
@@ -172,8 +251,12 @@ def outcome(steps) -> dict:
                 served.pop(key, None)
             else:
                 served[key] = (r["event_count"], r["amount_total"], r["status"], r["updated_ingest_time"])
-    strip = lambda table: Counter(tuple(v for k, v in row.items() if k not in ("batch_id", "updated_batch_id")) for row in table.to_pylist())
-    total = lambda name: sum((strip(getattr(step, name)) for step in steps if getattr(step, name) is not None), Counter())
+    strip = lambda table: Counter(
+        tuple(v for k, v in row.items() if k not in ("batch_id", "updated_batch_id")) for row in table.to_pylist()
+    )
+    total = lambda name: sum(
+        (strip(getattr(step, name)) for step in steps if getattr(step, name) is not None), Counter()
+    )
     state = steps[-1].state
     return {
         "windows": served,
@@ -188,9 +271,19 @@ def outcome(steps) -> dict:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(specs, lines_, st.integers(1, 5), st.sampled_from([0, 30 * SECOND]), st.sampled_from([5 * SECOND, 60 * SECOND]),
-       st.sampled_from([0, SECOND, 7 * SECOND]), st.sampled_from([120 * SECOND, 100_000 * SECOND]), st.data())
-def test_the_same_rows_whatever_the_micro_batches_and_restarts(spec, drawn, per_segment, lateness, delay, interval, horizon, data):
+@given(
+    specs,
+    lines_,
+    st.integers(1, 5),
+    st.sampled_from([0, 30 * SECOND]),
+    st.sampled_from([5 * SECOND, 60 * SECOND]),
+    st.sampled_from([0, SECOND, 7 * SECOND]),
+    st.sampled_from([120 * SECOND, 100_000 * SECOND]),
+    st.data(),
+)
+def test_the_same_rows_whatever_the_micro_batches_and_restarts(
+    spec, drawn, per_segment, lateness, delay, interval, horizon, data
+):
     """One segment per micro-batch, random cuts with a restart from the state table in the
     middle, and the whole log in one batch: the same windows, side output, duplicates, dead
     letters, history and state. Every line lands once; money is conserved."""
@@ -207,7 +300,10 @@ def test_the_same_rows_whatever_the_micro_batches_and_restarts(spec, drawn, per_
     assert outcome(whole) == expected
 
     for step in finest:  # every line in exactly one place
-        assert step.input_lines == step.outcomes.num_rows + step.duplicates.num_rows + step.dead_letters.num_rows + step.heartbeats
+        assert (
+            step.input_lines
+            == step.outcomes.num_rows + step.duplicates.num_rows + step.dead_letters.num_rows + step.heartbeats
+        )
 
 
 @settings(max_examples=40, deadline=None)
@@ -221,12 +317,21 @@ def test_fixed_windows_plus_side_output_equal_the_batch_rule(spec, drawn, per_se
     served = outcome(steps)["windows"]
     late = [r for step in steps for r in step.late_events.to_pylist()]
     firsts = {}
-    events = [r for seg in random_log(drawn, per_segment) for r in seg.to_pylist() if r["event_id"] and not r["heartbeat"] and r["reject_reason"] is None]
+    events = [
+        r
+        for seg in random_log(drawn, per_segment)
+        for r in seg.to_pylist()
+        if r["event_id"] and not r["heartbeat"] and r["reject_reason"] is None
+    ]
     for r in events:
         firsts.setdefault(r["event_id"], r)
-    truth_events = pa.Table.from_pylist([{k: r[k] for k in EVENT_SCHEMA.names} for r in firsts.values()], schema=EVENT_SCHEMA)
-    truth = {(r["window_start"], r["window_end"], r["account_id"], r["currency"]): (r["event_count"], r["amount_total"])
-             for r in window_totals_table(spec, truth_events).to_pylist()}
+    truth_events = pa.Table.from_pylist(
+        [{k: r[k] for k in EVENT_SCHEMA.names} for r in firsts.values()], schema=EVENT_SCHEMA
+    )
+    truth = {
+        (r["window_start"], r["window_end"], r["account_id"], r["currency"]): (r["event_count"], r["amount_total"])
+        for r in window_totals_table(spec, truth_events).to_pylist()
+    }
     money = sum((v[1] for v in served.values()), Decimal(0)) + sum((r["amount"] for r in late), Decimal(0))
     if isinstance(spec, SessionWindows):
         assert sum(v[0] for v in served.values()) + len(late) == len(firsts)
@@ -252,9 +357,15 @@ def test_the_clock_at_every_segment_boundary_follows_from_two_pseudo_lines_per_s
     state, summary_state = ClockState(), ClockState()
     for segment in random_log(drawn, per_segment):
         keys = line_keys(segment["segment"].to_numpy(), segment["line_number"].to_numpy())
-        ingest = segment["ingest_time"].cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
-        events = np.where(segment["event_id"].is_valid().to_numpy(zero_copy_only=False) & ~segment["heartbeat"].to_numpy(zero_copy_only=False),
-                          segment["event_time"].cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.iinfo(np.int64).min)
+        ingest = (
+            segment["ingest_time"].cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
+        )
+        events = np.where(
+            segment["event_id"].is_valid().to_numpy(zero_copy_only=False)
+            & ~segment["heartbeat"].to_numpy(zero_copy_only=False),
+            segment["event_time"].cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False),
+            np.iinfo(np.int64).min,
+        )
         pseudo = tick_summary(ClockState(processing_time=state.processing_time), settings_, keys, ingest, events)
         summary_state = advance(summary_state, settings_, *pseudo).state
         state = advance(state, settings_, keys, ingest, events).state

@@ -31,7 +31,9 @@ def config(lake, **settings):
 
 def lklab_env(lake) -> dict[str, str]:
     env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
-    for name in [name for name in env if name.startswith("LKLAB_") and name not in ("LKLAB_LAKE", "LKLAB_TABLE_ENGINE")]:
+    for name in [
+        name for name in env if name.startswith("LKLAB_") and name not in ("LKLAB_LAKE", "LKLAB_TABLE_ENGINE")
+    ]:
         env.pop(name)
     return env
 
@@ -69,10 +71,22 @@ LINE_SETTINGS = {"max-clock-skew": "5m", "max-line-bytes": "1048576"}
 
 def test_the_stream_and_the_batch_record_their_settings(spark, lake):
     tables = Tables(spark, lake, "deltalake")
-    for name in ("speed_aggregates", "late_events", "duplicate_events", "dead_letter", "stream_metrics", "stream_state"):
+    for name in (
+        "speed_aggregates",
+        "late_events",
+        "duplicate_events",
+        "dead_letter",
+        "stream_metrics",
+        "stream_state",
+    ):
         assert recorded(tables, name) == {
-            "window-kind": "tumbling", "window-size": "2m", "watermark-delay": "1m", "watermark-interval": "1s",
-            "allowed-lateness": "0s", "dedup-horizon": "1h", **LINE_SETTINGS,
+            "window-kind": "tumbling",
+            "window-size": "2m",
+            "watermark-delay": "1m",
+            "watermark-interval": "1s",
+            "allowed-lateness": "0s",
+            "dedup-horizon": "1h",
+            **LINE_SETTINGS,
         }, name
     assert recorded(tables, "batch_truth") == {"window-kind": "tumbling", "window-size": "2m", **LINE_SETTINGS}
 
@@ -86,8 +100,13 @@ def test_a_stream_with_other_settings_is_refused(spark, lake):
 
 @pytest.mark.parametrize("command", [["batch"], ["speed", "--available-now"]])
 def test_a_run_that_would_dead_letter_other_lines_is_refused_with_exit_2(lake, command):
-    refused = subprocess.run([LKLAB, *command, "--window-size", "2m", "--max-clock-skew", "1m"], capture_output=True, text=True,
-                             env=lklab_env(lake), timeout=600)
+    refused = subprocess.run(
+        [LKLAB, *command, "--window-size", "2m", "--max-clock-skew", "1m"],
+        capture_output=True,
+        text=True,
+        env=lklab_env(lake),
+        timeout=600,
+    )
     assert refused.returncode == 2
     table = "batch_truth" if command == ["batch"] else "dead_letter"  # the stream checks its tables in order
     assert (
@@ -101,15 +120,22 @@ def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake
     code, out, err = lklab_here(lake, "reconcile", "--json")
     assert code == 0, err[-3000:]
     assert '"windows": "tumbling 2m"' in out
-    refused = subprocess.run([LKLAB, "reconcile", "--window-size", "1m"], capture_output=True, text=True, env=env, timeout=600)
+    refused = subprocess.run(
+        [LKLAB, "reconcile", "--window-size", "1m"], capture_output=True, text=True, env=env, timeout=600
+    )
     assert refused.returncode == 2
     assert "--window-size 1m given, the speed layer holds 2m" in refused.stderr
 
 
 def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
     env = lklab_env(lake)
-    refused = subprocess.run([LKLAB, "replay", "--name", "one-minute", "--window-size", "1m"], capture_output=True, text=True,
-                             env=env, timeout=600)
+    refused = subprocess.run(
+        [LKLAB, "replay", "--name", "one-minute", "--window-size", "1m"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert refused.returncode == 2
     assert refused.stderr.endswith(
         "lklab replay: settings contradict the tables: --window-size 1m given, the lake's tables (a replay is compared with "
@@ -120,14 +146,18 @@ def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, l
     assert code == 0, err[-3000:]
     tables = Tables(None, lake, "deltalake")
     assert recorded(tables, "kappa/adopted/speed_aggregates") == recorded(tables, "speed_aggregates")
-    assert [row["windows"] for row in tables.read_arrow("replay_runs").to_pylist() if row["name"] == "adopted"] == ["tumbling 2m"]
+    assert [row["windows"] for row in tables.read_arrow("replay_runs").to_pylist() if row["name"] == "adopted"] == [
+        "tumbling 2m"
+    ]
     # the speed layer's rules with the speed layer's settings: the same windows, row for row
     rows = lambda name: sorted(tables.read_arrow(name).to_pylist(), key=lambda row: [str(v) for v in row.values()])
     assert rows("kappa/adopted/speed_aggregates") == rows("speed_aggregates")
 
 
 def test_compare_on_the_lakes_log_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
-    refused = subprocess.run([LKLAB, "compare", "--window-size", "1m"], capture_output=True, text=True, env=lklab_env(lake), timeout=600)
+    refused = subprocess.run(
+        [LKLAB, "compare", "--window-size", "1m"], capture_output=True, text=True, env=lklab_env(lake), timeout=600
+    )
     assert refused.returncode == 2
     assert refused.stderr.endswith(
         "lklab compare: settings contradict the tables: --window-size 1m given, the lake's tables (a comparison recomputes "
@@ -136,4 +166,7 @@ def test_compare_on_the_lakes_log_uses_the_tables_windows_and_refuses_a_contradi
     parse = build_parser().parse_args
     assert compare_config(parse(["compare", "--lake", str(lake)])).window.describe() == "tumbling 2m"
     # --scenario generates the lake anew: the flags alone count
-    assert compare_config(parse(["compare", "--lake", str(lake), "--scenario", "billing"])).window.describe() == "tumbling 1m"
+    assert (
+        compare_config(parse(["compare", "--lake", str(lake), "--scenario", "billing"])).window.describe()
+        == "tumbling 1m"
+    )

@@ -63,18 +63,36 @@ def test_upsert_deletes_updates_only_given_columns_of_partial_rows_and_inserts(s
         return pa.table(dict(zip(names, map(list, zip(*values)))))
 
     keys = ("day", "account_id")
-    tables.upsert("speed_aggregates", rows(("d1", "a", 1, "open", False, False), ("d1", "b", 2, "open", False, False),
-                                           ("d2", "x", 0, "open", False, True)), keys=keys, app_id="s", version=0)
+    tables.upsert(
+        "speed_aggregates",
+        rows(
+            ("d1", "a", 1, "open", False, False),
+            ("d1", "b", 2, "open", False, False),
+            ("d2", "x", 0, "open", False, True),
+        ),
+        keys=keys,
+        app_id="s",
+        version=0,
+    )
     changes = rows(
         ("d1", "a", 99, "final", False, True),  # partial: only the status changes
         ("d1", "b", 0, "open", True, False),  # deleted
         ("d2", "c", 3, "open", False, False),  # inserted
         ("d2", "z", 7, "final", False, True),  # partial without a match: nothing
     )
-    assert tables.upsert("speed_aggregates", changes, keys=keys, app_id="s", version=1, partial_columns=("status",),
-                         target_filter="t.day >= 'd1'")
+    assert tables.upsert(
+        "speed_aggregates",
+        changes,
+        keys=keys,
+        app_id="s",
+        version=1,
+        partial_columns=("status",),
+        target_filter="t.day >= 'd1'",
+    )
     assert not tables.upsert("speed_aggregates", changes, keys=keys, app_id="s", version=1, partial_columns=("status",))
-    got = sorted((r["day"], r["account_id"], r["n"], r["status"]) for r in tables.read_arrow("speed_aggregates").to_pylist())
+    got = sorted(
+        (r["day"], r["account_id"], r["n"], r["status"]) for r in tables.read_arrow("speed_aggregates").to_pylist()
+    )
     assert got == [("d1", "a", 1, "final"), ("d2", "c", 3, "open")]
 
 
@@ -94,19 +112,28 @@ def test_spark_reads_the_same_table_natively_and_through_arrow(spark, tables):
 
     import pyarrow as pa
 
-    utc = dt.timezone.utc
+    utc = dt.UTC
     n = 10_000
-    rows = pa.table({
-        "window_start": pa.array([None if i % 7 == 0 else dt.datetime(2026, 1, 5, tzinfo=utc) + dt.timedelta(seconds=i) for i in range(n)],
-                                 pa.timestamp("us", tz="UTC")),
-        "account_id": [f"a{i % 13}" for i in range(n)],
-        "amount_total": pa.array([Decimal(i) / 1_000_000 - 3 for i in range(n)], pa.decimal128(38, 6)),
-        "amounts": pa.array([[("USD", Decimal(i))] if i % 2 else [] for i in range(n)], pa.map_(pa.string(), pa.decimal128(38, 6))),
-        "n": pa.array(range(n), pa.int64()),
-    })
-    tables.overwrite("speed_aggregates", rows)                      # v0: one file of 10,000 rows
-    tables.overwrite("speed_aggregates", rows.slice(0, n // 2))     # v1: 5,000
-    tables.overwrite("late_events", rows.slice(0, n // 2))          # v0: 5,000
+    rows = pa.table(
+        {
+            "window_start": pa.array(
+                [
+                    None if i % 7 == 0 else dt.datetime(2026, 1, 5, tzinfo=utc) + dt.timedelta(seconds=i)
+                    for i in range(n)
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "account_id": [f"a{i % 13}" for i in range(n)],
+            "amount_total": pa.array([Decimal(i) / 1_000_000 - 3 for i in range(n)], pa.decimal128(38, 6)),
+            "amounts": pa.array(
+                [[("USD", Decimal(i))] if i % 2 else [] for i in range(n)], pa.map_(pa.string(), pa.decimal128(38, 6))
+            ),
+            "n": pa.array(range(n), pa.int64()),
+        }
+    )
+    tables.overwrite("speed_aggregates", rows)  # v0: one file of 10,000 rows
+    tables.overwrite("speed_aggregates", rows.slice(0, n // 2))  # v1: 5,000
+    tables.overwrite("late_events", rows.slice(0, n // 2))  # v0: 5,000
     tables.append("late_events", rows.slice(n // 2), app_id="t", version=0)  # v1: two files of 5,000
 
     def read(name, version=None):
@@ -141,8 +168,12 @@ def test_spark_frames_are_written_by_the_tasks_and_committed_once(spark, tables)
     two_days = frame(spark, [("d1", "a", 1), ("d2", "a", 2), ("d2", "b", 3)]).repartition(2)
     assert tables.overwrite("batch_truth", two_days)
     before = tables.version("batch_truth")
-    assert tables.overwrite("batch_truth", frame(spark, [("d2", "z", 9)]), predicate="day = 'd2'", app_id="run", version=1)
-    assert not tables.overwrite("batch_truth", frame(spark, [("d2", "y", 8)]), predicate="day = 'd2'", app_id="run", version=1)
+    assert tables.overwrite(
+        "batch_truth", frame(spark, [("d2", "z", 9)]), predicate="day = 'd2'", app_id="run", version=1
+    )
+    assert not tables.overwrite(
+        "batch_truth", frame(spark, [("d2", "y", 8)]), predicate="day = 'd2'", app_id="run", version=1
+    )
     assert tables.version("batch_truth") == before + 1
     rows = sorted((r["day"], r["account_id"], r["n"]) for r in tables.read_arrow("batch_truth").to_pylist())
     assert rows == [("d1", "a", 1), ("d2", "z", 9)]
@@ -152,7 +183,17 @@ def test_spark_frames_are_written_by_the_tasks_and_committed_once(spark, tables)
 
 def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
     lines = lambda rows: spark.createDataFrame(rows, "segment long, line_number long, raw_line string")
-    assert tables.insert_new("dead_letter", lines([(1, 1, "x"), (1, 2, "y")]), keys=("segment", "line_number"), app_id="b", version=1)
-    assert tables.insert_new("dead_letter", lines([(1, 2, "y"), (2, 1, "z")]), keys=("segment", "line_number"), app_id="b", version=2)
-    assert not tables.insert_new("dead_letter", lines([(3, 1, "w")]), keys=("segment", "line_number"), app_id="b", version=2)
-    assert sorted(tuple(r.values()) for r in tables.read_arrow("dead_letter").to_pylist()) == [(1, 1, "x"), (1, 2, "y"), (2, 1, "z")]
+    assert tables.insert_new(
+        "dead_letter", lines([(1, 1, "x"), (1, 2, "y")]), keys=("segment", "line_number"), app_id="b", version=1
+    )
+    assert tables.insert_new(
+        "dead_letter", lines([(1, 2, "y"), (2, 1, "z")]), keys=("segment", "line_number"), app_id="b", version=2
+    )
+    assert not tables.insert_new(
+        "dead_letter", lines([(3, 1, "w")]), keys=("segment", "line_number"), app_id="b", version=2
+    )
+    assert sorted(tuple(r.values()) for r in tables.read_arrow("dead_letter").to_pylist()) == [
+        (1, 1, "x"),
+        (1, 2, "y"),
+        (2, 1, "z"),
+    ]

@@ -13,7 +13,7 @@ takes the last segment in: the expected statuses are those once it has. ``after_
 gives the statuses once the clock has passed segment ``b`` (as of the next micro-batch).
 """
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from shared.eventlog import EventLog
 from shared.tables import Tables
 from tests.conftest import event_line
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 TRANSCRIPTS = sorted(Path(__file__).parent.joinpath("transcripts").glob("*.yaml"))
 
 
@@ -81,7 +81,9 @@ def transcript(request):
 
 def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
     write_log(tmp_path, transcript["segments"])
-    config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **transcript["settings"]}, environ={})
+    config = load_config(
+        None, {"lake": str(tmp_path), "table-engine": "deltalake", **transcript["settings"]}, environ={}
+    )
     run_speed(spark, config, available_now=True)
     tables, expect = Tables(spark, tmp_path, "deltalake"), transcript["expect"]
 
@@ -90,11 +92,19 @@ def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
     assert window_rows(tables.read_arrow("speed_aggregates")) == expected_windows(expect["windows"])
 
     late = sorted(
-        [r["event_id"], offset(r["window_start"]), offset(r["window_end"]), offset(r["watermark"]), r["lateness_seconds"]]
+        [
+            r["event_id"],
+            offset(r["window_start"]),
+            offset(r["window_end"]),
+            offset(r["watermark"]),
+            r["lateness_seconds"],
+        ]
         for r in tables.read_arrow("late_events").to_pylist()
     )
     assert late == sorted([i, s, e, w, Decimal(x)] for i, s, e, w, x in expect["late"])
-    duplicates = tables.read_arrow("duplicate_events")["event_id"].to_pylist() if tables.exists("duplicate_events") else []
+    duplicates = (
+        tables.read_arrow("duplicate_events")["event_id"].to_pylist() if tables.exists("duplicate_events") else []
+    )
     assert sorted(duplicates) == sorted(expect.get("duplicates", []))
     assert sum(metrics["late_updates"].to_pylist()) == expect["late_updates"]
     lines = sum(len(s) for s in transcript["segments"]) + 1
@@ -105,8 +115,12 @@ def test_transcript_streaming_and_batch(spark, tmp_path, transcript):
         snapshot = tables.as_of("speed_aggregates", batch + 1)
         for status, windows in statuses.items():
             for start, end in windows:
-                chosen = snapshot.filter(pc.field("window_start") == at(start)).filter(pc.field("window_end") == at(end))
+                chosen = snapshot.filter(pc.field("window_start") == at(start)).filter(
+                    pc.field("window_end") == at(end)
+                )
                 assert chosen.num_rows and set(chosen["status"].to_pylist()) == {status}, (batch, start, end, status)
 
     run_batch(spark, config)
-    assert window_rows(tables.read_arrow("batch_truth"), with_status=False) == expected_windows(expect["truth"], with_status=False)
+    assert window_rows(tables.read_arrow("batch_truth"), with_status=False) == expected_windows(
+        expect["truth"], with_status=False
+    )

@@ -66,22 +66,39 @@ def test_order_payments_transcript_through_the_spark_stream_batch_and_reconcilia
     _conserved(tables, catalog.PAYMENTS_METRICS, sum(map(len, segments)))
     state = join_state_from_table(read(catalog.PAYMENTS_STATE))
     orders.check_stream(
-        expect, matched=read(catalog.PAYMENTS_MATCHED), unpaid=read(catalog.PAYMENTS_UNPAID), orphans=read(catalog.PAYMENTS_ORPHANS),
-        late=read(catalog.PAYMENTS_LATE_EVENTS), duplicates=read(catalog.PAYMENTS_DUPLICATES),
-        dead_letters=read(catalog.PAYMENTS_DEAD_LETTER).sort_by([("segment", "ascending"), ("line_number", "ascending")]),
+        expect,
+        matched=read(catalog.PAYMENTS_MATCHED),
+        unpaid=read(catalog.PAYMENTS_UNPAID),
+        orphans=read(catalog.PAYMENTS_ORPHANS),
+        late=read(catalog.PAYMENTS_LATE_EVENTS),
+        duplicates=read(catalog.PAYMENTS_DUPLICATES),
+        dead_letters=read(catalog.PAYMENTS_DEAD_LETTER).sort_by(
+            [("segment", "ascending"), ("line_number", "ascending")]
+        ),
         held=state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist(),
     )
     run_payments_batch(spark, config)
-    orders.check_truth(expect, matched=read(catalog.PAYMENTS_TRUTH_MATCHED), unpaid=read(catalog.PAYMENTS_TRUTH_UNPAID),
-                       orphans=read(catalog.PAYMENTS_TRUTH_ORPHANS))
+    orders.check_truth(
+        expect,
+        matched=read(catalog.PAYMENTS_TRUTH_MATCHED),
+        unpaid=read(catalog.PAYMENTS_TRUTH_UNPAID),
+        orphans=read(catalog.PAYMENTS_TRUTH_ORPHANS),
+    )
     found = reconcile_payments(spark, config, against="speed", run="transcript")
     assert found.truth_segment == found.stream_segment == len(segments)
     orders.check_reconciliation(expect, found.result, ids)
 
 
 def _view_line(view: dict, ingest: int) -> str:
-    return json.dumps({"event_id": view["id"], "user_id": view.get("user", "u1"), "url": url(view.get("url", "home")),
-                       "event_time": at(view["t"]).isoformat().replace("+00:00", "Z"), "ingest_time": at(ingest).isoformat().replace("+00:00", "Z")})
+    return json.dumps(
+        {
+            "event_id": view["id"],
+            "user_id": view.get("user", "u1"),
+            "url": url(view.get("url", "home")),
+            "event_time": at(view["t"]).isoformat().replace("+00:00", "Z"),
+            "ingest_time": at(ingest).isoformat().replace("+00:00", "Z"),
+        }
+    )
 
 
 @pytest.mark.parametrize("path", VISITOR_TRANSCRIPTS, ids=[p.stem for p in VISITOR_TRANSCRIPTS])
@@ -92,8 +109,12 @@ def test_unique_visitors_transcript_through_the_spark_stream_batch_and_reconcili
 
     transcript = yaml.safe_load(path.read_text())
     expect, log, ingest, lines = transcript["expect"], EventLog(tmp_path), 10_000, 0
-    for number, segment in enumerate(transcript["segments"], start=1):  # as tests/test_visitor_transcripts.py's batches_of
-        views, ingest = (segment["views"], segment["ingest"]) if isinstance(segment, dict) else (segment, 10_000 + number)
+    for number, segment in enumerate(
+        transcript["segments"], start=1
+    ):  # as tests/test_visitor_transcripts.py's batches_of
+        views, ingest = (
+            (segment["views"], segment["ingest"]) if isinstance(segment, dict) else (segment, 10_000 + number)
+        )
         log.append([_view_line(view, ingest) for view in views], stamp=False)
         lines += len(views)
     log.append_heartbeat(at(ingest + 1))
@@ -106,13 +127,19 @@ def test_unique_visitors_transcript_through_the_spark_stream_batch_and_reconcili
     _conserved(tables, catalog.VISITORS_STREAM_METRICS, lines + 1)
     served = sorted([*window(r), r["distinct_urls"], r["status"]] for r in read(catalog.VISITORS_WINDOWS).to_pylist())
     assert served == sorted(expect["windows"])
-    late = sorted([r["event_id"], *window(r)[:2], seconds_of(r["watermark"]), r["lateness_seconds"], r["adds_url"]]
-                  for r in read(catalog.VISITORS_LATE_EVENTS).to_pylist())
+    late = sorted(
+        [r["event_id"], *window(r)[:2], seconds_of(r["watermark"]), r["lateness_seconds"], r["adds_url"]]
+        for r in read(catalog.VISITORS_LATE_EVENTS).to_pylist()
+    )
     assert late == sorted([i, s, e, w, Decimal(x), adds] for i, s, e, w, x, adds in expect["late"])
     assert sorted(read(catalog.VISITORS_DUPLICATES)["event_id"].to_pylist()) == sorted(expect.get("duplicates", []))
 
     run_visitors_batch(spark, config)
-    assert sorted([*window(r), r["distinct_urls"]] for r in read(catalog.VISITORS_TRUTH).to_pylist()) == sorted(expect["truth"])
+    assert sorted([*window(r), r["distinct_urls"]] for r in read(catalog.VISITORS_TRUTH).to_pylist()) == sorted(
+        expect["truth"]
+    )
     result = reconcile_visitors(spark, config, against="speed").result
     assert result.proven
-    assert sorted([*window(r), r["corrected"], r["verdict"]] for r in result.windows.to_pylist()) == sorted(expect["corrected"])
+    assert sorted([*window(r), r["corrected"], r["verdict"]] for r in result.windows.to_pylist()) == sorted(
+        expect["corrected"]
+    )

@@ -42,7 +42,9 @@ from tests.visitor_lines import at, seconds_of, url
 SECOND = 1_000_000
 # ~300 views over 10 minutes in 1-minute segments (12 segments), with resends and bad lines;
 # clickstream holds a minute's views back, so some arrive beyond the watermark.
-PARAMS = PageViewParams(views=300, seed=3, span=600 * SECOND, users=20, pages=30, duplicate_rate=0.03, malformed_rate=0.02)
+PARAMS = PageViewParams(
+    views=300, seed=3, span=600 * SECOND, users=20, pages=30, duplicate_rate=0.03, malformed_rate=0.02
+)
 # Columns that name the micro-batch (or its position in the run's metrics), not the decision.
 BATCH_COLUMNS = ("batch_id", "updated_batch_id", "added_batch_id")
 
@@ -92,14 +94,18 @@ def test_speed_writes_the_same_rows_with_many_segments_per_batch(spark, lakes, o
     assert layer.batches == 3
     rows = stream_rows(spark, lakes / "five")
     assert rows == one_per_batch
-    assert rows["visitors_late_events"] and rows["visitors_duplicates"] and rows["visitors_dead_letter"]  # the log exercises each output
+    assert (
+        rows["visitors_late_events"] and rows["visitors_duplicates"] and rows["visitors_dead_letter"]
+    )  # the log exercises each output
 
 
 def test_a_restart_halfway_goes_on_with_the_same_rows(spark, lakes, one_per_batch):
     copy_segments(lakes / "one", lakes / "restart", 1, 6)
     first = run_visitors_speed(spark, config_for(lakes / "restart"), available_now=True)
     copy_segments(lakes / "one", lakes / "restart", 7, 12)
-    second = run_visitors_speed(spark, config_for(lakes / "restart"), available_now=True)  # a new layer: the state read from its table
+    second = run_visitors_speed(
+        spark, config_for(lakes / "restart"), available_now=True
+    )  # a new layer: the state read from its table
     assert (first.batches, second.batches) == (6, 6)
     assert stream_rows(spark, lakes / "restart") == one_per_batch
 
@@ -116,7 +122,9 @@ def test_batch_truth_is_the_oracle_and_reconciliation_proves_the_stream_once(spa
     run = run_visitors_batch(spark, config)
     assert run.conserved and (run.lines, run.views, run.duplicates, run.dead_letters) == (315, 300, 9, 6)
     tables = Tables(spark, lake, "deltalake")
-    truth = tables.read_arrow(VISITORS_TRUTH.name).sort_by([(name, "ascending") for name in ("window_start", "window_end", "user_id")])
+    truth = tables.read_arrow(VISITORS_TRUTH.name).sort_by(
+        [(name, "ascending") for name in ("window_start", "window_end", "user_id")]
+    )
     assert truth.to_pylist() == oracle_counts(load_page_views(lake), config.window).to_pylist()
 
     reconciled = reconcile_visitors(spark, config, against="speed")
@@ -141,7 +149,9 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
     ]
     for command in commands:
         done = run([str(VENV_BIN / "lklab"), *command, *common], env=env, timeout=600)
-        assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        assert done.returncode == 0, (
+            f"{command} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        )
     assert "proven: corrected" in done.stdout and "0 differing" in done.stdout
 
     # One truth member deleted by hand: a difference nothing explains, exit 3 and the verdict on stderr.
@@ -159,13 +169,24 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
 def committed_rows(spark, lake: Path) -> dict[str, list[dict]]:
     """Every table the stream commits, its metrics and state included, batch ids kept, in a fixed order."""
     tables = Tables(spark, lake, "deltalake")
-    return {table.name: sorted(tables.read_arrow(table.name).to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values()))
-            for table in VISITORS_SPEED_TABLES}
+    return {
+        table.name: sorted(
+            tables.read_arrow(table.name).to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values())
+        )
+        for table in VISITORS_SPEED_TABLES
+    }
 
 
 def view_line(event_id: str, seconds: int, ingest: int, user: str = "u1", page: str = "home") -> str:
-    return json.dumps({"event_id": event_id, "user_id": user, "url": url(page), "event_time": at(seconds).isoformat().replace("+00:00", "Z"),
-                       "ingest_time": at(ingest).isoformat().replace("+00:00", "Z")})
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "user_id": user,
+            "url": url(page),
+            "event_time": at(seconds).isoformat().replace("+00:00", "Z"),
+            "ingest_time": at(ingest).isoformat().replace("+00:00", "Z"),
+        }
+    )
 
 
 # 5 s tumbling windows, the watermark 5 s behind. Batch 1 (segment 2) writes a row to every table:
@@ -173,8 +194,13 @@ def view_line(event_id: str, seconds: int, ingest: int, user: str = "u1", page: 
 # of [10, 15); v1 is resent, "{" is a dead letter.
 CRASH_LOG = [
     [view_line("v0", 10, 10_000), view_line("v1", 12, 10_000, page="cart"), view_line("v2", 11, 10_000, user="u2")],
-    [view_line("v3", 22, 10_001), view_line("v4", 3, 10_001, page="shop"), view_line("v1", 12, 10_001, page="cart"), "{",
-     view_line("v5", 13, 10_001, user="u2", page="cart")],
+    [
+        view_line("v3", 22, 10_001),
+        view_line("v4", 3, 10_001, page="shop"),
+        view_line("v1", 12, 10_001, page="cart"),
+        "{",
+        view_line("v5", 13, 10_001, user="u2", page="cart"),
+    ],
     [view_line("v6", 30, 10_002, page="about")],
 ]
 CRASH_SETTINGS = ["--window-size", "5s", "--watermark-delay", "5s"]
@@ -194,7 +220,9 @@ def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterru
     for lake in (tmp_path / "clean", tmp_path / "crashes"):
         for lines in CRASH_LOG:
             EventLog(lake).append(lines, stamp=False)
-    config = lambda lake: load_config(None, {"lake": str(lake), "table-engine": "deltalake", "window-size": "5s", "watermark-delay": "5s"}, environ={})
+    config = lambda lake: load_config(
+        None, {"lake": str(lake), "table-engine": "deltalake", "window-size": "5s", "watermark-delay": "5s"}, environ={}
+    )
     run_visitors_speed(spark, config(tmp_path / "clean"), available_now=True)
     expected = committed_rows(spark, tmp_path / "clean")
     assert all(expected[table.name] for table in COMMIT_ORDER)  # batch 1 writes to every table
@@ -214,10 +242,17 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_
     log = EventLog(tmp_path)
     for index, seconds in enumerate((10, 12, 18, 22, 33)):
         log.append([view_line(f"v{index}", seconds, 10_000 + index)], stamp=False)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake", window_size=parse_duration("5s"), watermark_delay=parse_duration("5s"),
-                       heartbeat_interval=parse_duration("1s"))
+    config = LabConfig(
+        lake=tmp_path,
+        table_engine="deltalake",
+        window_size=parse_duration("5s"),
+        watermark_delay=parse_duration("5s"),
+        heartbeat_interval=parse_duration("1s"),
+    )
     stop = threading.Event()
-    stream = threading.Thread(target=run_visitors_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop))
+    stream = threading.Thread(
+        target=run_visitors_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop)
+    )
     tables = Tables(spark, tmp_path, "deltalake")
     metrics = VISITORS_STREAM_METRICS.name
     stream.start()
@@ -248,18 +283,38 @@ def test_the_seen_set_is_written_each_micro_batch_and_expired_entries_leave_it(s
     from shared.catalog import VISITORS_SEEN
 
     log = EventLog(tmp_path)
-    log.append([view_line("a", 10, 100), view_line("b", 12, 100, page="cart"), view_line("c", 11, 100, user="u2")], stamp=False)
+    log.append(
+        [view_line("a", 10, 100), view_line("b", 12, 100, page="cart"), view_line("c", 11, 100, user="u2")], stamp=False
+    )
     log.append([view_line("d", 21, 110)], stamp=False)
     log.append([view_line("e", 35, 140, user="u2", page="shop")], stamp=False)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake", window_size=parse_duration("10s"), watermark_delay=0,
-                       state_ttl=parse_duration("30s"))
+    config = LabConfig(
+        lake=tmp_path,
+        table_engine="deltalake",
+        window_size=parse_duration("10s"),
+        watermark_delay=0,
+        state_ttl=parse_duration("30s"),
+    )
     assert run_visitors_speed(spark, config, available_now=True).batches == 3
 
     path = str(Tables(spark, tmp_path, "deltalake").path(VISITORS_SEEN.name))
     versions = {int(c["lklab.version"]): c["version"] for c in DeltaTable(path).history() if "lklab.version" in c}
-    written = {batch: [(r["user_id"], r["url"].rsplit("/", 1)[1], seconds_of(r["last_seen"]), seconds_of(r["as_of"]), r["batch_id"])
-                       for r in DeltaTable(path, version=version).to_pyarrow_table().sort_by([("user_id", "ascending"), ("url", "ascending")]).to_pylist()]
-               for batch, version in versions.items()}
+    written = {
+        batch: [
+            (
+                r["user_id"],
+                r["url"].rsplit("/", 1)[1],
+                seconds_of(r["last_seen"]),
+                seconds_of(r["as_of"]),
+                r["batch_id"],
+            )
+            for r in DeltaTable(path, version=version)
+            .to_pyarrow_table()
+            .sort_by([("user_id", "ascending"), ("url", "ascending")])
+            .to_pylist()
+        ]
+        for batch, version in versions.items()
+    }
     assert written == {
         0: [("u1", "cart", 100, 100, 0), ("u1", "home", 100, 100, 0), ("u2", "home", 100, 100, 0)],
         # d (21 s) is a new URL of [20, 30) for u1: home seen again at 110; W* = 12 releases nothing
@@ -268,5 +323,10 @@ def test_the_seen_set_is_written_each_micro_batch_and_expired_entries_leave_it(s
         # are 40 s old (> 30 s): u1's cart and u2's home leave; u1's home stays through [20, 30)
         2: [("u1", "home", 110, 140, 2), ("u2", "shop", 140, 140, 2)],
     }
-    entries = Tables(spark, tmp_path, "deltalake").read_arrow(VISITORS_STREAM_METRICS.name).sort_by("batch_id")["state_entries"].to_pylist()
+    entries = (
+        Tables(spark, tmp_path, "deltalake")
+        .read_arrow(VISITORS_STREAM_METRICS.name)
+        .sort_by("batch_id")["state_entries"]
+        .to_pylist()
+    )
     assert entries == [3, 4, 2]

@@ -128,17 +128,30 @@ def test_fixed_windows_in_spark_are_the_arrow_rule(spark, spec):
     from shared.windows import assign_windows_table
 
     step = spec.step
-    edges = [n * step + d for n in (-3, -1, 0, 1, 7, 29_512_345) for d in (-1, 0, 1)] + [spec.size - 1, spec.size, spec.size + 1]
+    edges = [n * step + d for n in (-3, -1, 0, 1, 7, 29_512_345) for d in (-1, 0, 1)] + [
+        spec.size - 1,
+        spec.size,
+        spec.size + 1,
+    ]
     rng = random.Random(18)
-    times = edges + [rng.randrange(-10**15, 10**16) for _ in range(300)]
+    times = edges + [rng.randrange(-(10**15), 10**16) for _ in range(300)]
     rows = [(f"e{i}", t) for i, t in enumerate(times)]
-    table = pa.table({"event_id": [r[0] for r in rows], "event_time": pa.array([r[1] for r in rows], pa.timestamp("us", tz="UTC"))})
+    table = pa.table(
+        {"event_id": [r[0] for r in rows], "event_time": pa.array([r[1] for r in rows], pa.timestamp("us", tz="UTC"))}
+    )
 
     arrow = assign_windows_table(spec, table)
-    expected = sorted(zip(arrow["event_id"].to_pylist(), *[arrow[c].cast(pa.int64()).to_pylist() for c in ("window_start", "window_end")]))
+    expected = sorted(
+        zip(
+            arrow["event_id"].to_pylist(),
+            *[arrow[c].cast(pa.int64()).to_pylist() for c in ("window_start", "window_end")],
+        )
+    )
     frame = spark.createDataFrame(table)
     got = sorted(
         (r.event_id, r.start, r.end)
-        for r in spec.in_spark(frame).selectExpr("event_id", "unix_micros(window_start) AS start", "unix_micros(window_end) AS end").collect()
+        for r in spec.in_spark(frame)
+        .selectExpr("event_id", "unix_micros(window_start) AS start", "unix_micros(window_end) AS end")
+        .collect()
     )
     assert got == expected and len(got) >= len(times)

@@ -3,7 +3,7 @@ runner that feeds them to the stream step micro-batch by micro-batch."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
@@ -11,7 +11,7 @@ from shared.page_views import PARSED_SCHEMA
 from shared.visitor_state import VisitorState, state_from_table, state_table
 from shared.visitors_stream import VISITOR_WINDOW_SCHEMA, visitors_step
 
-BASE = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 SECOND = 1_000_000
 
 
@@ -29,9 +29,19 @@ def url(name: str) -> str:
 
 def row(segment: int, number: int, kind: str, *, event_id=None, user="u1", page="home", seconds=0, ingest=None) -> dict:
     """One parsed line: ``kind`` is view, heartbeat or bad (a dead letter)."""
-    line = dict(segment=segment, line_number=number, event_id=None, user_id=None, url=None, event_time=None,
-                ingest_time=None if ingest is None else at(ingest), raw_line="{}", reject_reason=None, reject_detail=None,
-                heartbeat=kind == "heartbeat")
+    line = dict(
+        segment=segment,
+        line_number=number,
+        event_id=None,
+        user_id=None,
+        url=None,
+        event_time=None,
+        ingest_time=None if ingest is None else at(ingest),
+        raw_line="{}",
+        reject_reason=None,
+        reject_detail=None,
+        heartbeat=kind == "heartbeat",
+    )
     if kind == "view":
         line.update(event_id=event_id, user_id=user, url=url(page), event_time=at(seconds))
     elif kind == "bad":
@@ -39,12 +49,25 @@ def row(segment: int, number: int, kind: str, *, event_id=None, user="u1", page=
     return line
 
 
-def segment_rows(segment: int, views: list[dict], *, ingest: float | None = None, bad: int = 0, heartbeat: bool = False) -> list[dict]:
+def segment_rows(
+    segment: int, views: list[dict], *, ingest: float | None = None, bad: int = 0, heartbeat: bool = False
+) -> list[dict]:
     """One segment ingested at ``ingest`` (default ``10_000 + segment`` seconds): views
     ``{id, t, user?, url?}``, then ``bad`` dead letters, then a heartbeat if asked."""
     ingest = 10_000 + segment if ingest is None else ingest
-    rows = [row(segment, n, "view", event_id=v["id"], user=v.get("user", "u1"), page=v.get("url", "home"), seconds=v["t"], ingest=ingest)
-            for n, v in enumerate(views, start=1)]
+    rows = [
+        row(
+            segment,
+            n,
+            "view",
+            event_id=v["id"],
+            user=v.get("user", "u1"),
+            page=v.get("url", "home"),
+            seconds=v["t"],
+            ingest=ingest,
+        )
+        for n, v in enumerate(views, start=1)
+    ]
     rows += [row(segment, len(rows) + n, "bad", ingest=ingest) for n in range(1, bad + 1)]
     if heartbeat:
         rows.append(row(segment, len(rows) + 1, "heartbeat", ingest=ingest))
@@ -74,7 +97,10 @@ def served(steps) -> dict[tuple, tuple]:
     for step in steps:
         for r in step.windows.to_pylist():
             rows[(seconds_of(r["window_start"]), seconds_of(r["window_end"]), r["user_id"])] = (
-                r["distinct_urls"], r["status"], r["updated_processing_time"])
+                r["distinct_urls"],
+                r["status"],
+                r["updated_processing_time"],
+            )
     return rows
 
 

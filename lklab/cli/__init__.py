@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from lklab.cli.console import FAILURE, USAGE, UsageError
 from lklab.cli.parser import build_parser

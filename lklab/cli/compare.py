@@ -43,7 +43,7 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
     from lklab.experiment import ComparisonPlan, run_comparison
     from lklab.report import write_report
 
-    name = args.name or dt.datetime.now(dt.timezone.utc).strftime("compare-%Y%m%d-%H%M%S")
+    name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
     try:
         plan = ComparisonPlan(
             name=name,
@@ -71,8 +71,10 @@ def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tu
     for result in report.results:
         end, latency, late, recon = result.end, result.latency, result.late, result.reconciliation
         final = "never" if latency.final_p50 is None else formats.seconds(latency.final_p50)
-        line = (f"  {result.configuration.label}: {end.windows_exact:,}/{end.windows_compared:,} windows exact at the end; "
-                f"time until final, median {final}")
+        line = (
+            f"  {result.configuration.label}: {end.windows_exact:,}/{end.windows_compared:,} windows exact at the end; "
+            f"time until final, median {final}"
+        )
         if late is not None:
             line += f"; side output {late.side_output_events:,}, absorbed {late.absorbed_events:,}"
         if recon is not None:

@@ -23,7 +23,9 @@ def days_from(args: argparse.Namespace):
     from shared.partitions import DayRange
 
     try:
-        return DayRange.of(getattr(args, "date", None), getattr(args, "date_from", None), getattr(args, "date_to", None))
+        return DayRange.of(
+            getattr(args, "date", None), getattr(args, "date_from", None), getattr(args, "date_to", None)
+        )
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -35,7 +37,11 @@ def lake_windows(config: LabConfig, purpose: str) -> LabConfig:
 
     tables = settings_tables(config)
     try:
-        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
+        windows = agreed(
+            tables,
+            [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name],
+            ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS),
+        )
         return adopt(config, windows, f"the lake's tables ({purpose})")
     except SettingsConflict as err:
         raise UsageError(str(err)) from None
@@ -54,7 +60,11 @@ def adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
 
     tables = settings_tables(config)
     try:
-        windows = agreed(tables, [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)], ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS))
+        windows = agreed(
+            tables,
+            [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)],
+            ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS),
+        )
         stream = agreed(tables, [catalog.SPEED_AGGREGATES.at(prefix)])
         return adopt(config, {**stream, **windows}, source)
     except SettingsConflict as err:

@@ -20,8 +20,11 @@ from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
     parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
-    parser.add_argument("--pipeline", help="billing_windows (windowed sums) | unique_visitors (distinct URLs per user "
-                        "and window) | order_payments (interval join of orders and payments); default billing_windows")
+    parser.add_argument(
+        "--pipeline",
+        help="billing_windows (windowed sums) | unique_visitors (distinct URLs per user "
+        "and window) | order_payments (interval join of orders and payments); default billing_windows",
+    )
     if windows:
         group = parser.add_argument_group("windows and time")
         group.add_argument("--window-kind", help="tumbling | sliding | session (default tumbling)")
@@ -29,20 +32,40 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument("--window-slide", help="sliding windows: start every, e.g. 30s")
         group.add_argument("--session-gap", help="session windows: inactivity that ends one (default 5m)")
         group.add_argument("--watermark-delay", help="how far the watermark trails the max event time (default 1m)")
-        group.add_argument("--watermark-interval", help="the watermark moves once per tick of this much processing time "
-                           "(ingest time), ticks aligned to the epoch (default 1s; 0: after every line)")
-        group.add_argument("--allowed-lateness", help="how long after the watermark a window still takes events (default 0s)")
+        group.add_argument(
+            "--watermark-interval",
+            help="the watermark moves once per tick of this much processing time "
+            "(ingest time), ticks aligned to the epoch (default 1s; 0: after every line)",
+        )
+        group.add_argument(
+            "--allowed-lateness", help="how long after the watermark a window still takes events (default 0s)"
+        )
         group.add_argument("--dedup-horizon", help="how long an event_id is remembered by the stream (default 1h)")
-        group.add_argument("--heartbeat-interval", help="always-on speed layer: append a heartbeat after the log has been "
-                           "quiet this long, so open windows still become final (default 1m; 0: never)")
-        group.add_argument("--max-clock-skew", help="an event time this much ahead of its ingest time is a dead letter, "
-                           "event_time_in_future (default 5m)")
-        group.add_argument("--max-line-bytes", help="a longer log line is a dead letter, line_too_long (default 1048576)")
-        group.add_argument("--state-ttl", help="unique_visitors: how long a URL seen by a user stays in the stream's state (default 24h)")
-        group.add_argument("--join-bound", help="order_payments: a payment matches an order up to this long after it (default 15m)")
+        group.add_argument(
+            "--heartbeat-interval",
+            help="always-on speed layer: append a heartbeat after the log has been "
+            "quiet this long, so open windows still become final (default 1m; 0: never)",
+        )
+        group.add_argument(
+            "--max-clock-skew",
+            help="an event time this much ahead of its ingest time is a dead letter, event_time_in_future (default 5m)",
+        )
+        group.add_argument(
+            "--max-line-bytes", help="a longer log line is a dead letter, line_too_long (default 1048576)"
+        )
+        group.add_argument(
+            "--state-ttl",
+            help="unique_visitors: how long a URL seen by a user stays in the stream's state (default 24h)",
+        )
+        group.add_argument(
+            "--join-bound", help="order_payments: a payment matches an order up to this long after it (default 15m)"
+        )
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
-        group.add_argument("--driver-memory", help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
-                           "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)")
+        group.add_argument(
+            "--driver-memory",
+            help="heap of the Spark driver this command starts, e.g. 8g (default 4g; "
+            "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)",
+        )
         group.add_argument("--table-engine", help="auto | deltalake | delta-spark (default auto)")
 
 
@@ -61,7 +84,9 @@ def _command(sub, name: str, summary: str, example: str) -> argparse.ArgumentPar
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    command.set_defaults(command_parser=command)  # its defaults tell a flag given from one left alone (lklab.cli.pipelines)
+    command.set_defaults(
+        command_parser=command
+    )  # its defaults tell a flag given from one left alone (lklab.cli.pipelines)
     return command
 
 
@@ -71,28 +96,53 @@ def _add_compare_options(parser: argparse.ArgumentParser) -> None:
         "--watermark-delay and --allowed-lateness take comma-separated lists to sweep here "
         f"(default {DEFAULT_DELAYS} and {DEFAULT_LATENESS})"
     )
-    group.add_argument("--segments-per-batch", type=int, default=10,
-                       help="segments per micro-batch of the live streams: their rows do not depend on it, their cost does (default 10)")
-    group.add_argument("--error-step", default="10s", help="sample the error over processing time every this much (default 10s)")
+    group.add_argument(
+        "--segments-per-batch",
+        type=int,
+        default=10,
+        help="segments per micro-batch of the live streams: their rows do not depend on it, their cost does (default 10)",
+    )
+    group.add_argument(
+        "--error-step", default="10s", help="sample the error over processing time every this much (default 10s)"
+    )
     group.add_argument("--name", help="report name: <lake>/reports/NAME/ (default compare-<UTC time>)")
 
 
 def _add_generate_options(
-    parser: argparse.ArgumentParser, events_default: int, *, span: str = "6h", segment_interval: str = "1m", scenario: str | None = "billing"
+    parser: argparse.ArgumentParser,
+    events_default: int,
+    *,
+    span: str = "6h",
+    segment_interval: str = "1m",
+    scenario: str | None = "billing",
 ) -> None:
     from lklab.scenarios import SCENARIOS
 
     if scenario is None:
-        parser.add_argument("--scenario", help=f"generate this scenario first: {' | '.join(SCENARIOS)} (default: use the lake's log)")
+        parser.add_argument(
+            "--scenario", help=f"generate this scenario first: {' | '.join(SCENARIOS)} (default: use the lake's log)"
+        )
     else:
         parser.add_argument("--scenario", default=scenario, help=f"{' | '.join(SCENARIOS)} (default {scenario})")
-    parser.add_argument("--events", type=int, default=events_default, help=f"number of real events (default {events_default:,})")
-    parser.add_argument("--seed", type=int, default=7, help="random seed: the same seed writes the same log (default 7)")
+    parser.add_argument(
+        "--events", type=int, default=events_default, help=f"number of real events (default {events_default:,})"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=7, help="random seed: the same seed writes the same log (default 7)"
+    )
     parser.add_argument("--span", default=span, help=f"event-time span of the traffic (default {span})")
     parser.add_argument("--accounts", type=int, default=40, help="number of accounts (default 40)")
-    parser.add_argument("--duplicate-rate", type=float, default=0.01, help="share of events resent by a retry (default 0.01)")
-    parser.add_argument("--malformed-rate", type=float, default=0.001, help="share of extra malformed lines (default 0.001)")
-    parser.add_argument("--segment-interval", default=segment_interval, help=f"ingest time covered by one log segment (default {segment_interval})")
+    parser.add_argument(
+        "--duplicate-rate", type=float, default=0.01, help="share of events resent by a retry (default 0.01)"
+    )
+    parser.add_argument(
+        "--malformed-rate", type=float, default=0.001, help="share of extra malformed lines (default 0.001)"
+    )
+    parser.add_argument(
+        "--segment-interval",
+        default=segment_interval,
+        help=f"ingest time covered by one log segment (default {segment_interval})",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace the lake's existing log and tables")
 
 
@@ -104,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = _command(
-        sub, "demo", "Generate a scenario and compare Lambda and Kappa over it (the main job); prints where the report is.",
+        sub,
+        "demo",
+        "Generate a scenario and compare Lambda and Kappa over it (the main job); prints where the report is.",
         "lklab demo",
     )
     _common(demo)
@@ -113,7 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
 
     compare = _command(
-        sub, "compare", "Lambda vs Kappa on one log: sweep watermark delays and allowed lateness, write the report.",
+        sub,
+        "compare",
+        "Lambda vs Kappa on one log: sweep watermark delays and allowed lateness, write the report.",
         "lklab compare --scenario billing --events 20000 --watermark-delay 10s,1m,10m --allowed-lateness 0,1h",
     )
     _common(compare)
@@ -122,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=cmd_compare)
 
     generate = _command(
-        sub, "generate", "Write a deterministic scenario log and its ground truth.",
+        sub,
+        "generate",
+        "Write a deterministic scenario log and its ground truth.",
         "lklab generate --scenario billing --events 1000000 --seed 7 --lake ./lake",
     )
     _common(generate)
@@ -130,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.set_defaults(handler=cmd_generate)
 
     ingest = _command(
-        sub, "ingest", "Append JSON-lines files to the log, one segment per file (bad lines kept; an empty file is refused "
+        sub,
+        "ingest",
+        "Append JSON-lines files to the log, one segment per file (bad lines kept; an empty file is refused "
         "with exit 2 before anything is appended).",
         "lklab ingest events-1.jsonl events-2.jsonl --lake ./lake",
     )
@@ -139,36 +197,56 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.set_defaults(handler=cmd_ingest)
 
     batch = _command(
-        sub, "batch", "Recompute the per-window truth from the complete log with Spark.",
+        sub,
+        "batch",
+        "Recompute the per-window truth from the complete log with Spark.",
         "lklab batch --date 2026-01-31   (or --from 2026-01-01 --to 2026-01-31; no date: every window)",
     )
     _common(batch)
     _add_days(batch)
-    batch.add_argument("--refresh", action="store_true", help="read up to the log's current end, not the position recorded for these days")
+    batch.add_argument(
+        "--refresh",
+        action="store_true",
+        help="read up to the log's current end, not the position recorded for these days",
+    )
     batch.set_defaults(handler=cmd_batch)
 
     speed = _command(
-        sub, "speed", "Run the streaming speed layer over the log (always on; SIGTERM stops it after the current micro-batch).",
+        sub,
+        "speed",
+        "Run the streaming speed layer over the log (always on; SIGTERM stops it after the current micro-batch).",
         "lklab speed --available-now --watermark-delay 30s --allowed-lateness 5m",
     )
     _common(speed)
     speed.add_argument("--available-now", action="store_true", help="process everything in the log, then exit")
-    speed.add_argument("--segments-per-batch", type=int, default=1, help="segments per micro-batch (default 1: the watermark advances as the traffic did)")
+    speed.add_argument(
+        "--segments-per-batch",
+        type=int,
+        default=1,
+        help="segments per micro-batch (default 1: the watermark advances as the traffic did)",
+    )
     speed.set_defaults(handler=cmd_speed)
 
     replay = _command(
-        sub, "replay", "Kappa replay: re-run the streaming job over the whole log into kappa/RUN/ tables of its own.",
+        sub,
+        "replay",
+        "Kappa replay: re-run the streaming job over the whole log into kappa/RUN/ tables of its own.",
         "lklab replay --name lateness-1h --allowed-lateness 1h",
     )
     _common(replay)
     replay.add_argument("--name", required=True, help=f"run name: its tables are {replay_prefix('NAME')}...")
     replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
-    replay.add_argument("--history", action="store_true", help=f"also write {WINDOW_HISTORY.name}: every change of a window row, "
-                        "line by line, at its processing time")
+    replay.add_argument(
+        "--history",
+        action="store_true",
+        help=f"also write {WINDOW_HISTORY.name}: every change of a window row, line by line, at its processing time",
+    )
     replay.set_defaults(handler=cmd_replay)
 
     reconcile = _command(
-        sub, "reconcile", f"Diff a stream against {BATCH_TRUTH.name}, explain every gap, fold the late side output back in "
+        sub,
+        "reconcile",
+        f"Diff a stream against {BATCH_TRUTH.name}, explain every gap, fold the late side output back in "
         "(exit 3 when the unexplained gap exceeds the threshold).",
         "lklab reconcile --date 2026-01-05 --against kappa:lateness-1h --json-out recon.json",
     )
@@ -176,31 +254,49 @@ def build_parser() -> argparse.ArgumentParser:
     _add_days(reconcile)
     reconcile.add_argument("--against", default="speed", help="speed | kappa:RUN (default speed)")
     reconcile.add_argument("--abs-tol", default="0", help="absolute money tolerance per window (default 0: exact)")
-    reconcile.add_argument("--rel-tol", default="0", help="relative money tolerance, a fraction of the truth (default 0)")
-    reconcile.add_argument("--max-unexplained", default="0", help="unexplained money per currency that is still acceptable (default 0)")
-    reconcile.add_argument("--max-unexplained-events", type=int, default=0, help="unexplained events per currency still acceptable (default 0)")
+    reconcile.add_argument(
+        "--rel-tol", default="0", help="relative money tolerance, a fraction of the truth (default 0)"
+    )
+    reconcile.add_argument(
+        "--max-unexplained", default="0", help="unexplained money per currency that is still acceptable (default 0)"
+    )
+    reconcile.add_argument(
+        "--max-unexplained-events",
+        type=int,
+        default=0,
+        help="unexplained events per currency still acceptable (default 0)",
+    )
     reconcile.add_argument("--json", action="store_true", help="print the JSON summary instead of text")
     reconcile.add_argument("--json-out", help="also write the JSON summary to this file")
     reconcile.set_defaults(handler=cmd_reconcile)
 
     health = _command(
-        sub, "health", "Is the speed layer keeping up? Freshness, backlog and watermark lag (exit 3 when unhealthy).",
+        sub,
+        "health",
+        "Is the speed layer keeping up? Freshness, backlog and watermark lag (exit 3 when unhealthy).",
         "lklab health --max-staleness 10m --max-watermark-lag 15m",
     )
     _common(health, windows=False)
-    health.add_argument("--max-staleness", default="10m", help="no commit for this long while segments wait is a stall (default 10m)")
+    health.add_argument(
+        "--max-staleness", default="10m", help="no commit for this long while segments wait is a stall (default 10m)"
+    )
     health.add_argument("--max-watermark-lag", default="15m", help="watermark lag beyond this is lagging (default 15m)")
     health.add_argument("--json", action="store_true", help="print the check as JSON")
     health.set_defaults(handler=cmd_health)
 
     maintain = _command(
-        sub, "maintain", "Compact and VACUUM the always-on tables (speed layer, reconciliation history); "
+        sub,
+        "maintain",
+        "Compact and VACUUM the always-on tables (speed layer, reconciliation history); "
         "time travel stays possible within the retention.",
         "lklab maintain --retention 7d",
     )
     _common(maintain, windows=False)
-    maintain.add_argument("--retention", default="7d", help="keep every version committed this recently readable: "
-                          "whole hours from 1h to 30d (default 7d)")
+    maintain.add_argument(
+        "--retention",
+        default="7d",
+        help="keep every version committed this recently readable: whole hours from 1h to 30d (default 7d)",
+    )
     maintain.add_argument("--json", action="store_true", help="print what was done as JSON")
     maintain.set_defaults(handler=cmd_maintain)
     return parser

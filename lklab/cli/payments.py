@@ -22,8 +22,10 @@ __all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcil
 def _join_settings(config) -> str:
     """The settings the join's rows depend on, as the progress lines name them."""
     settings = config.describe()
-    return (f"join bound {settings['join-bound']}, watermark delay {settings['watermark-delay']}, "
-            f"allowed lateness {settings['allowed-lateness']}")
+    return (
+        f"join bound {settings['join-bound']}, watermark delay {settings['watermark-delay']}, "
+        f"allowed lateness {settings['allowed-lateness']}"
+    )
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -38,9 +40,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = config_from(args)
     try:
         params = OrderPaymentParams(
-            orders=args.events, seed=args.seed, span=parse_duration(args.span, name="span"),
+            orders=args.events,
+            seed=args.seed,
+            span=parse_duration(args.span, name="span"),
             segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
-            retry_rate=args.duplicate_rate, malformed_rate=args.malformed_rate,
+            retry_rate=args.duplicate_rate,
+            malformed_rate=args.malformed_rate,
         )
         if args.overwrite:
             with whole_lake(config.lake):
@@ -65,7 +70,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     stop = stream_stop(args)
     progress(f"order_payments stream on {config.lake / 'log'}: {_join_settings(config)}")
     with spark_for(config, "lklab-payments-speed") as spark:
-        stream = run_payments_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
+        stream = run_payments_speed(
+            spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
+        )
         metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
     total = {name: sum(metrics[name].to_pylist()) for name in metrics.column_names if name in _TOTALS}
     print(
@@ -96,9 +103,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
     agrees = None
     if generated is not None:
         oracle = join_truth(generated, config.join_bound)
-        agrees = (len(oracle.matched), len(oracle.unpaid), len(oracle.orphans)) == (run.matched, run.unpaid, run.orphans)
-        print(f"generator's oracle: {len(oracle.matched):,} matched, {len(oracle.unpaid):,} unpaid, {len(oracle.orphans):,} orphans "
-              f"({'agrees' if agrees else 'DIFFERS'})")
+        agrees = (len(oracle.matched), len(oracle.unpaid), len(oracle.orphans)) == (
+            run.matched,
+            run.unpaid,
+            run.orphans,
+        )
+        print(
+            f"generator's oracle: {len(oracle.matched):,} matched, {len(oracle.unpaid):,} unpaid, {len(oracle.orphans):,} orphans "
+            f"({'agrees' if agrees else 'DIFFERS'})"
+        )
     return 0 if run.conserved and agrees is not False else FAILURE
 
 
@@ -110,8 +123,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     progress(f"order_payments replay '{args.name}': {_join_settings(config)}")
     with spark_for(config, f"lklab-payments-replay-{args.name}", PaymentsReplayExists) as spark:
         run = run_payments_replay(spark, config, args.name, replace=args.replace)
-    print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
-          f"tables {prefix}payments_*")
+    print(
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
+        f"tables {prefix}payments_*"
+    )
     return 0
 
 

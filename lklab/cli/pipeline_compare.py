@@ -32,19 +32,27 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
     from shared.durations import parse_duration
 
     if getattr(args, "scenario", None):
-        raise UsageError(f"--scenario generates a billing log; for {pipeline} run 'lklab generate --pipeline {pipeline}' first, "
-                         "then compare")
+        raise UsageError(
+            f"--scenario generates a billing log; for {pipeline} run 'lklab generate --pipeline {pipeline}' first, "
+            "then compare"
+        )
     ttls = _list(args.state_ttl) if pipeline == "unique_visitors" and getattr(args, "state_ttl", None) else ()
     if ttls:
         args.state_ttl = None
     delays, lateness = _sweep(args)
     config = config_from(args)
-    name = args.name or dt.datetime.now(dt.timezone.utc).strftime("compare-%Y%m%d-%H%M%S")
+    name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
     try:
         for ttl in ttls:
             parse_duration(ttl, name="state-ttl")
-        plan = ComparisonPlan(name=name, watermark_delays=_list(delays), allowed_lateness=_list(lateness),
-                              segments_per_batch=args.segments_per_batch, error_step=args.error_step, processing_time=False)
+        plan = ComparisonPlan(
+            name=name,
+            watermark_delays=_list(delays),
+            allowed_lateness=_list(lateness),
+            segments_per_batch=args.segments_per_batch,
+            error_step=args.error_step,
+            processing_time=False,
+        )
         replay_prefix(name)
         if pipeline == "unique_visitors":
             require_fixed(config.window)
@@ -55,11 +63,15 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
         if pipeline == "unique_visitors":
             from lklab.visitors_comparison import run_visitors_comparison
 
-            report = run_visitors_comparison(spark, config, plan, state_ttls=ttls, source=str(Path(config.lake).resolve()), progress=progress)
+            report = run_visitors_comparison(
+                spark, config, plan, state_ttls=ttls, source=str(Path(config.lake).resolve()), progress=progress
+            )
         else:
             from lklab.payments_comparison import run_payments_comparison
 
-            report = run_payments_comparison(spark, config, plan, source=str(Path(config.lake).resolve()), progress=progress)
+            report = run_payments_comparison(
+                spark, config, plan, source=str(Path(config.lake).resolve()), progress=progress
+            )
     from lklab.report.pipeline_render import verdict_line, write_pipeline_report
 
     files = write_pipeline_report(report, Path(config.lake) / "reports" / name)

@@ -23,14 +23,22 @@ import argparse
 import importlib
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 from lklab.cli.console import UsageError
 from shared.config import ConfigError, load_config
 
-__all__ = ["pipeline_handler", "PIPELINE_COMMANDS", "NOT_APPLICABLE", "Inapplicable", "refuse_inapplicable", "stream_stop", "replay_name"]
+__all__ = [
+    "pipeline_handler",
+    "PIPELINE_COMMANDS",
+    "NOT_APPLICABLE",
+    "Inapplicable",
+    "refuse_inapplicable",
+    "stream_stop",
+    "replay_name",
+]
 
 BILLING = "billing_windows"
 # The commands whose work depends on the pipeline (ingest, health and maintenance do not).
@@ -55,28 +63,72 @@ class Inapplicable:
 
 
 NOT_APPLICABLE = (
-    Inapplicable(("--date", "--from", "--to"), _OTHERS, ("batch",), "its truth is recomputed from the whole log every time"),
     Inapplicable(
-        ("--date", "--from", "--to", "--abs-tol", "--rel-tol", "--max-unexplained", "--max-unexplained-events", "--json", "--json-out"),
-        _OTHERS, ("reconcile",),
+        ("--date", "--from", "--to"), _OTHERS, ("batch",), "its truth is recomputed from the whole log every time"
+    ),
+    Inapplicable(
+        (
+            "--date",
+            "--from",
+            "--to",
+            "--abs-tol",
+            "--rel-tol",
+            "--max-unexplained",
+            "--max-unexplained-events",
+            "--json",
+            "--json-out",
+        ),
+        _OTHERS,
+        ("reconcile",),
         "its reconciliation compares every output the stream served and prints text; days, money tolerances and the JSON "
         "summary are billing's",
     ),
     Inapplicable(("--history",), _OTHERS, ("replay",), "window_history records billing's window rows"),
-    Inapplicable(("--scenario", "--accounts"), ("order_payments",), ("generate",),
-                 "its generator has one traffic shape (--events orders, their payments, gateway retries, offline clients, "
-                 "a regional outage)"),
-    Inapplicable(("--allowed-lateness",), _EVERY, ("generate", "batch"),
-                 "the allowed lateness judges a stream's events; the log and the batch truth do not depend on it"),
-    Inapplicable(("--allowed-lateness",), _OTHERS, ("reconcile",),
-                 "the reconciliation reads what the stream's tables recorded, whatever allowed lateness they ran with"),
-    Inapplicable(("--events", "--seed", "--span", "--accounts", "--duplicate-rate", "--malformed-rate", "--segment-interval", "--overwrite"),
-                 _OTHERS, ("compare",), "it compares on the lake's log: write that with 'lklab generate' and these flags first"),
+    Inapplicable(
+        ("--scenario", "--accounts"),
+        ("order_payments",),
+        ("generate",),
+        "its generator has one traffic shape (--events orders, their payments, gateway retries, offline clients, "
+        "a regional outage)",
+    ),
+    Inapplicable(
+        ("--allowed-lateness",),
+        _EVERY,
+        ("generate", "batch"),
+        "the allowed lateness judges a stream's events; the log and the batch truth do not depend on it",
+    ),
+    Inapplicable(
+        ("--allowed-lateness",),
+        _OTHERS,
+        ("reconcile",),
+        "the reconciliation reads what the stream's tables recorded, whatever allowed lateness they ran with",
+    ),
+    Inapplicable(
+        (
+            "--events",
+            "--seed",
+            "--span",
+            "--accounts",
+            "--duplicate-rate",
+            "--malformed-rate",
+            "--segment-interval",
+            "--overwrite",
+        ),
+        _OTHERS,
+        ("compare",),
+        "it compares on the lake's log: write that with 'lklab generate' and these flags first",
+    ),
     Inapplicable(("--pipeline",), _OTHERS, ("health", "maintain", "demo"), "this command serves billing_windows only"),
-    Inapplicable(("--state-ttl",), (BILLING, "order_payments"), ("*",), "the state TTL is unique_visitors' (its seen URLs)"),
+    Inapplicable(
+        ("--state-ttl",), (BILLING, "order_payments"), ("*",), "the state TTL is unique_visitors' (its seen URLs)"
+    ),
     Inapplicable(("--join-bound",), (BILLING, "unique_visitors"), ("*",), "the join bound is order_payments'"),
-    Inapplicable(("--window-kind", "--window-size", "--window-slide", "--session-gap"), ("order_payments",), ("*",),
-                 "the interval join has no windows (a payment's interval is --join-bound)"),
+    Inapplicable(
+        ("--window-kind", "--window-size", "--window-slide", "--session-gap"),
+        ("order_payments",),
+        ("*",),
+        "the interval join has no windows (a payment's interval is --join-bound)",
+    ),
 )
 
 
@@ -99,8 +151,10 @@ def refuse_inapplicable(args: argparse.Namespace, pipeline: str) -> None:
         if rule.applies(args.command, pipeline):
             for flag in rule.flags:
                 if _given(args, flag):
-                    raise UsageError(f"{flag} does not apply to '{args.command}' on the {pipeline} pipeline: {rule.reason}; "
-                                     "drop the flag")
+                    raise UsageError(
+                        f"{flag} does not apply to '{args.command}' on the {pipeline} pipeline: {rule.reason}; "
+                        "drop the flag"
+                    )
 
 
 def _pipeline(args: argparse.Namespace) -> str:

@@ -31,7 +31,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-unexplained-events must be >= 0, got {args.max_unexplained_events}")
     progress(f"starting Spark ({config.spark_master})")
     spark, stop_spark = command_session(config, "lklab-reconcile")
-    progress(f"reconciling {args.against} against {catalog.BATCH_TRUTH.name} for {days.describe()}: diff, attribution, side-output fold")
+    progress(
+        f"reconciling {args.against} against {catalog.BATCH_TRUTH.name} for {days.describe()}: diff, attribution, side-output fold"
+    )
     try:
         result = reconcile(spark, config, days, against=args.against, tolerance=tolerance)
     except (ReconcileInputError, PositionError, SettingsConflict) as err:

@@ -21,8 +21,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     refuse_if_held(config.lake.resolve(), writer_role(args.name))  # before Spark starts: a running replay of that name
     settings = config.describe()
-    progress(f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
-              f"allowed lateness {settings['allowed-lateness']}")
+    progress(
+        f"Kappa replay '{args.name}' over {config.lake / 'log'}: watermark delay {settings['watermark-delay']}, "
+        f"allowed lateness {settings['allowed-lateness']}"
+    )
     spark, stop_spark = command_session(config, f"lklab-replay-{args.name}")
     try:
         run = run_replay(spark, config, args.name, replace=args.replace, history=args.history)

@@ -21,8 +21,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
     machine_records("lklab.speed")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    progress(f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
-              f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}")
+    progress(
+        f"speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
+        f"watermark delay {config.describe()['watermark-delay']}, allowed lateness {config.describe()['allowed-lateness']}"
+    )
     spark, stop_spark = command_session(config, "lklab-speed")
     try:
         layer = run_speed(
@@ -34,7 +36,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
         # Stopping Spark shuts down the foreachBatch callback server before the interpreter exits.
         stop_spark()
     if metrics is not None and metrics.num_rows:
-        totals = {c: sum(metrics[c].to_pylist()) for c in ("input_lines", "on_time", "late", "duplicates", "dead_letters")}
+        totals = {
+            c: sum(metrics[c].to_pylist()) for c in ("input_lines", "on_time", "late", "duplicates", "dead_letters")
+        }
         print(
             f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['on_time']:,} on time + "
             f"{totals['late']:,} late (side output) + {totals['duplicates']:,} duplicates + "

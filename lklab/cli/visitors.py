@@ -37,15 +37,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = config_from(args)
     try:
         params = PageViewParams(
-            scenario=args.scenario, views=args.events, seed=args.seed, span=parse_duration(args.span, name="span"), users=args.accounts,
-            duplicate_rate=args.duplicate_rate, malformed_rate=args.malformed_rate,
+            scenario=args.scenario,
+            views=args.events,
+            seed=args.seed,
+            span=parse_duration(args.span, name="span"),
+            users=args.accounts,
+            duplicate_rate=args.duplicate_rate,
+            malformed_rate=args.malformed_rate,
             segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
         )
         manifest = generate_page_views(params, config.lake, overwrite=args.overwrite)
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
-    print(f"{manifest['views']:,} page views, {manifest['duplicates']:,} resends, {sum(manifest['dead_letters'].values()):,} "
-          f"malformed lines: {manifest['lines']:,} lines in {manifest['segments']:,} segments -> {config.lake / 'log'}")
+    print(
+        f"{manifest['views']:,} page views, {manifest['duplicates']:,} resends, {sum(manifest['dead_letters'].values()):,} "
+        f"malformed lines: {manifest['lines']:,} lines in {manifest['segments']:,} segments -> {config.lake / 'log'}"
+    )
     return 0
 
 
@@ -56,20 +63,31 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
     config = _config(args)
     stop = stream_stop(args)
-    progress(f"unique_visitors speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
-             f"state TTL {config.describe()['state-ttl']}")
+    progress(
+        f"unique_visitors speed layer on {config.lake / 'log'}: {config.window.describe()} windows, "
+        f"state TTL {config.describe()['state-ttl']}"
+    )
     with spark_for(config, "lklab-visitors-speed") as spark:
-        layer = run_visitors_speed(spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop)
+        layer = run_visitors_speed(
+            spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
+        )
         metrics = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_STREAM_METRICS)).sort_by("batch_id")
         seen = layer.sink.tables.read_arrow(layer.sink.name(VISITORS_SEEN))
-    totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", "views", "duplicates", "dead_letters", "new_urls", "late_pairs")}
-    print(f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['views']:,} views + {totals['duplicates']:,} "
-          f"duplicates + {totals['dead_letters']:,} dead letters (+ heartbeats); {totals['new_urls']:,} URLs counted, "
-          f"{totals['late_pairs']:,} late (side output)")
+    totals = {
+        name: sum(metrics[name].to_pylist())
+        for name in ("input_lines", "views", "duplicates", "dead_letters", "new_urls", "late_pairs")
+    }
+    print(
+        f"{metrics.num_rows} micro-batches: {totals['input_lines']:,} lines = {totals['views']:,} views + {totals['duplicates']:,} "
+        f"duplicates + {totals['dead_letters']:,} dead letters (+ heartbeats); {totals['new_urls']:,} URLs counted, "
+        f"{totals['late_pairs']:,} late (side output)"
+    )
     if metrics.num_rows:
         as_of = format_timestamp(seen["as_of"][0].as_py()) if seen.num_rows else "-"
-        print(f"{VISITORS_SEEN.name}: {seen.num_rows:,} URLs seen by {len(set(seen['user_id'].to_pylist())):,} users within the state TTL "
-              f"{config.describe()['state-ttl']}, as of {as_of}; state: {metrics['state_entries'][-1].as_py():,} member entries")
+        print(
+            f"{VISITORS_SEEN.name}: {seen.num_rows:,} URLs seen by {len(set(seen['user_id'].to_pylist())):,} users within the state TTL "
+            f"{config.describe()['state-ttl']}, as of {as_of}; state: {metrics['state_entries'][-1].as_py():,} member entries"
+        )
     return 0
 
 
@@ -80,9 +98,11 @@ def cmd_batch(args: argparse.Namespace) -> int:
     config = _config(args)
     with spark_for(config, "lklab-visitors-batch") as spark:
         run = run_visitors_batch(spark, config)
-    print(f"{VISITORS_TRUTH.name}: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
-          f"{run.lines:,} lines = {run.views:,} views + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + "
-          f"{run.heartbeats:,} heartbeats ({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.wall_seconds:.1f} s wall")
+    print(
+        f"{VISITORS_TRUTH.name}: {run.windows:,} (window, user) rows, {run.members:,} members, from segments 1..{run.last_segment}\n"
+        f"{run.lines:,} lines = {run.views:,} views + {run.duplicates:,} duplicates + {run.dead_letters:,} dead letters + "
+        f"{run.heartbeats:,} heartbeats ({'conserved' if run.conserved else 'NOT CONSERVED'}); {run.wall_seconds:.1f} s wall"
+    )
     return 0 if run.conserved else FAILURE
 
 
@@ -94,8 +114,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     prefix = replay_name(args)
     with spark_for(config, f"lklab-visitors-replay-{args.name}", ReplayExists) as spark:
         run = run_visitors_replay(spark, config, args.name, replace=args.replace)
-    print(f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
-          f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {tables_root(config.lake) / prefix}")
+    print(
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s wall, "
+        f"{run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under {tables_root(config.lake) / prefix}"
+    )
     return 0
 
 
@@ -111,5 +133,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     with spark_for(config, "lklab-visitors-reconcile", VisitorsReconcileInputError) as spark:
         reconciled = reconcile_visitors(spark, config, against=args.against)
     print(render_text(reconciled))
-    return unexplained(reconciled.result.reasons().get("unexplained", 0),
-                       "a URL in the stream's or the truth's members only, no side output explaining it")
+    return unexplained(
+        reconciled.result.reasons().get("unexplained", 0),
+        "a URL in the stream's or the truth's members only, no side output explaining it",
+    )

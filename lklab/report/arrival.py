@@ -55,7 +55,7 @@ class ArrivalDelay:
             raise ValueError("arrival delay quantiles must ascend by probability, each once")
 
     @classmethod
-    def of_delays(cls, seconds: Iterable[Decimal]) -> "ArrivalDelay":
+    def of_delays(cls, seconds: Iterable[Decimal]) -> ArrivalDelay:
         """From every event's delay (exact seconds), at ``PROBABILITIES``."""
         ordered = sorted(seconds)
         quantiles = (DelayQuantile(p, nearest_rank(ordered, p)) for p in cls.PROBABILITIES) if ordered else ()

@@ -55,7 +55,9 @@ class LateBillingEvent:
         for name in ("event_time", "ingest_time", "window_start", "window_end"):
             check_utc(getattr(self, name), f"event {self.event_id} {name}")
         if self.disposition not in DISPOSITIONS:
-            raise ValueError(f"event {self.event_id}: disposition {self.disposition!r}; use one of {', '.join(DISPOSITIONS)}")
+            raise ValueError(
+                f"event {self.event_id}: disposition {self.disposition!r}; use one of {', '.join(DISPOSITIONS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -122,4 +124,7 @@ class FinanceAudit:
             row["events"] += 1
             row["amount"] += event.amount
             row[event.disposition] += event.amount
-        return tuple(LateTotal(*key, **row) for key, row in sorted(totals.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2])))
+        return tuple(
+            LateTotal(*key, **row)
+            for key, row in sorted(totals.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))
+        )

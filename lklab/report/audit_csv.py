@@ -21,8 +21,17 @@ from .audit import FinanceAudit
 __all__ = ["AUDIT_COLUMNS", "TOTAL_COLUMNS", "audit_csv", "account_totals_csv"]
 
 AUDIT_COLUMNS = (
-    "configuration", "event_id", "account_id", "currency", "amount", "event_time", "ingest_time",
-    "lateness_seconds", "window_start", "window_end", "disposition",
+    "configuration",
+    "event_id",
+    "account_id",
+    "currency",
+    "amount",
+    "event_time",
+    "ingest_time",
+    "lateness_seconds",
+    "window_start",
+    "window_end",
+    "disposition",
 )
 TOTAL_COLUMNS = ("configuration", "account_id", "currency", "events", "amount", "absorbed", "side_output", "folded_in")
 
@@ -45,18 +54,42 @@ def _write(header: tuple[str, ...], rows) -> str:
 
 def audit_csv(audit: FinanceAudit) -> str:
     """``late_events_audit.csv``: one row per late billing event and configuration."""
-    return _write(AUDIT_COLUMNS, (
-        (e.configuration, _text(e.event_id), _text(e.account_id), _text(e.currency), formats.exact(e.amount), formats.iso(e.event_time),
-         formats.iso(e.ingest_time), formats.exact(e.lateness_seconds), formats.iso(e.window_start),
-         formats.iso(e.window_end), e.disposition)
-        for e in audit.events
-    ))
+    return _write(
+        AUDIT_COLUMNS,
+        (
+            (
+                e.configuration,
+                _text(e.event_id),
+                _text(e.account_id),
+                _text(e.currency),
+                formats.exact(e.amount),
+                formats.iso(e.event_time),
+                formats.iso(e.ingest_time),
+                formats.exact(e.lateness_seconds),
+                formats.iso(e.window_start),
+                formats.iso(e.window_end),
+                e.disposition,
+            )
+            for e in audit.events
+        ),
+    )
 
 
 def account_totals_csv(audit: FinanceAudit) -> str:
     """``late_events_by_account.csv``: net late money per configuration, account and currency."""
-    return _write(TOTAL_COLUMNS, (
-        (t.configuration, _text(t.account_id), _text(t.currency), t.events, formats.exact(t.amount), formats.exact(t.absorbed),
-         formats.exact(t.side_output), formats.exact(t.folded_in))
-        for t in audit.account_totals()
-    ))
+    return _write(
+        TOTAL_COLUMNS,
+        (
+            (
+                t.configuration,
+                _text(t.account_id),
+                _text(t.currency),
+                t.events,
+                formats.exact(t.amount),
+                formats.exact(t.absorbed),
+                formats.exact(t.side_output),
+                formats.exact(t.folded_in),
+            )
+            for t in audit.account_totals()
+        ),
+    )

@@ -28,7 +28,10 @@ Value = Decimal | int | None
 _RATIO = Decimal("0.0001")
 _SECONDS = Decimal("0.001")
 _PATH_NAMES = {
-    "speed": "speed layer", "batch": "batch recompute", "reconciliation": "reconciliation", "streaming": "streaming job",
+    "speed": "speed layer",
+    "batch": "batch recompute",
+    "reconciliation": "reconciliation",
+    "streaming": "streaming job",
     "replay": "full replay",
 }
 
@@ -95,38 +98,118 @@ def _total(r: ConfigurationResult, seconds: Callable) -> Decimal | None:
 def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
     """(group, metric, unit, better, value of one result) for every row, in display order."""
     rows: list[tuple] = [
-        ("correctness", "windows exactly right at the end", "ratio", "higher",
-         lambda r: _ratio(r.end.windows_exact, r.end.windows_compared)),
-        ("correctness", "completeness when final", "ratio", "higher",
-         lambda r: None if r.latency.events_when_final is None else _ratio(r.latency.events_when_final, r.latency.truth_events)),
-        ("correctness", "peak windows wrong", "windows", "lower",
-         lambda r: max((p.windows_wrong for p in r.error_series), default=None)),
-        ("correctness", "windows wrong at the end", "windows", "lower",
-         lambda r: r.error_series[-1].windows_wrong if r.error_series else None),
+        (
+            "correctness",
+            "windows exactly right at the end",
+            "ratio",
+            "higher",
+            lambda r: _ratio(r.end.windows_exact, r.end.windows_compared),
+        ),
+        (
+            "correctness",
+            "completeness when final",
+            "ratio",
+            "higher",
+            lambda r: (
+                None
+                if r.latency.events_when_final is None
+                else _ratio(r.latency.events_when_final, r.latency.truth_events)
+            ),
+        ),
+        (
+            "correctness",
+            "peak windows wrong",
+            "windows",
+            "lower",
+            lambda r: max((p.windows_wrong for p in r.error_series), default=None),
+        ),
+        (
+            "correctness",
+            "windows wrong at the end",
+            "windows",
+            "lower",
+            lambda r: r.error_series[-1].windows_wrong if r.error_series else None,
+        ),
     ]
     for currency in _currencies(results, lambda r: r.end.truth_money):
-        rows.append(("correctness", f"money served of truth at the end ({currency})", "ratio", "higher",
-                     lambda r, c=currency: _money_ratio(r.end.served_money.get(c, Decimal(0)), r.end.truth_money.get(c, Decimal(0)))))
+        rows.append(
+            (
+                "correctness",
+                f"money served of truth at the end ({currency})",
+                "ratio",
+                "higher",
+                lambda r, c=currency: _money_ratio(
+                    r.end.served_money.get(c, Decimal(0)), r.end.truth_money.get(c, Decimal(0))
+                ),
+            )
+        )
     final_wrong = lambda r: r.error_series[-1].money_wrong if r.error_series else {}
     for currency in _currencies(results, final_wrong):
-        rows.append(("correctness", f"money wrong at the end ({currency})", currency, "lower",
-                     lambda r, c=currency: final_wrong(r).get(c, Decimal(0)) if r.error_series else None))
+        rows.append(
+            (
+                "correctness",
+                f"money wrong at the end ({currency})",
+                currency,
+                "lower",
+                lambda r, c=currency: final_wrong(r).get(c, Decimal(0)) if r.error_series else None,
+            )
+        )
     late = lambda r: r.late.side_output_money if r.late else {}
     absorbed = lambda r: r.late.absorbed_money if r.late else {}
-    rows.append(("correctness", "late events to side output", "events", "lower", lambda r: r.late.side_output_events if r.late else None))
+    rows.append(
+        (
+            "correctness",
+            "late events to side output",
+            "events",
+            "lower",
+            lambda r: r.late.side_output_events if r.late else None,
+        )
+    )
     for currency in _currencies(results, late):
-        rows.append(("correctness", f"late money to side output ({currency})", currency, "lower",
-                     lambda r, c=currency: r.late.side_output_money.get(c, Decimal(0)) if r.late else None))
-    rows.append(("correctness", "late events absorbed", "events", None, lambda r: r.late.absorbed_events if r.late else None))
+        rows.append(
+            (
+                "correctness",
+                f"late money to side output ({currency})",
+                currency,
+                "lower",
+                lambda r, c=currency: r.late.side_output_money.get(c, Decimal(0)) if r.late else None,
+            )
+        )
+    rows.append(
+        ("correctness", "late events absorbed", "events", None, lambda r: r.late.absorbed_events if r.late else None)
+    )
     for currency in _currencies(results, absorbed):
-        rows.append(("correctness", f"late money absorbed ({currency})", currency, None,
-                     lambda r, c=currency: r.late.absorbed_money.get(c, Decimal(0)) if r.late else None))
+        rows.append(
+            (
+                "correctness",
+                f"late money absorbed ({currency})",
+                currency,
+                None,
+                lambda r, c=currency: r.late.absorbed_money.get(c, Decimal(0)) if r.late else None,
+            )
+        )
     unexplained = lambda r: r.reconciliation.unexplained_money if r.reconciliation else {}
-    rows.append(("correctness", "unexplained windows", "windows", "lower",
-                 lambda r: r.reconciliation.unexplained_windows if r.reconciliation else None))
+    rows.append(
+        (
+            "correctness",
+            "unexplained windows",
+            "windows",
+            "lower",
+            lambda r: r.reconciliation.unexplained_windows if r.reconciliation else None,
+        )
+    )
     for currency in _currencies(results, unexplained):
-        rows.append(("correctness", f"unexplained money ({currency})", currency, "lower",
-                     lambda r, c=currency: r.reconciliation.unexplained_money.get(c, Decimal(0)) if r.reconciliation else None))
+        rows.append(
+            (
+                "correctness",
+                f"unexplained money ({currency})",
+                currency,
+                "lower",
+                lambda r, c=currency: (
+                    r.reconciliation.unexplained_money.get(c, Decimal(0)) if r.reconciliation else None
+                ),
+            )
+        )
     rows += [
         ("latency", "time to first result, median", "s", "lower", lambda r: _seconds(r.latency.first_result_p50)),
         ("latency", "time to first result, p95", "s", "lower", lambda r: _seconds(r.latency.first_result_p95)),
@@ -139,10 +222,24 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         ("latency", "windows never exactly right", "windows", "lower", lambda r: r.latency.never_exact),
     ]
     for path in PATHS:
-        rows.append(("cost", f"CPU, {_PATH_NAMES[path]}", "s", "lower",
-                     lambda r, p=path: _seconds(r.cost(p).cpu_seconds) if r.cost(p) else None))
-        rows.append(("cost", f"wall time, {_PATH_NAMES[path]}", "s", "lower",
-                     lambda r, p=path: _seconds(r.cost(p).wall_seconds) if r.cost(p) else None))
+        rows.append(
+            (
+                "cost",
+                f"CPU, {_PATH_NAMES[path]}",
+                "s",
+                "lower",
+                lambda r, p=path: _seconds(r.cost(p).cpu_seconds) if r.cost(p) else None,
+            )
+        )
+        rows.append(
+            (
+                "cost",
+                f"wall time, {_PATH_NAMES[path]}",
+                "s",
+                "lower",
+                lambda r, p=path: _seconds(r.cost(p).wall_seconds) if r.cost(p) else None,
+            )
+        )
     rows += [
         ("cost", "CPU, everything it runs", "s", "lower", lambda r: _total(r, lambda c: c.cpu_seconds)),
         ("cost", "wall time, everything it runs", "s", "lower", lambda r: _total(r, lambda c: c.wall_seconds)),

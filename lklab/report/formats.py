@@ -47,7 +47,7 @@ def count(number: int) -> str:
 
 def utc(moment: dt.datetime) -> str:
     """``2026-01-05T10:00:00Z``; microseconds only when there are any."""
-    return moment.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    return moment.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 def value(figure: Decimal | int | None, unit: str) -> str:
@@ -70,4 +70,4 @@ def exact(number: Decimal) -> str:
 
 def iso(moment: dt.datetime) -> str:
     """Machine form of a time: ``2026-01-05T10:00:00.000000Z``, always with microseconds."""
-    return moment.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return moment.astimezone(dt.UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

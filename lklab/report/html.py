@@ -55,15 +55,21 @@ def _svg(svg: str | None) -> Markup | None:
 
 
 def _error_caption(report: Report) -> str:
-    text = (f"Sampled every {report.error_step} of processing time: windows wrong and money wrong per currency, "
-            "log scale above 1 (Lambda solid, Kappa dashed, processing-time windows dotted; a Lambda line lies on "
-            "Kappa's at L=0 until its batch lands).")
+    text = (
+        f"Sampled every {report.error_step} of processing time: windows wrong and money wrong per currency, "
+        "log scale above 1 (Lambda solid, Kappa dashed, processing-time windows dotted; a Lambda line lies on "
+        "Kappa's at L=0 until its batch lands)."
+    )
     later = [t for t in report.nightly_landings if report.log_end is not None and t > report.log_end]
     if later:
         lambdas = [r for r in report.results if r.configuration.architecture == "lambda" and r.error_series]
-        wrong = "; ".join(f"{r.configuration.label}: {formats.count(r.error_series[-1].windows_wrong)}" for r in lambdas)
-        text += (f" The axis ends after the log's last line; Lambda's nightly recompute lands later, at "
-                 f"{', '.join(formats.utc(t) for t in later)}; windows wrong at the end ({formats.utc(report.end)}): {wrong}.")
+        wrong = "; ".join(
+            f"{r.configuration.label}: {formats.count(r.error_series[-1].windows_wrong)}" for r in lambdas
+        )
+        text += (
+            f" The axis ends after the log's last line; Lambda's nightly recompute lands later, at "
+            f"{', '.join(formats.utc(t) for t in later)}; windows wrong at the end ({formats.utc(report.end)}): {wrong}."
+        )
     return text
 
 
@@ -81,7 +87,9 @@ def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str
             "arrival": _svg(plots.arrival_delay_cdf(report)),
         },
         error_caption=_error_caption(report),
-        unexplained_in=[r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained],
+        unexplained_in=[
+            r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained
+        ],
         labels=labels,
         currency_totals=sorted(report.audit.currency_totals(), key=lambda t: list(labels).index(t.configuration)),
         audit_rows_shown=audit_rows_shown,

@@ -73,13 +73,17 @@ class LatencySummary:
         exact: Iterable[Decimal | None],
         events_when_final: int | None,
         truth_events: int,
-    ) -> "LatencySummary":
+    ) -> LatencySummary:
         """From one value per window for each stage (the same windows in the same order; ``None``
         = never)."""
         stages = [list(first_result), list(final), list(exact)]
         if len({len(values) for values in stages}) != 1:
             raise ValueError(f"latencies of different numbers of windows: {[len(v) for v in stages]}")
-        figures: dict = {"windows": len(stages[0]), "events_when_final": events_when_final, "truth_events": truth_events}
+        figures: dict = {
+            "windows": len(stages[0]),
+            "events_when_final": events_when_final,
+            "truth_events": truth_events,
+        }
         for stage, values, never in zip(_LATENCIES, stages, ("never_emitted", "never_final", "never_exact")):
             reached = sorted(v for v in values if v is not None)
             figures[f"{stage}_p50"] = nearest_rank(reached, "0.5")

@@ -39,9 +39,13 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     bad = [r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained]
-    lines += [f"**Unexplained differences in: {md_escape(', '.join(bad))}.**" if bad else
-              "Reconciliation: every difference between a stream and batch truth is explained "
-              "(unexplained is zero everywhere).", ""]
+    lines += [
+        f"**Unexplained differences in: {md_escape(', '.join(bad))}.**"
+        if bad
+        else "Reconciliation: every difference between a stream and batch truth is explained "
+        "(unexplained is zero everywhere).",
+        "",
+    ]
 
     lines += ["## Side by side", "", "★ marks the best value of a row (every tied one); none when all are equal.", ""]
     rows = []
@@ -53,8 +57,11 @@ def render_markdown(report: Report) -> str:
         cells = [md_escape(formats.value(v, row.unit)) for v in row.values]
         cells = [f"**{c}** ★" if i in row.winners else c for i, c in enumerate(cells)]
         rows.append([md_escape(row.metric), *cells, row.better or "—"])
-    lines += _table(["metric", *(md_escape(c.label) for c in configurations), "better"], rows,
-                    ["l", *["r"] * len(configurations), "l"])
+    lines += _table(
+        ["metric", *(md_escape(c.label) for c in configurations), "better"],
+        rows,
+        ["l", *["r"] * len(configurations), "l"],
+    )
     landings = ", ".join(formats.utc(t) for t in report.nightly_landings) or "none"
     lines += [
         "",
@@ -69,9 +76,14 @@ def render_markdown(report: Report) -> str:
 
     delay = report.arrival_delay
     quoted = [(label, delay.at(p)) for label, p in (("p50", "0.5"), ("p99", "0.99"), ("p99.9", "0.999"), ("max", "1"))]
-    lines += ["## How late events arrive", "",
-              f"{formats.count(delay.events)} events; arrival delay (ingest − event time) "
-              + ", ".join(f"{label} {formats.seconds(v)}" for label, v in quoted if v is not None) + ".", ""]
+    lines += [
+        "## How late events arrive",
+        "",
+        f"{formats.count(delay.events)} events; arrival delay (ingest − event time) "
+        + ", ".join(f"{label} {formats.seconds(v)}" for label, v in quoted if v is not None)
+        + ".",
+        "",
+    ]
 
     lines += ["## Finance audit: late billing events", ""]
     labels = {c.key: c.label for c in configurations}
@@ -79,9 +91,15 @@ def render_markdown(report: Report) -> str:
     if totals:
         lines += _table(
             ["configuration", "currency", "late events", "net amount", "absorbed", "side output", "folded in"],
-            [[md_escape(labels[t.configuration]), t.currency, formats.count(t.events),
-              *(formats.money(m, t.currency) for m in (t.amount, t.absorbed, t.side_output, t.folded_in))]
-             for t in totals],
+            [
+                [
+                    md_escape(labels[t.configuration]),
+                    t.currency,
+                    formats.count(t.events),
+                    *(formats.money(m, t.currency) for m in (t.amount, t.absorbed, t.side_output, t.folded_in)),
+                ]
+                for t in totals
+            ],
             ["l", "l", "r", "r", "r", "r", "r"],
         )
         lines.append("")

@@ -74,7 +74,9 @@ class Configuration:
         parse_duration(self.watermark_delay, name="watermark_delay")
         parse_duration(self.allowed_lateness, name="allowed_lateness")
         if self.is_baseline and (self.watermark_delay, self.allowed_lateness) != ("0", "0"):
-            raise ValueError("processing-time windows have no watermark: give watermark_delay and allowed_lateness as '0'")
+            raise ValueError(
+                "processing-time windows have no watermark: give watermark_delay and allowed_lateness as '0'"
+            )
 
     @property
     def is_baseline(self) -> bool:
@@ -230,15 +232,21 @@ class ConfigurationResult:
         if len(paths) != len(set(paths)):
             raise ValueError(f"{key}: a path is costed twice: {paths}")
         if self.end.windows_exact != self.latency.windows - self.latency.never_exact:
-            raise ValueError(f"{key}: {self.end.windows_exact} windows exact at the end, but {self.latency.windows} "
-                             f"truth windows of which {self.latency.never_exact} never exact")
+            raise ValueError(
+                f"{key}: {self.end.windows_exact} windows exact at the end, but {self.latency.windows} "
+                f"truth windows of which {self.latency.never_exact} never exact"
+            )
         if self.error_series:
             last = self.error_series[-1]
             if last.processing_time != self.end.at:
-                raise ValueError(f"{key}: the error series ends at {last.processing_time}, the measurement at {self.end.at}")
+                raise ValueError(
+                    f"{key}: the error series ends at {last.processing_time}, the measurement at {self.end.at}"
+                )
             if last.windows_wrong != self.end.windows_compared - self.end.windows_exact:
-                raise ValueError(f"{key}: {last.windows_wrong} windows wrong at the end, but {self.end.windows_compared} "
-                                 f"compared and {self.end.windows_exact} exact")
+                raise ValueError(
+                    f"{key}: {last.windows_wrong} windows wrong at the end, but {self.end.windows_compared} "
+                    f"compared and {self.end.windows_exact} exact"
+                )
 
     def cost(self, path: str) -> PathCost | None:
         return next((c for c in self.costs if c.path == path), None)

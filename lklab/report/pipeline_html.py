@@ -15,7 +15,15 @@ import os
 from . import formats
 from .html import TEMPLATES
 from .pipeline_model import PipelineReport
-from .pipeline_tables import audit_links, clock_sentence, log_sentence, side_by_side, state_by_ttl, stream_checks, verdict_line
+from .pipeline_tables import (
+    audit_links,
+    clock_sentence,
+    log_sentence,
+    side_by_side,
+    state_by_ttl,
+    stream_checks,
+    verdict_line,
+)
 
 __all__ = ["render_pipeline_html"]
 

@@ -26,8 +26,17 @@ from reconciliation.result import nearest_rank
 from .model import Configuration, PathCost
 from .validation import check_utc, freeze
 
-__all__ = ["PIPELINES", "LatencyFigure", "ErrorCount", "PipelineResult", "AuditFile", "StreamCheck", "StateSize", "LogSummary",
-           "PipelineReport"]
+__all__ = [
+    "PIPELINES",
+    "LatencyFigure",
+    "ErrorCount",
+    "PipelineResult",
+    "AuditFile",
+    "StreamCheck",
+    "StateSize",
+    "LogSummary",
+    "PipelineReport",
+]
 
 PIPELINES = ("unique_visitors", "order_payments")
 
@@ -55,11 +64,16 @@ class LatencyFigure:
             raise ValueError(f"never {self.never} outside 0..{self.outputs}")
 
     @classmethod
-    def of(cls, seconds: Iterable[Decimal | None]) -> "LatencyFigure":
+    def of(cls, seconds: Iterable[Decimal | None]) -> LatencyFigure:
         values = list(seconds)
         reached = sorted(v for v in values if v is not None)
-        return cls(len(values), nearest_rank(reached, "0.5"), nearest_rank(reached, "0.95"), reached[-1] if reached else None,
-                   len(values) - len(reached))
+        return cls(
+            len(values),
+            nearest_rank(reached, "0.5"),
+            nearest_rank(reached, "0.95"),
+            reached[-1] if reached else None,
+            len(values) - len(reached),
+        )
 
 
 @dataclass(frozen=True)
@@ -117,10 +131,14 @@ class PipelineResult:
         exact = self.compared - self.wrong
         reached = sum(f.outputs - f.never for f in self.latency.values())
         if exact != reached:
-            raise ValueError(f"{key}: {exact} outputs exact at the end ({self.compared} compared, {self.wrong} wrong), "
-                             f"but {reached} truth outputs exactly right for good")
+            raise ValueError(
+                f"{key}: {exact} outputs exact at the end ({self.compared} compared, {self.wrong} wrong), "
+                f"but {reached} truth outputs exactly right for good"
+            )
         if self.error_series and self.error_series[-1].wrong != self.wrong:
-            raise ValueError(f"{key}: the error series ends at {self.error_series[-1].wrong} wrong, the end at {self.wrong}")
+            raise ValueError(
+                f"{key}: the error series ends at {self.error_series[-1].wrong} wrong, the end at {self.wrong}"
+            )
         if self.state_final > self.state_peak:
             raise ValueError(f"{key}: final state {self.state_final} above its peak {self.state_peak}")
 
@@ -195,8 +213,10 @@ class LogSummary:
 
     def __post_init__(self) -> None:
         if self.lines != self.events + self.duplicates + self.dead_letters + self.heartbeats:
-            raise ValueError(f"{self.lines} lines != {self.events} events + {self.duplicates} duplicates + "
-                             f"{self.dead_letters} dead letters + {self.heartbeats} heartbeats")
+            raise ValueError(
+                f"{self.lines} lines != {self.events} events + {self.duplicates} duplicates + "
+                f"{self.dead_letters} dead letters + {self.heartbeats} heartbeats"
+            )
 
 
 @dataclass(frozen=True)
@@ -244,8 +264,10 @@ class PipelineReport:
         outputs = sum(self.truth.values())
         for result in self.results:
             if sum(f.outputs for f in result.latency.values()) != outputs:
-                raise ValueError(f"{result.configuration.key}: latency over {sum(f.outputs for f in result.latency.values())} "
-                                 f"outputs, the truth has {outputs}")
+                raise ValueError(
+                    f"{result.configuration.key}: latency over {sum(f.outputs for f in result.latency.values())} "
+                    f"outputs, the truth has {outputs}"
+                )
             if result.error_series and result.error_series[-1].processing_time != self.end:
                 raise ValueError(f"{result.configuration.key}: its error series does not end at the end {self.end}")
 

@@ -22,17 +22,37 @@ from .markdown import md_escape
 from .model import Configuration
 from .pipeline_html import render_pipeline_html
 from .pipeline_model import PipelineReport
-from .pipeline_tables import Table, audit_links, clock_sentence, log_sentence, side_by_side, state_by_ttl, stream_checks, verdict_line
+from .pipeline_tables import (
+    Table,
+    audit_links,
+    clock_sentence,
+    log_sentence,
+    side_by_side,
+    state_by_ttl,
+    stream_checks,
+    verdict_line,
+)
 
-__all__ = ["PipelineReportFiles", "render_pipeline_markdown", "render_pipeline_html", "pipeline_json", "error_plot_png",
-           "write_pipeline_report", "verdict_line"]
+__all__ = [
+    "PipelineReportFiles",
+    "render_pipeline_markdown",
+    "render_pipeline_html",
+    "pipeline_json",
+    "error_plot_png",
+    "write_pipeline_report",
+    "verdict_line",
+]
 
 
 def _table(table: Table) -> list[str]:
     def cells(row: tuple[str, ...], strong: bool = False) -> str:
         return "| " + " | ".join(f"**{md_escape(c)}**" if strong else md_escape(c) for c in row) + " |"
 
-    return [cells(table.header), "|---" + "|---:" * (len(table.header) - 1) + "|", *(cells(r.cells, r.strong) for r in table.rows)]
+    return [
+        cells(table.header),
+        "|---" + "|---:" * (len(table.header) - 1) + "|",
+        *(cells(r.cells, r.strong) for r in table.rows),
+    ]
 
 
 def render_pipeline_markdown(report: PipelineReport, directory: str | os.PathLike | None = None) -> str:
@@ -57,23 +77,44 @@ def render_pipeline_markdown(report: PipelineReport, directory: str | os.PathLik
     ]
     states = state_by_ttl(report)
     if states.rows:
-        lines += ["", f"## State by state TTL ({md_escape(report.state_unit)}, after each micro-batch)", "", *_table(states)]
+        lines += [
+            "",
+            f"## State by state TTL ({md_escape(report.state_unit)}, after each micro-batch)",
+            "",
+            *_table(states),
+        ]
     audits = audit_links(report, directory)
     if audits:
-        lines += ["", "## Finance audit", "", "What each live stream's reconciliation gave finance (Lambda and Kappa at W read one "
-                  "stream), one CSV per stream setting:", ""]
-        lines += [f"- {md_escape(a.stream)}: [{md_escape(a.href)}]({a.href}), {formats.count(a.rows)} rows" for a in audits]
+        lines += [
+            "",
+            "## Finance audit",
+            "",
+            "What each live stream's reconciliation gave finance (Lambda and Kappa at W read one "
+            "stream), one CSV per stream setting:",
+            "",
+        ]
+        lines += [
+            f"- {md_escape(a.stream)}: [{md_escape(a.href)}]({a.href}), {formats.count(a.rows)} rows" for a in audits
+        ]
     lines += ["", "## How it was measured", "", *_table(stream_checks(report))]
-    lines += ["", f"Compute seconds cover the {report.cost_scope}. The error over processing time (outputs due and served "
-              f"wrong, sampled every {report.error_step}) is in `error_over_time.png` and `summary.json`. A state entry: "
-              f"{md_escape(report.state_unit)}. Lambda at W and Kappa at (W, 0) read one stream: its late, state and "
-              "duplicate figures are the same.", ""]
+    lines += [
+        "",
+        f"Compute seconds cover the {report.cost_scope}. The error over processing time (outputs due and served "
+        f"wrong, sampled every {report.error_step}) is in `error_over_time.png` and `summary.json`. A state entry: "
+        f"{md_escape(report.state_unit)}. Lambda at W and Kappa at (W, 0) read one stream: its late, state and "
+        "duplicate figures are the same.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def _jsonable(value):
     if isinstance(value, Configuration):
-        return {"key": value.key, "label": value.label, **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)}}
+        return {
+            "key": value.key,
+            "label": value.label,
+            **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)},
+        }
     if dataclasses.is_dataclass(value):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dt.datetime):
@@ -88,8 +129,15 @@ def _jsonable(value):
 
 
 def pipeline_json(report: PipelineReport) -> str:
-    derived = {r.configuration.key: {"wrong_at_end": r.wrong, "cpu_seconds": r.cpu_seconds, "wall_seconds": r.wall_seconds,
-                                     "verdict": verdict_line(report, r)} for r in report.results}
+    derived = {
+        r.configuration.key: {
+            "wrong_at_end": r.wrong,
+            "cpu_seconds": r.cpu_seconds,
+            "wall_seconds": r.wall_seconds,
+            "verdict": verdict_line(report, r),
+        }
+        for r in report.results
+    }
     return json.dumps({"report": _jsonable(report), "derived": derived}, indent=2, sort_keys=False) + "\n"
 
 
@@ -103,9 +151,14 @@ def error_plot_png(report: PipelineReport) -> bytes:
     axes = figure.subplots()
     for index, result in enumerate(report.results):
         points = result.error_series
-        axes.step([p.processing_time for p in points], [p.wrong for p in points], where="post",
-                  color=_PALETTE[index % len(_PALETTE)], linestyle="-" if result.configuration.architecture == "lambda" else "--",
-                  label=_literal(result.configuration.label))
+        axes.step(
+            [p.processing_time for p in points],
+            [p.wrong for p in points],
+            where="post",
+            color=_PALETTE[index % len(_PALETTE)],
+            linestyle="-" if result.configuration.architecture == "lambda" else "--",
+            label=_literal(result.configuration.label),
+        )
     # The batch lands at a midnight, often hours after the log: the chart keeps to the log (and a
     # tenth more), and names the landing, where every Lambda line drops to 0.
     start = min((r.error_series[0].processing_time for r in report.results if r.error_series), default=report.log_end)

@@ -18,11 +18,26 @@ from urllib.parse import quote
 from . import formats
 from .pipeline_model import PipelineReport, PipelineResult
 
-__all__ = ["Row", "Table", "AuditLink", "verdict_line", "log_sentence", "clock_sentence", "side_by_side", "state_by_ttl",
-           "stream_checks", "audit_links"]
+__all__ = [
+    "Row",
+    "Table",
+    "AuditLink",
+    "verdict_line",
+    "log_sentence",
+    "clock_sentence",
+    "side_by_side",
+    "state_by_ttl",
+    "stream_checks",
+    "audit_links",
+]
 
-_PATH_NAMES = {"speed": "speed layer", "streaming": "streaming job", "replay": "full replay", "batch": "batch recompute",
-               "reconciliation": "reconciliation"}
+_PATH_NAMES = {
+    "speed": "speed layer",
+    "streaming": "streaming job",
+    "replay": "full replay",
+    "batch": "batch recompute",
+    "reconciliation": "reconciliation",
+}
 
 
 @dataclass(frozen=True)
@@ -72,13 +87,17 @@ def verdict_line(report: PipelineReport, result: PipelineResult) -> str:
 
 def log_sentence(report: PipelineReport) -> str:
     log = report.log
-    return (f"The log: {log.lines:,} lines = {log.events:,} events + {log.duplicates:,} duplicates + {log.dead_letters:,} dead letters "
-            f"+ {log.heartbeats:,} heartbeats. The truth (batch over the complete log): {_kinds(report.truth)}; {report.due}.")
+    return (
+        f"The log: {log.lines:,} lines = {log.events:,} events + {log.duplicates:,} duplicates + {log.dead_letters:,} dead letters "
+        f"+ {log.heartbeats:,} heartbeats. The truth (batch over the complete log): {_kinds(report.truth)}; {report.due}."
+    )
 
 
 def clock_sentence(report: PipelineReport) -> str:
-    return (f"Processing time (the log's clock): the log ends at {formats.utc(report.log_end)}; Lambda's batch recompute of the whole "
-            f"log lands at {formats.utc(report.batch_landing)}; every figure \"at the end\" is at {formats.utc(report.end)}.")
+    return (
+        f"Processing time (the log's clock): the log ends at {formats.utc(report.log_end)}; Lambda's batch recompute of the whole "
+        f'log lands at {formats.utc(report.batch_landing)}; every figure "at the end" is at {formats.utc(report.end)}.'
+    )
 
 
 def side_by_side(report: PipelineReport) -> Table:
@@ -100,14 +119,18 @@ def side_by_side(report: PipelineReport) -> Table:
         row("outputs compared at the end", lambda r: f"{r.compared:,}"),
         row("wrong at the end", lambda r: f"{r.wrong:,}", strong=True),
         *(row(f"· {kind}", lambda r, k=kind: f"{r.wrong_at_end.get(k, 0):,}") for kind in wrong_kinds),
-        row("served wrong until the batch landed",
-            lambda r: "—" if r.wrong_before_batch is None else f"{sum(r.wrong_before_batch.values()):,}"),
+        row(
+            "served wrong until the batch landed",
+            lambda r: "—" if r.wrong_before_batch is None else f"{sum(r.wrong_before_batch.values()):,}",
+        ),
     ]
     for kind in report.truth:
         rows += [
             row(f"{kind}: time until exactly right, median", lambda r, k=kind: _seconds(r.latency[k].p50)),
             row(f"{kind}: p95 / max", lambda r, k=kind: f"{_seconds(r.latency[k].p95)} / {_seconds(r.latency[k].max)}"),
-            row(f"{kind}: never exactly right", lambda r, k=kind: f"{r.latency[k].never:,} of {r.latency[k].outputs:,}"),
+            row(
+                f"{kind}: never exactly right", lambda r, k=kind: f"{r.latency[k].never:,} of {r.latency[k].outputs:,}"
+            ),
         ]
     rows += [row(f"late, side output: {kind}", lambda r, k=kind: f"{r.side_output.get(k, 0):,}") for kind in side_kinds]
     rows += [
@@ -125,16 +148,41 @@ def side_by_side(report: PipelineReport) -> Table:
 
 def state_by_ttl(report: PipelineReport) -> Table:
     """The live streams' state at each state TTL (no rows when the sweep had one TTL)."""
-    return Table(("W", "L", "state TTL", "micro-batches", "peak", "final"),
-                 tuple(Row((s.watermark_delay, s.allowed_lateness, s.state_ttl, f"{s.micro_batches:,}", f"{s.peak:,}", f"{s.final:,}"))
-                       for s in report.state_sizes))
+    return Table(
+        ("W", "L", "state TTL", "micro-batches", "peak", "final"),
+        tuple(
+            Row(
+                (
+                    s.watermark_delay,
+                    s.allowed_lateness,
+                    s.state_ttl,
+                    f"{s.micro_batches:,}",
+                    f"{s.peak:,}",
+                    f"{s.final:,}",
+                )
+            )
+            for s in report.state_sizes
+        ),
+    )
 
 
 def stream_checks(report: PipelineReport) -> Table:
     """Each stream setting's runs, live and replayed."""
-    return Table(("W", "L", "segments per micro-batch", "micro-batches (live)", "outputs served (live == replay)"),
-                 tuple(Row((s.watermark_delay, s.allowed_lateness, f"{s.segments_per_batch:,}", f"{s.micro_batches:,}", f"{s.outputs:,}"))
-                       for s in report.streams))
+    return Table(
+        ("W", "L", "segments per micro-batch", "micro-batches (live)", "outputs served (live == replay)"),
+        tuple(
+            Row(
+                (
+                    s.watermark_delay,
+                    s.allowed_lateness,
+                    f"{s.segments_per_batch:,}",
+                    f"{s.micro_batches:,}",
+                    f"{s.outputs:,}",
+                )
+            )
+            for s in report.streams
+        ),
+    )
 
 
 def _href(path: str, directory: Path | None) -> str:
@@ -146,5 +194,8 @@ def _href(path: str, directory: Path | None) -> str:
 def audit_links(report: PipelineReport, directory: str | os.PathLike | None = None) -> tuple[AuditLink, ...]:
     """The finance audits of the live streams, linked from ``directory`` (where the report goes)."""
     base = None if directory is None else Path(directory)
-    return tuple(AuditLink(f"W={s.watermark_delay} L={s.allowed_lateness}", _href(s.audit.path, base), s.audit.rows)
-                 for s in report.streams if s.audit is not None)
+    return tuple(
+        AuditLink(f"W={s.watermark_delay} L={s.allowed_lateness}", _href(s.audit.path, base), s.audit.rows)
+        for s in report.streams
+        if s.audit is not None
+    )

@@ -30,7 +30,18 @@ PLOT_IDS = ("plot-tradeoff", "plot-error", "plot-arrival-delay")
 MAX_CURRENCY_PANELS = 6
 RASTERIZE_ABOVE_POINTS = 20_000
 _DELAY_TICKS = (0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400)
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+_PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 
 _LINES = {"lambda": "-", "kappa": "--", "processing-time": ":"}
@@ -114,8 +125,11 @@ def watermark_tradeoff(report: Report, plot_id: str = "plot-tradeoff") -> str | 
         for axes, column in ((left, 1), (right, 2)):
             drawn = [(p[0], p[column]) for p in points if p[column] is not None]
             axes.plot([p[0] for p in drawn], [p[1] for p in drawn], marker="o", **style)
-    delays = {float(r.configuration.watermark_delay_seconds): r.configuration.watermark_delay
-              for r in report.results if not r.configuration.is_baseline}
+    delays = {
+        float(r.configuration.watermark_delay_seconds): r.configuration.watermark_delay
+        for r in report.results
+        if not r.configuration.is_baseline
+    }
     for axes in (left, right):
         axes.set_xscale("symlog", linthresh=1)
         axes.set_xticks(sorted(delays), labels=[delays[d] for d in sorted(delays)])
@@ -167,7 +181,9 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
         panel.grid(True, alpha=0.3)
     axes[-1].set_xlabel("processing time (UTC)")
     if len(currencies) > MAX_CURRENCY_PANELS:
-        figure.text(0.01, 0, f"{len(currencies) - MAX_CURRENCY_PANELS} more currencies in summary.json", fontsize="small")
+        figure.text(
+            0.01, 0, f"{len(currencies) - MAX_CURRENCY_PANELS} more currencies in summary.json", fontsize="small"
+        )
     for label in axes[-1].get_xticklabels():
         label.set(rotation=30, horizontalalignment="right")
     return _svg(figure, plot_id)
@@ -182,13 +198,23 @@ def gap_heat_map(heat_map: GapHeatMap, plot_id: str, accounts: int = 15, windows
     positive = [v for row in drawn for v in row if v == v]
     figure = Figure(figsize=(min(2 + 0.22 * len(columns), 12), 1.2 + 0.3 * len(rows)))
     axes = figure.subplots()
-    image = axes.imshow(drawn, aspect="auto", cmap="Reds", interpolation="nearest",
-                        norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None)
+    image = axes.imshow(
+        drawn,
+        aspect="auto",
+        cmap="Reds",
+        interpolation="nearest",
+        norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None,
+    )
     axes.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
     step = max(1, len(columns) // 12)
     ticks = list(range(0, len(columns), step))
-    axes.set_xticks(ticks, labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
-                    rotation=60, ha="right", fontsize="small")
+    axes.set_xticks(
+        ticks,
+        labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
+        rotation=60,
+        ha="right",
+        fontsize="small",
+    )
     axes.set_xlabel("window start (UTC)")
     figure.colorbar(image, ax=axes, label=f"gap ({heat_map.currency})")
     return _svg(figure, plot_id)

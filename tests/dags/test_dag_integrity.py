@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ DAG_FILES = sorted(DAGS.glob("*.py"))
 # What a DAG file must not import when it is parsed: tasks import them when they run.
 HEAVY_MODULES = {"pyspark", "pyarrow", "numpy", "pandas", "deltalake", "delta", "polars", "matplotlib", "shared.config"}
 PARSE_CPU_SECONDS = 0.5
-BROKEN_CONFIG = "window-size = \"2m\"\nthis is not TOML\n"
+BROKEN_CONFIG = 'window-size = "2m"\nthis is not TOML\n'
 
 SHAPES = {
     "batch_recompute": {"recompute_batch_truth": set()},
@@ -70,13 +70,25 @@ PIPELINE_ARGUMENTS = {
     ("order_payments_nightly", "recompute_truth"): ["--pipeline", "order_payments"],
     ("order_payments_nightly", "reconcile"): ["--pipeline", "order_payments", "--against", "speed"],
     ("unique_visitors_replay", "replay"): [
-        "--pipeline", "unique_visitors", "--name", "{{ params.run_name }}",
-        "--watermark-delay", "{{ params.watermark_delay }}", "--allowed-lateness", "{{ params.allowed_lateness }}",
+        "--pipeline",
+        "unique_visitors",
+        "--name",
+        "{{ params.run_name }}",
+        "--watermark-delay",
+        "{{ params.watermark_delay }}",
+        "--allowed-lateness",
+        "{{ params.allowed_lateness }}",
         "--replace",
     ],
     ("order_payments_replay", "replay"): [
-        "--pipeline", "order_payments", "--name", "{{ params.run_name }}",
-        "--watermark-delay", "{{ params.watermark_delay }}", "--allowed-lateness", "{{ params.allowed_lateness }}",
+        "--pipeline",
+        "order_payments",
+        "--name",
+        "{{ params.run_name }}",
+        "--watermark-delay",
+        "{{ params.watermark_delay }}",
+        "--allowed-lateness",
+        "{{ params.allowed_lateness }}",
         "--replace",
     ],
 }
@@ -166,10 +178,19 @@ for path in sys.argv[1:]:
 def parses(airflow_home, broken_config) -> dict[str, dict]:
     """Each DAG file imported alone (see ``PARSE_EACH_FILE``) with a broken configuration file:
     ``{file name: {"wall": s, "cpu": s, "modules": [...]}}``."""
-    env = {**os.environ, "LKLAB_CONFIG": str(broken_config),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", PARSE_EACH_FILE, *map(str, DAG_FILES)], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "LKLAB_CONFIG": str(broken_config),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_EACH_FILE, *map(str, DAG_FILES)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     errors = {Path(r["file"]).name: r["error"] for r in results if "error" in r}
@@ -190,7 +211,9 @@ def test_dag_files_parse_in_well_under_a_second(parses, capsys):
 
 def test_dag_files_import_no_heavy_module_when_parsed(parses):
     imported = {
-        name: sorted(m for m in HEAVY_MODULES if any(module == m or module.startswith(m + ".") for module in parse["modules"]))
+        name: sorted(
+            m for m in HEAVY_MODULES if any(module == m or module.startswith(m + ".") for module in parse["modules"])
+        )
         for name, parse in parses.items()
     }
     assert imported == {name: [] for name in parses}
@@ -236,8 +259,15 @@ def test_schedules(dagbag):
         assert (nightly.expression, str(nightly.timezone)) == (expression, "UTC")
     for manual in ("kappa_replay", "lambda_kappa_experiment", "unique_visitors_replay", "order_payments_replay"):
         assert dagbag.dags[manual].timetable.can_be_scheduled is False
-    for one_at_a_time in ("batch_recompute", "reconciliation", "speed_layer_health", "lambda_kappa_experiment", "lake_maintenance",
-                          "unique_visitors_nightly", "order_payments_nightly"):
+    for one_at_a_time in (
+        "batch_recompute",
+        "reconciliation",
+        "speed_layer_health",
+        "lambda_kappa_experiment",
+        "lake_maintenance",
+        "unique_visitors_nightly",
+        "order_payments_nightly",
+    ):
         assert dagbag.dags[one_at_a_time].max_active_runs == 1
 
 
@@ -307,9 +337,15 @@ def spark_task_arguments(task) -> dict:
     """The arguments a Spark task runs with; the driver memory is the one its hook gets when it
     runs (the lab's setting, read then)."""
     task = runnable(task)
-    return {"application": task.application, "conn_id": task._conn_id, "driver_memory": task._get_hook()._driver_memory,
-            "spark_binary": task._spark_binary, "breach_exit_code": task.breach_exit_code, "env_vars": task.env_vars,
-            "conf": task.conf}
+    return {
+        "application": task.application,
+        "conn_id": task._conn_id,
+        "driver_memory": task._get_hook()._driver_memory,
+        "spark_binary": task._spark_binary,
+        "breach_exit_code": task.breach_exit_code,
+        "env_vars": task.env_vars,
+        "conf": task.conf,
+    }
 
 
 @pytest.mark.parametrize(("dag_id", "task_id"), sorted(SPARK_JOBS))
@@ -356,7 +392,7 @@ def test_days_covered_gives_each_day_its_reconcile_arguments(dagbag):
     from types import SimpleNamespace
 
     days_covered = dagbag.dags["reconciliation"].get_task("days_covered").python_callable
-    manual_run = SimpleNamespace(logical_date=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    manual_run = SimpleNamespace(logical_date=datetime(2026, 1, 5, tzinfo=UTC))
     assert days_covered(triggering_asset_events={}, dag_run=manual_run, params={"max_unexplained": "0.5"}) == [
         ["--date", "2026-01-05", "--against", "speed", "--json", "--max-unexplained", "0.5"],
     ]
@@ -367,9 +403,12 @@ def test_templated_arguments(dagbag):
     args = lambda dag_id, task_id: dagbag.dags[dag_id].get_task(task_id).application_args
     assert args("batch_recompute", "recompute_batch_truth") == ["--date", "{{ ds }}"]
     assert args("kappa_replay", "replay") == [
-        "--name", "{{ params.run_name }}",
-        "--watermark-delay", "{{ params.watermark_delay }}",
-        "--allowed-lateness", "{{ params.allowed_lateness }}",
+        "--name",
+        "{{ params.run_name }}",
+        "--watermark-delay",
+        "{{ params.watermark_delay }}",
+        "--allowed-lateness",
+        "{{ params.allowed_lateness }}",
         "--replace",
     ]
     params = dagbag.dags["kappa_replay"].params
@@ -382,13 +421,24 @@ def test_pipeline_tasks_pass_their_pipeline_and_exact_arguments(dagbag, dag_id, 
 
 
 def test_pipeline_task_outlets_are_their_tables(dagbag):
-    outlets = {(dag_id, task.task_id): [a.name for a in task.outlets]
-               for dag_id in ("unique_visitors_nightly", "order_payments_nightly", "unique_visitors_replay", "order_payments_replay")
-               for task in dagbag.dags[dag_id].tasks}
+    outlets = {
+        (dag_id, task.task_id): [a.name for a in task.outlets]
+        for dag_id in (
+            "unique_visitors_nightly",
+            "order_payments_nightly",
+            "unique_visitors_replay",
+            "order_payments_replay",
+        )
+        for task in dagbag.dags[dag_id].tasks
+    }
     assert outlets == {
         ("unique_visitors_nightly", "recompute_truth"): ["visitors_truth"],
         ("unique_visitors_nightly", "reconcile"): ["visitors_corrected"],
-        ("order_payments_nightly", "recompute_truth"): ["payments_truth_matched", "payments_truth_unpaid", "payments_truth_orphans"],
+        ("order_payments_nightly", "recompute_truth"): [
+            "payments_truth_matched",
+            "payments_truth_unpaid",
+            "payments_truth_orphans",
+        ],
         ("order_payments_nightly", "reconcile"): [],  # it writes a CSV report, no table
         # A replay's tables are named by its run: no asset stands for them.
         ("unique_visitors_replay", "replay"): [],
@@ -410,7 +460,10 @@ def test_pipeline_replay_params_default_to_the_labs_settings(dagbag):
     assert set(visitors) == {"run_name", "watermark_delay", "allowed_lateness"}
     assert set(payments) == set(visitors) == {"run_name", "watermark_delay", "allowed_lateness"}
     for params in (visitors, payments):
-        assert (params["watermark_delay"], params["allowed_lateness"]) == (settings["watermark-delay"], settings["allowed-lateness"])
+        assert (params["watermark_delay"], params["allowed_lateness"]) == (
+            settings["watermark-delay"],
+            settings["allowed-lateness"],
+        )
 
 
 def test_pipeline_dag_docs_show_the_commands_they_run(dagbag):
@@ -420,7 +473,9 @@ def test_pipeline_dag_docs_show_the_commands_they_run(dagbag):
         assert f"`spark_jobs/batch_job.py --pipeline {pipeline}`" in doc(f"{pipeline}_nightly")
         assert f"`spark_jobs/reconcile_job.py --pipeline {pipeline} --against speed`" in doc(f"{pipeline}_nightly")
         assert doc(f"{pipeline}_replay").startswith(f"`{pipeline}_replay`: ")
-        assert f"`spark_jobs/replay_job.py --pipeline {pipeline} --name <run_name> --replace`" in doc(f"{pipeline}_replay")
+        assert f"`spark_jobs/replay_job.py --pipeline {pipeline} --name <run_name> --replace`" in doc(
+            f"{pipeline}_replay"
+        )
 
 
 def test_the_experiment_takes_its_lake_from_claim_lake_when_it_runs(dagbag):

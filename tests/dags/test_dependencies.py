@@ -27,8 +27,14 @@ REPO = Path(__file__).resolve().parents[2]
 def deptry(*args: str) -> subprocess.CompletedProcess:
     if subprocess.run([sys.executable, "-c", "import deptry"], capture_output=True).returncode != 0:
         pytest.fail("deptry is not installed: `make install` installs requirements.txt")
-    return subprocess.run([sys.executable, "-m", "deptry", ".", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "NO_COLOR": "1"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "deptry", ".", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=300,
+    )
 
 
 def test_the_code_imports_only_declared_distributions_and_uses_every_runtime_one():
@@ -57,5 +63,9 @@ def test_requirements_pin_every_declared_distribution_within_its_bounds():
     assert {canonicalize_name(r.name) for r in declared} == set(requirements)
     for requirement in declared:
         pinned = requirements[canonicalize_name(requirement.name)]
-        assert pinned in requirement.specifier, f"requirements.txt pins {requirement.name}=={pinned}, outside {requirement}"
-        assert constraints.get(canonicalize_name(requirement.name)) == pinned, f"constraints.txt disagrees on {requirement.name}"
+        assert pinned in requirement.specifier, (
+            f"requirements.txt pins {requirement.name}=={pinned}, outside {requirement}"
+        )
+        assert constraints.get(canonicalize_name(requirement.name)) == pinned, (
+            f"constraints.txt disagrees on {requirement.name}"
+        )
