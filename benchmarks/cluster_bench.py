@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from stream_from_truth import LakeShape, build_lake  # noqa: E402
 
-from shared.catalog import BATCH_TABLES, CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS, tables_root  # noqa: E402
+from reconciliation.tables import CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS  # noqa: E402
+from shared.catalog import BATCH_TABLES, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from tests.processes import VENV_BIN, free_port, start, stop_all, venv_env, wait_until  # noqa: E402

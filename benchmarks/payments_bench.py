@@ -1,6 +1,6 @@
 """order_payments: the lab's batch truth and stream against bare Spark joining the same, same process.
 
-One log from the lab's generator (``lklab.order_payment_generator``: split and slow payments,
+One log from the lab's generator (``lklab.pipelines.order_payments.generator``: split and slow payments,
 gateway retries, offline clients, a regional outage, 0.2% malformed lines), with the lab's
 default settings (bound 15 minutes, watermark delay 1m, dedup horizon 1h). One Spark session;
 one unmeasured run of each of the four jobs first (JVM, JIT, Python workers, delta-rs), then
@@ -68,10 +68,10 @@ from pyspark.sql import Column, DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from lklab.cli.process_exit import exit_process  # noqa: E402
-from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments  # noqa: E402
-from lklab.payments_batch import run_payments_batch  # noqa: E402
-from lklab.payments_stream import run_payments_speed  # noqa: E402
-from shared.catalog import (  # noqa: E402
+from lklab.pipelines.order_payments.batch import run_payments_batch  # noqa: E402
+from lklab.pipelines.order_payments.generator import OrderPaymentParams, generate_order_payments  # noqa: E402
+from lklab.pipelines.order_payments.stream import run_payments_speed  # noqa: E402
+from lklab.pipelines.order_payments.tables import (  # noqa: E402
     PAYMENTS_BATCH_DEAD_LETTER,
     PAYMENTS_BATCH_TABLES,
     PAYMENTS_LATE_EVENTS,

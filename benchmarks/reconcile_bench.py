@@ -57,9 +57,10 @@ from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noq
 from reconciliation.metrics import currency_figures, explained_windows, join_explanations  # noqa: E402
 from reconciliation.reconcile import reconcile  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
+from reconciliation.tables import CORRECTED_AGGREGATES
 from reconciliation.tolerance import Tolerance  # noqa: E402
 from shared.aggregation import WINDOW_KEY  # noqa: E402
-from shared.catalog import BATCH_TRUTH, CORRECTED_AGGREGATES, LATE_EVENTS, SPEED_AGGREGATES, tables_root  # noqa: E402
+from shared.catalog import BATCH_TRUTH, LATE_EVENTS, SPEED_AGGREGATES, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402

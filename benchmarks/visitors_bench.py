@@ -1,6 +1,6 @@
 """unique_visitors: the lab's batch truth and speed layer against bare Spark counting the same, same process.
 
-One log from the lab's generator (``lklab.page_view_generator``, scenario ``clickstream``: 1%
+One log from the lab's generator (``lklab.pipelines.unique_visitors.generator``, scenario ``clickstream``: 1%
 resends, 0.2% malformed lines), with the lab's default settings (tumbling 1-minute windows,
 watermark delay 1m, no allowed lateness). One Spark session; one unmeasured run of each of the
 four jobs first (JVM, JIT, Python workers, delta-rs), then ``--repeats`` measured runs of each,
@@ -61,10 +61,10 @@ from pyspark.sql import Column, DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from lklab.cli.process_exit import exit_process  # noqa: E402
-from lklab.page_view_generator import PageViewParams, generate_page_views  # noqa: E402
-from lklab.visitors_batch import run_visitors_batch  # noqa: E402
-from lklab.visitors_speed import run_visitors_speed  # noqa: E402
-from shared.catalog import (  # noqa: E402
+from lklab.pipelines.unique_visitors.batch import run_visitors_batch  # noqa: E402
+from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views  # noqa: E402
+from lklab.pipelines.unique_visitors.speed import run_visitors_speed  # noqa: E402
+from lklab.pipelines.unique_visitors.tables import (  # noqa: E402
     VISITORS_BATCH_DEAD_LETTER,
     VISITORS_BATCH_TABLES,
     VISITORS_LATE_EVENTS,

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from airflow.sdk import Asset
 
+from lklab.pipelines.order_payments.tables import PAYMENTS_TRUTH_MATCHED, PAYMENTS_TRUTH_ORPHANS, PAYMENTS_TRUTH_UNPAID
+from lklab.pipelines.unique_visitors.tables import VISITORS_CORRECTED, VISITORS_TRUTH
+from reconciliation.tables import RECON_RUNS
 from shared import catalog
 
 __all__ = [
@@ -37,13 +40,13 @@ def table_asset(table: catalog.Table) -> Asset:
 
 
 batch_truth = table_asset(catalog.BATCH_TRUTH)  # batch_recompute writes it; reconciliation is scheduled on it
-recon_runs = table_asset(catalog.RECON_RUNS)  # reconciliation's record of each run
+recon_runs = table_asset(RECON_RUNS)  # reconciliation's record of each run
 replay_runs = table_asset(catalog.REPLAY_RUNS)  # kappa_replay's record of each replay
 
 # The newer pipelines' (``lklab.pipeline_dags``): their nightly batch writes the truth tables, and
 # the unique_visitors reconcile its corrected windows (order_payments' writes a CSV report, no table).
-visitors_truth = table_asset(catalog.VISITORS_TRUTH)
-visitors_corrected = table_asset(catalog.VISITORS_CORRECTED)
-payments_truth_matched = table_asset(catalog.PAYMENTS_TRUTH_MATCHED)
-payments_truth_unpaid = table_asset(catalog.PAYMENTS_TRUTH_UNPAID)
-payments_truth_orphans = table_asset(catalog.PAYMENTS_TRUTH_ORPHANS)
+visitors_truth = table_asset(VISITORS_TRUTH)
+visitors_corrected = table_asset(VISITORS_CORRECTED)
+payments_truth_matched = table_asset(PAYMENTS_TRUTH_MATCHED)
+payments_truth_unpaid = table_asset(PAYMENTS_TRUTH_UNPAID)
+payments_truth_orphans = table_asset(PAYMENTS_TRUTH_ORPHANS)

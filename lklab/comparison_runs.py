@@ -1,6 +1,6 @@
 """What the three comparisons do alike around their pipeline's own runs.
 
-``lklab.experiment`` (billing), ``lklab.visitors_comparison`` and ``lklab.payments_comparison``
+``lklab.experiment`` (billing), ``lklab.pipelines.unique_visitors.comparison`` and ``lklab.pipelines.order_payments.comparison``
 each run a batch truth, then per stream setting ``(W, L)`` a live stream, a replay and a
 reconciliation, and measure every configuration. What differs is which jobs run and what their
 tables mean; what is the same is here:

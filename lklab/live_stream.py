@@ -1,6 +1,6 @@
 """A live stream over the lab's log: its lock, its checkpoint, its query and the loop that watches it.
 
-The three live streams (``lklab.speed_layer``, ``lklab.visitors_speed``, ``lklab.payments_stream``)
+The three live streams (``lklab.speed_layer``, ``lklab.pipelines.unique_visitors.speed``, ``lklab.pipelines.order_payments.stream``)
 differ in what a micro-batch does (their ``process``) and in how lines are parsed; how they run
 is this module:
 

@@ -48,6 +48,14 @@ from pathlib import Path
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
+from lklab.pipelines.order_payments.tables import PAYMENTS_STATE, PAYMENTS_TABLES
+from lklab.pipelines.unique_visitors.tables import (
+    VISITORS_SEEN,
+    VISITORS_SPEED_TABLES,
+    VISITORS_STATE,
+    VISITORS_WINDOWS,
+)
+from reconciliation.tables import RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS
 from shared import catalog
 from shared.durations import UNITS, format_duration, parse_duration
 from shared.locks import LockHeld, hold, writer
@@ -66,7 +74,7 @@ DEFAULT_RETENTION = "7d"
 MINIMUM_RETENTION_HOURS, MAXIMUM_RETENTION_HOURS = 1, 30 * 24
 # The locks the live streams hold while they run ("stream-" + app id, no prefix): the billing
 # speed layer (lklab.speed_layer.run_speed, app "speed"), the unique_visitors stream
-# (lklab.visitors_speed, "visitors-speed") and the order_payments stream (lklab.payments_stream, "payments").
+# (lklab.pipelines.unique_visitors.speed, "visitors-speed") and the order_payments stream (lklab.pipelines.order_payments.stream, "payments").
 SPEED_LAYER_LOCK = "stream-speed"
 VISITORS_STREAM_LOCK = "stream-visitors-speed"
 PAYMENTS_STREAM_LOCK = "stream-payments"
@@ -96,15 +104,15 @@ ALWAYS_ON_TABLES = (
     AlwaysOnTable(catalog.DUPLICATE_EVENTS.name),
     AlwaysOnTable(catalog.DEAD_LETTER.name),
     AlwaysOnTable(catalog.STREAM_METRICS.name),
-    AlwaysOnTable(catalog.RECON_RUNS.name),
-    AlwaysOnTable(catalog.RECON_DIFFS.name),
-    AlwaysOnTable(catalog.RECON_CORRECTIONS.name),
+    AlwaysOnTable(RECON_RUNS.name),
+    AlwaysOnTable(RECON_DIFFS.name),
+    AlwaysOnTable(RECON_CORRECTIONS.name),
     *_stream_tables(
-        catalog.VISITORS_SPEED_TABLES,
-        (catalog.VISITORS_WINDOWS, catalog.VISITORS_SEEN, catalog.VISITORS_STATE),
+        VISITORS_SPEED_TABLES,
+        (VISITORS_WINDOWS, VISITORS_SEEN, VISITORS_STATE),
         VISITORS_STREAM_LOCK,
     ),
-    *_stream_tables(catalog.PAYMENTS_TABLES, (catalog.PAYMENTS_STATE,), PAYMENTS_STREAM_LOCK),
+    *_stream_tables(PAYMENTS_TABLES, (PAYMENTS_STATE,), PAYMENTS_STREAM_LOCK),
 )
 
 

@@ -1,6 +1,6 @@
 """The comparison's figures for a pipeline other than billing, from what its runs wrote.
 
-``lklab.visitors_comparison`` and ``lklab.payments_comparison`` run the streams, the replays,
+``lklab.pipelines.unique_visitors.comparison`` and ``lklab.pipelines.order_payments.comparison`` run the streams, the replays,
 the reconciliations and the batch, and turn their tables into ``Outputs`` (the truth, each
 output's due time and kind) and one ``MeasuredStream`` per stream setting (its timelines and the
 counts its tables hold); ``assess`` measures every configuration alike (``lklab.served_outputs``).

@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
 
 from lklab import assets
+from lklab.pipelines.order_payments.tables import PAYMENTS_BATCH_TABLES
+from lklab.pipelines.unique_visitors.tables import VISITORS_BATCH_TABLES, VISITORS_CORRECTED
 from lklab.spark_task import spark_job
 from shared import catalog
 
@@ -73,9 +75,9 @@ UNIQUE_VISITORS = PipelineDags(
     nightly_at="0 1 * * *",
     truth=(assets.visitors_truth,),
     reconciled=(assets.visitors_corrected,),
-    reconcile_writes=f"appends each window's served, corrected and true counts and verdict to `{catalog.VISITORS_CORRECTED.name}` "
+    reconcile_writes=f"appends each window's served, corrected and true counts and verdict to `{VISITORS_CORRECTED.name}` "
     "(nothing when the same inputs were already reconciled)",
-    batch_tables=catalog.VISITORS_BATCH_TABLES,
+    batch_tables=VISITORS_BATCH_TABLES,
     replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
 )
 ORDER_PAYMENTS = PipelineDags(
@@ -85,7 +87,7 @@ ORDER_PAYMENTS = PipelineDags(
     truth=(assets.payments_truth_matched, assets.payments_truth_unpaid, assets.payments_truth_orphans),
     reconciled=(),
     reconcile_writes="writes the finance audit `reports/payments-<UTC time>/payments_audit.csv` (no table)",
-    batch_tables=catalog.PAYMENTS_BATCH_TABLES,
+    batch_tables=PAYMENTS_BATCH_TABLES,
     # The join bound is the truth's: a replay with another one could not be reconciled.
     replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
 )

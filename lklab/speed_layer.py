@@ -40,14 +40,7 @@ from lklab.heartbeats import marks_busy
 from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
-from shared.catalog import (
-    DEAD_LETTER,
-    DUPLICATE_EVENTS,
-    LATE_EVENTS,
-    SPEED_AGGREGATES,
-    STREAM_METRICS,
-    STREAM_STATE,
-)
+from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.config import LabConfig
 from shared.eventlog import format_timestamp
 from shared.events import parse_events

@@ -47,6 +47,7 @@ from reconciliation.diff import compare_windows, side_rows
 from reconciliation.fold import corrected_rows, corrections_due, stream_parts, window_corrections
 from reconciliation.metrics import currency_figures, diff_rows, explained_windows, join_explanations, largest_gaps
 from reconciliation.result import Reconciliation
+from reconciliation.tables import CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS
 from reconciliation.tolerance import Tolerance
 from shared import catalog
 from shared.aggregation import AGGREGATE_COLUMNS, WINDOW_KEY
@@ -55,13 +56,9 @@ from shared.catalog import (
     BATCH_DEAD_LETTER,
     BATCH_DUPLICATES,
     BATCH_TRUTH,
-    CORRECTED_AGGREGATES,
     DEAD_LETTER,
     DUPLICATE_EVENTS,
     LATE_EVENTS,
-    RECON_CORRECTIONS,
-    RECON_DIFFS,
-    RECON_RUNS,
     REPLAY_RUNS,
     SPEED_AGGREGATES,
     STREAM_METRICS,

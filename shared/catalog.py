@@ -50,10 +50,6 @@ __all__ = [
     "BATCH_DUPLICATES",
     "BATCH_RUNS",
     "BATCH_TABLES",
-    "CORRECTED_AGGREGATES",
-    "RECON_RUNS",
-    "RECON_DIFFS",
-    "RECON_CORRECTIONS",
     "REPLAY_RUNS",
     "GENERATOR_TRUTH",
 ]
@@ -118,13 +114,6 @@ BATCH_TABLES = (BATCH_TRUTH, BATCH_DUPLICATES, BATCH_DEAD_LETTER, BATCH_RUNS)
 # The generator's ground truth of the batch's windows, computed without Spark (``lklab.truth``).
 GENERATOR_TRUTH = Table("generator_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 
-# The reconciliation's (``corrected_aggregates`` is per stream: under the stream's prefix). Its
-# rows are the reconciliation's results: their schemas are defined with them.
-CORRECTED_AGGREGATES = Table("corrected_aggregates", "reconciliation.recon_tables:CORRECTED_SCHEMA")
-RECON_RUNS = Table("recon_runs", "reconciliation.recon_tables:RUNS_SCHEMA")
-RECON_DIFFS = Table("recon_diffs", "reconciliation.recon_tables:DIFFS_SCHEMA")
-RECON_CORRECTIONS = Table("recon_corrections", "reconciliation.recon_tables:CORRECTIONS_SCHEMA")
-
 REPLAY_RUNS = Table("replay_runs", "shared.replay_runs:RUNS_SCHEMA")  # a Kappa replay's cost, one row per run
 
 REPLAY_ROOT = "kappa/"
@@ -154,129 +143,3 @@ def stream_prefix(against: str) -> str:
     if against.startswith("kappa:"):
         return replay_prefix(against.split(":", 1)[1])
     raise StreamChoiceError(f"--against {against!r}: use 'speed' or 'kappa:<RUN>'")
-
-
-# ----------------------------------------------------------------------------- unique_visitors
-# The second pipeline's tables (distinct URLs per user per window; ``shared.visitors_stream``).
-# Its stream writes them under the same run prefixes as the billing stream's.
-
-VISITORS_WINDOWS = Table(
-    "visitors_windows", "shared.visitors_stream:VISITOR_WINDOW_SCHEMA"
-)  # one current row per (window, user)
-VISITORS_MEMBERS = Table(
-    "visitors_members", "shared.visitors_stream:VISITOR_MEMBER_SCHEMA"
-)  # the URLs each window counted
-VISITORS_LATE_EVENTS = Table(
-    "visitors_late_events", "shared.visitors_stream:VISITOR_LATE_SCHEMA"
-)  # the side output, with adds_url
-VISITORS_DUPLICATES = Table("visitors_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA")
-VISITORS_DEAD_LETTER = Table("visitors_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
-VISITORS_STATE = Table(
-    "visitors_state", "shared.visitor_state:STATE_SCHEMA"
-)  # clock, remembered ids, member entries (TTL)
-VISITORS_STREAM_TABLES = (
-    VISITORS_WINDOWS,
-    VISITORS_MEMBERS,
-    VISITORS_LATE_EVENTS,
-    VISITORS_DUPLICATES,
-    VISITORS_DEAD_LETTER,
-    VISITORS_STATE,
-)
-VISITORS_TRUTH = Table("visitors_truth", "shared.distinct_urls:COUNT_SCHEMA")  # the batch rule over the whole log
-VISITORS_CORRECTED = Table(
-    "visitors_corrected", "reconciliation.distinct_reconcile:CORRECTED_SCHEMA"
-)  # per stream: served, corrected, truth and verdict per window
-# Per micro-batch: the segments read and where the lines went (a reconciliation's read-through).
-VISITORS_STREAM_METRICS = Table("visitors_stream_metrics", "shared.visitor_metrics:VISITOR_METRICS_SCHEMA")
-# Each user's URLs seen within the state TTL, as of the last micro-batch (rewritten every batch).
-VISITORS_SEEN = Table("visitors_seen", "shared.visitor_state:SEEN_TABLE_SCHEMA")
-# What a stream job writes: its outputs, then the state (the commit point) last.
-VISITORS_SPEED_TABLES = (*VISITORS_STREAM_TABLES[:-1], VISITORS_STREAM_METRICS, VISITORS_SEEN, VISITORS_STATE)
-# The batch's: the truth's members (with the first line of each) and its line-level results.
-VISITORS_TRUTH_MEMBERS = Table("visitors_truth_members", "shared.distinct_urls:MEMBER_SCHEMA")
-VISITORS_BATCH_DUPLICATES = Table(
-    "visitors_batch_duplicates", "shared.visitors_stream:VISITOR_DUPLICATE_SCHEMA", without=("batch_id",)
-)
-VISITORS_BATCH_DEAD_LETTER = Table(
-    "visitors_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
-)
-VISITORS_BATCH_TABLES = (VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES, VISITORS_BATCH_DEAD_LETTER)
-__all__ += [
-    "VISITORS_WINDOWS",
-    "VISITORS_MEMBERS",
-    "VISITORS_LATE_EVENTS",
-    "VISITORS_DUPLICATES",
-    "VISITORS_DEAD_LETTER",
-    "VISITORS_STATE",
-    "VISITORS_STREAM_TABLES",
-    "VISITORS_TRUTH",
-    "VISITORS_CORRECTED",
-    "VISITORS_STREAM_METRICS",
-    "VISITORS_SEEN",
-    "VISITORS_SPEED_TABLES",
-    "VISITORS_TRUTH_MEMBERS",
-    "VISITORS_BATCH_DUPLICATES",
-    "VISITORS_BATCH_DEAD_LETTER",
-    "VISITORS_BATCH_TABLES",
-]
-
-
-# ----------------------------------------------------------------------------- order_payments
-# The order-payment interval join (``shared.interval_join``): its stream tables (under a run
-# prefix like the others), its batch truth, and the stream's one-table state.
-
-PAYMENTS_MATCHED = Table("payments_matched", "shared.interval_join:MATCHED_SCHEMA")
-PAYMENTS_UNPAID = Table("payments_unpaid", "shared.interval_join:UNPAID_SCHEMA")
-PAYMENTS_ORPHANS = Table("payments_orphans", "shared.interval_join:ORPHAN_SCHEMA")
-PAYMENTS_LATE_EVENTS = Table("payments_late_events", "shared.interval_join:LATE_JOIN_SCHEMA")
-PAYMENTS_DUPLICATES = Table("payments_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA")
-PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
-PAYMENTS_METRICS = Table("payments_stream_metrics", "shared.join_metrics:JOIN_METRICS_SCHEMA")
-PAYMENTS_STATE = Table("payments_state", "shared.join_state:JOIN_STATE_SCHEMA")
-PAYMENTS_TABLES = (
-    PAYMENTS_MATCHED,
-    PAYMENTS_UNPAID,
-    PAYMENTS_ORPHANS,
-    PAYMENTS_LATE_EVENTS,
-    PAYMENTS_DUPLICATES,
-    PAYMENTS_DEAD_LETTER,
-    PAYMENTS_METRICS,
-    PAYMENTS_STATE,
-)
-PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
-
-PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", "shared.interval_join:MATCH_SCHEMA")
-PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", "shared.order_events:ORDER_EVENT_SCHEMA")
-PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", "shared.order_events:ORDER_EVENT_SCHEMA")
-PAYMENTS_BATCH_DUPLICATES = Table(
-    "payments_batch_duplicates", "shared.interval_join:JOIN_DUPLICATE_SCHEMA", without=("batch_id",)
-)
-PAYMENTS_BATCH_DEAD_LETTER = Table(
-    "payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
-)
-PAYMENTS_BATCH_TABLES = (
-    PAYMENTS_TRUTH_MATCHED,
-    PAYMENTS_TRUTH_UNPAID,
-    PAYMENTS_TRUTH_ORPHANS,
-    PAYMENTS_BATCH_DUPLICATES,
-    PAYMENTS_BATCH_DEAD_LETTER,
-)
-
-__all__ += [
-    "PAYMENTS_MATCHED",
-    "PAYMENTS_UNPAID",
-    "PAYMENTS_ORPHANS",
-    "PAYMENTS_LATE_EVENTS",
-    "PAYMENTS_DUPLICATES",
-    "PAYMENTS_DEAD_LETTER",
-    "PAYMENTS_METRICS",
-    "PAYMENTS_STATE",
-    "PAYMENTS_TABLES",
-    "PAYMENTS_OUTPUTS",
-    "PAYMENTS_TRUTH_MATCHED",
-    "PAYMENTS_TRUTH_UNPAID",
-    "PAYMENTS_TRUTH_ORPHANS",
-    "PAYMENTS_BATCH_DUPLICATES",
-    "PAYMENTS_BATCH_DEAD_LETTER",
-    "PAYMENTS_BATCH_TABLES",
-]

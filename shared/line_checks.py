@@ -2,7 +2,7 @@
 
 The log is one stream of lines shared by every pipeline (``shared.eventlog``), and a line can be
 bad in ways that have nothing to do with its fields. Each pipeline's parser
-(``shared.events`` for billing, ``shared.page_views``, ``shared.order_events``) runs these checks
+(``shared.events`` for billing, ``lklab.pipelines.unique_visitors.parse``, ``lklab.pipelines.order_payments.parse``) runs these checks
 around its own field checks and names the first failure, in this order::
 
     line_too_long, invalid_utf8, empty_line, duplicate_key, not_json, not_an_object   (LINE_REASONS)

@@ -1,7 +1,7 @@
 """What every stream step reports about one micro-batch, whatever the pipeline computes.
 
-The steps of the three pipelines (``shared.speed.stream_step``, ``shared.visitors_stream``'s
-``visitors_step``, ``shared.interval_join.join_step``) read a micro-batch's lines in log order
+The steps of the three pipelines (``shared.speed.stream_step``, ``lklab.pipelines.unique_visitors.step``'s
+``visitors_step``, ``lklab.pipelines.order_payments.rule.join_step``) read a micro-batch's lines in log order
 and send each somewhere: a dead letter (it could not be parsed or validated), a duplicate (a
 later copy of an event already seen), or the pipeline's own outputs. ``MicroBatch`` holds what
 they share; each step's result adds its outputs and its state after the batch.

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lklab.pipelines.order_payments.rule import JoinSettings
 from shared.durations import parse_duration
-from shared.interval_join import JoinSettings
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 MINUTE = 60_000_000

@@ -40,7 +40,7 @@ def _latency(matched: LatencyFigure) -> dict[str, LatencyFigure]:
 
 
 def audit_path(reports: Path, delay: str) -> Path:
-    """Where ``lklab.payments_comparison`` has the reconciliation of plan ``op`` write its audit."""
+    """Where ``lklab.pipelines.order_payments.comparison`` has the reconciliation of plan ``op`` write its audit."""
     return reports / f"payments-op-w{delay}-l0" / "payments_audit.csv"
 
 

@@ -44,10 +44,11 @@ from deltalake import DeltaTable
 
 from lklab.generator import load_events
 from lklab.maintenance import ALWAYS_ON_TABLES
-from lklab.page_view_generator import load_page_views
-from lklab.page_view_truth import truth_counts as visitor_oracle
+from lklab.pipelines.order_payments.tables import PAYMENTS_TABLES
+from lklab.pipelines.unique_visitors.generator import load_page_views
+from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
+from lklab.pipelines.unique_visitors.truth import truth_counts as visitor_oracle
 from lklab.truth import truth_windows
-from shared import catalog
 from shared.config import LabConfig
 from tests.processes import (
     AIRFLOW_USER,
@@ -224,9 +225,7 @@ def test_readme_maintenance_compacts_every_always_on_table_with_its_rows_unchang
     assert done.returncode == 0
     lake = clone / "lake"
     compacted = {}
-    other_pipelines = {
-        t.name for t in (*catalog.VISITORS_SPEED_TABLES, *catalog.PAYMENTS_TABLES)
-    }  # the README runs billing only
+    other_pipelines = {t.name for t in (*VISITORS_SPEED_TABLES, *PAYMENTS_TABLES)}  # the README runs billing only
     for name in (t.name for t in ALWAYS_ON_TABLES if t.name not in other_pipelines):
         delta = DeltaTable(str(lake / "tables" / name))
         rows = row_counts(table(lake, name))
@@ -496,7 +495,7 @@ def visitors_lake(spark, lake: Path, env: dict[str, str]) -> Path:
     """A small page-view log (``lklab generate``, as an operator runs it) and the unique_visitors
     speed layer over it, two segments per micro-batch (in the test's own Spark session: the
     DAG's jobs are the processes under test)."""
-    from lklab.visitors_speed import run_visitors_speed
+    from lklab.pipelines.unique_visitors.speed import run_visitors_speed
 
     done = run(
         [str(VENV_BIN / "lklab"), "generate", "--pipeline", VISITORS, *VISITORS_LOG, "--lake", str(lake)],

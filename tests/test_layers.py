@@ -1,5 +1,6 @@
 """Imports point one way: ``dags/`` and ``spark_jobs/`` -> ``lklab/`` -> ``reconciliation/`` ->
-``shared/``. The contract is import-linter's (``.importlinter`` at the top of the repository);
+``shared/``; and no pipeline's package (``lklab/pipelines/<name>/``) imports another's, not even
+through the registry. The contract is import-linter's (``.importlinter`` at the top of the repository);
 these tests run it on the code as it is, and on a copy with one import reversed."""
 
 import shutil
@@ -26,13 +27,17 @@ def lint(root: Path) -> subprocess.CompletedProcess:
 def test_the_code_keeps_the_layers():
     done = lint(REPO)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "Contracts: 1 kept, 0 broken." in done.stdout
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
 
 
-def test_a_reversed_import_breaks_the_contract(tmp_path):
+def copy_code(tmp_path: Path) -> None:
     for package in PACKAGES:
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / ".importlinter", tmp_path)
+
+
+def test_a_reversed_import_breaks_the_contract(tmp_path):
+    copy_code(tmp_path)
     windows = tmp_path / "shared" / "windows.py"
     windows.write_text(
         windows.read_text()
@@ -40,5 +45,18 @@ def test_a_reversed_import_breaks_the_contract(tmp_path):
     )
     done = lint(tmp_path)
     assert done.returncode == 1
-    assert "Contracts: 0 kept, 1 broken." in done.stdout
+    assert "Contracts: 1 kept, 1 broken." in done.stdout
     assert "shared.windows -> reconciliation.fold" in done.stdout
+
+
+def test_a_pipeline_importing_another_breaks_their_independence(tmp_path):
+    copy_code(tmp_path)
+    rule = tmp_path / "lklab" / "pipelines" / "order_payments" / "rule.py"
+    rule.write_text(
+        rule.read_text()
+        + "\n\ndef _borrowed():\n    from lklab.pipelines.unique_visitors.state import VisitorState  # noqa: F401\n"
+    )
+    done = lint(tmp_path)
+    assert done.returncode == 1
+    assert "Contracts: 1 kept, 1 broken." in done.stdout
+    assert "lklab.pipelines.order_payments.rule -> lklab.pipelines.unique_visitors.state" in done.stdout

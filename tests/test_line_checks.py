@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lklab.pipelines.order_payments.parse import REJECT_REASONS as ORDER_REASONS
+from lklab.pipelines.order_payments.parse import parse_order_events, parse_order_lines
+from lklab.pipelines.unique_visitors.parse import REJECT_REASONS as PAGE_VIEW_REASONS
+from lklab.pipelines.unique_visitors.parse import parse_page_views
 from shared.line_checks import CLOCK_REASONS, LINE_REASONS, reject_reasons
-from shared.order_events import REJECT_REASONS as ORDER_REASONS
-from shared.order_events import parse_order_events, parse_order_lines
-from shared.page_views import REJECT_REASONS as PAGE_VIEW_REASONS
-from shared.page_views import parse_page_views
 from tests.conftest import raw_frame, read_as_the_log_does
 
 OBJECT = b'{"event_id": "e-1", "note": "\xe2\x82\xac"}'

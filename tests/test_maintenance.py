@@ -252,9 +252,10 @@ def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
 
 
 def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_history():
+    from lklab.pipelines.order_payments.tables import PAYMENTS_TABLES
+    from lklab.pipelines.unique_visitors.speed import APP_ID
+    from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
     from lklab.speed_layer import SPEED_TABLES
-    from lklab.visitors_speed import APP_ID
-    from shared.catalog import PAYMENTS_TABLES, VISITORS_SPEED_TABLES
 
     names = [t.name for t in ALWAYS_ON_TABLES]
     assert len(names) == len(set(names))

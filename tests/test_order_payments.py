@@ -19,10 +19,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciliation.join_reconcile import JoinSide, reconcile_join
-from shared.interval_join import JoinSettings, join_events, join_log, join_step
-from shared.join_state import JoinState, join_state_from_table, join_state_table
-from shared.order_events import ORDER_EVENT_SCHEMA, REJECT_REASONS, parse_order_line, parse_order_lines
+from lklab.pipelines.order_payments.parse import ORDER_EVENT_SCHEMA, REJECT_REASONS, parse_order_line, parse_order_lines
+from lklab.pipelines.order_payments.reconcile_rule import JoinSide, reconcile_join
+from lklab.pipelines.order_payments.rule import JoinSettings, join_events, join_log, join_step
+from lklab.pipelines.order_payments.state import JoinState, join_state_from_table, join_state_table
 from tests.order_payment_transcripts import (
     BASE,
     MINUTE,
@@ -437,13 +437,13 @@ def test_the_state_holds_an_order_only_until_the_watermark_passes_its_interval()
 def test_the_batch_rule_through_spark_partitioned_by_order_id(spark):
     from pyspark.sql import functions as F
 
-    from shared.dedup import first_copies
-    from shared.interval_join import (
+    from lklab.pipelines.order_payments.parse import parse_order_events, valid_order_events
+    from lklab.pipelines.order_payments.rule import (
         batch_interval_join,
         mark_order_duplicates,
         outcome_result,
     )
-    from shared.order_events import parse_order_events, valid_order_events
+    from shared.dedup import first_copies
     from tests.conftest import raw_frame
 
     lines = [
@@ -477,11 +477,11 @@ def read_log(lake) -> list[pa.Table]:
 def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_stream(tmp_path):
     from collections import Counter
 
-    from lklab.order_payment_generator import (
+    from lklab.pipelines.order_payments.generator import (
         OrderPaymentParams,
         generate_order_payments,
     )
-    from lklab.order_payment_truth import join_truth
+    from lklab.pipelines.order_payments.truth import join_truth
 
     params = OrderPaymentParams(
         orders=800, span=3 * 60 * MINUTE, segment_interval=5 * MINUTE, malformed_rate=0.01, retry_rate=0.05
@@ -516,7 +516,7 @@ def test_a_generated_log_against_its_oracle_through_the_batch_rule_and_the_strea
 
 
 def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_neutralised():
-    from lklab.order_payment_audit import payments_audit_csv
+    from lklab.pipelines.order_payments.audit import payments_audit_csv
 
     batches = [
         parse_order_lines(raw(1, [event("o1", "order", "=SUM(A1)", 0, 0, amount="40.5")])),
@@ -534,20 +534,31 @@ def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_n
 
 
 def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_step_writes():
+    from lklab.pipelines.order_payments.tables import (
+        PAYMENTS_BATCH_TABLES,
+        PAYMENTS_DEAD_LETTER,
+        PAYMENTS_DUPLICATES,
+        PAYMENTS_LATE_EVENTS,
+        PAYMENTS_MATCHED,
+        PAYMENTS_ORPHANS,
+        PAYMENTS_STATE,
+        PAYMENTS_TABLES,
+        PAYMENTS_UNPAID,
+    )
     from shared import catalog
 
-    names = [t.name for t in (*catalog.PAYMENTS_TABLES, *catalog.PAYMENTS_BATCH_TABLES)]
+    names = [t.name for t in (*PAYMENTS_TABLES, *PAYMENTS_BATCH_TABLES)]
     every = [v.name for v in vars(catalog).values() if isinstance(v, catalog.Table)]
     assert len(set(names)) == len(names) and all(every.count(n) == 1 for n in names)
     batches = transcript_batches(yaml.safe_load(TRANSCRIPTS[0].read_text())["segments"])
     steps, state = run_stream(batches, JoinSettings(watermark_delay=0))
     for table, rows in [
-        (catalog.PAYMENTS_MATCHED, "matched"),
-        (catalog.PAYMENTS_UNPAID, "unpaid"),
-        (catalog.PAYMENTS_ORPHANS, "orphans"),
-        (catalog.PAYMENTS_LATE_EVENTS, "late"),
-        (catalog.PAYMENTS_DUPLICATES, "duplicates"),
-        (catalog.PAYMENTS_DEAD_LETTER, "dead_letters"),
+        (PAYMENTS_MATCHED, "matched"),
+        (PAYMENTS_UNPAID, "unpaid"),
+        (PAYMENTS_ORPHANS, "orphans"),
+        (PAYMENTS_LATE_EVENTS, "late"),
+        (PAYMENTS_DUPLICATES, "duplicates"),
+        (PAYMENTS_DEAD_LETTER, "dead_letters"),
     ]:
         assert concat(steps, rows).schema == table.schema, table.name
-    assert join_state_table(state).schema == catalog.PAYMENTS_STATE.schema
+    assert join_state_table(state).schema == PAYMENTS_STATE.schema

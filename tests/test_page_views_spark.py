@@ -7,14 +7,19 @@ import json
 
 import pyarrow as pa
 
-from lklab.page_view_generator import PageViewParams, generate_page_views, load_page_views
-from lklab.page_view_truth import truth_counts as oracle_counts
-from reconciliation.distinct_reconcile import reconcile_distinct
-from shared.distinct_urls import truth_counts, truth_members
+from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views, load_page_views
+from lklab.pipelines.unique_visitors.parse import (
+    PARSED_SCHEMA,
+    REJECT_REASONS,
+    deduplicated_page_views,
+    parse_page_views,
+)
+from lklab.pipelines.unique_visitors.reconcile_rule import reconcile_distinct
+from lklab.pipelines.unique_visitors.rule import truth_counts, truth_members
+from lklab.pipelines.unique_visitors.step import VisitorSettings
+from lklab.pipelines.unique_visitors.truth import truth_counts as oracle_counts
 from shared.eventlog import EventLog
 from shared.events import RAW_LINE_SCHEMA
-from shared.page_views import PARSED_SCHEMA, REJECT_REASONS, deduplicated_page_views, parse_page_views
-from shared.visitors_stream import VisitorSettings
 from shared.windows import TumblingWindows
 from tests.conftest import raw_frame, read_as_the_log_does
 from tests.visitor_lines import SECOND, concat, run, served_table

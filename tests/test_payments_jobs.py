@@ -20,18 +20,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from lklab.pipelines.order_payments.tables import (
+    PAYMENTS_BATCH_DEAD_LETTER,
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_MATCHED,
+    PAYMENTS_STATE,
+    PAYMENTS_STREAM_METRICS,
+    PAYMENTS_TABLES,
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_UNPAID,
+)
 from shared import catalog
 from shared.config import LabConfig
 from shared.durations import parse_duration
 
 MINUTE = 60_000_000
 PARAMS = dict(orders=150, seed=7, span=120 * MINUTE, segment_interval=10 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
-STREAM_TABLES = [t for t in catalog.PAYMENTS_TABLES if t is not catalog.PAYMENTS_METRICS]
+STREAM_TABLES = [t for t in PAYMENTS_TABLES if t is not PAYMENTS_STREAM_METRICS]
 
 
 @pytest.fixture(scope="module")
 def log_lake(tmp_path_factory):
-    from lklab.order_payment_generator import OrderPaymentParams, generate_order_payments
+    from lklab.pipelines.order_payments.generator import OrderPaymentParams, generate_order_payments
 
     lake = tmp_path_factory.mktemp("payments") / "template"
     generate_order_payments(OrderPaymentParams(**PARAMS), lake)
@@ -63,7 +76,7 @@ LATE_LIVE, LATE_REPLAY = catalog.replay_prefix(f"live-l{LATENESS}"), catalog.rep
 def streamed(spark, log_lake, tmp_path_factory):
     """The log streamed one segment per batch (then replayed there), and five per batch elsewhere;
     with allowed lateness ``LATENESS``, streamed live five segments per batch and replayed."""
-    from lklab.payments_stream import run_payments_replay, run_payments_speed
+    from lklab.pipelines.order_payments.stream import run_payments_replay, run_payments_speed
 
     one, many = (shutil.copytree(log_lake, tmp_path_factory.mktemp("payments") / name) for name in ("one", "many"))
     run_payments_speed(spark, config_for(one), available_now=True, segments_per_batch=1)
@@ -105,14 +118,14 @@ def test_with_allowed_lateness_the_replay_writes_the_live_rows_and_fewer_events_
         return set(zip(found[f"{side}segment"].to_pylist(), found[f"{side}line_number"].to_pylist()))
 
     # every event late with the lateness is late without it; some the lateness let in joined
-    assert lines(catalog.PAYMENTS_LATE_EVENTS, LATE_LIVE) < lines(catalog.PAYMENTS_LATE_EVENTS, "")
-    absorbed = lines(catalog.PAYMENTS_LATE_EVENTS, "") - lines(catalog.PAYMENTS_LATE_EVENTS, LATE_LIVE)
-    assert absorbed & lines(catalog.PAYMENTS_MATCHED, LATE_LIVE, "payment_")
-    assert recorded(tables, catalog.PAYMENTS_MATCHED.at(LATE_LIVE))["allowed-lateness"] == LATENESS
+    assert lines(PAYMENTS_LATE_EVENTS, LATE_LIVE) < lines(PAYMENTS_LATE_EVENTS, "")
+    absorbed = lines(PAYMENTS_LATE_EVENTS, "") - lines(PAYMENTS_LATE_EVENTS, LATE_LIVE)
+    assert absorbed & lines(PAYMENTS_MATCHED, LATE_LIVE, "payment_")
+    assert recorded(tables, PAYMENTS_MATCHED.at(LATE_LIVE))["allowed-lateness"] == LATENESS
 
 
 def test_a_restart_after_half_the_log_gives_the_same_rows(spark, streamed, log_lake, tmp_path):
-    from lklab.payments_stream import run_payments_speed
+    from lklab.pipelines.order_payments.stream import run_payments_speed
 
     lake = shutil.copytree(log_lake, tmp_path / "restart")
     segments = sorted((lake / "log").glob("segment-*.jsonl"))
@@ -129,30 +142,30 @@ def test_a_restart_after_half_the_log_gives_the_same_rows(spark, streamed, log_l
 
 @pytest.fixture(scope="module")
 def with_truth(spark, streamed):
-    from lklab.payments_batch import run_payments_batch
+    from lklab.pipelines.order_payments.batch import run_payments_batch
 
     one, _ = streamed
     return one, run_payments_batch(spark, config_for(one))
 
 
 def test_the_batch_truth_equals_the_oracle_and_conserves_every_line(with_truth):
-    from lklab.order_payment_generator import load_order_payments
-    from lklab.order_payment_truth import join_truth
+    from lklab.pipelines.order_payments.generator import load_order_payments
+    from lklab.pipelines.order_payments.truth import join_truth
     from shared.tables import Tables
 
     lake, run = with_truth
     oracle = join_truth(load_order_payments(lake), config_for(lake).join_bound)
     tables = Tables(None, lake, "deltalake")
-    matched = tables.read_arrow(catalog.PAYMENTS_TRUTH_MATCHED.name)
+    matched = tables.read_arrow(PAYMENTS_TRUTH_MATCHED.name)
     assert set(zip(matched["order_event_id"].to_pylist(), matched["payment_event_id"].to_pylist())) == oracle.matched
-    assert set(tables.read_arrow(catalog.PAYMENTS_TRUTH_UNPAID.name)["event_id"].to_pylist()) == oracle.unpaid
-    assert set(tables.read_arrow(catalog.PAYMENTS_TRUTH_ORPHANS.name)["event_id"].to_pylist()) == oracle.orphans
+    assert set(tables.read_arrow(PAYMENTS_TRUTH_UNPAID.name)["event_id"].to_pylist()) == oracle.unpaid
+    assert set(tables.read_arrow(PAYMENTS_TRUTH_ORPHANS.name)["event_id"].to_pylist()) == oracle.orphans
     assert run.conserved and run.duplicates > 0 and run.dead_letters > 0
 
 
 @pytest.mark.parametrize("against", ["speed", "kappa:r1"])
 def test_reconcile_explains_every_difference_and_audits_unpaid_orders_and_late_payments(spark, with_truth, against):
-    from lklab.payments_reconcile import reconcile_payments
+    from lklab.pipelines.order_payments.reconcile import reconcile_payments
     from shared.tables import Tables
 
     lake, _ = with_truth
@@ -160,8 +173,8 @@ def test_reconcile_explains_every_difference_and_audits_unpaid_orders_and_late_p
     assert found.result.differences and found.result.unexplained == 0
     assert found.truth_segment == found.stream_segment == len(list((lake / "log").glob("segment-*.jsonl")))
     tables = Tables(None, lake, "deltalake")
-    unpaid = tables.read_arrow(catalog.PAYMENTS_UNPAID.name)
-    late = tables.read_arrow(catalog.PAYMENTS_LATE_EVENTS.name)
+    unpaid = tables.read_arrow(PAYMENTS_UNPAID.name)
+    late = tables.read_arrow(PAYMENTS_LATE_EVENTS.name)
     expected = sorted(
         [("unpaid_order", e) for e in unpaid["event_id"].to_pylist()]
         + [("late_payment", e) for e in late.filter(pc.equal(late["kind"], "payment"))["event_id"].to_pylist()]
@@ -198,9 +211,9 @@ def committed(lake) -> dict:
     from shared.tables import Tables
 
     tables, found = Tables(None, lake, "deltalake"), {}
-    for table in catalog.PAYMENTS_TABLES:
+    for table in PAYMENTS_TABLES:
         got = tables.read_arrow(table.name)
-        if table is catalog.PAYMENTS_METRICS:
+        if table is PAYMENTS_STREAM_METRICS:
             got = got.drop_columns(["duration_seconds"])
         found[table.name] = sorted(map(str, got.to_pylist()))
     return found
@@ -218,7 +231,7 @@ def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterru
     matches o1 (10 s), pC (5 s) is late, o0's interval [0, 5] and pY's [1, 6] close (unpaid,
     orphan); o1 is resent and "{" is a dead letter."""
     from lklab.crash_points import batch_points
-    from lklab.payments_stream import run_payments_speed
+    from lklab.pipelines.order_payments.stream import run_payments_speed
     from shared.config import load_config
     from shared.eventlog import EventLog
     from tests.crash_runs import kill_at_each, sampled_points
@@ -246,9 +259,9 @@ def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterru
     )
     run_payments_speed(spark, config(tmp_path / "clean"), available_now=True)
     expected = committed(tmp_path / "clean")
-    assert all(expected[table.name] for table in catalog.PAYMENTS_TABLES)  # batch 1 writes to every table
-    points = batch_points(1, [table.name for table in catalog.PAYMENTS_TABLES])
-    assert len(points) == 17 and points[-1] == f"1:after:{catalog.PAYMENTS_STATE.name}"
+    assert all(expected[table.name] for table in PAYMENTS_TABLES)  # batch 1 writes to every table
+    points = batch_points(1, [table.name for table in PAYMENTS_TABLES])
+    assert len(points) == 17 and points[-1] == f"1:after:{PAYMENTS_STATE.name}"
     seed, sample = sampled_points(points, 1)
     kill_at_each(
         tmp_path / "crashes", "order_payments", ["--join-bound", "5s", "--watermark-delay", "5s"], sample, seed
@@ -281,7 +294,7 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     """Orders and payments one per segment, a second apart; a payment matches up to 5 s after its
     order, the watermark trails 5 s. The stream, always on, reads them, waits for a quiet second
     and appends one heartbeat."""
-    from lklab.payments_stream import run_payments_replay, run_payments_speed
+    from lklab.pipelines.order_payments.stream import run_payments_replay, run_payments_speed
     from shared.durations import parse_duration
     from shared.eventlog import EventLog
     from shared.tables import Tables
@@ -308,7 +321,7 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
         target=run_payments_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop)
     )
     tables = Tables(None, tmp_path, "deltalake")
-    metrics = catalog.PAYMENTS_METRICS.name
+    metrics = PAYMENTS_STREAM_METRICS.name
     stream.start()
     try:
         deadline = time.monotonic() + 120
@@ -337,24 +350,24 @@ def test_a_reconcile_reads_the_streams_last_whole_micro_batch_and_no_truth_half_
     """A micro-batch commits table by table, its state last; a batch rewrites the truth's tables one
     after another: a reconcile reads neither half-way. It takes the last micro-batch whose state
     committed, and waits while a batch holds the truth's tables."""
-    from lklab.payments_batch import PAYMENTS_BATCH_LOCK
-    from lklab.payments_reconcile import reconcile_payments
-    from lklab.payments_stream import SPEED_APP
+    from lklab.pipelines.order_payments.batch import PAYMENTS_BATCH_LOCK
+    from lklab.pipelines.order_payments.reconcile import reconcile_payments
+    from lklab.pipelines.order_payments.stream import SPEED_APP
     from shared.locks import hold
     from shared.tables import Tables
 
     lake = shutil.copytree(with_truth[0], tmp_path / "lake")
     before = reconcile_payments(spark, config_for(lake), run="before")
     tables = Tables(spark, lake, "deltalake")
-    last = tables.committed_version(catalog.PAYMENTS_STATE.name, SPEED_APP)
+    last = tables.committed_version(PAYMENTS_STATE.name, SPEED_APP)
     # the next micro-batch's matches landed (three pairs of lines no side knows), its state did not
-    matched = tables.read_arrow(catalog.PAYMENTS_MATCHED.name)
+    matched = tables.read_arrow(PAYMENTS_MATCHED.name)
     column = matched.schema.get_field_index("order_line_number")
     landed = matched.slice(0, 3).set_column(
         column, matched.field(column), pa.array([10**6, 10**6 + 1, 10**6 + 2], pa.int64())
     )
-    tables.append(catalog.PAYMENTS_MATCHED.name, landed, app_id=SPEED_APP, version=last + 1)
-    assert tables.read_arrow(catalog.PAYMENTS_MATCHED.name).num_rows == matched.num_rows + 3
+    tables.append(PAYMENTS_MATCHED.name, landed, app_id=SPEED_APP, version=last + 1)
+    assert tables.read_arrow(PAYMENTS_MATCHED.name).num_rows == matched.num_rows + 3
     assert reconcile_payments(spark, config_for(lake), run="half").result == before.result
 
     with ThreadPoolExecutor(1) as pool:
@@ -371,19 +384,19 @@ def test_the_join_tables_remember_the_line_settings_and_refuse_others(spark, wit
     built with different ones."""
     from deltalake import DeltaTable
 
-    from lklab.payments_batch import run_payments_batch
-    from lklab.payments_reconcile import reconcile_payments
-    from lklab.payments_stream import run_payments_speed
+    from lklab.pipelines.order_payments.batch import run_payments_batch
+    from lklab.pipelines.order_payments.reconcile import reconcile_payments
+    from lklab.pipelines.order_payments.stream import run_payments_speed
     from shared.table_settings import SettingsConflict, recorded
     from shared.tables import Tables
 
     lake = shutil.copytree(with_truth[0], tmp_path / "lake")
     tables = Tables(spark, lake, "deltalake")
     for table in (
-        catalog.PAYMENTS_TRUTH_MATCHED,
-        catalog.PAYMENTS_BATCH_DEAD_LETTER,
-        catalog.PAYMENTS_MATCHED,
-        catalog.PAYMENTS_DEAD_LETTER,
+        PAYMENTS_TRUTH_MATCHED,
+        PAYMENTS_BATCH_DEAD_LETTER,
+        PAYMENTS_MATCHED,
+        PAYMENTS_DEAD_LETTER,
     ):
         assert {key: recorded(tables, table.name)[key] for key in ("max-clock-skew", "max-line-bytes")} == {
             "max-clock-skew": "5m",
@@ -393,7 +406,7 @@ def test_the_join_tables_remember_the_line_settings_and_refuse_others(spark, wit
         run_payments_batch(spark, dataclasses.replace(config_for(lake), max_clock_skew=3_600_000_000))
     with pytest.raises(SettingsConflict, match="max-line-bytes 1048576 .table. against 4096 .this run."):
         run_payments_speed(spark, dataclasses.replace(config_for(lake), max_line_bytes=4096), available_now=True)
-    DeltaTable(str(tables.path(catalog.PAYMENTS_MATCHED.name))).alter.set_table_properties(
+    DeltaTable(str(tables.path(PAYMENTS_MATCHED.name))).alter.set_table_properties(
         {"lklab.max-clock-skew": "1h"}, raise_if_not_exists=False
     )
     with pytest.raises(SettingsConflict, match="different max-clock-skew: 5m and 1h"):

@@ -19,10 +19,10 @@ import pytest
 import lklab.report
 from lklab import served_outputs
 from lklab.experiment import ComparisonPlan
-from lklab.payments_comparison import run_payments_comparison
+from lklab.pipelines.order_payments.comparison import run_payments_comparison
+from lklab.pipelines.unique_visitors.comparison import run_visitors_comparison
 from lklab.report.pipeline_model import StateSize
 from lklab.report.pipeline_render import verdict_line, write_pipeline_report
-from lklab.visitors_comparison import run_visitors_comparison
 from shared.config import LabConfig
 from shared.eventlog import EventLog, heartbeat_line
 from tests.pipeline_report_fixtures import audit_path, sample_pipeline_report

@@ -85,11 +85,11 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
     [
         (
             ["speed", "--pipeline", "order_payments", "--allowed-lateness", "30m", "--join-bound", "10m"],
-            "lklab.cli.payments.cmd_speed",
+            "lklab.pipelines.order_payments.commands.cmd_speed",
         ),
         (
             ["replay", "--pipeline", "order_payments", "--name", "r", "--allowed-lateness", "30m"],
-            "lklab.cli.payments.cmd_replay",
+            "lklab.pipelines.order_payments.commands.cmd_replay",
         ),
         (
             ["compare", "--pipeline", "order_payments", "--allowed-lateness", "0,30m"],
@@ -97,12 +97,15 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         ),
         (
             ["batch", "--pipeline", "unique_visitors", "--window-size", "2m", "--refresh"],
-            "lklab.cli.visitors.cmd_batch",
+            "lklab.pipelines.unique_visitors.commands.cmd_batch",
         ),
-        (["reconcile", "--pipeline", "order_payments", "--against", "kappa:r"], "lklab.cli.payments.cmd_reconcile"),
+        (
+            ["reconcile", "--pipeline", "order_payments", "--against", "kappa:r"],
+            "lklab.pipelines.order_payments.commands.cmd_reconcile",
+        ),
         (
             ["speed", "--pipeline", "unique_visitors", "--allowed-lateness", "5s", "--state-ttl", "1h"],
-            "lklab.cli.visitors.cmd_speed",
+            "lklab.pipelines.unique_visitors.commands.cmd_speed",
         ),
         (["ingest", "--pipeline", "order_payments", "events.jsonl"], None),  # one log for every pipeline
         (["health"], None),

@@ -13,9 +13,21 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lklab.payments_stream import run_payments_speed
-from lklab.visitors_speed import run_visitors_speed
-from shared import catalog
+from lklab.pipelines.order_payments.stream import run_payments_speed
+from lklab.pipelines.order_payments.tables import (
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_MATCHED,
+    PAYMENTS_STREAM_METRICS,
+    PAYMENTS_TABLES,
+)
+from lklab.pipelines.unique_visitors.speed import run_visitors_speed
+from lklab.pipelines.unique_visitors.tables import (
+    VISITORS_DEAD_LETTER,
+    VISITORS_LATE_EVENTS,
+    VISITORS_SPEED_TABLES,
+    VISITORS_STREAM_METRICS,
+)
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables
@@ -124,11 +136,9 @@ def test_a_2099_page_view_is_dead_lettered_and_every_other_line_goes_where_it_we
         spark, tmp_path, segments, line, run_visitors_speed, {"window-size": "10s", "watermark-delay": "5s"}
     )
     metrics = only_the_2099_line_differs(
-        clean, dirty, line, catalog.VISITORS_SPEED_TABLES, catalog.VISITORS_DEAD_LETTER, catalog.VISITORS_STREAM_METRICS
+        clean, dirty, line, VISITORS_SPEED_TABLES, VISITORS_DEAD_LETTER, VISITORS_STREAM_METRICS
     )
-    assert [(r["event_id"], r["lateness_seconds"]) for r in rows(dirty, catalog.VISITORS_LATE_EVENTS.name)] == [
-        ("e", 12)
-    ]
+    assert [(r["event_id"], r["lateness_seconds"]) for r in rows(dirty, VISITORS_LATE_EVENTS.name)] == [("e", 12)]
     assert [(r["input_lines"], r["views"], r["dead_letters"]) for r in metrics] == [(4, 3, 1), (3, 3, 0)]
 
 
@@ -145,11 +155,9 @@ def test_a_2099_order_is_dead_lettered_and_every_other_line_goes_where_it_went_w
     clean, dirty = both_runs(
         spark, tmp_path, segments, line, run_payments_speed, {"join-bound": "5s", "watermark-delay": "5s"}
     )
-    only_the_2099_line_differs(
-        clean, dirty, line, catalog.PAYMENTS_TABLES, catalog.PAYMENTS_DEAD_LETTER, catalog.PAYMENTS_METRICS
-    )
-    assert [(r["order_event_id"], r["payment_event_id"]) for r in rows(dirty, catalog.PAYMENTS_MATCHED.name)] == [
+    only_the_2099_line_differs(clean, dirty, line, PAYMENTS_TABLES, PAYMENTS_DEAD_LETTER, PAYMENTS_STREAM_METRICS)
+    assert [(r["order_event_id"], r["payment_event_id"]) for r in rows(dirty, PAYMENTS_MATCHED.name)] == [
         ("o1", "p1"),
         ("o2", "p2"),
     ]
-    assert [r["event_id"] for r in rows(dirty, catalog.PAYMENTS_LATE_EVENTS.name)] == ["pX"]
+    assert [r["event_id"] for r in rows(dirty, PAYMENTS_LATE_EVENTS.name)] == ["pX"]

@@ -96,10 +96,10 @@ def test_the_other_pipelines_reconciliations_as_text(tmp_path):
     """``unique_visitors`` and ``order_payments`` render through the same function."""
     import pyarrow as pa
 
-    from lklab.payments_reconcile import PaymentsReconciliation
-    from lklab.visitors_reconcile import VisitorsReconciliation
-    from reconciliation.distinct_reconcile import WINDOWS_SCHEMA, DistinctReconciliation, MemberDifference
-    from reconciliation.join_reconcile import JoinDifference, JoinReconciliation
+    from lklab.pipelines.order_payments.reconcile import PaymentsReconciliation
+    from lklab.pipelines.order_payments.reconcile_rule import JoinDifference, JoinReconciliation
+    from lklab.pipelines.unique_visitors.reconcile import VisitorsReconciliation
+    from lklab.pipelines.unique_visitors.reconcile_rule import WINDOWS_SCHEMA, DistinctReconciliation, MemberDifference
 
     windows = pa.Table.from_pylist(
         [

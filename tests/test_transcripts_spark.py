@@ -20,6 +20,26 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lklab.pipelines.order_payments.tables import (
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_DUPLICATES,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_MATCHED,
+    PAYMENTS_ORPHANS,
+    PAYMENTS_STATE,
+    PAYMENTS_STREAM_METRICS,
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_UNPAID,
+)
+from lklab.pipelines.unique_visitors.tables import (
+    VISITORS_DUPLICATES,
+    VISITORS_LATE_EVENTS,
+    VISITORS_STREAM_METRICS,
+    VISITORS_TRUTH,
+    VISITORS_WINDOWS,
+)
 from shared import catalog
 from shared.config import load_config
 from shared.eventlog import EventLog
@@ -45,10 +65,10 @@ def _conserved(tables: Tables, metrics: catalog.Table, lines: int) -> None:
 
 @pytest.mark.parametrize("path", orders.TRANSCRIPTS, ids=[p.stem for p in orders.TRANSCRIPTS])
 def test_order_payments_transcript_through_the_spark_stream_batch_and_reconciliation(spark, tmp_path, path):
-    from lklab.payments_batch import run_payments_batch
-    from lklab.payments_reconcile import reconcile_payments
-    from lklab.payments_stream import run_payments_speed
-    from shared.join_state import join_state_from_table
+    from lklab.pipelines.order_payments.batch import run_payments_batch
+    from lklab.pipelines.order_payments.reconcile import reconcile_payments
+    from lklab.pipelines.order_payments.state import join_state_from_table
+    from lklab.pipelines.order_payments.stream import run_payments_speed
 
     transcript = yaml.safe_load(path.read_text())
     expect, log, ids = transcript["expect"], EventLog(tmp_path), {}
@@ -63,26 +83,24 @@ def test_order_payments_transcript_through_the_spark_stream_batch_and_reconcilia
     read = lambda table: tables.read_arrow(table.name)
 
     run_payments_speed(spark, config, available_now=True, segments_per_batch=SEGMENTS_PER_BATCH)
-    _conserved(tables, catalog.PAYMENTS_METRICS, sum(map(len, segments)))
-    state = join_state_from_table(read(catalog.PAYMENTS_STATE))
+    _conserved(tables, PAYMENTS_STREAM_METRICS, sum(map(len, segments)))
+    state = join_state_from_table(read(PAYMENTS_STATE))
     orders.check_stream(
         expect,
-        matched=read(catalog.PAYMENTS_MATCHED),
-        unpaid=read(catalog.PAYMENTS_UNPAID),
-        orphans=read(catalog.PAYMENTS_ORPHANS),
-        late=read(catalog.PAYMENTS_LATE_EVENTS),
-        duplicates=read(catalog.PAYMENTS_DUPLICATES),
-        dead_letters=read(catalog.PAYMENTS_DEAD_LETTER).sort_by(
-            [("segment", "ascending"), ("line_number", "ascending")]
-        ),
+        matched=read(PAYMENTS_MATCHED),
+        unpaid=read(PAYMENTS_UNPAID),
+        orphans=read(PAYMENTS_ORPHANS),
+        late=read(PAYMENTS_LATE_EVENTS),
+        duplicates=read(PAYMENTS_DUPLICATES),
+        dead_letters=read(PAYMENTS_DEAD_LETTER).sort_by([("segment", "ascending"), ("line_number", "ascending")]),
         held=state.orders["event_id"].to_pylist() + state.payments["event_id"].to_pylist(),
     )
     run_payments_batch(spark, config)
     orders.check_truth(
         expect,
-        matched=read(catalog.PAYMENTS_TRUTH_MATCHED),
-        unpaid=read(catalog.PAYMENTS_TRUTH_UNPAID),
-        orphans=read(catalog.PAYMENTS_TRUTH_ORPHANS),
+        matched=read(PAYMENTS_TRUTH_MATCHED),
+        unpaid=read(PAYMENTS_TRUTH_UNPAID),
+        orphans=read(PAYMENTS_TRUTH_ORPHANS),
     )
     found = reconcile_payments(spark, config, against="speed", run="transcript")
     assert found.truth_segment == found.stream_segment == len(segments)
@@ -103,9 +121,9 @@ def _view_line(view: dict, ingest: int) -> str:
 
 @pytest.mark.parametrize("path", VISITOR_TRANSCRIPTS, ids=[p.stem for p in VISITOR_TRANSCRIPTS])
 def test_unique_visitors_transcript_through_the_spark_stream_batch_and_reconciliation(spark, tmp_path, path):
-    from lklab.visitors_batch import run_visitors_batch
-    from lklab.visitors_reconcile import reconcile_visitors
-    from lklab.visitors_speed import run_visitors_speed
+    from lklab.pipelines.unique_visitors.batch import run_visitors_batch
+    from lklab.pipelines.unique_visitors.reconcile import reconcile_visitors
+    from lklab.pipelines.unique_visitors.speed import run_visitors_speed
 
     transcript = yaml.safe_load(path.read_text())
     expect, log, ingest, lines = transcript["expect"], EventLog(tmp_path), 10_000, 0
@@ -124,20 +142,18 @@ def test_unique_visitors_transcript_through_the_spark_stream_batch_and_reconcili
     window = lambda r: [seconds_of(r["window_start"]), seconds_of(r["window_end"]), r["user_id"]]
 
     run_visitors_speed(spark, config, available_now=True, segments_per_batch=SEGMENTS_PER_BATCH)
-    _conserved(tables, catalog.VISITORS_STREAM_METRICS, lines + 1)
-    served = sorted([*window(r), r["distinct_urls"], r["status"]] for r in read(catalog.VISITORS_WINDOWS).to_pylist())
+    _conserved(tables, VISITORS_STREAM_METRICS, lines + 1)
+    served = sorted([*window(r), r["distinct_urls"], r["status"]] for r in read(VISITORS_WINDOWS).to_pylist())
     assert served == sorted(expect["windows"])
     late = sorted(
         [r["event_id"], *window(r)[:2], seconds_of(r["watermark"]), r["lateness_seconds"], r["adds_url"]]
-        for r in read(catalog.VISITORS_LATE_EVENTS).to_pylist()
+        for r in read(VISITORS_LATE_EVENTS).to_pylist()
     )
     assert late == sorted([i, s, e, w, Decimal(x), adds] for i, s, e, w, x, adds in expect["late"])
-    assert sorted(read(catalog.VISITORS_DUPLICATES)["event_id"].to_pylist()) == sorted(expect.get("duplicates", []))
+    assert sorted(read(VISITORS_DUPLICATES)["event_id"].to_pylist()) == sorted(expect.get("duplicates", []))
 
     run_visitors_batch(spark, config)
-    assert sorted([*window(r), r["distinct_urls"]] for r in read(catalog.VISITORS_TRUTH).to_pylist()) == sorted(
-        expect["truth"]
-    )
+    assert sorted([*window(r), r["distinct_urls"]] for r in read(VISITORS_TRUTH).to_pylist()) == sorted(expect["truth"])
     result = reconcile_visitors(spark, config, against="speed").result
     assert result.proven
     assert sorted([*window(r), r["corrected"], r["verdict"]] for r in result.windows.to_pylist()) == sorted(

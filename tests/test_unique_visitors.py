@@ -8,25 +8,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lklab.page_view_generator import (
+from lklab.pipelines.unique_visitors.generator import (
     PageViewParams,
     draw_page_views,
     generate_page_views,
     load_page_views,
 )
-from lklab.page_view_truth import truth_members as oracle_members
-from reconciliation.distinct_reconcile import reconcile_distinct
-from shared.dedup import mark_duplicates_table
-from shared.distinct_urls import (
+from lklab.pipelines.unique_visitors.parse import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
+from lklab.pipelines.unique_visitors.reconcile_rule import reconcile_distinct
+from lklab.pipelines.unique_visitors.rule import (
     distinct_url_counts_table,
     distinct_url_members_table,
     first_views,
     require_fixed,
 )
+from lklab.pipelines.unique_visitors.state import state_from_table, state_table
+from lklab.pipelines.unique_visitors.step import VisitorSettings
+from lklab.pipelines.unique_visitors.truth import truth_members as oracle_members
+from shared.dedup import mark_duplicates_table
 from shared.eventlog import EventLog
-from shared.page_views import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
-from shared.visitor_state import state_from_table, state_table
-from shared.visitors_stream import VisitorSettings
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 from tests.visitor_lines import (
     SECOND,
@@ -272,7 +272,7 @@ def test_state_round_trips_through_its_table():
 
 
 def test_the_comparison_sweeps_the_configured_ttl_then_an_hour_ten_minutes_and_a_minute():
-    from lklab.visitors_comparison import default_state_ttls
+    from lklab.pipelines.unique_visitors.comparison import default_state_ttls
 
     assert default_state_ttls(24 * 3600 * SECOND) == ("1d", "1h", "10m", "1m")
     assert default_state_ttls(600 * SECOND) == ("10m", "1h", "1m")

@@ -20,15 +20,15 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
-from lklab.page_view_generator import GeneratedViews
-from lklab.page_view_truth import truth_counts as oracle_counts
-from reconciliation.distinct_reconcile import reconcile_distinct
+from lklab.pipelines.unique_visitors.generator import GeneratedViews
+from lklab.pipelines.unique_visitors.parse import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
+from lklab.pipelines.unique_visitors.reconcile_rule import reconcile_distinct
+from lklab.pipelines.unique_visitors.rule import distinct_url_counts_table, distinct_url_members_table
+from lklab.pipelines.unique_visitors.state import seen_set
+from lklab.pipelines.unique_visitors.step import VisitorSettings
+from lklab.pipelines.unique_visitors.truth import truth_counts as oracle_counts
 from shared.dedup import mark_duplicates_table
-from shared.distinct_urls import distinct_url_counts_table, distinct_url_members_table
 from shared.durations import parse_duration
-from shared.page_views import PAGE_VIEW_COLUMNS, PAYLOAD_COLUMNS
-from shared.visitor_state import seen_set
-from shared.visitors_stream import VisitorSettings
 from shared.windows import micros, window_spec
 from tests.visitor_lines import (
     concat,

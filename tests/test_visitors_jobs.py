@@ -14,24 +14,24 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lklab.page_view_generator import (
+from lklab.pipelines.unique_visitors.batch import run_visitors_batch
+from lklab.pipelines.unique_visitors.generator import (
     PageViewParams,
     generate_page_views,
     load_page_views,
 )
-from lklab.page_view_truth import truth_counts as oracle_counts
-from lklab.visitors_batch import run_visitors_batch
-from lklab.visitors_reconcile import reconcile_visitors
-from lklab.visitors_replay import run_visitors_replay
-from lklab.visitors_speed import run_visitors_speed
-from shared.catalog import (
+from lklab.pipelines.unique_visitors.reconcile import reconcile_visitors
+from lklab.pipelines.unique_visitors.replay import run_visitors_replay
+from lklab.pipelines.unique_visitors.speed import run_visitors_speed
+from lklab.pipelines.unique_visitors.tables import (
     VISITORS_CORRECTED,
     VISITORS_SPEED_TABLES,
     VISITORS_STATE,
     VISITORS_STREAM_METRICS,
     VISITORS_TRUTH,
-    replay_prefix,
 )
+from lklab.pipelines.unique_visitors.truth import truth_counts as oracle_counts
+from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.eventlog import EventLog
@@ -213,7 +213,7 @@ def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterru
     an uninterrupted run's, batch ids and all. 17 points; each is a JVM start, so the first, the
     last and one drawn at random (``tests/crash_runs.py``)."""
     from lklab.crash_points import batch_points
-    from lklab.visitors_speed import COMMIT_ORDER
+    from lklab.pipelines.unique_visitors.speed import COMMIT_ORDER
     from shared.config import load_config
     from tests.crash_runs import kill_at_each, sampled_points
 
@@ -280,7 +280,7 @@ def test_the_seen_set_is_written_each_micro_batch_and_expired_entries_leave_it(s
     batch: per user and URL the latest on-time view's processing time, as of the batch's last line."""
     from deltalake import DeltaTable
 
-    from shared.catalog import VISITORS_SEEN
+    from lklab.pipelines.unique_visitors.tables import VISITORS_SEEN
 
     log = EventLog(tmp_path)
     log.append(

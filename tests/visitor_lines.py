@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from shared.page_views import PARSED_SCHEMA
-from shared.visitor_state import VisitorState, state_from_table, state_table
-from shared.visitors_stream import VISITOR_WINDOW_SCHEMA, visitors_step
+from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA
+from lklab.pipelines.unique_visitors.state import VisitorState, state_from_table, state_table
+from lklab.pipelines.unique_visitors.step import VISITOR_WINDOW_SCHEMA, visitors_step
 
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 SECOND = 1_000_000

@@ -14,6 +14,7 @@ from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.reconcile import cmd_reconcile
 from lklab.cli.replay import cmd_replay
 from lklab.cli.speed import cmd_speed
+from lklab.pipelines import DEFAULT, REGISTRY
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
 
@@ -22,8 +23,7 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
     parser.add_argument(
         "--pipeline",
-        help="billing_windows (windowed sums) | unique_visitors (distinct URLs per user "
-        "and window) | order_payments (interval join of orders and payments); default billing_windows",
+        help=" | ".join(f"{p.name} ({p.computes})" for p in REGISTRY.values()) + f"; default {DEFAULT}",
     )
     if windows:
         group = parser.add_argument_group("windows and time")
@@ -53,13 +53,6 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
         group.add_argument(
             "--max-line-bytes", help="a longer log line is a dead letter, line_too_long (default 1048576)"
         )
-        group.add_argument(
-            "--state-ttl",
-            help="unique_visitors: how long a URL seen by a user stays in the stream's state (default 24h)",
-        )
-        group.add_argument(
-            "--join-bound", help="order_payments: a payment matches an order up to this long after it (default 15m)"
-        )
         group.add_argument("--spark-master", help="Spark master URL (default local[2])")
         group.add_argument(
             "--driver-memory",
@@ -67,6 +60,11 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
             "local mode runs the executors in it too; ignored under spark-submit, which takes --driver-memory)",
         )
         group.add_argument("--table-engine", help="auto | deltalake | delta-spark (default auto)")
+        for pipeline in REGISTRY.values():
+            if pipeline.settings:
+                own = parser.add_argument_group(f"{pipeline.name} only")
+                for setting in pipeline.settings:
+                    own.add_argument(setting.flag, help=setting.help)
 
 
 def _add_days(parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,9 @@
-"""``lklab compare --pipeline unique_visitors|order_payments``: the comparison of a pipeline other
-than billing, and its report under ``<lake>/reports/NAME/``.
+"""``lklab compare --pipeline NAME`` for a pipeline that declares its ``Comparison``
+(``lklab.pipelines.contract``), and its report under ``<lake>/reports/NAME/``.
 
 The sweep is read as billing's (``lklab.cli.compare``: comma-separated ``--watermark-delay`` and
-``--allowed-lateness``, the same defaults); ``unique_visitors`` also sweeps ``--state-ttl`` (its
-state sizes only). ``--scenario`` is refused: generate the pipeline's log first with ``lklab
+``--allowed-lateness``, the same defaults); a pipeline's own settings named in its
+``Comparison.sweeps`` are swept too (``unique_visitors``' ``--state-ttl``: its state sizes only). ``--scenario`` is refused: generate the pipeline's log first with ``lklab
 generate --pipeline NAME``.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from lklab.cli.compare import _sweep
 from lklab.cli.console import UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import config_from
+from lklab.pipelines.contract import Pipeline
 
 __all__ = ["compare_pipeline"]
 
@@ -24,27 +25,32 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
+def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """Run the comparison of ``pipeline`` over the lake's log, write its report, print a digest."""
     from lklab.experiment import ComparisonPlan
     from shared.catalog import replay_prefix
-    from shared.distinct_urls import require_fixed
     from shared.durations import parse_duration
 
+    comparison = pipeline.compare
     if getattr(args, "scenario", None):
         raise UsageError(
-            f"--scenario generates a billing log; for {pipeline} run 'lklab generate --pipeline {pipeline}' first, "
-            "then compare"
+            f"--scenario generates a billing log; for {pipeline.name} run 'lklab generate --pipeline {pipeline.name}' "
+            "first, then compare"
         )
-    ttls = _list(args.state_ttl) if pipeline == "unique_visitors" and getattr(args, "state_ttl", None) else ()
-    if ttls:
-        args.state_ttl = None
+    sweeps: dict[str, tuple[str, ...]] = {}
+    for key in comparison.sweeps:
+        dest = key.replace("-", "_")
+        values = _list(getattr(args, dest, None) or "")
+        if values:
+            sweeps[key] = values
+            setattr(args, dest, None)
     delays, lateness = _sweep(args)
     config = config_from(args)
     name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
     try:
-        for ttl in ttls:
-            parse_duration(ttl, name="state-ttl")
+        for key, values in sweeps.items():
+            for value in values:
+                parse_duration(value, name=key)
         plan = ComparisonPlan(
             name=name,
             watermark_delays=_list(delays),
@@ -54,24 +60,12 @@ def compare_pipeline(args: argparse.Namespace, pipeline: str) -> int:
             processing_time=False,
         )
         replay_prefix(name)
-        if pipeline == "unique_visitors":
-            require_fixed(config.window)
+        comparison.check(config)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    progress(f"{pipeline}: {len(plan.configurations())} configurations to run")
-    with spark_for(config, f"lklab-compare-{pipeline}-{name}") as spark:
-        if pipeline == "unique_visitors":
-            from lklab.visitors_comparison import run_visitors_comparison
-
-            report = run_visitors_comparison(
-                spark, config, plan, state_ttls=ttls, source=str(Path(config.lake).resolve()), progress=progress
-            )
-        else:
-            from lklab.payments_comparison import run_payments_comparison
-
-            report = run_payments_comparison(
-                spark, config, plan, source=str(Path(config.lake).resolve()), progress=progress
-            )
+    progress(f"{pipeline.name}: {len(plan.configurations())} configurations to run")
+    with spark_for(config, f"lklab-compare-{pipeline.name}-{name}") as spark:
+        report = comparison.run(spark, config, plan, sweeps, str(Path(config.lake).resolve()), progress)
     from lklab.report.pipeline_render import verdict_line, write_pipeline_report
 
     files = write_pipeline_report(report, Path(config.lake) / "reports" / name)

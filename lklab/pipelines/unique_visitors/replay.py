@@ -1,6 +1,6 @@
 """The ``unique_visitors`` Kappa replay: the stream's rows for the whole log, under ``kappa/<name>/``.
 
-The stream step is cut-independent (``shared.visitors_stream``: the rows served, the members,
+The stream step is cut-independent (``lklab.pipelines.unique_visitors.step``: the rows served, the members,
 the late side output and the duplicates are the same whatever micro-batches the log is cut
 into), so the replay runs it once, over the whole log in log order, as a single micro-batch
 (``batch_id`` 0), and commits it with the speed layer's own commit (``VisitorTables``). Its
@@ -22,21 +22,22 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from lklab.kappa_replay import ReplayExists
-from lklab.visitors_speed import (
+from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
+from lklab.pipelines.unique_visitors.speed import (
     VisitorTables,
     visitor_settings,
     visitors_table_settings,
 )
-from shared.catalog import VISITORS_SPEED_TABLES, replay_prefix
+from lklab.pipelines.unique_visitors.state import VisitorState
+from lklab.pipelines.unique_visitors.step import visitors_step
+from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
+from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import writer
 from shared.log_source import raw_log
-from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.tables import Tables
-from shared.visitor_state import VisitorState
-from shared.visitors_stream import visitors_step
 
 __all__ = ["APP_ID", "ReplayExists", "VisitorsReplayRun", "run_visitors_replay"]
 

@@ -36,32 +36,32 @@ from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.experiment import ComparisonPlan
-from lklab.payments_batch import run_payments_batch
-from lklab.payments_reconcile import reconcile_payments
-from lklab.payments_stream import join_settings, run_payments_replay, run_payments_speed
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
-from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
-from lklab.served_outputs import timelines
-from shared.catalog import (
+from lklab.pipelines.order_payments.batch import run_payments_batch
+from lklab.pipelines.order_payments.parse import parse_order_lines
+from lklab.pipelines.order_payments.reconcile import reconcile_payments
+from lklab.pipelines.order_payments.rule import JoinSettings
+from lklab.pipelines.order_payments.stream import join_settings, run_payments_replay, run_payments_speed
+from lklab.pipelines.order_payments.tables import (
     PAYMENTS_DEAD_LETTER,
     PAYMENTS_DUPLICATES,
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
-    PAYMENTS_METRICS,
     PAYMENTS_ORPHANS,
+    PAYMENTS_STREAM_METRICS,
     PAYMENTS_TRUTH_MATCHED,
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
-    replay_prefix,
 )
+from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
+from lklab.served_outputs import timelines
+from shared.catalog import replay_prefix
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
 from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.events import HEARTBEAT_FIELD
-from shared.interval_join import JoinSettings
 from shared.log_source import raw_log
-from shared.order_events import parse_order_lines
 from shared.tables import Tables
 from shared.windows import micros
 
@@ -85,7 +85,7 @@ def _lines(table: pa.Table, prefix: str = "") -> list[tuple[int, int]]:
 
 class LogClock:
     """The log's clock at one watermark delay: per line (in log order) its processing time and
-    ``W*``, as the stream ran it (``shared.interval_join.join_step`` feeds ``advance`` alike)."""
+    ``W*``, as the stream ran it (``lklab.pipelines.order_payments.rule.join_step`` feeds ``advance`` alike)."""
 
     def __init__(self, parsed: pa.Table, settings: ClockSettings) -> None:
         self.keys = line_keys(parsed["segment"].to_numpy(), parsed["line_number"].to_numpy())
@@ -169,7 +169,7 @@ def _stream(
     reconciled, recon_cost = timed(
         config, "reconciliation", lambda: reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
     )
-    metrics = tables.read_arrow(PAYMENTS_METRICS.at(live)).sort_by("batch_id")
+    metrics = tables.read_arrow(PAYMENTS_STREAM_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
     late = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))
     late_kinds = late["kind"].to_pylist()

@@ -3,7 +3,7 @@
 An independent implementation over the generator's real events (pandas, integer times): a
 payment pays an order when they share ``order_id`` and ``order_time <= payment_time <=
 order_time + bound``; every such pair is matched (many-to-many), an order in no pair is unpaid,
-a payment in no pair an orphan. It shares no code with ``shared.interval_join``, so a result of
+a payment in no pair an orphan. It shares no code with ``lklab.pipelines.order_payments.rule``, so a result of
 the lab (batch or stream) can be checked against something that did not compute it.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lklab.order_payment_generator import OrderPaymentEvents
+from lklab.pipelines.order_payments.generator import OrderPaymentEvents
 
 __all__ = ["JoinTruth", "join_truth"]
 

@@ -1,6 +1,6 @@
 """One micro-batch of the ``unique_visitors`` stream, in Arrow (no I/O): where every line goes.
 
-Given the parsed lines of a micro-batch (``shared.page_views.PARSED_SCHEMA``) and the
+Given the parsed lines of a micro-batch (``lklab.pipelines.unique_visitors.parse.PARSED_SCHEMA``) and the
 ``VisitorState`` left by the batch before, ``visitors_step``
 
 1. runs the log's clock over the lines (``shared.clock.advance``): each line's processing time
@@ -10,9 +10,9 @@ Given the parsed lines of a micro-batch (``shared.page_views.PARSED_SCHEMA``) an
 3. judges every (view, window) pair against its line's ``W`` (``shared.watermark``): *late*
    when ``W >= window_end + allowed_lateness`` (the side output), otherwise *on time*; an
    on-time pair is a **new URL** when it is the first view of its (window, user, URL) after
-   the held entries (``shared.distinct_urls.first_views``: the count goes up by one), else a
+   the held entries (``lklab.pipelines.unique_visitors.rule.first_views``: the count goes up by one), else a
    **repeat** (the count stays; the entry's ``last_seen`` moves on);
-4. drops the entries that expired (``shared.visitor_state``: window released and state TTL
+4. drops the entries that expired (``lklab.pipelines.unique_visitors.state``: window released and state TTL
    passed) and serves every window whose count or status changed.
 
 **Late views and the non-additive count.** A late pair never changes a served count: the
@@ -23,7 +23,7 @@ was counted: the corrected count is unchanged), True when it holds none (the cor
 gains one, once however many late views carry the URL). Entries stay ``state_ttl`` after their
 window's last on-time view of the URL, so beyond the TTL a counted URL reads as new: the flag
 may then overstate, which reconciliation, which reads the ``members`` output and not the
-state, corrects (``reconciliation.distinct_reconcile``).
+state, corrects (``lklab.pipelines.unique_visitors.reconcile_rule``).
 
 Every decision reads only the line, its own ``p``, ``W`` and the state, and ``W``/``p`` only
 grow, so the rows served (the last row of each window, batch ids aside), the members, the late
@@ -38,20 +38,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.clock import NO_TIME, ClockSettings, advance, line_keys
-from shared.dedup import deduplicate_stream, remembered_from, still_remembered
-from shared.distinct_urls import (
+from lklab.pipelines.unique_visitors.parse import PAGE_VIEW_COLUMNS, PAGE_VIEW_SCHEMA, PAYLOAD_COLUMNS
+from lklab.pipelines.unique_visitors.rule import (
     MEMBER_KEY,
     WINDOW_KEY,
     first_views,
     require_fixed,
     view_pairs,
 )
+from lklab.pipelines.unique_visitors.state import ENTRY_SCHEMA, REMEMBERED_SCHEMA, VisitorState, expired
+from shared.clock import NO_TIME, ClockSettings, advance, line_keys
+from shared.dedup import deduplicate_stream, remembered_from, still_remembered
 from shared.events import UTC_MICROS
 from shared.micro_batch import MicroBatch
-from shared.page_views import PAGE_VIEW_COLUMNS, PAGE_VIEW_SCHEMA, PAYLOAD_COLUMNS
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
-from shared.visitor_state import ENTRY_SCHEMA, REMEMBERED_SCHEMA, VisitorState, expired
 from shared.watermark import LATENESS_TYPE, is_final, is_late, lateness_seconds
 from shared.windows import WindowSpec, micros
 

@@ -2,7 +2,7 @@
 
 ``run_visitors_batch`` reads segments ``1..N`` (the log's end now), parses them with
 ``parse_page_views``, deduplicates over the whole log (``shared.dedup``) and runs the rule
-(``shared.distinct_urls``) per user through Spark. It replaces:
+(``lklab.pipelines.unique_visitors.rule``) per user through Spark. It replaces:
 
 * ``visitors_truth_members``: one row per (window, user, URL) with its views and first line;
 * ``visitors_truth``: ``distinct_urls`` per (window, user), the number of those members;
@@ -22,7 +22,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.catalog import (
+from lklab.pipelines.unique_visitors.parse import (
+    PAYLOAD_COLUMNS,
+    parse_page_views,
+    rejected_lines,
+    valid_page_views,
+)
+from lklab.pipelines.unique_visitors.rule import COUNT_SCHEMA, distinct_url_counts_table, truth_members
+from lklab.pipelines.unique_visitors.tables import (
     VISITORS_BATCH_DEAD_LETTER,
     VISITORS_BATCH_DUPLICATES,
     VISITORS_BATCH_TABLES,
@@ -32,16 +39,9 @@ from shared.catalog import (
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.dedup import first_copies, later_copies, line_counts, mark_duplicates
-from shared.distinct_urls import COUNT_SCHEMA, distinct_url_counts_table, truth_members
 from shared.eventlog import EventLog
 from shared.locks import hold, writer
 from shared.log_source import raw_log
-from shared.page_views import (
-    PAYLOAD_COLUMNS,
-    parse_page_views,
-    rejected_lines,
-    valid_page_views,
-)
 from shared.spark_arrow import per_key
 from shared.table_settings import batch_settings, record, require
 from shared.tables import Tables

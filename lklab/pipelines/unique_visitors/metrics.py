@@ -12,8 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lklab.pipelines.unique_visitors.step import VisitorBatch
 from shared.micro_batch import metrics_row, metrics_schema
-from shared.visitors_stream import VisitorBatch
 
 __all__ = ["VISITOR_METRICS_SCHEMA", "visitor_metrics_row"]
 

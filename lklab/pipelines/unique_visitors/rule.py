@@ -14,7 +14,7 @@ only their member sets united. The view that makes a URL a member is the *first 
 
 The rule is written once, in Arrow and NumPy. The batch path runs ``distinct_url_members_table``
 over every first copy of the log (``truth_members``/``truth_counts`` through Spark, all views of
-a user in one call); the stream step (``shared.visitors_stream``) applies ``first_views`` to the
+a user in one call); the stream step (``lklab.pipelines.unique_visitors.step``) applies ``first_views`` to the
 held members followed by a micro-batch's on-time pairs, so that both name the same first view.
 """
 

@@ -18,7 +18,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from shared.catalog import (
+from lklab.pipelines.order_payments.parse import parse_order_events, valid_order_events
+from lklab.pipelines.order_payments.rule import batch_interval_join, mark_order_duplicates, outcome_result
+from lklab.pipelines.order_payments.tables import (
     PAYMENTS_BATCH_DEAD_LETTER,
     PAYMENTS_BATCH_DUPLICATES,
     PAYMENTS_BATCH_TABLES,
@@ -29,10 +31,8 @@ from shared.catalog import (
 from shared.config import LabConfig
 from shared.dedup import first_copies, later_copies
 from shared.eventlog import EventLog
-from shared.interval_join import batch_interval_join, mark_order_duplicates, outcome_result
 from shared.locks import hold, writer
 from shared.log_source import raw_log
-from shared.order_events import parse_order_events, valid_order_events
 from shared.table_settings import interval_join_truth_settings, record, require
 from shared.tables import Tables
 

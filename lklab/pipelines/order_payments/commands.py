@@ -1,9 +1,9 @@
 """The ``order_payments`` pipeline's commands (``lklab COMMAND --pipeline order_payments``).
 
-generate: an order/payment log (``lklab.order_payment_generator``); speed and replay: the stream,
-live and as a Kappa replay (``lklab.payments_stream``, with the join bound, watermark delay and
-allowed lateness); batch: the truth (``lklab.payments_batch``) checked against the generator's
-oracle; reconcile: a stream against the truth and the finance audit (``lklab.payments_reconcile``),
+generate: an order/payment log (``lklab.pipelines.order_payments.generator``); speed and replay: the stream,
+live and as a Kappa replay (``lklab.pipelines.order_payments.stream``, with the join bound, watermark delay and
+allowed lateness); batch: the truth (``lklab.pipelines.order_payments.batch``) checked against the generator's
+oracle; reconcile: a stream against the truth and the finance audit (``lklab.pipelines.order_payments.reconcile``),
 exit 3 when a difference is unexplained. ``compare`` is ``lklab.cli.pipeline_compare``.
 """
 
@@ -13,10 +13,10 @@ import argparse
 
 from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
 from lklab.cli.options import config_from
-from lklab.cli.pipelines import replay_name, stream_stop
+from lklab.cli.stream_options import replay_name, stream_stop
 from shared.durations import parse_duration
 
-__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
+__all__ = ["COMMANDS", "cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
 
 
 def _join_settings(config) -> str:
@@ -31,7 +31,7 @@ def _join_settings(config) -> str:
 def cmd_generate(args: argparse.Namespace) -> int:
     import shutil
 
-    from lklab.order_payment_generator import (
+    from lklab.pipelines.order_payments.generator import (
         OrderPaymentParams,
         generate_order_payments,
     )
@@ -63,8 +63,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
-    from lklab.payments_stream import run_payments_speed
-    from shared import catalog
+    from lklab.pipelines.order_payments.stream import run_payments_speed
+    from lklab.pipelines.order_payments.tables import PAYMENTS_STREAM_METRICS
 
     config = config_from(args)
     stop = stream_stop(args)
@@ -73,7 +73,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
         stream = run_payments_speed(
             spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
         )
-        metrics = stream.tables.read_arrow(stream.table(catalog.PAYMENTS_METRICS))
+        metrics = stream.tables.read_arrow(stream.table(PAYMENTS_STREAM_METRICS))
     total = {name: sum(metrics[name].to_pylist()) for name in metrics.column_names if name in _TOTALS}
     print(
         f"{metrics.num_rows} micro-batches: {total['input_lines']:,} lines = {total['on_time']:,} on time + {total['late']:,} late + "
@@ -87,9 +87,9 @@ _TOTALS = ("input_lines", "on_time", "late", "duplicates", "dead_letters", "hear
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from lklab.order_payment_generator import load_order_payments
-    from lklab.order_payment_truth import join_truth
-    from lklab.payments_batch import run_payments_batch
+    from lklab.pipelines.order_payments.batch import run_payments_batch
+    from lklab.pipelines.order_payments.generator import load_order_payments
+    from lklab.pipelines.order_payments.truth import join_truth
 
     config = config_from(args)
     with spark_for(config, "lklab-payments-batch") as spark:
@@ -116,7 +116,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lklab.payments_stream import PaymentsReplayExists, run_payments_replay
+    from lklab.pipelines.order_payments.stream import PaymentsReplayExists, run_payments_replay
 
     config = config_from(args)
     prefix = replay_name(args)
@@ -131,7 +131,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from lklab.payments_reconcile import PaymentsInputError, reconcile_payments, render_text
+    from lklab.pipelines.order_payments.reconcile import PaymentsInputError, reconcile_payments, render_text
     from shared.catalog import StreamChoiceError
 
     config = config_from(args)
@@ -139,3 +139,12 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         found = reconcile_payments(spark, config, against=args.against)
     print(render_text(found))
     return unexplained(found.result.unexplained)
+
+
+COMMANDS = {
+    "generate": cmd_generate,
+    "speed": cmd_speed,
+    "batch": cmd_batch,
+    "replay": cmd_replay,
+    "reconcile": cmd_reconcile,
+}

@@ -3,7 +3,7 @@
 The segment range read and its input lines; where the lines went (``events + duplicates +
 dead_letters + heartbeats == input_lines`` in every batch, ``events = on_time + late``); the rows
 the batch made final (``matched`` pairs, ``unpaid`` orders, ``orphans``); the watermark its first
-line was judged by and the one in force after its last (``shared.interval_join.JoinBatch``); the
+line was judged by and the one in force after its last (``lklab.pipelines.order_payments.rule.JoinBatch``); the
 state rows kept after it; ``duration_seconds`` from the start of the batch until its rows were
 ready to commit (null where a replay computed them for many batches at once).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from shared.interval_join import JoinBatch
+from lklab.pipelines.order_payments.rule import JoinBatch
 from shared.micro_batch import metrics_row, metrics_schema
 
 __all__ = ["JOIN_METRICS_SCHEMA", "join_metrics_row"]

@@ -5,8 +5,8 @@ of a URL the window already counted. Reconciliation therefore works on **members
 
 * ``corrected`` members of a (window, user) = the URLs the stream counted (its ``members``
   output) united with the URLs of its late side output for that window (``corrected_members``);
-* the truth's members come from the whole log (the batch rule, ``shared.distinct_urls``, or the
-  generator's oracle, ``lklab.page_view_truth``).
+* the truth's members come from the whole log (the batch rule, ``lklab.pipelines.unique_visitors.rule``, or the
+  generator's oracle, ``lklab.pipelines.unique_visitors.truth``).
 
 ``reconcile_distinct`` compares them per (window, user): ``served`` (the count the stream
 serves), ``corrected`` and ``truth``, with a ``verdict``: ``match`` (served == truth),

@@ -1,9 +1,9 @@
 """The ``unique_visitors`` pipeline's commands (``lklab COMMAND --pipeline unique_visitors``).
 
-generate: a page-view log (``lklab.page_view_generator``; ``--accounts`` is the number of
-users); speed: the stream (``lklab.visitors_speed``); batch: the truth
-(``lklab.visitors_batch``); replay: a Kappa replay (``lklab.visitors_replay``); reconcile: a
-stream against the truth (``lklab.visitors_reconcile``), exit 3 when a difference is
+generate: a page-view log (``lklab.pipelines.unique_visitors.generator``; ``--accounts`` is the number of
+users); speed: the stream (``lklab.pipelines.unique_visitors.speed``); batch: the truth
+(``lklab.pipelines.unique_visitors.batch``); replay: a Kappa replay (``lklab.pipelines.unique_visitors.replay``); reconcile: a
+stream against the truth (``lklab.pipelines.unique_visitors.reconcile``), exit 3 when a difference is
 unexplained. ``compare`` is ``lklab.cli.pipeline_compare``.
 """
 
@@ -13,14 +13,14 @@ import argparse
 
 from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
 from lklab.cli.options import config_from
-from lklab.cli.pipelines import replay_name, stream_stop
+from lklab.cli.stream_options import replay_name, stream_stop
 
-__all__ = ["cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
+__all__ = ["COMMANDS", "cmd_generate", "cmd_speed", "cmd_batch", "cmd_replay", "cmd_reconcile"]
 
 
 def _config(args: argparse.Namespace):
     """The configuration, refused unless its windows are tumbling or sliding."""
-    from shared.distinct_urls import require_fixed
+    from lklab.pipelines.unique_visitors.rule import require_fixed
 
     config = config_from(args)
     try:
@@ -31,7 +31,7 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from lklab.page_view_generator import PageViewParams, generate_page_views
+    from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
     from shared.durations import parse_duration
 
     config = config_from(args)
@@ -57,8 +57,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
-    from lklab.visitors_speed import run_visitors_speed
-    from shared.catalog import VISITORS_SEEN, VISITORS_STREAM_METRICS
+    from lklab.pipelines.unique_visitors.speed import run_visitors_speed
+    from lklab.pipelines.unique_visitors.tables import VISITORS_SEEN, VISITORS_STREAM_METRICS
     from shared.eventlog import format_timestamp
 
     config = _config(args)
@@ -92,8 +92,8 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from lklab.visitors_batch import run_visitors_batch
-    from shared.catalog import VISITORS_TRUTH
+    from lklab.pipelines.unique_visitors.batch import run_visitors_batch
+    from lklab.pipelines.unique_visitors.tables import VISITORS_TRUTH
 
     config = _config(args)
     with spark_for(config, "lklab-visitors-batch") as spark:
@@ -107,7 +107,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lklab.visitors_replay import ReplayExists, run_visitors_replay
+    from lklab.pipelines.unique_visitors.replay import ReplayExists, run_visitors_replay
     from shared.catalog import tables_root
 
     config = _config(args)
@@ -122,7 +122,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from lklab.visitors_reconcile import VisitorsReconcileInputError, reconcile_visitors, render_text
+    from lklab.pipelines.unique_visitors.reconcile import VisitorsReconcileInputError, reconcile_visitors, render_text
     from shared.catalog import StreamChoiceError, stream_prefix
 
     config = _config(args)
@@ -137,3 +137,12 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         reconciled.result.reasons().get("unexplained", 0),
         "a URL in the stream's or the truth's members only, no side output explaining it",
     )
+
+
+COMMANDS = {
+    "generate": cmd_generate,
+    "speed": cmd_speed,
+    "batch": cmd_batch,
+    "replay": cmd_replay,
+    "reconcile": cmd_reconcile,
+}

@@ -42,26 +42,27 @@ from pyspark.sql import DataFrame, SparkSession
 from lklab.crash_points import committing, crash_point
 from lklab.heartbeats import marks_busy
 from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
-from shared import catalog
-from shared.catalog import (
+from lklab.pipelines.order_payments.metrics import join_metrics_row
+from lklab.pipelines.order_payments.parse import parse_order_lines
+from lklab.pipelines.order_payments.rule import JoinBatch, JoinSettings, join_step
+from lklab.pipelines.order_payments.state import JoinState, join_state_from_table, join_state_table
+from lklab.pipelines.order_payments.tables import (
     PAYMENTS_DEAD_LETTER,
     PAYMENTS_DUPLICATES,
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
-    PAYMENTS_METRICS,
     PAYMENTS_ORPHANS,
     PAYMENTS_STATE,
+    PAYMENTS_STREAM_METRICS,
+    PAYMENTS_TABLES,
     PAYMENTS_UNPAID,
-    replay_prefix,
 )
+from shared import catalog
+from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.eventlog import EventLog
-from shared.interval_join import JoinBatch, JoinSettings, join_step
-from shared.join_metrics import join_metrics_row
-from shared.join_state import JoinState, join_state_from_table, join_state_table
 from shared.locks import writer
 from shared.log_source import raw_log
-from shared.order_events import parse_order_lines
 from shared.table_settings import interval_join_settings, record, require
 from shared.tables import Tables
 
@@ -99,7 +100,7 @@ def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table
         PAYMENTS_LATE_EVENTS: step.late,
         PAYMENTS_DUPLICATES: step.duplicates,
         PAYMENTS_DEAD_LETTER: step.dead_letters,
-        PAYMENTS_METRICS: metrics,
+        PAYMENTS_STREAM_METRICS: metrics,
     }
 
 
@@ -192,7 +193,7 @@ def run_payments_speed(
     lake = Path(config.lake).resolve()
     with stream_lock(lake, prefix, app_id):
         stream = PaymentsStream(spark, config, app_id, prefix)
-        names = [stream.table(table) for table in catalog.PAYMENTS_TABLES]
+        names = [stream.table(table) for table in PAYMENTS_TABLES]
         require(stream.tables, names, interval_join_settings(config))
         checkpoint = checkpoint_for(
             lake,
@@ -244,7 +245,7 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
     prefix = replay_prefix(name)
     with writer(lake, f"replay-{name}"):
         tables = Tables(spark, lake, config.table_engine)
-        names = [table.at(prefix) for table in catalog.PAYMENTS_TABLES]
+        names = [table.at(prefix) for table in PAYMENTS_TABLES]
         if tables.exists(PAYMENTS_STATE.at(prefix)) and not replace:
             raise PaymentsReplayExists(
                 f"replay {name!r} already has {PAYMENTS_STATE.at(prefix)}; pick another --name or pass --replace"

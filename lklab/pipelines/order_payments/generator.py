@@ -19,7 +19,7 @@ shop's order id). On top of the everyday arrival delay (median two seconds, logn
 Every line carries its ``ingest_time``; lines are ordered by it and cut into one segment per
 ``segment_interval`` (``shared.eventlog``). The real events (valid, unique) are written to
 ``generator/order_payments.npz`` and the counts to ``generator/order_payments_manifest.json``;
-``lklab.order_payment_truth`` derives the join's truth from them without the lab's rule.
+``lklab.pipelines.order_payments.truth`` derives the join's truth from them without the lab's rule.
 All times are integer microseconds (multiples of a millisecond).
 """
 

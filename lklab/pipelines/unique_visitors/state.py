@@ -18,7 +18,7 @@ entry once expired stays expired: when a step drops it changes nothing a later l
 The entries within the TTL are the user's **seen set** (``seen_set``: the URLs counted for the
 user in the last ``state_ttl`` of processing time, 24 h by default, and those of windows still
 held); they also tell a late view of a URL the window already counted from one of a new URL
-(``shared.visitors_stream``). The stream writes the set after each micro-batch, expired entries
+(``lklab.pipelines.unique_visitors.step``). The stream writes the set after each micro-batch, expired entries
 gone, to ``visitors_seen`` (``seen_table``: one row per user and URL, with its latest
 ``last_seen`` and ``as_of``, the processing time the set stands at). What is served never
 depends on the TTL: counts change only in held windows. The state grows with the TTL: about
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lklab.pipelines.unique_visitors.parse import PAGE_VIEW_SCHEMA
 from shared.clock import NO_TIME, ClockState
 from shared.events import UTC_MICROS
-from shared.page_views import PAGE_VIEW_SCHEMA
 from shared.stream_state import parts_schema, parts_table, table_parts
 from shared.windows import micros
 

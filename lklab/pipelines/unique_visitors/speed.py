@@ -3,17 +3,17 @@
 Source: the log (``shared.log_source``), ``segments_per_batch`` segments per micro-batch, offsets
 in Spark's checkpoint (``<lake>/checkpoints/<prefix>visitors-speed``), parsed by
 ``parse_page_views`` inside the streaming query. Each micro-batch is collected once as Arrow and
-``shared.visitors_stream.visitors_step`` decides where every line goes, against the state carried
+``lklab.pipelines.unique_visitors.step.visitors_step`` decides where every line goes, against the state carried
 in memory from the batch before (read from ``visitors_state`` when the process starts). What it
 decides depends on the log alone, not on how it is cut into micro-batches.
 
 Exactly once, as the billing speed layer (``lklab.speed_layer``): every write is a Delta commit
 tagged ``(app_id, batch_id)`` and skipped when already committed. ``visitors_seen`` (each user's
-URLs seen within the state TTL, ``shared.visitor_state.seen_table``) is rewritten after each
+URLs seen within the state TTL, ``lklab.pipelines.unique_visitors.state.seen_table``) is rewritten after each
 batch, and ``visitors_state`` is written last, so a micro-batch replayed after a crash starts
 from the state before it and commits nothing twice, and one whose state is already committed is
 skipped whole. ``VisitorTables`` is that commit, shared with the replay
-(``lklab.visitors_replay``). Crash points (``lklab.crash_points``: ``start``,
+(``lklab.pipelines.unique_visitors.replay``). Crash points (``lklab.crash_points``: ``start``,
 ``before:``/``after:`` each table) let the tests kill it anywhere in a batch
 (``tests/test_visitors_jobs.py``).
 
@@ -38,8 +38,12 @@ from pyspark.sql import DataFrame, SparkSession
 from lklab.crash_points import committing, crash_point
 from lklab.heartbeats import marks_busy
 from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
-from shared import catalog
-from shared.catalog import (
+from lklab.pipelines.unique_visitors.metrics import visitor_metrics_row
+from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
+from lklab.pipelines.unique_visitors.rule import WINDOW_KEY
+from lklab.pipelines.unique_visitors.state import VisitorState, seen_table, state_from_table, state_table
+from lklab.pipelines.unique_visitors.step import VisitorBatch, VisitorSettings, visitors_step
+from lklab.pipelines.unique_visitors.tables import (
     VISITORS_DEAD_LETTER,
     VISITORS_DUPLICATES,
     VISITORS_LATE_EVENTS,
@@ -50,15 +54,11 @@ from shared.catalog import (
     VISITORS_STREAM_METRICS,
     VISITORS_WINDOWS,
 )
+from shared import catalog
 from shared.config import LabConfig
-from shared.distinct_urls import WINDOW_KEY
 from shared.eventlog import format_timestamp
-from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.table_settings import record, require, stream_settings
 from shared.tables import Tables
-from shared.visitor_metrics import visitor_metrics_row
-from shared.visitor_state import VisitorState, seen_table, state_from_table, state_table
-from shared.visitors_stream import VisitorBatch, VisitorSettings, visitors_step
 from shared.watermark import is_final
 from shared.windows import micros
 

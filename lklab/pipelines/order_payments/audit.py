@@ -17,9 +17,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lklab.pipelines.order_payments.parse import PAYMENT
 from lklab.report import formats
 from lklab.report.audit_csv import _text, _write
-from shared.order_events import PAYMENT
 
 __all__ = ["PAYMENTS_AUDIT_COLUMNS", "payments_audit_csv"]
 

@@ -22,7 +22,7 @@ that payment). Checked in this order, the first that applies:
 * ``pending``: the stream still holds the event undecided (the watermark has not closed it);
 * ``unexplained``: none of these: a lost or invented row, the alarm.
 
-When both sides did what they recorded, nothing is unexplained (``shared.interval_join``: the
+When both sides did what they recorded, nothing is unexplained (``lklab.pipelines.order_payments.rule``: the
 stream's pairs are exactly the truth's pairs between on-time first copies).
 """
 

@@ -39,14 +39,14 @@ from pyspark.sql import SparkSession
 from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
 from lklab.experiment import ComparisonPlan
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
-from lklab.report.model import PathCost
-from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
-from lklab.served_outputs import timelines
-from lklab.visitors_batch import run_visitors_batch
-from lklab.visitors_reconcile import reconcile_visitors
-from lklab.visitors_replay import run_visitors_replay
-from lklab.visitors_speed import run_visitors_speed, visitor_settings
-from shared.catalog import (
+from lklab.pipelines.unique_visitors.batch import run_visitors_batch
+from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
+from lklab.pipelines.unique_visitors.reconcile import reconcile_visitors
+from lklab.pipelines.unique_visitors.replay import run_visitors_replay
+from lklab.pipelines.unique_visitors.speed import run_visitors_speed, visitor_settings
+from lklab.pipelines.unique_visitors.state import VisitorState, state_from_table
+from lklab.pipelines.unique_visitors.step import visitors_step
+from lklab.pipelines.unique_visitors.tables import (
     VISITORS_DEAD_LETTER,
     VISITORS_DUPLICATES,
     VISITORS_LATE_EVENTS,
@@ -55,16 +55,16 @@ from shared.catalog import (
     VISITORS_STREAM_METRICS,
     VISITORS_TRUTH,
     VISITORS_WINDOWS,
-    replay_prefix,
 )
+from lklab.report.model import PathCost
+from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
+from lklab.served_outputs import timelines
+from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.durations import format_duration, parse_duration
 from shared.eventlog import EventLog
 from shared.log_source import raw_log
-from shared.page_views import PARSED_SCHEMA, parse_page_views
 from shared.tables import Tables
-from shared.visitor_state import VisitorState, state_from_table
-from shared.visitors_stream import visitors_step
 from shared.windows import micros
 
 __all__ = ["DEFAULT_STATE_TTLS", "default_state_ttls", "run_visitors_comparison"]

@@ -9,7 +9,7 @@
 * ``payments``: on-time payments an on-time order can still arrive for: held while the watermark
   after a line is at most ``payment_time + bound + allowed_lateness`` (``HELD_SCHEMA``).
 
-(``shared.interval_join.JoinSettings.released_at``.) So the state holds each on-time event about
+(``lklab.pipelines.order_payments.rule.JoinSettings.released_at``.) So the state holds each on-time event about
 ``bound + allowed_lateness + watermark_delay`` of event time, plus the dedup horizon's first
 copies: its size grows with the event rate times that span (``rows``), not with the log. It is
 committed as one table (``payments_state``, one row per clock, remembered copy or held event, told
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from lklab.pipelines.order_payments.parse import ORDER_EVENT_SCHEMA
 from shared.clock import ClockState
 from shared.events import UTC_MICROS
-from shared.order_events import ORDER_EVENT_SCHEMA
 from shared.stream_state import parts_schema, parts_table, table_parts
 
 __all__ = [

@@ -1,16 +1,16 @@
 """Ground truth for ``unique_visitors``, computed without Spark and without the rule it checks.
 
-An independent oracle over the generator's real views (``lklab.page_view_generator``): the
+An independent oracle over the generator's real views (``lklab.pipelines.unique_visitors.generator``): the
 windows of each view by plain integer arithmetic (tumbling ``[N*size, (N+1)*size)``, sliding
 ``[N*slide, N*slide + size)``), and per (window, user) the Python ``set`` of its URLs. It shares
-no code with ``shared.distinct_urls``, so agreement between them means something.
+no code with ``lklab.pipelines.unique_visitors.rule``, so agreement between them means something.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from lklab.page_view_generator import GeneratedViews
+from lklab.pipelines.unique_visitors.generator import GeneratedViews
 from shared.windows import SlidingWindows, TumblingWindows, WindowSpec
 
 __all__ = ["window_url_sets", "truth_members", "truth_counts"]

@@ -4,7 +4,7 @@ Reads the truth's members (``visitors_truth_members``, with the first line of ea
 batch's later copies, and the stream's served windows, members, late side output, duplicates
 and dead letters as they were when its last micro-batch committed its state (each table as of
 that batch: a stream running meanwhile cannot mix two batches into one reading), and hands them
-to ``reconciliation.distinct_reconcile.reconcile_distinct``. ``read_through``: the last segment
+to ``lklab.pipelines.unique_visitors.reconcile_rule.reconcile_distinct``. ``read_through``: the last segment
 the stream had read, from its ``visitors_stream_metrics``.
 
 The per-window result (served, corrected, truth, verdict and the reasons of what still differs)
@@ -22,12 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.visitors_batch import VISITORS_BATCH_LOCK
-from lklab.visitors_replay import APP_ID as REPLAY_APP
-from lklab.visitors_speed import APP_ID as SPEED_APP
-from reconciliation.distinct_reconcile import DistinctReconciliation, reconcile_distinct
-from reconciliation.render import render_text
-from shared.catalog import (
+from lklab.pipelines.unique_visitors.batch import VISITORS_BATCH_LOCK
+from lklab.pipelines.unique_visitors.reconcile_rule import DistinctReconciliation, reconcile_distinct
+from lklab.pipelines.unique_visitors.replay import APP_ID as REPLAY_APP
+from lklab.pipelines.unique_visitors.speed import APP_ID as SPEED_APP
+from lklab.pipelines.unique_visitors.tables import (
     VISITORS_BATCH_DUPLICATES,
     VISITORS_CORRECTED,
     VISITORS_DEAD_LETTER,
@@ -39,9 +38,9 @@ from shared.catalog import (
     VISITORS_TRUTH,
     VISITORS_TRUTH_MEMBERS,
     VISITORS_WINDOWS,
-    replay_name,
-    stream_prefix,
 )
+from reconciliation.render import render_text
+from shared.catalog import replay_name, stream_prefix
 from shared.config import LabConfig
 from shared.locks import hold, writer
 from shared.table_settings import agreed

@@ -1,7 +1,7 @@
 """Reconcile the order-payment join's stream (live or a replay) with its batch truth.
 
 Reads both sides' tables, builds a ``JoinSide`` for each (the truth's position is the version of
-its commit, ``lklab.payments_batch``; the stream's is the largest segment its metrics record;
+its commit, ``lklab.pipelines.order_payments.batch``; the stream's is the largest segment its metrics record;
 its pending events are the state's held orders and payments), runs ``reconcile_join`` and
 writes the finance audit (``payments_audit.csv``: the stream's unpaid orders and late payments)
 under ``<lake>/reports/payments-<run>/``. Both sides must have been built with the same
@@ -25,30 +25,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.order_payment_audit import payments_audit_csv
-from lklab.payments_batch import PAYMENTS_BATCH_LOCK, truth_position
-from lklab.payments_stream import SPEED_APP
-from reconciliation.join_reconcile import JoinReconciliation, JoinSide, reconcile_join
-from reconciliation.render import render_text
-from shared import catalog
-from shared.catalog import (
+from lklab.pipelines.order_payments.audit import payments_audit_csv
+from lklab.pipelines.order_payments.batch import PAYMENTS_BATCH_LOCK, truth_position
+from lklab.pipelines.order_payments.reconcile_rule import JoinReconciliation, JoinSide, reconcile_join
+from lklab.pipelines.order_payments.state import join_state_from_table
+from lklab.pipelines.order_payments.stream import SPEED_APP
+from lklab.pipelines.order_payments.tables import (
     PAYMENTS_BATCH_DEAD_LETTER,
     PAYMENTS_BATCH_DUPLICATES,
     PAYMENTS_DEAD_LETTER,
     PAYMENTS_DUPLICATES,
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
-    PAYMENTS_METRICS,
     PAYMENTS_ORPHANS,
     PAYMENTS_STATE,
+    PAYMENTS_STREAM_METRICS,
     PAYMENTS_TRUTH_MATCHED,
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
-    stream_prefix,
 )
+from reconciliation.render import render_text
+from shared import catalog
+from shared.catalog import stream_prefix
 from shared.config import LabConfig
-from shared.join_state import join_state_from_table
 from shared.locks import hold, writer
 from shared.table_settings import LINE_KEYS, agreed
 from shared.tables import Tables
@@ -118,7 +118,7 @@ def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run
     state = join_state_from_table(side(PAYMENTS_STATE))
     unpaid, late = side(PAYMENTS_UNPAID), side(PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
-        pc.max(side(PAYMENTS_METRICS)["last_segment"]).as_py() or 0,
+        pc.max(side(PAYMENTS_STREAM_METRICS)["last_segment"]).as_py() or 0,
         side(PAYMENTS_MATCHED),
         unpaid,
         side(PAYMENTS_ORPHANS),

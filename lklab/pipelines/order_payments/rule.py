@@ -56,6 +56,14 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lklab.pipelines.order_payments.parse import (
+    ORDER,
+    ORDER_EVENT_SCHEMA,
+    PAYLOAD_COLUMNS,
+    PAYMENT,
+    order_events,
+)
+from lklab.pipelines.order_payments.state import HELD_SCHEMA, REMEMBERED_SCHEMA, JoinState
 from shared.clock import NO_TIME, ClockSettings, advance, line_keys
 from shared.dedup import (
     MARK_FIELDS,
@@ -65,15 +73,7 @@ from shared.dedup import (
     still_remembered,
 )
 from shared.events import HEARTBEAT_FIELD, UTC_MICROS
-from shared.join_state import HELD_SCHEMA, REMEMBERED_SCHEMA, JoinState
 from shared.micro_batch import MicroBatch
-from shared.order_events import (
-    ORDER,
-    ORDER_EVENT_SCHEMA,
-    PAYLOAD_COLUMNS,
-    PAYMENT,
-    order_events,
-)
 from shared.spark_arrow import per_key, with_fields
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.watermark import LATENESS_TYPE, lateness_seconds

@@ -13,7 +13,7 @@ On top: exact resends (same ``event_id`` and payload, landing later) and malform
 known rejection reasons (``MALFORMED_KINDS``). Lines are ordered by ingest time, cut into one
 segment per ``segment_interval`` and appended to the lake's log (``shared.eventlog``) with
 their ``ingest_time``. The real views go to ``generator/page_views.npz`` and the counts to
-``generator/page_views.json``, from which ``lklab.page_view_truth`` derives the truth.
+``generator/page_views.json``, from which ``lklab.pipelines.unique_visitors.truth`` derives the truth.
 """
 
 from __future__ import annotations

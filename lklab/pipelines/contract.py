@@ -1,0 +1,102 @@
+"""The pipeline contract: what a pipeline declares, so that the commands, the report and the DAGs
+serve it without asking which pipeline it is.
+
+A pipeline is one package under ``lklab.pipelines`` holding only what differs from the others
+(its line format, its rule and state, its truth, its reconciliation rule, its generator), and
+one ``Pipeline`` value, ``PIPELINE`` in the package's ``__init__``, entered once in the registry
+(``lklab.pipelines.REGISTRY``). As Beam's ``WindowFn`` carries its own ``assign`` and
+``merge`` and a runner executes any of them, a ``Pipeline`` carries its own pieces and the
+command line finds them by name: ``lklab COMMAND --pipeline NAME``.
+
+What a pipeline declares:
+
+* ``name``: the value of ``--pipeline`` and the setting ``pipeline``; ``computes``: one line
+  saying what its outputs are (``--help`` and the docs show it);
+* ``settings``: the settings only it reads (``--state-ttl`` ...), shown under its own heading
+  in ``--help``; another pipeline refuses them;
+* ``inapplicable``: flags one of its commands has no use for, each with the reason; given,
+  such a flag is refused (exit 2), never silently ignored;
+* ``commands``: its handlers for the commands whose work is its own (``speed``, ``batch`` ...),
+  as a function returning ``{command: handler}``, so that naming a pipeline imports none of its
+  code; a command it does not list runs the command's own handler;
+* ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None when the command's own
+  comparison serves it.
+
+Nothing here knows a pipeline: this module is the shape, the packages are the instances.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Setting", "Inapplicable", "Comparison", "Pipeline", "Handler", "EVERY_COMMAND"]
+
+Handler = Callable[[argparse.Namespace], int]
+EVERY_COMMAND = "*"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting only one pipeline reads: ``key`` as a user writes it (``state-ttl``, the flag
+    ``--state-ttl``, the environment's ``LKLAB_STATE_TTL``) and its ``help``."""
+
+    key: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.key}"
+
+
+@dataclass(frozen=True)
+class Inapplicable:
+    """``flags`` mean nothing to ``commands`` (``"*"``: every command) of the pipeline, because ``reason``."""
+
+    flags: tuple[str, ...]
+    commands: tuple[str, ...]
+    reason: str
+
+    def applies(self, command: str) -> bool:
+        return EVERY_COMMAND in self.commands or command in self.commands
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How ``lklab compare`` runs on a pipeline.
+
+    ``sweeps``: settings of the pipeline that ``compare`` takes as comma-separated lists and
+    passes to ``run`` as ``{key: (value, ...)}``; ``check(config)`` raises ``ValueError`` for a
+    configuration the pipeline cannot serve (before any Spark starts);
+    ``run(spark, config, plan, sweeps, source, progress)`` returns the report model
+    (``lklab.report.pipeline_model.PipelineReport``)."""
+
+    run: Callable[..., Any]
+    sweeps: tuple[str, ...] = ()
+    check: Callable[[Any], None] = lambda config: None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One pipeline, as the command line, the report and the DAGs see it (the module docstring)."""
+
+    name: str
+    computes: str
+    settings: tuple[Setting, ...] = ()
+    inapplicable: tuple[Inapplicable, ...] = ()
+    commands: Callable[[], Mapping[str, Handler]] = field(default=lambda: {})
+    compare: Comparison | None = None
+
+    def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:
+        """Why the first flag ``given`` that ``command`` has no use for on this pipeline is refused (None: none)."""
+        for rule in self.inapplicable:
+            if rule.applies(command):
+                for flag in rule.flags:
+                    if given(flag):
+                        return (
+                            f"{flag} does not apply to '{command}' on the {self.name} pipeline: {rule.reason}; "
+                            "drop the flag"
+                        )
+        return None

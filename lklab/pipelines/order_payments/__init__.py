@@ -1,0 +1,49 @@
+"""``order_payments``: the interval join of orders and payments (matched, unpaid, orphans).
+
+Its line format (``parse``), rule (``rule``), state (``state``), metrics, truth (``batch``,
+``truth`` for the tests' oracle), reconciliation rule (``reconcile_rule``, ``reconcile``, the
+finance ``audit``), generator, stream (``stream``: live and replay), comparison and command
+handlers (``commands``) live in this package; ``PIPELINE`` declares it to the registry.
+"""
+
+from __future__ import annotations
+
+from lklab.pipelines.contract import Comparison, Inapplicable, Pipeline, Setting
+from lklab.pipelines.whole_log import WHOLE_LOG_RULES
+
+__all__ = ["PIPELINE"]
+
+
+def _commands():
+    from lklab.pipelines.order_payments import commands
+
+    return commands.COMMANDS
+
+
+def _compare(spark, config, plan, sweeps, source, progress):
+    from lklab.pipelines.order_payments.comparison import run_payments_comparison
+
+    return run_payments_comparison(spark, config, plan, source=source, progress=progress)
+
+
+PIPELINE = Pipeline(
+    name="order_payments",
+    computes="the interval join of orders and payments (matched, unpaid, orphans)",
+    settings=(Setting("join-bound", "a payment matches an order up to this long after it (default 15m)"),),
+    inapplicable=(
+        *WHOLE_LOG_RULES,
+        Inapplicable(
+            ("--scenario", "--accounts"),
+            ("generate",),
+            "its generator has one traffic shape (--events orders, their payments, gateway retries, offline "
+            "clients, a regional outage)",
+        ),
+        Inapplicable(
+            ("--window-kind", "--window-size", "--window-slide", "--session-gap"),
+            ("*",),
+            "the interval join has no windows (a payment's interval is --join-bound)",
+        ),
+    ),
+    commands=_commands,
+    compare=Comparison(run=_compare),
+)

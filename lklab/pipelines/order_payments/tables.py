@@ -1,0 +1,68 @@
+"""The ``order_payments`` pipeline's tables: the interval join's stream (under a run prefix), its batch truth and state.
+
+Each ``Table`` names where its row schema is defined (``shared.catalog.Table``); naming a table imports neither
+Arrow nor Spark.
+"""
+
+from __future__ import annotations
+
+from shared.catalog import Table
+
+__all__ = [
+    "PAYMENTS_MATCHED",
+    "PAYMENTS_UNPAID",
+    "PAYMENTS_ORPHANS",
+    "PAYMENTS_LATE_EVENTS",
+    "PAYMENTS_DUPLICATES",
+    "PAYMENTS_DEAD_LETTER",
+    "PAYMENTS_STREAM_METRICS",
+    "PAYMENTS_STATE",
+    "PAYMENTS_TABLES",
+    "PAYMENTS_OUTPUTS",
+    "PAYMENTS_TRUTH_MATCHED",
+    "PAYMENTS_TRUTH_UNPAID",
+    "PAYMENTS_TRUTH_ORPHANS",
+    "PAYMENTS_BATCH_DUPLICATES",
+    "PAYMENTS_BATCH_DEAD_LETTER",
+    "PAYMENTS_BATCH_TABLES",
+]
+
+# The order-payment interval join (``lklab.pipelines.order_payments.rule``): its stream tables (under a run
+# prefix like the others), its batch truth, and the stream's one-table state.
+
+PAYMENTS_MATCHED = Table("payments_matched", "lklab.pipelines.order_payments.rule:MATCHED_SCHEMA")
+PAYMENTS_UNPAID = Table("payments_unpaid", "lklab.pipelines.order_payments.rule:UNPAID_SCHEMA")
+PAYMENTS_ORPHANS = Table("payments_orphans", "lklab.pipelines.order_payments.rule:ORPHAN_SCHEMA")
+PAYMENTS_LATE_EVENTS = Table("payments_late_events", "lklab.pipelines.order_payments.rule:LATE_JOIN_SCHEMA")
+PAYMENTS_DUPLICATES = Table("payments_duplicates", "lklab.pipelines.order_payments.rule:JOIN_DUPLICATE_SCHEMA")
+PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
+PAYMENTS_STREAM_METRICS = Table("payments_stream_metrics", "lklab.pipelines.order_payments.metrics:JOIN_METRICS_SCHEMA")
+PAYMENTS_STATE = Table("payments_state", "lklab.pipelines.order_payments.state:JOIN_STATE_SCHEMA")
+PAYMENTS_TABLES = (
+    PAYMENTS_MATCHED,
+    PAYMENTS_UNPAID,
+    PAYMENTS_ORPHANS,
+    PAYMENTS_LATE_EVENTS,
+    PAYMENTS_DUPLICATES,
+    PAYMENTS_DEAD_LETTER,
+    PAYMENTS_STREAM_METRICS,
+    PAYMENTS_STATE,
+)
+PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
+
+PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", "lklab.pipelines.order_payments.rule:MATCH_SCHEMA")
+PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", "lklab.pipelines.order_payments.parse:ORDER_EVENT_SCHEMA")
+PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", "lklab.pipelines.order_payments.parse:ORDER_EVENT_SCHEMA")
+PAYMENTS_BATCH_DUPLICATES = Table(
+    "payments_batch_duplicates", "lklab.pipelines.order_payments.rule:JOIN_DUPLICATE_SCHEMA", without=("batch_id",)
+)
+PAYMENTS_BATCH_DEAD_LETTER = Table(
+    "payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
+)
+PAYMENTS_BATCH_TABLES = (
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_BATCH_DUPLICATES,
+    PAYMENTS_BATCH_DEAD_LETTER,
+)

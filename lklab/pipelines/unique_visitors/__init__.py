@@ -1,0 +1,44 @@
+"""``unique_visitors``: distinct URLs per user and fixed window, with a state TTL.
+
+Its line format (``parse``), rule (``rule``, ``step``), state (``state``), metrics, truth
+(``batch``, ``truth`` for the tests' oracle), reconciliation rule (``reconcile_rule``,
+``reconcile``), generator, stream (``speed``, ``replay``), comparison and command handlers
+(``commands``) live in this package; ``PIPELINE`` declares it to the registry.
+"""
+
+from __future__ import annotations
+
+from lklab.pipelines.contract import Comparison, Pipeline, Setting
+from lklab.pipelines.whole_log import WHOLE_LOG_RULES
+
+__all__ = ["PIPELINE"]
+
+
+def _commands():
+    from lklab.pipelines.unique_visitors import commands
+
+    return commands.COMMANDS
+
+
+def _compare(spark, config, plan, sweeps, source, progress):
+    from lklab.pipelines.unique_visitors.comparison import run_visitors_comparison
+
+    return run_visitors_comparison(
+        spark, config, plan, state_ttls=sweeps.get("state-ttl", ()), source=source, progress=progress
+    )
+
+
+def _check(config) -> None:
+    from lklab.pipelines.unique_visitors.rule import require_fixed
+
+    require_fixed(config.window)
+
+
+PIPELINE = Pipeline(
+    name="unique_visitors",
+    computes="distinct URLs per user and window",
+    settings=(Setting("state-ttl", "how long a URL seen by a user stays in the stream's state (default 24h)"),),
+    inapplicable=WHOLE_LOG_RULES,
+    commands=_commands,
+    compare=Comparison(run=_compare, sweeps=("state-ttl",), check=_check),
+)

@@ -1,0 +1,17 @@
+"""The reconciliation's tables: ``recon_runs``, ``recon_diffs``, ``recon_corrections`` and, per stream,
+``corrected_aggregates``. Their rows are defined with the results (``reconciliation.recon_tables``); naming a
+table imports neither Arrow nor Spark.
+"""
+
+from __future__ import annotations
+
+from shared.catalog import Table
+
+__all__ = ["CORRECTED_AGGREGATES", "RECON_RUNS", "RECON_DIFFS", "RECON_CORRECTIONS"]
+
+# The reconciliation's (``corrected_aggregates`` is per stream: under the stream's prefix). Its
+# rows are the reconciliation's results: their schemas are defined with them.
+CORRECTED_AGGREGATES = Table("corrected_aggregates", "reconciliation.recon_tables:CORRECTED_SCHEMA")
+RECON_RUNS = Table("recon_runs", "reconciliation.recon_tables:RUNS_SCHEMA")
+RECON_DIFFS = Table("recon_diffs", "reconciliation.recon_tables:DIFFS_SCHEMA")
+RECON_CORRECTIONS = Table("recon_corrections", "reconciliation.recon_tables:CORRECTIONS_SCHEMA")

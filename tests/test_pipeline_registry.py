@@ -1,0 +1,67 @@
+"""One registry of pipelines (``lklab.pipelines``): every command finds a pipeline there, by name,
+and nothing outside a pipeline's own package asks which pipeline it is serving."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lklab.cli import main
+from lklab.cli.parser import build_parser
+from lklab.cli.pipelines import pipeline_handler
+from lklab.pipelines import DEFAULT, REGISTRY, UnknownPipeline, find
+
+REPO = Path(__file__).resolve().parents[1]
+PER_PIPELINE = {"generate", "speed", "batch", "replay", "reconcile", "compare"}
+
+
+def test_the_registry_holds_each_pipeline_under_its_own_name():
+    assert list(REGISTRY) == ["billing_windows", "unique_visitors", "order_payments"]
+    assert DEFAULT == "billing_windows"
+    assert all(find(name).name == name for name in REGISTRY)
+    with pytest.raises(
+        UnknownPipeline, match="'meters' is not valid; valid: billing_windows, unique_visitors, order_payments"
+    ):
+        find("meters")
+
+
+def test_a_pipeline_lists_handlers_only_for_commands_that_exist():
+    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    for pipeline in REGISTRY.values():
+        assert set(pipeline.commands()) <= PER_PIPELINE & commands, pipeline.name
+    assert REGISTRY["billing_windows"].commands() == {}  # the commands' own handlers are billing's runners
+    assert set(REGISTRY["unique_visitors"].commands()) == PER_PIPELINE - {"compare"}
+
+
+def test_an_unknown_pipeline_is_a_usage_error_naming_the_valid_ones(capsys):
+    assert main(["batch", "--pipeline", "meters", "--lake", "/nonexistent-lake"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "lklab batch: pipeline: 'meters' is not valid; valid: billing_windows, unique_visitors, order_payments\n"
+    )
+
+
+def test_a_pipeline_setting_is_listed_under_its_pipeline_and_refused_by_the_others(capsys):
+    help_text = build_parser()._subparsers._group_actions[0].choices["speed"].format_help()
+    assert "unique_visitors only:\n  --state-ttl" in help_text
+    assert "order_payments only:\n  --join-bound" in help_text
+    args = build_parser().parse_args(["speed", "--pipeline", "billing_windows", "--join-bound", "5m"])
+    with pytest.raises(
+        Exception,
+        match="--join-bound does not apply to 'speed' on the billing_windows pipeline: join-bound is order_payments'",
+    ):
+        pipeline_handler(args)
+
+
+def test_no_code_outside_a_pipeline_package_branches_on_the_pipeline():
+    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True)
+    branch = re.compile(r"pipeline(\.name)? *(==|!=|in) *[(\"'\[]")
+    found = [
+        f"{path}:{number}"
+        for path in listed.stdout.split()
+        if not path.startswith(("lklab/pipelines/", "tests/", "benchmarks/"))
+        for number, line in enumerate((REPO / path).read_text().splitlines(), 1)
+        if branch.search(line)
+    ]
+    assert found == []
