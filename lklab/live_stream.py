@@ -1,8 +1,13 @@
-"""A live stream over the lab's log: its lock, its checkpoint, its query and the loop that watches it.
+"""The live stream runner: every pipeline's always-on stream over the lab's log, run one way.
 
-The three live streams (``lklab.speed_layer``, ``lklab.pipelines.unique_visitors.speed``, ``lklab.pipelines.order_payments.stream``)
-differ in what a micro-batch does (their ``process``) and in how lines are parsed; how they run
-is this module:
+A pipeline's stream declares what differs as a ``StreamRule``: how a micro-batch's lines are
+parsed, the step that sends each line somewhere against the state carried from the batch before
+(Arrow, no I/O), the tables it writes (a ``lklab.stream_sink`` layout, the state last) and
+whether its state holds something a heartbeat could make final. ``LiveStream`` is the one
+``foreachBatch`` body: the crash point ``start``, a micro-batch already committed skipped whole,
+the state carried in memory (read from the state table when a process starts and after a batch
+found committed), the step, the sink's exactly-once commit, one JSON log line per micro-batch.
+``run_live`` runs it:
 
 * ``stream_lock``: one process per table prefix and app (``shared.locks.writer``; a second one
   is refused with ``LockHeld``);
@@ -18,23 +23,43 @@ is this module:
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from lklab.heartbeats import Heartbeats, HeartbeatStream
+from lklab.crash_points import crash_point
+from lklab.heartbeats import Heartbeats, HeartbeatStream, marks_busy
+from lklab.stream_sink import SinkTable, StreamSink
+from shared import catalog
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import writer
 from shared.log_source import log_stream_reader
 from shared.tables import Tables
 
-__all__ = ["checkpoint_for", "start_over_log", "stream_lock", "watch"]
+__all__ = [
+    "StreamRule",
+    "StepOutput",
+    "LiveStream",
+    "run_live",
+    "checkpoint_for",
+    "start_over_log",
+    "stream_lock",
+    "watch",
+]
+
+log = logging.getLogger("lklab.stream")
 
 
 def stream_lock(lake: Path, prefix: str, app_id: str) -> AbstractContextManager:
@@ -103,3 +128,180 @@ def watch(
             heartbeats.check()
     if query.exception() is not None:
         raise RuntimeError(f"{what} failed: {query.exception()}")
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One micro-batch's result: the ``rows`` of each table of the layout, the ``state`` after
+    it, and the ``figures`` its log line reports."""
+
+    rows: Mapping[catalog.Table, pa.Table]
+    state: Any
+    figures: Mapping[str, Any]
+
+
+class StreamRule:
+    """What one pipeline's stream declares to the runner (the module docstring).
+
+    ``what`` names the stream in messages; ``app_id`` is the live stream's commit id and lock;
+    ``layout`` its tables in commit order, the state last; ``parse`` a Spark transform of the
+    log's lines run inside the streaming query (``parse(lines, max_clock_skew=...)``, None: the
+    raw lines are collected and ``read`` parses them)."""
+
+    what: str
+    app_id: str
+    layout: tuple[SinkTable, ...]
+    parse: Callable | None = None
+
+    def settings(self, config: LabConfig) -> Any:
+        """The step's settings from the lab's configuration."""
+        raise NotImplementedError
+
+    def table_settings(self, config: LabConfig) -> dict[str, str]:
+        """What the stream's tables record: the settings their rows depend on."""
+        raise NotImplementedError
+
+    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
+        """A micro-batch's lines, as collected, into what ``step`` reads (a column ``segment`` kept)."""
+        return lines
+
+    def empty_state(self) -> Any:
+        raise NotImplementedError
+
+    def state_from_table(self, rows: pa.Table) -> Any:
+        raise NotImplementedError
+
+    def step(self, parsed: pa.Table, state: Any, settings: Any, batch_id: int, started: float) -> StepOutput:
+        """Micro-batch ``batch_id`` (``started``: its ``time.monotonic()`` start)."""
+        raise NotImplementedError
+
+    def holds_open(self, state: Any, settings: Any) -> bool:
+        """The state holds something the watermark has not made final (what a heartbeat can move on)."""
+        return False
+
+
+@dataclass
+class LiveStream:
+    """``foreachBatch`` body of one pipeline's stream: micro-batches into ``sink``'s tables."""
+
+    rule: StreamRule
+    sink: StreamSink
+    settings: Any
+    config: LabConfig
+    batches: int = 0
+    last_segment_read: int = 0
+    progress: list = field(default_factory=list)  # Spark's progress reports of the query's recent micro-batches
+    busy: threading.Event = field(default_factory=threading.Event)
+    _carried: tuple[int, Any] | None = None  # (the batch it is the state before, the state)
+
+    @property
+    def tables(self):
+        return self.sink.tables
+
+    def table(self, table: catalog.Table) -> str:
+        """The name of ``table`` under the stream's prefix."""
+        return self.sink.name(table)
+
+    @property
+    def state(self) -> Any:
+        """The state carried to the next micro-batch (None: none carried)."""
+        return None if self._carried is None else self._carried[1]
+
+    @property
+    def holds_open_state(self) -> bool:
+        return self._carried is not None and self.rule.holds_open(self._carried[1], self.settings)
+
+    def _resume(self, batch_id: int) -> Any:
+        if self._carried is not None and self._carried[0] == batch_id:
+            return self._carried[1]
+        rows = self.sink.read_state()
+        return self.rule.empty_state() if rows is None else self.rule.state_from_table(rows)
+
+    @marks_busy
+    def process(self, lines: DataFrame, batch_id: int) -> None:
+        """Classify the micro-batch's lines and commit each result once, the state last."""
+        started = time.monotonic()
+        crash_point(batch_id, "start")
+        if self.sink.committed(batch_id):
+            self._carried = None  # done before a restart; the next batch reads the state it left
+            return
+        parsed = self.rule.read(lines.toArrow(), self.config)
+        if parsed.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
+        output = self.rule.step(parsed, self._resume(batch_id), self.settings, batch_id, started)
+        self.sink.commit(batch_id, output.rows)
+        self._carried = (batch_id + 1, output.state)
+        self.batches += 1
+        log.info(
+            json.dumps(
+                {
+                    "event": "micro-batch",
+                    "stream": self.sink.prefix + self.sink.app_id,
+                    "batch": batch_id,
+                    **output.figures,
+                    "seconds": round(time.monotonic() - started, 3),
+                }
+            )
+        )
+
+
+def run_live(
+    spark: SparkSession,
+    config: LabConfig,
+    rule: StreamRule,
+    *,
+    available_now: bool = False,
+    segments_per_batch: int = 1,
+    trigger_interval: str = "1 second",
+    app_id: str | None = None,
+    prefix: str = "",
+    stop: threading.Event | None = None,
+) -> LiveStream:
+    """Run ``rule``'s stream until the log is consumed (``available_now``) or ``stop`` is set
+    (after the micro-batch under way).
+
+    One process at a time per table prefix and app: a second one is refused (``LockHeld``);
+    tables built with other settings are refused (``SettingsConflict``)."""
+    lake = Path(config.lake).resolve()
+    app_id = app_id or rule.app_id
+    with stream_lock(lake, prefix, app_id):
+        tables = Tables(spark, lake, config.table_engine, keep_open=True)
+        sink = StreamSink(tables, prefix, app_id, rule.layout, rule.table_settings(config))
+        sink.require_settings()
+        checkpoint = checkpoint_for(
+            lake,
+            prefix,
+            app_id,
+            tables,
+            sink.name(sink.state),
+            f"table {sink.name(sink.state)} already holds batches of '{app_id}' but its checkpoint {{checkpoint}} is "
+            "missing: batch ids would restart and be skipped as done. Restore the checkpoint, or start over with new "
+            "tables (another --name or a fresh lake).",
+        )
+        stream = LiveStream(rule, sink, rule.settings(config), config)
+        query = start_over_log(
+            spark,
+            config,
+            lake,
+            checkpoint,
+            stream.process,
+            segments_per_batch=segments_per_batch,
+            available_now=available_now,
+            trigger_interval=trigger_interval,
+            parse=rule.parse,
+        )
+        try:
+            watch(
+                query,
+                stream,
+                config,
+                lake,
+                available_now=available_now,
+                stop=stop,
+                what=rule.what,
+                stop_between_batches=True,
+            )
+        finally:
+            sink.close()
+            stream.progress = query.recentProgress
+        return stream

@@ -5,10 +5,11 @@
 checkpoint ``<lake>/checkpoints/<prefix>payments``). Each micro-batch's raw lines are collected
 once as Arrow, parsed by ``parse_order_lines`` and classified by ``join_step`` against the state
 carried in memory from the batch before (read from ``payments_state`` when a process starts).
-Exactly once: each output table gets at most one Delta commit per batch, tagged ``(app_id,
-batch_id)`` and skipped when already committed; ``payments_state`` is written last, so a batch
-replayed after a crash reads the state from before it, and a batch whose state is committed is
-skipped whole. Side outputs without rows commit nothing once their table exists. Crash points
+Exactly once through the sink of every stream (``lklab.stream_sink``): each output table gets
+at most one Delta commit per batch, tagged ``(app_id, batch_id)`` and skipped when already
+committed; ``payments_state`` is written last, so a batch replayed after a crash reads the state
+from before it, and a batch whose state is committed is skipped whole. Side outputs without rows
+commit nothing once their table exists. Crash points
 (``lklab.crash_points``: ``start``, ``before:``/``after:`` each table, the state last) let the
 tests kill it anywhere in a batch (``tests/test_payments_jobs.py``). Always on (without
 ``available_now``), it appends a heartbeat to a log quiet for ``heartbeat-interval`` while it
@@ -26,22 +27,19 @@ the state, as the live layer does.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
-from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import marks_busy
-from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
+from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
 from lklab.pipelines.order_payments.metrics import join_metrics_row
 from lklab.pipelines.order_payments.parse import parse_order_lines
 from lklab.pipelines.order_payments.rule import JoinBatch, JoinSettings, join_step
@@ -57,19 +55,21 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_TABLES,
     PAYMENTS_UNPAID,
 )
+from lklab.stream_sink import OVERWRITE, SinkTable
 from shared import catalog
 from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import writer
 from shared.log_source import raw_log
-from shared.table_settings import interval_join_settings, record, require
+from shared.table_settings import interval_join_settings, record
 from shared.tables import Tables
 
 __all__ = [
     "SPEED_APP",
     "join_settings",
-    "PaymentsStream",
+    "PaymentsRule",
+    "PAYMENTS_RULE",
     "run_payments_speed",
     "run_payments_replay",
     "PaymentsReplayExists",
@@ -92,6 +92,10 @@ def join_settings(config: LabConfig) -> JoinSettings:
     )
 
 
+# What a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
+LAYOUT = (*(SinkTable(table) for table in PAYMENTS_TABLES[:-1]), SinkTable(PAYMENTS_STATE, OVERWRITE))
+
+
 def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:
     return {
         PAYMENTS_MATCHED: step.matched,
@@ -104,75 +108,42 @@ def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table
     }
 
 
-@dataclass
-class PaymentsStream:
-    """Processes micro-batches into ``<prefix>payments_*``; ``state`` is the one carried."""
+class PaymentsRule(StreamRule):
+    """The order-payment join's stream for the live runner (``lklab.live_stream``)."""
 
-    spark: SparkSession
-    config: LabConfig
-    app_id: str = SPEED_APP
-    prefix: str = ""
-    state: JoinState | None = field(default=None, init=False)
-    next_batch: int | None = field(default=None, init=False)
-    last_segment_read: int = field(default=0, init=False)
+    what = "order_payments stream"
+    app_id = SPEED_APP
+    layout = LAYOUT
 
-    def __post_init__(self) -> None:
-        self.tables = Tables(self.spark, self.config.lake, self.config.table_engine, keep_open=True)
-        self.settings = join_settings(self.config)
-        self.busy = threading.Event()
+    def settings(self, config: LabConfig) -> JoinSettings:
+        return join_settings(config)
 
-    @property
-    def holds_open_state(self) -> bool:
-        """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
-        if self.state is None:
-            return False
-        return any(
-            pc.any(pc.invert(held["matched"].fill_null(False))).as_py()
-            for held in (self.state.orders, self.state.payments)
-        )
+    def table_settings(self, config: LabConfig) -> dict[str, str]:
+        return interval_join_settings(config)
 
-    def table(self, table: catalog.Table) -> str:
-        return table.at(self.prefix)
+    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
+        return parse_order_lines(lines, config.max_clock_skew)
 
-    def _resume(self, batch_id: int) -> JoinState:
-        if self.state is not None and self.next_batch == batch_id:
-            return self.state
-        name = self.table(PAYMENTS_STATE)
-        return join_state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else JoinState.empty()
+    def empty_state(self) -> JoinState:
+        return JoinState.empty()
 
-    @marks_busy
-    def process(self, lines: DataFrame, batch_id: int) -> None:
-        """``foreachBatch`` body: join the batch's lines and commit each result once, state last."""
-        started = time.monotonic()
-        crash_point(batch_id, "start")
-        if self.tables.already_committed(self.table(PAYMENTS_STATE), self.app_id, batch_id):
-            self.state = None  # committed before a restart: the next batch reads what it left
-            return
-        parsed = parse_order_lines(lines.toArrow(), self.config.max_clock_skew)
-        if parsed.num_rows:
-            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
-        step = join_step(parsed, self._resume(batch_id), self.settings, batch_id)
+    def state_from_table(self, rows: pa.Table) -> JoinState:
+        return join_state_from_table(rows)
+
+    def step(self, parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_id: int, started: float):
+        step = join_step(parsed, state, settings, batch_id)
         metrics = join_metrics_row(batch_id, parsed, step, time.monotonic() - started)
-        for table, rows in _outputs(step, metrics).items():
-            name = self.table(table)
-            with committing(batch_id, table.name):
-                if rows.num_rows or not self.tables.exists(name):
-                    self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
-        with committing(batch_id, PAYMENTS_STATE.name):
-            self.tables.overwrite(
-                self.table(PAYMENTS_STATE), join_state_table(step.state), app_id=self.app_id, version=batch_id
-            )
-        self.state, self.next_batch = step.state, batch_id + 1
-        row = metrics.to_pylist()[0]
-        log.info(
-            json.dumps(
-                {
-                    "event": "micro-batch",
-                    "stream": self.prefix + self.app_id,
-                    **{k: v for k, v in row.items() if "watermark" not in k},
-                }
-            )
+        logged = {k: v for k, v in metrics.to_pylist()[0].items() if "watermark" not in k and k != "batch_id"}
+        return StepOutput({**_outputs(step, metrics), PAYMENTS_STATE: join_state_table(step.state)}, step.state, logged)
+
+    def holds_open(self, state: JoinState, settings: JoinSettings) -> bool:
+        """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
+        return any(
+            pc.any(pc.invert(held["matched"].fill_null(False))).as_py() for held in (state.orders, state.payments)
         )
+
+
+PAYMENTS_RULE = PaymentsRule()
 
 
 def run_payments_speed(
@@ -185,38 +156,22 @@ def run_payments_speed(
     app_id: str = SPEED_APP,
     prefix: str = "",
     stop: threading.Event | None = None,
-) -> PaymentsStream:
+) -> LiveStream:
     """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set.
 
     One process per prefix and app (``LockHeld`` otherwise); tables built with other settings
     are refused (``SettingsConflict``)."""
-    lake = Path(config.lake).resolve()
-    with stream_lock(lake, prefix, app_id):
-        stream = PaymentsStream(spark, config, app_id, prefix)
-        names = [stream.table(table) for table in PAYMENTS_TABLES]
-        require(stream.tables, names, interval_join_settings(config))
-        checkpoint = checkpoint_for(
-            lake,
-            prefix,
-            app_id,
-            stream.tables,
-            stream.table(PAYMENTS_STATE),
-            f"{stream.table(PAYMENTS_STATE)} holds batches of '{app_id}' but its checkpoint {{checkpoint}} is missing: "
-            "batch ids would restart and be skipped as done. Restore the checkpoint or start with new tables.",
-        )
-        query = start_over_log(
-            spark,
-            config,
-            lake,
-            checkpoint,
-            stream.process,
-            segments_per_batch=segments_per_batch,
-            available_now=available_now,
-            trigger_interval=trigger_interval,
-        )
-        watch(query, stream, config, lake, available_now=available_now, stop=stop, what="order_payments stream")
-        record(stream.tables, names, interval_join_settings(config))
-        return stream
+    return run_live(
+        spark,
+        config,
+        PAYMENTS_RULE,
+        available_now=available_now,
+        segments_per_batch=segments_per_batch,
+        trigger_interval=trigger_interval,
+        app_id=app_id,
+        prefix=prefix,
+        stop=stop,
+    )
 
 
 class PaymentsReplayExists(FileExistsError):
@@ -243,7 +198,7 @@ def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, re
     """Replay the whole log into ``kappa/<name>/payments_*`` with ``config``'s settings."""
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
-    with writer(lake, f"replay-{name}"):
+    with writer(lake, f"payments-replay-{name}"):  # not billing's replay-{name}: the two may run side by side
         tables = Tables(spark, lake, config.table_engine)
         names = [table.at(prefix) for table in PAYMENTS_TABLES]
         if tables.exists(PAYMENTS_STATE.at(prefix)) and not replace:

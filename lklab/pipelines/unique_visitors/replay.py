@@ -3,7 +3,7 @@
 The stream step is cut-independent (``lklab.pipelines.unique_visitors.step``: the rows served, the members,
 the late side output and the duplicates are the same whatever micro-batches the log is cut
 into), so the replay runs it once, over the whole log in log order, as a single micro-batch
-(``batch_id`` 0), and commits it with the speed layer's own commit (``VisitorTables``). Its
+(``batch_id`` 0), and commits it with the speed layer's own sink (``visitor_sink``, ``lklab.stream_sink``). Its
 tables equal a live run's over the same log, batch ids aside.
 
 Cost: the whole log is collected to the driver as Arrow (``parse_page_views`` in Spark, then
@@ -24,8 +24,9 @@ from pyspark.sql import SparkSession
 from lklab.kappa_replay import ReplayExists
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.speed import (
-    VisitorTables,
+    batch_rows,
     visitor_settings,
+    visitor_sink,
     visitors_table_settings,
 )
 from lklab.pipelines.unique_visitors.state import VisitorState
@@ -83,5 +84,9 @@ def run_visitors_replay(
             parsed = raw.transform(parse_page_views, max_clock_skew=config.max_clock_skew).toArrow()
             parsed = parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
             step = visitors_step(parsed, VisitorState.empty(), visitor_settings(config), 0)
-            VisitorTables(tables, prefix, APP_ID, visitors_table_settings(config)).commit(0, parsed, step)
+            sink = visitor_sink(tables, prefix, APP_ID, visitors_table_settings(config))
+            try:
+                sink.commit(0, batch_rows(0, parsed, step))
+            finally:
+                sink.close()
         return VisitorsReplayRun(name, segments, parsed.num_rows, cost.wall_seconds, cost.cpu_seconds, cost.scope)

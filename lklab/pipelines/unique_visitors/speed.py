@@ -12,10 +12,11 @@ tagged ``(app_id, batch_id)`` and skipped when already committed. ``visitors_see
 URLs seen within the state TTL, ``lklab.pipelines.unique_visitors.state.seen_table``) is rewritten after each
 batch, and ``visitors_state`` is written last, so a micro-batch replayed after a crash starts
 from the state before it and commits nothing twice, and one whose state is already committed is
-skipped whole. ``VisitorTables`` is that commit, shared with the replay
+skipped whole: ``lklab.stream_sink``, the sink of every stream, with this stream's ``LAYOUT``, shared with the replay
 (``lklab.pipelines.unique_visitors.replay``). Crash points (``lklab.crash_points``: ``start``,
 ``before:``/``after:`` each table) let the tests kill it anywhere in a batch
-(``tests/test_visitors_jobs.py``).
+(``tests/test_visitors_jobs.py``). How it runs is every stream's (``lklab.live_stream``); this
+module is its ``StreamRule``.
 
 Always on (without ``available_now``), it appends a heartbeat to a log quiet for
 ``heartbeat-interval`` while it holds windows the watermark has not made final
@@ -24,20 +25,14 @@ Always on (without ``available_now``), it appends a heartbeat to a log quiet for
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
-from lklab.crash_points import committing, crash_point
-from lklab.heartbeats import marks_busy
-from lklab.live_stream import checkpoint_for, start_over_log, stream_lock, watch
+from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
 from lklab.pipelines.unique_visitors.metrics import visitor_metrics_row
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.rule import WINDOW_KEY
@@ -49,15 +44,14 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_LATE_EVENTS,
     VISITORS_MEMBERS,
     VISITORS_SEEN,
-    VISITORS_SPEED_TABLES,
     VISITORS_STATE,
     VISITORS_STREAM_METRICS,
     VISITORS_WINDOWS,
 )
+from lklab.stream_sink import MERGE, OVERWRITE, SinkTable, StreamSink
 from shared import catalog
 from shared.config import LabConfig
-from shared.eventlog import format_timestamp
-from shared.table_settings import record, require, stream_settings
+from shared.table_settings import stream_settings
 from shared.tables import Tables
 from shared.watermark import is_final
 from shared.windows import micros
@@ -65,8 +59,11 @@ from shared.windows import micros
 __all__ = [
     "APP_ID",
     "COMMIT_ORDER",
-    "VisitorTables",
-    "VisitorsSpeedLayer",
+    "LAYOUT",
+    "batch_rows",
+    "visitor_sink",
+    "VISITORS_RULE",
+    "VisitorsRule",
     "run_visitors_speed",
     "visitor_settings",
     "visitors_table_settings",
@@ -93,145 +90,81 @@ def visitors_table_settings(config: LabConfig) -> dict[str, str]:
     return {**stream_settings(config), "state-ttl": config.describe()["state-ttl"]}
 
 
-# The tables a micro-batch commits, in the order ``VisitorTables.commit`` writes them: the state last.
-COMMIT_ORDER = (
-    VISITORS_DEAD_LETTER,
-    VISITORS_DUPLICATES,
-    VISITORS_LATE_EVENTS,
-    VISITORS_MEMBERS,
-    VISITORS_WINDOWS,
-    VISITORS_STREAM_METRICS,
-    VISITORS_SEEN,
-    VISITORS_STATE,
+# The tables a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
+LAYOUT = (
+    SinkTable(VISITORS_DEAD_LETTER),
+    SinkTable(VISITORS_DUPLICATES),
+    SinkTable(VISITORS_LATE_EVENTS),
+    SinkTable(VISITORS_MEMBERS),
+    SinkTable(VISITORS_WINDOWS, MERGE, WINDOW_KEY),  # a served row is never deleted
+    SinkTable(VISITORS_STREAM_METRICS),
+    SinkTable(VISITORS_SEEN, OVERWRITE),
+    SinkTable(VISITORS_STATE, OVERWRITE),
 )
+COMMIT_ORDER = tuple(entry.table for entry in LAYOUT)
 
 
-@dataclass
-class VisitorTables:
+def visitor_sink(tables: Tables, prefix: str, app_id: str, settings: dict[str, str]) -> StreamSink:
     """The stream's tables under ``prefix``, written once per ``(app_id, batch_id)``."""
-
-    tables: Tables
-    prefix: str
-    app_id: str
-    settings: dict[str, str]
-    _recorded: bool = field(default=False, init=False)
-
-    def name(self, table: catalog.Table) -> str:
-        return table.at(self.prefix)
-
-    def require_settings(self) -> None:
-        require(self.tables, [self.name(table) for table in VISITORS_SPEED_TABLES], self.settings)
-
-    def committed(self, batch_id: int) -> bool:
-        return self.tables.already_committed(self.name(VISITORS_STATE), self.app_id, batch_id)
-
-    def read_state(self) -> VisitorState:
-        name = self.name(VISITORS_STATE)
-        return state_from_table(self.tables.read_arrow(name)) if self.tables.exists(name) else VisitorState.empty()
-
-    def _append(self, table: catalog.Table, rows: pa.Table, batch_id: int) -> None:
-        # A batch without rows commits nothing once the table exists: there is nothing to repeat.
-        name = self.name(table)
-        with committing(batch_id, table.name):
-            if rows.num_rows or not self.tables.exists(name):
-                self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
-
-    def _merge_windows(self, changes: pa.Table, batch_id: int) -> None:
-        name = self.name(VISITORS_WINDOWS)
-        with committing(batch_id, VISITORS_WINDOWS.name):
-            if changes.num_rows or not self.tables.exists(name):
-                since = format_timestamp(pc.min(changes["window_end"]).as_py()) if changes.num_rows else None
-                rows = changes.append_column(
-                    "_delete", pa.array([False] * changes.num_rows, pa.bool_())
-                )  # a served row is never deleted
-                self.tables.upsert(
-                    name,
-                    rows,
-                    keys=WINDOW_KEY,
-                    app_id=self.app_id,
-                    version=batch_id,
-                    target_filter=f"t.window_end >= '{since}'" if since else None,
-                )
-
-    def commit(self, batch_id: int, parsed: pa.Table, step: VisitorBatch) -> None:
-        """Commit micro-batch ``batch_id``'s rows, the state last (the commit point), each
-        between its crash points (``lklab.crash_points``; the replay's one batch has them too)."""
-        self._append(VISITORS_DEAD_LETTER, step.dead_letters, batch_id)
-        self._append(VISITORS_DUPLICATES, step.duplicates, batch_id)
-        self._append(VISITORS_LATE_EVENTS, step.late, batch_id)
-        self._append(VISITORS_MEMBERS, step.members, batch_id)
-        self._merge_windows(step.windows, batch_id)
-        with committing(batch_id, VISITORS_STREAM_METRICS.name):
-            self.tables.append(
-                self.name(VISITORS_STREAM_METRICS),
-                visitor_metrics_row(batch_id, parsed, step),
-                app_id=self.app_id,
-                version=batch_id,
-            )
-        with committing(batch_id, VISITORS_SEEN.name):
-            self.tables.overwrite(
-                self.name(VISITORS_SEEN), seen_table(step.state, batch_id), app_id=self.app_id, version=batch_id
-            )
-        with committing(batch_id, VISITORS_STATE.name):
-            self.tables.overwrite(
-                self.name(VISITORS_STATE), state_table(step.state), app_id=self.app_id, version=batch_id
-            )
-        if not self._recorded:
-            record(self.tables, [self.name(table) for table in VISITORS_SPEED_TABLES], self.settings)
-            self._recorded = True
+    return StreamSink(tables, prefix, app_id, LAYOUT, settings)
 
 
-@dataclass
-class VisitorsSpeedLayer:
-    """``foreachBatch`` body: one micro-batch of parsed lines into the stream's tables."""
+def batch_rows(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> dict[catalog.Table, pa.Table]:
+    """What micro-batch ``batch_id`` commits to each table (``parsed``: the lines it read)."""
+    return {
+        VISITORS_DEAD_LETTER: step.dead_letters,
+        VISITORS_DUPLICATES: step.duplicates,
+        VISITORS_LATE_EVENTS: step.late,
+        VISITORS_MEMBERS: step.members,
+        VISITORS_WINDOWS: step.windows,
+        VISITORS_STREAM_METRICS: visitor_metrics_row(batch_id, parsed, step),
+        VISITORS_SEEN: seen_table(step.state, batch_id),
+        VISITORS_STATE: state_table(step.state),
+    }
 
-    sink: VisitorTables
-    settings: VisitorSettings
-    _state: tuple[int, VisitorState] | None = None  # (the batch it is the state before, the state)
-    batches: int = 0
-    last_segment_read: int = 0
-    busy: threading.Event = field(default_factory=threading.Event)
 
-    @property
-    def holds_open_state(self) -> bool:
-        """The state holds a window the watermark has not made final (what a heartbeat can move on)."""
-        if self._state is None:
-            return False
-        state = self._state[1]
+class VisitorsRule(StreamRule):
+    """The ``unique_visitors`` stream for the live runner (``lklab.live_stream``)."""
+
+    what = "unique_visitors speed layer"
+    app_id = APP_ID
+    layout = LAYOUT
+    parse = staticmethod(parse_page_views)
+
+    def settings(self, config: LabConfig) -> VisitorSettings:
+        return visitor_settings(config)
+
+    def table_settings(self, config: LabConfig) -> dict[str, str]:
+        return visitors_table_settings(config)
+
+    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
+        return lines.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
+
+    def empty_state(self) -> VisitorState:
+        return VisitorState.empty()
+
+    def state_from_table(self, rows: pa.Table) -> VisitorState:
+        return state_from_table(rows)
+
+    def step(self, parsed: pa.Table, state: VisitorState, settings: VisitorSettings, batch_id: int, started: float):
+        step = visitors_step(parsed, state, settings, batch_id)
+        logged = {
+            "lines": step.input_lines,
+            "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
+            "late_pairs": step.late.num_rows,
+            "duplicates": step.duplicates.num_rows,
+            "dead_letters": step.dead_letters.num_rows,
+            "state_entries": step.state_entries,
+        }
+        return StepOutput(batch_rows(batch_id, parsed, step), step.state, logged)
+
+    def holds_open(self, state: VisitorState, settings: VisitorSettings) -> bool:
+        """The state holds a window the watermark has not made final."""
         ends = micros(state.members["window_end"])
-        return bool((~is_final(ends, state.clock.watermark_after(self.settings.clock))).any())
+        return bool((~is_final(ends, state.clock.watermark_after(settings.clock))).any())
 
-    @marks_busy
-    def process(self, lines: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        crash_point(batch_id, "start")
-        if self.sink.committed(batch_id):
-            self._state = None  # done before a restart; the next batch reads the state it left
-            return
-        parsed = lines.toArrow().select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
-        if parsed.num_rows:
-            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
-        state = self._state[1] if self._state and self._state[0] == batch_id else self.sink.read_state()
-        step = visitors_step(parsed, state, self.settings, batch_id)
-        self.sink.commit(batch_id, parsed, step)
-        self._state = (batch_id + 1, step.state)
-        self.batches += 1
-        log.info(
-            json.dumps(
-                {
-                    "event": "micro-batch",
-                    "stream": self.sink.prefix + self.sink.app_id,
-                    "batch": batch_id,
-                    "lines": step.input_lines,
-                    "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
-                    "late_pairs": step.late.num_rows,
-                    "duplicates": step.duplicates.num_rows,
-                    "dead_letters": step.dead_letters.num_rows,
-                    "state_entries": step.state_entries,
-                    "seconds": round(time.monotonic() - started, 3),
-                }
-            )
-        )
+
+VISITORS_RULE = VisitorsRule()
 
 
 def run_visitors_speed(
@@ -244,38 +177,19 @@ def run_visitors_speed(
     prefix: str = "",
     app_id: str = APP_ID,
     stop: threading.Event | None = None,
-) -> VisitorsSpeedLayer:
+) -> LiveStream:
     """Run the stream until the log is consumed (``available_now``) or ``stop`` is set.
 
     One process at a time per table prefix: a second one is refused (``LockHeld``); tables built
     with other settings are refused (``SettingsConflict``)."""
-    lake = Path(config.lake).resolve()
-    with stream_lock(lake, prefix, app_id):
-        sink = VisitorTables(
-            Tables(spark, lake, config.table_engine, keep_open=True), prefix, app_id, visitors_table_settings(config)
-        )
-        sink.require_settings()
-        checkpoint = checkpoint_for(
-            lake,
-            prefix,
-            app_id,
-            sink.tables,
-            sink.name(VISITORS_STREAM_METRICS),
-            f"tables {prefix}{VISITORS_STREAM_METRICS.name} already hold batches of '{app_id}' but its checkpoint "
-            "{checkpoint} is missing: batch ids would restart and be skipped as done. Restore the checkpoint, "
-            "or start over with a fresh lake",
-        )
-        layer = VisitorsSpeedLayer(sink, visitor_settings(config))
-        query = start_over_log(
-            spark,
-            config,
-            lake,
-            checkpoint,
-            layer.process,
-            segments_per_batch=segments_per_batch,
-            available_now=available_now,
-            trigger_interval=trigger_interval,
-            parse=parse_page_views,
-        )
-        watch(query, layer, config, lake, available_now=available_now, stop=stop, what="unique_visitors speed layer")
-        return layer
+    return run_live(
+        spark,
+        config,
+        VISITORS_RULE,
+        available_now=available_now,
+        segments_per_batch=segments_per_batch,
+        trigger_interval=trigger_interval,
+        app_id=app_id,
+        prefix=prefix,
+        stop=stop,
+    )
