@@ -33,7 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/generate_bench.py
 
 docs: install
-	$(BIN)/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf lake .pytest_cache build *.egg-info
