@@ -2,12 +2,13 @@
 #   make demo       generate a scenario and run the main job on embedded defaults
 #   make test       the whole test suite (what CI runs)
 #   make test-fast  the suite without the slow integration tests
+#   make docs       build the documentation site (mkdocs.yml, docs/) into build/site
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench docs clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
@@ -30,6 +31,9 @@ test-fast: install
 
 bench: install
 	$(BIN)/python benchmarks/generate_bench.py
+
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf lake .pytest_cache build *.egg-info
