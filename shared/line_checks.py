@@ -42,6 +42,7 @@ import base64
 import json
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -56,6 +57,7 @@ __all__ = [
     "Rejection",
     "reject_reasons",
     "first_failure",
+    "iso_micros",
     "let",
     "repeated_key",
     "line_checks",
@@ -265,6 +267,24 @@ def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejec
     if not isinstance(value, dict):
         return None, ("not_an_object", None), None
     return value, None, None
+
+
+_ISO_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_micros(text: str) -> int | None:
+    """Microseconds since the epoch of an ISO-8601 time with ``Z`` or an offset (None if not one)."""
+    if not _ISO_TIMESTAMP.fullmatch(text):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:  # e.g. a 30th of February, or an offset of +25:00
+        return None
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def future_rejection(

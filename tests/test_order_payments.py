@@ -534,6 +534,9 @@ def test_the_finance_audit_lists_unpaid_orders_and_late_payments_with_formulas_n
 
 
 def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_step_writes():
+    import importlib
+
+    from lklab.pipelines import REGISTRY
     from lklab.pipelines.order_payments.tables import (
         PAYMENTS_BATCH_TABLES,
         PAYMENTS_DEAD_LETTER,
@@ -545,11 +548,19 @@ def test_the_catalog_names_every_table_of_the_pipeline_once_with_the_rows_the_st
         PAYMENTS_TABLES,
         PAYMENTS_UNPAID,
     )
+    from reconciliation import tables as reconciliation_tables
     from shared import catalog
 
+    owners = [catalog, reconciliation_tables]
+    for name in REGISTRY:
+        try:
+            owners.append(importlib.import_module(f"lklab.pipelines.{name}.tables"))
+        except ModuleNotFoundError:  # a pipeline whose tables are the catalog's
+            pass
     names = [t.name for t in (*PAYMENTS_TABLES, *PAYMENTS_BATCH_TABLES)]
-    every = [v.name for v in vars(catalog).values() if isinstance(v, catalog.Table)]
+    every = [v.name for owner in owners for v in vars(owner).values() if isinstance(v, catalog.Table)]
     assert len(set(names)) == len(names) and all(every.count(n) == 1 for n in names)
+    assert len(set(every)) == len(every)  # no two tables of the lake share a name
     batches = transcript_batches(yaml.safe_load(TRANSCRIPTS[0].read_text())["segments"])
     steps, state = run_stream(batches, JoinSettings(watermark_delay=0))
     for table, rows in [

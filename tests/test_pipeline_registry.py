@@ -17,11 +17,12 @@ PER_PIPELINE = {"generate", "speed", "batch", "replay", "reconcile", "compare"}
 
 
 def test_the_registry_holds_each_pipeline_under_its_own_name():
-    assert list(REGISTRY) == ["billing_windows", "unique_visitors", "order_payments"]
+    assert list(REGISTRY) == ["billing_windows", "unique_visitors", "order_payments", "running_max"]
     assert DEFAULT == "billing_windows"
     assert all(find(name).name == name for name in REGISTRY)
     with pytest.raises(
-        UnknownPipeline, match="'meters' is not valid; valid: billing_windows, unique_visitors, order_payments"
+        UnknownPipeline,
+        match="'meters' is not valid; valid: billing_windows, unique_visitors, order_payments, running_max",
     ):
         find("meters")
 
@@ -32,13 +33,22 @@ def test_a_pipeline_lists_handlers_only_for_commands_that_exist():
         assert set(pipeline.commands()) <= PER_PIPELINE & commands, pipeline.name
     assert REGISTRY["billing_windows"].commands() == {}  # the commands' own handlers are billing's runners
     assert set(REGISTRY["unique_visitors"].commands()) == PER_PIPELINE - {"compare"}
+    assert set(REGISTRY["running_max"].commands()) == PER_PIPELINE - {"compare"}
+
+
+def test_a_command_a_pipeline_has_no_handler_for_is_refused(capsys):
+    assert main(["compare", "--pipeline", "running_max", "--lake", "/nonexistent-lake"]) == 2
+    assert capsys.readouterr().err == (
+        "lklab compare: running_max has no 'compare' command; it has: batch, generate, reconcile, replay, speed\n"
+    )
 
 
 def test_an_unknown_pipeline_is_a_usage_error_naming_the_valid_ones(capsys):
     assert main(["batch", "--pipeline", "meters", "--lake", "/nonexistent-lake"]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "lklab batch: pipeline: 'meters' is not valid; valid: billing_windows, unique_visitors, order_payments\n"
+        "lklab batch: pipeline: 'meters' is not valid; valid: billing_windows, unique_visitors, order_payments, "
+        "running_max\n"
     )
 
 

@@ -215,12 +215,15 @@ def test_recon_tables_hold_the_result(spark, known):
 
 def test_every_table_written_has_the_rows_its_catalog_entry_says(spark, known):
     """Speed layer, batch and reconciliation tables, as written: the columns and types of
-    ``shared.catalog`` (nullability aside: Spark and delta-rs record it differently)."""
+    ``shared.catalog`` and ``reconciliation.tables`` (nullability aside: Spark and delta-rs record it
+    differently)."""
+    from reconciliation import tables as reconciliation_tables
     from shared import catalog
 
     lake, _, _ = known
     tables = Tables(spark, lake, "deltalake")
-    entries = [t for t in vars(catalog).values() if isinstance(t, catalog.Table) and tables.exists(t.name)]
+    declared = [*vars(catalog).values(), *vars(reconciliation_tables).values()]
+    entries = [t for t in declared if isinstance(t, catalog.Table) and tables.exists(t.name)]
     columns = lambda schema: [(f.name, f.type) for f in schema]
     assert {t.name for t in entries} == {
         "speed_aggregates",

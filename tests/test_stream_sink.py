@@ -16,7 +16,9 @@ EVENTS = Table("sink_events", "tests.test_stream_sink:EVENT_SCHEMA")
 TOTALS = Table("sink_totals", "tests.test_stream_sink:TOTAL_SCHEMA")
 STATE = Table("sink_state", "tests.test_stream_sink:STATE_SCHEMA")
 EVENT_SCHEMA = pa.schema([pa.field("id", pa.string())])
-TOTAL_SCHEMA = pa.schema([pa.field("key", pa.string()), pa.field("window_end", pa.timestamp("us", tz="UTC")), pa.field("n", pa.int64())])
+TOTAL_SCHEMA = pa.schema(
+    [pa.field("key", pa.string()), pa.field("window_end", pa.timestamp("us", tz="UTC")), pa.field("n", pa.int64())]
+)
 STATE_SCHEMA = pa.schema([pa.field("clock", pa.int64())])
 LAYOUT = (SinkTable(EVENTS), SinkTable(TOTALS, MERGE, ("key",)), SinkTable(STATE, OVERWRITE))
 
@@ -25,7 +27,8 @@ def rows(events, totals, clock):
     return {
         EVENTS: pa.table({"id": events}, EVENT_SCHEMA),
         TOTALS: pa.table(
-            {"key": [k for k, _ in totals], "window_end": [10_000_000] * len(totals), "n": [n for _, n in totals]}, TOTAL_SCHEMA
+            {"key": [k for k, _ in totals], "window_end": [10_000_000] * len(totals), "n": [n for _, n in totals]},
+            TOTAL_SCHEMA,
         ),
         STATE: pa.table({"clock": [clock]}, STATE_SCHEMA),
     }

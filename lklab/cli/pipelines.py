@@ -2,8 +2,9 @@
 
 **The pipeline** is ``--pipeline`` (or the setting ``pipeline`` in a file or the environment),
 looked up in the one registry, ``lklab.pipelines.REGISTRY``. A command the pipeline lists in its
-``commands`` runs that handler; any other runs the command's own (``compare`` runs
-``lklab.cli.pipeline_compare`` for a pipeline that declares a ``Comparison``).
+``commands`` runs that handler (``compare`` runs ``lklab.cli.pipeline_compare`` for a pipeline
+that declares a ``Comparison``); a pipeline's command it lists no handler for is refused, except
+on the pipeline the commands' own handlers serve.
 
 **Flags that do not apply.** The commands share one parser, so a command accepts flags that one
 of its pipelines has no use for (``batch --date`` means nothing to a truth recomputed from the
@@ -22,7 +23,7 @@ from functools import partial
 
 from lklab.cli.console import UsageError
 from lklab.pipelines import REGISTRY, UnknownPipeline, find
-from lklab.pipelines.contract import Handler, Inapplicable, Pipeline
+from lklab.pipelines.contract import PER_PIPELINE, Handler, Inapplicable, Pipeline
 from shared.config import ConfigError, load_config
 
 __all__ = ["pipeline_handler", "COMMON", "refuse_inapplicable", "selected_pipeline"]
@@ -92,4 +93,8 @@ def pipeline_handler(args: argparse.Namespace) -> Handler | None:
         from lklab.cli.pipeline_compare import compare_pipeline
 
         return partial(compare_pipeline, pipeline=pipeline)
-    return pipeline.commands().get(args.command)
+    handlers = pipeline.commands()
+    if args.command in PER_PIPELINE and args.command not in handlers and not pipeline.command_handlers:
+        found = sorted([*handlers, *(["compare"] if pipeline.compare else [])])
+        raise UsageError(f"{pipeline.name} has no '{args.command}' command; it has: {', '.join(found)}")
+    return handlers.get(args.command)

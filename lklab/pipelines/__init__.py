@@ -8,13 +8,14 @@ declaration, none of its Spark or Arrow code.
 
 from __future__ import annotations
 
-from lklab.pipelines import billing_windows, order_payments, unique_visitors
+from lklab.pipelines import billing_windows, order_payments, running_max, unique_visitors
 from lklab.pipelines.contract import Pipeline
 
 __all__ = ["REGISTRY", "DEFAULT", "UnknownPipeline", "find", "names"]
 
 REGISTRY: dict[str, Pipeline] = {
-    package.PIPELINE.name: package.PIPELINE for package in (billing_windows, unique_visitors, order_payments)
+    package.PIPELINE.name: package.PIPELINE
+    for package in (billing_windows, unique_visitors, order_payments, running_max)
 }
 DEFAULT = billing_windows.PIPELINE.name
 

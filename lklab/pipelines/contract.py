@@ -19,8 +19,9 @@ What a pipeline declares:
 * ``commands``: its handlers for the commands whose work is its own (``speed``, ``batch`` ...),
   as a function returning ``{command: handler}``, so that naming a pipeline imports none of its
   code; a command it does not list runs the command's own handler;
-* ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None when the command's own
-  comparison serves it.
+* ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
+* ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
+  pipeline); any other pipeline refuses a command it lists no handler for.
 
 Nothing here knows a pipeline: this module is the shape, the packages are the instances.
 """
@@ -32,10 +33,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Setting", "Inapplicable", "Comparison", "Pipeline", "Handler", "EVERY_COMMAND"]
+__all__ = ["Setting", "Inapplicable", "Comparison", "Pipeline", "Handler", "EVERY_COMMAND", "PER_PIPELINE"]
 
 Handler = Callable[[argparse.Namespace], int]
 EVERY_COMMAND = "*"
+# The commands whose work is a pipeline's own (ingest, health and maintenance are the lake's).
+PER_PIPELINE = ("generate", "speed", "batch", "replay", "reconcile", "compare")
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class Pipeline:
     inapplicable: tuple[Inapplicable, ...] = ()
     commands: Callable[[], Mapping[str, Handler]] = field(default=lambda: {})
     compare: Comparison | None = None
+    command_handlers: bool = False
 
     def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:
         """Why the first flag ``given`` that ``command`` has no use for on this pipeline is refused (None: none)."""

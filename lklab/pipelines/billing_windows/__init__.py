@@ -15,4 +15,5 @@ __all__ = ["PIPELINE"]
 PIPELINE = Pipeline(
     name="billing_windows",
     computes="windowed sums: exact money per account, currency and event-time window",
+    command_handlers=True,
 )

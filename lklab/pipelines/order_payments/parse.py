@@ -29,7 +29,6 @@ lines (``RAW_LINE_SCHEMA``), partition by partition.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
 
@@ -41,7 +40,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD, UTC_MICROS
-from shared.line_checks import future_rejection, read_line, reject_reasons, require_skew
+from shared.line_checks import future_rejection, iso_micros, read_line, reject_reasons, require_skew
 from shared.spark_arrow import per_partition
 
 __all__ = [
@@ -109,23 +108,7 @@ PARSED_ORDER_SCHEMA = pa.schema(
 
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DECIMAL_IN_RANGE = re.compile(rf"-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?")
-_ISO_TIMESTAMP = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})"
-)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CURRENCIES = frozenset(CURRENCY_CODES)
-
-
-def _micros(text: str) -> int | None:
-    """Microseconds since the epoch of an ISO-8601 time with ``Z`` or an offset (None if not one)."""
-    if not _ISO_TIMESTAMP.fullmatch(text):
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:  # e.g. a 30th of February, or an offset of +25:00
-        return None
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _rejected(reason: str, field: str | None = None, raw_text: str | None = None) -> dict:
@@ -148,7 +131,7 @@ def parse_order_line(
     if rejection is not None:
         return _rejected(*rejection, raw_text)
     ingest = value.get("ingest_time")
-    ingest_time = _micros(ingest) if isinstance(ingest, str) else None
+    ingest_time = iso_micros(ingest) if isinstance(ingest, str) else None
     if value.get(HEARTBEAT_FIELD) is True:
         if ingest is None:
             return _rejected("missing_field", "ingest_time")
@@ -175,7 +158,7 @@ def parse_order_line(
         return _rejected("amount_sign", "amount")
     if value["currency"] not in _CURRENCIES:
         return _rejected("invalid_currency", "currency")
-    event_time = _micros(value["event_time"])
+    event_time = iso_micros(value["event_time"])
     if event_time is None:
         return _rejected("invalid_event_time", "event_time")
     if ingest is not None and ingest_time is None:

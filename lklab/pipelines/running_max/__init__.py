@@ -1,0 +1,46 @@
+"""``running_max``: the maximum reading per key, the contract's smallest pipeline.
+
+It is here to show what a pipeline is: what differs, in one package, and a line in the
+registry. ``parse`` (its line format and checks), ``rule`` (the step and its state), ``tables``,
+``stream`` (its ``StreamRule`` for the live runner), ``truth`` (its ``TruthRule``), ``reconcile``
+(the keyed diff and its one explanation), ``generator`` and ``commands``. Every job runs through
+a runner that knows no pipeline: ``lklab.live_stream``, ``lklab.replay_runner``,
+``lklab.truth_runner``, ``reconciliation.keyed_diff``.
+"""
+
+from __future__ import annotations
+
+from lklab.pipelines.contract import Inapplicable, Pipeline
+from lklab.pipelines.whole_log import WHOLE_LOG_RULES
+
+__all__ = ["PIPELINE"]
+
+
+def _commands():
+    from lklab.pipelines.running_max import commands
+
+    return commands.COMMANDS
+
+
+PIPELINE = Pipeline(
+    name="running_max",
+    computes="the maximum reading per key (the smallest pipeline: docs/adding-a-pipeline.md)",
+    inapplicable=(
+        *WHOLE_LOG_RULES,
+        Inapplicable(
+            (
+                "--window-kind",
+                "--window-size",
+                "--window-slide",
+                "--session-gap",
+                "--watermark-delay",
+                "--allowed-lateness",
+                "--dedup-horizon",
+            ),
+            ("*",),
+            "a running maximum has no windows and no watermark, and remembers every event id",
+        ),
+        Inapplicable(("--scenario", "--span"), ("generate",), "its generator has one shape: a reading a second"),
+    ),
+    commands=_commands,
+)

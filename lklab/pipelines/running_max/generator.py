@@ -1,0 +1,93 @@
+"""Deterministic readings for the ``running_max`` pipeline, by seed.
+
+``readings`` readings of ``keys`` sensors, one every ``step`` of event time from 2026-01-05
+00:00 UTC, values drawn from 0..1000; each lands a drawn 0-30 s after it happened, and the log
+cuts a segment every ``segment_interval`` of ingest time. ``duplicate_rate`` of them are resent
+10-60 s later (a retry: the same line), ``malformed_rate`` extra lines are not JSON. The same
+seed writes the same log, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from lklab.generator import EPOCH_START
+from lklab.generator_params import require_counts, require_fractions
+from lklab.scenarios import SECOND
+from shared.eventlog import EventLog, format_timestamp
+from shared.locks import whole_lake
+
+__all__ = ["ReadingParams", "generate_readings"]
+
+
+@dataclass(frozen=True)
+class ReadingParams:
+    readings: int = 1_000
+    keys: int = 10
+    seed: int = 7
+    step: int = SECOND
+    segment_interval: int = 60 * SECOND
+    duplicate_rate: float = 0.01
+    malformed_rate: float = 0.001
+
+    def __post_init__(self) -> None:
+        require_counts(self, "readings", "keys")
+        require_fractions(self, "duplicate_rate", "malformed_rate")
+
+
+def _time(micros: int) -> str:
+    return format_timestamp(datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros))
+
+
+def generate_readings(params: ReadingParams, lake: str | Path, *, overwrite: bool = False) -> dict:
+    """Write the readings' log to ``<lake>/log``; return counts. A lake that holds a log is
+    refused unless ``overwrite`` (then its segments are replaced)."""
+    rng = np.random.default_rng(params.seed)
+    n = params.readings
+    event_times = EPOCH_START + np.arange(n, dtype=np.int64) * params.step
+    ingest = event_times + rng.integers(0, 30, n) * SECOND
+    keys, values = rng.integers(0, params.keys, n), rng.integers(0, 1001, n)
+    lines = [
+        json.dumps(
+            {
+                "event_id": f"r-{i:07d}",
+                "event_time": _time(int(event_times[i])),
+                "key": f"sensor-{keys[i]:03d}",
+                "value": int(values[i]),
+                "ingest_time": _time(int(ingest[i])),
+            }
+        )
+        for i in range(n)
+    ]
+    resent = rng.choice(n, size=int(round(n * params.duplicate_rate)), replace=False)
+    resent_at = ingest[resent] + rng.integers(10, 61, len(resent)) * SECOND
+    lines += [lines[i].replace(_time(int(ingest[i])), _time(int(t))) for i, t in zip(resent, resent_at)]
+    broken = int(round(n * params.malformed_rate))
+    broken_at = ingest[rng.integers(0, n, broken)]
+    lines += [f'{{"event_id": "bad-{i}", "value": ' for i in range(broken)]  # cut short: not JSON
+    times = np.concatenate([ingest, resent_at, broken_at])
+    order = np.argsort(times, kind="stable")
+    cuts = np.flatnonzero(np.diff((times[order] - EPOCH_START) // params.segment_interval)) + 1
+    log = EventLog(lake)
+    with whole_lake(Path(lake)):
+        held = log.last_segment()
+        if held and not overwrite:
+            raise FileExistsError(
+                f"{lake} already holds a log ({held} segments); choose another --lake or pass --overwrite"
+            )
+        for segment in sorted(log.root.glob("segment-*.jsonl")) if held else ():
+            segment.unlink()
+        for piece in np.split(order, cuts):
+            log.append((lines[i] for i in piece.tolist()), stamp=False)
+    return {
+        "readings": n,
+        "duplicates": len(resent),
+        "malformed": broken,
+        "lines": len(lines),
+        "segments": log.last_segment(),
+    }
