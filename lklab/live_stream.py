@@ -59,8 +59,6 @@ __all__ = [
     "watch",
 ]
 
-log = logging.getLogger("lklab.stream")
-
 
 def stream_lock(lake: Path, prefix: str, app_id: str) -> AbstractContextManager:
     """The lock a live stream holds while it runs (``LockHeld`` when another process has it)."""
@@ -140,44 +138,42 @@ class StepOutput:
     figures: Mapping[str, Any]
 
 
+def _as_read(lines: pa.Table, config: LabConfig) -> pa.Table:
+    return lines
+
+
+def _never_open(state: Any, settings: Any) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
 class StreamRule:
     """What one pipeline's stream declares to the runner (the module docstring).
 
     ``what`` names the stream in messages; ``app_id`` is the live stream's commit id and lock;
-    ``layout`` its tables in commit order, the state last; ``parse`` a Spark transform of the
-    log's lines run inside the streaming query (``parse(lines, max_clock_skew=...)``, None: the
-    raw lines are collected and ``read`` parses them)."""
+    ``layout`` its tables in commit order, the state last. ``settings(config)``: the step's
+    settings; ``table_settings(config)``: what its tables record (the settings their rows depend
+    on). ``parse``: a Spark transform of the log's lines run inside the streaming query
+    (``parse(lines, max_clock_skew=...)``; None: the raw lines are collected), and
+    ``read(lines, config)`` what the collected lines become for the step (a ``segment`` column
+    kept). ``empty_state()`` and ``state_from_table(rows)``: the state before the first
+    micro-batch and as its table holds it. ``step(parsed, state, settings, batch_id, started)``:
+    one micro-batch (``started``: its ``time.monotonic()`` start) as a ``StepOutput``.
+    ``holds_open(state, settings)``: the state holds something the watermark has not made final
+    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch."""
 
     what: str
     app_id: str
     layout: tuple[SinkTable, ...]
+    settings: Callable[[LabConfig], Any]
+    table_settings: Callable[[LabConfig], dict[str, str]]
+    empty_state: Callable[[], Any]
+    state_from_table: Callable[[pa.Table], Any]
+    step: Callable[[pa.Table, Any, Any, int, float], StepOutput]
     parse: Callable | None = None
-
-    def settings(self, config: LabConfig) -> Any:
-        """The step's settings from the lab's configuration."""
-        raise NotImplementedError
-
-    def table_settings(self, config: LabConfig) -> dict[str, str]:
-        """What the stream's tables record: the settings their rows depend on."""
-        raise NotImplementedError
-
-    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
-        """A micro-batch's lines, as collected, into what ``step`` reads (a column ``segment`` kept)."""
-        return lines
-
-    def empty_state(self) -> Any:
-        raise NotImplementedError
-
-    def state_from_table(self, rows: pa.Table) -> Any:
-        raise NotImplementedError
-
-    def step(self, parsed: pa.Table, state: Any, settings: Any, batch_id: int, started: float) -> StepOutput:
-        """Micro-batch ``batch_id`` (``started``: its ``time.monotonic()`` start)."""
-        raise NotImplementedError
-
-    def holds_open(self, state: Any, settings: Any) -> bool:
-        """The state holds something the watermark has not made final (what a heartbeat can move on)."""
-        return False
+    read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
+    holds_open: Callable[[Any, Any], bool] = _never_open
+    logger: str = "lklab.stream"  # where its micro-batch lines go
 
 
 @dataclass
@@ -232,7 +228,7 @@ class LiveStream:
         self.sink.commit(batch_id, output.rows)
         self._carried = (batch_id + 1, output.state)
         self.batches += 1
-        log.info(
+        logging.getLogger(self.rule.logger).info(
             json.dumps(
                 {
                     "event": "micro-batch",

@@ -25,7 +25,6 @@ reads like any other, as a replay will.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pyarrow as pa
@@ -44,92 +43,65 @@ from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.table_settings import stream_settings
 
-__all__ = ["SPEED_RULE", "SpeedRule", "run_speed", "SPEED_TABLES"]
+__all__ = ["SPEED_RULE", "run_speed", "SPEED_TABLES"]
 
 SPEED_TABLES = tuple(table.name for table in catalog.SPEED_TABLES)  # under the layer's prefix
 
 
-class SpeedRule(StreamRule):
-    """The billing speed layer's stream: windowed sums, late events to the side output."""
+def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
+    step = stream_step(parsed, state, settings, batch_id)
+    figures = batch_figures(batch_id, parsed, step, time.monotonic() - started)
+    rows = {
+        DEAD_LETTER: step.dead_letters,
+        DUPLICATE_EVENTS: step.duplicates,
+        LATE_EVENTS: step.late_events,
+        SPEED_AGGREGATES: step.window_changes,
+        STREAM_METRICS: metrics_table([figures]),
+        STREAM_STATE: state_table(step.state),
+    }
+    logged = {
+        "segments": [figures.first_segment, figures.last_segment],
+        "lines": figures.input_lines,
+        "on_time": figures.on_time,
+        "late": figures.late,
+        "duplicates": figures.duplicates,
+        "dead_letters": figures.dead_letters,
+        "heartbeats": figures.heartbeats,
+        "watermark_lag_seconds": figures.watermark_lag_seconds,
+    }
+    return StepOutput(rows, step.state, logged)
 
-    what = "speed layer"
-    app_id = "speed"
+
+def _holds_open(state: StreamState, settings: StreamSettings) -> bool:
+    """Windows the watermark has not finalised yet are held."""
+    return bool(pc.any(pc.equal(state.windows["status"], "open")).as_py())
+
+
+# The billing speed layer's stream: windowed sums, late events to the side output.
+SPEED_RULE = StreamRule(
+    what="speed layer",
+    app_id="speed",
     # What a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
-    layout = (
+    layout=(
         SinkTable(DEAD_LETTER),
         SinkTable(DUPLICATE_EVENTS),
         SinkTable(LATE_EVENTS),
         SinkTable(SPEED_AGGREGATES, MERGE, WINDOW_KEY),
         SinkTable(STREAM_METRICS),
         SinkTable(STREAM_STATE, OVERWRITE),
-    )
-    parse = staticmethod(parse_events)
-
-    def settings(self, config: LabConfig) -> StreamSettings:
-        return StreamSettings.of(config)
-
-    def table_settings(self, config: LabConfig) -> dict[str, str]:
-        return stream_settings(config)
-
-    def empty_state(self) -> StreamState:
-        return StreamState.empty()
-
-    def state_from_table(self, rows: pa.Table) -> StreamState:
-        return state_from_table(rows)
-
-    def step(self, parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, started: float):
-        step = stream_step(parsed, state, settings, batch_id)
-        figures = batch_figures(batch_id, parsed, step, time.monotonic() - started)
-        rows = {
-            DEAD_LETTER: step.dead_letters,
-            DUPLICATE_EVENTS: step.duplicates,
-            LATE_EVENTS: step.late_events,
-            SPEED_AGGREGATES: step.window_changes,
-            STREAM_METRICS: metrics_table([figures]),
-            STREAM_STATE: state_table(step.state),
-        }
-        logged = {
-            "segments": [figures.first_segment, figures.last_segment],
-            "lines": figures.input_lines,
-            "on_time": figures.on_time,
-            "late": figures.late,
-            "duplicates": figures.duplicates,
-            "dead_letters": figures.dead_letters,
-            "heartbeats": figures.heartbeats,
-            "watermark_lag_seconds": figures.watermark_lag_seconds,
-        }
-        return StepOutput(rows, step.state, logged)
-
-    def holds_open(self, state: StreamState, settings: StreamSettings) -> bool:
-        """Windows the watermark has not finalised yet are held."""
-        return bool(pc.any(pc.equal(state.windows["status"], "open")).as_py())
+    ),
+    settings=StreamSettings.of,
+    table_settings=stream_settings,
+    empty_state=StreamState.empty,
+    state_from_table=state_from_table,
+    step=_step,
+    parse=parse_events,
+    holds_open=_holds_open,
+    logger="lklab.speed",
+)
 
 
-SPEED_RULE = SpeedRule()
-
-
-def run_speed(
-    spark: SparkSession,
-    config: LabConfig,
-    *,
-    available_now: bool = False,
-    segments_per_batch: int = 1,
-    trigger_interval: str = "1 second",
-    app_id: str = SPEED_RULE.app_id,
-    prefix: str = "",
-    stop: threading.Event | None = None,
-) -> LiveStream:
-    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set.
-
-    One process at a time per table prefix and app: a second one is refused (``LockHeld``)."""
-    return run_live(
-        spark,
-        config,
-        SPEED_RULE,
-        available_now=available_now,
-        segments_per_batch=segments_per_batch,
-        trigger_interval=trigger_interval,
-        app_id=app_id,
-        prefix=prefix,
-        stop=stop,
-    )
+def run_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
+    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set
+    (``options``: ``run_live``'s)."""
+    return run_live(spark, config, SPEED_RULE, **options)

@@ -58,6 +58,7 @@ __all__ = [
     "reject_reasons",
     "first_failure",
     "iso_micros",
+    "event_clock",
     "let",
     "repeated_key",
     "line_checks",
@@ -285,6 +286,20 @@ def iso_micros(text: str) -> int | None:
         return None
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def event_clock(
+    event_text: str, ingest_text: object, ingest_time: int | None, max_clock_skew: int
+) -> tuple[int | None, Rejection | None]:
+    """A line's event time in microseconds, or the clock check it fails first:
+    ``invalid_event_time`` (not ISO-8601 with a zone), ``invalid_ingest_time`` (an
+    ``ingest_time`` that is there but not a time), ``event_time_in_future``."""
+    event_time = iso_micros(event_text)
+    if event_time is None:
+        return None, ("invalid_event_time", "event_time")
+    if ingest_text is not None and ingest_time is None:
+        return None, ("invalid_ingest_time", "ingest_time")
+    return event_time, future_rejection(event_time, ingest_time, event_text, ingest_text, max_clock_skew)
 
 
 def future_rejection(

@@ -85,11 +85,11 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
     [
         (
             ["speed", "--pipeline", "order_payments", "--allowed-lateness", "30m", "--join-bound", "10m"],
-            "lklab.pipelines.order_payments.commands.cmd_speed",
+            "lklab.cli.pipeline_jobs.order_payments_speed",
         ),
         (
             ["replay", "--pipeline", "order_payments", "--name", "r", "--allowed-lateness", "30m"],
-            "lklab.pipelines.order_payments.commands.cmd_replay",
+            "lklab.cli.pipeline_jobs.order_payments_replay",
         ),
         (
             ["compare", "--pipeline", "order_payments", "--allowed-lateness", "0,30m"],
@@ -97,15 +97,15 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         ),
         (
             ["batch", "--pipeline", "unique_visitors", "--window-size", "2m", "--refresh"],
-            "lklab.pipelines.unique_visitors.commands.cmd_batch",
+            "lklab.cli.pipeline_jobs.unique_visitors_batch",
         ),
         (
             ["reconcile", "--pipeline", "order_payments", "--against", "kappa:r"],
-            "lklab.pipelines.order_payments.commands.cmd_reconcile",
+            "lklab.cli.pipeline_jobs.order_payments_reconcile",
         ),
         (
             ["speed", "--pipeline", "unique_visitors", "--allowed-lateness", "5s", "--state-ttl", "1h"],
-            "lklab.pipelines.unique_visitors.commands.cmd_speed",
+            "lklab.cli.pipeline_jobs.unique_visitors_speed",
         ),
         (["ingest", "--pipeline", "order_payments", "events.jsonl"], None),  # one log for every pipeline
         (["health"], None),

@@ -11,9 +11,9 @@ from lklab.cli import main
 from lklab.cli.parser import build_parser
 from lklab.cli.pipelines import pipeline_handler
 from lklab.pipelines import DEFAULT, REGISTRY, UnknownPipeline, find
+from lklab.pipelines.contract import PER_PIPELINE
 
 REPO = Path(__file__).resolve().parents[1]
-PER_PIPELINE = {"generate", "speed", "batch", "replay", "reconcile", "compare"}
 
 
 def test_the_registry_holds_each_pipeline_under_its_own_name():
@@ -27,13 +27,13 @@ def test_the_registry_holds_each_pipeline_under_its_own_name():
         find("meters")
 
 
-def test_a_pipeline_lists_handlers_only_for_commands_that_exist():
+def test_a_pipeline_declares_jobs_only_for_commands_that_exist():
     commands = set(build_parser()._subparsers._group_actions[0].choices)
     for pipeline in REGISTRY.values():
-        assert set(pipeline.commands()) <= PER_PIPELINE & commands, pipeline.name
-    assert REGISTRY["billing_windows"].commands() == {}  # the commands' own handlers are billing's runners
-    assert set(REGISTRY["unique_visitors"].commands()) == PER_PIPELINE - {"compare"}
-    assert set(REGISTRY["running_max"].commands()) == PER_PIPELINE - {"compare"}
+        assert set(pipeline.jobs().commands()) <= set(PER_PIPELINE) & commands, pipeline.name
+    assert REGISTRY["billing_windows"].jobs().commands() == ()  # the commands' own handlers are billing's runners
+    assert set(REGISTRY["unique_visitors"].jobs().commands()) == set(PER_PIPELINE) - {"compare"}
+    assert set(REGISTRY["running_max"].jobs().commands()) == set(PER_PIPELINE) - {"compare"}
 
 
 def test_a_command_a_pipeline_has_no_handler_for_is_refused(capsys):

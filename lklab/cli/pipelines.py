@@ -2,9 +2,9 @@
 
 **The pipeline** is ``--pipeline`` (or the setting ``pipeline`` in a file or the environment),
 looked up in the one registry, ``lklab.pipelines.REGISTRY``. A command the pipeline lists in its
-``commands`` runs that handler (``compare`` runs ``lklab.cli.pipeline_compare`` for a pipeline
-that declares a ``Comparison``); a pipeline's command it lists no handler for is refused, except
-on the pipeline the commands' own handlers serve.
+``jobs`` runs through ``lklab.cli.pipeline_jobs`` (``compare`` runs ``lklab.cli.pipeline_compare``
+for a pipeline that declares a ``Comparison``); a pipeline's command it declares no job for is
+refused, except on the pipeline the commands' own handlers serve.
 
 **Flags that do not apply.** The commands share one parser, so a command accepts flags that one
 of its pipelines has no use for (``batch --date`` means nothing to a truth recomputed from the
@@ -93,8 +93,10 @@ def pipeline_handler(args: argparse.Namespace) -> Handler | None:
         from lklab.cli.pipeline_compare import compare_pipeline
 
         return partial(compare_pipeline, pipeline=pipeline)
-    handlers = pipeline.commands()
-    if args.command in PER_PIPELINE and args.command not in handlers and not pipeline.command_handlers:
-        found = sorted([*handlers, *(["compare"] if pipeline.compare else [])])
+    from lklab.cli.pipeline_jobs import handler_for
+
+    handler = handler_for(pipeline, args.command)
+    if handler is None and args.command in PER_PIPELINE and not pipeline.command_handlers:
+        found = sorted([*pipeline.jobs().commands(), *(["compare"] if pipeline.compare else [])])
         raise UsageError(f"{pipeline.name} has no '{args.command}' command; it has: {', '.join(found)}")
-    return handlers.get(args.command)
+    return handler

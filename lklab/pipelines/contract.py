@@ -16,12 +16,13 @@ What a pipeline declares:
   in ``--help``; another pipeline refuses them;
 * ``inapplicable``: flags one of its commands has no use for, each with the reason; given,
   such a flag is refused (exit 2), never silently ignored;
-* ``commands``: its handlers for the commands whose work is its own (``speed``, ``batch`` ...),
-  as a function returning ``{command: handler}``, so that naming a pipeline imports none of its
-  code; a command it does not list runs the command's own handler;
+* ``jobs``: what its commands run (``Jobs``: ``generate``, ``speed``, ``batch``, ``replay``,
+  ``reconcile``, each a function of the Spark session and the configuration returning what to
+  print), as a function returning them, so that naming a pipeline imports none of its code; the
+  command line (``lklab.cli.pipeline_jobs``) does the rest: flags, the session, exit codes;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
 * ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
-  pipeline); any other pipeline refuses a command it lists no handler for.
+  pipeline); any other pipeline refuses a command it declares no job for.
 
 Nothing here knows a pipeline: this module is the shape, the packages are the instances.
 """
@@ -29,11 +30,22 @@ Nothing here knows a pipeline: this module is the shape, the packages are the in
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Setting", "Inapplicable", "Comparison", "Pipeline", "Handler", "EVERY_COMMAND", "PER_PIPELINE"]
+__all__ = [
+    "Setting",
+    "Inapplicable",
+    "Comparison",
+    "Outcome",
+    "GenerateRequest",
+    "Jobs",
+    "Pipeline",
+    "Handler",
+    "EVERY_COMMAND",
+    "PER_PIPELINE",
+]
 
 Handler = Callable[[argparse.Namespace], int]
 EVERY_COMMAND = "*"
@@ -82,6 +94,56 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What a job reports: ``text`` to print; ``failed`` (exit 1: e.g. lines not conserved);
+    ``unexplained`` differences (exit 3 after a verdict line saying ``why``)."""
+
+    text: str
+    failed: bool = False
+    unexplained: int = 0
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """``lklab generate``'s options, parsed: durations in microseconds."""
+
+    scenario: str | None
+    events: int
+    seed: int
+    span: int
+    accounts: int
+    duplicate_rate: float
+    malformed_rate: float
+    segment_interval: int
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """What a pipeline's commands run (None: the pipeline has no such command).
+
+    ``generate(config, request) -> str``; ``speed(spark, config, available_now=, segments_per_batch=,
+    stop=) -> Outcome``; ``batch(spark, config) -> Outcome``; ``replay(spark, config, name, replace=)
+    -> Outcome``; ``reconcile(spark, config, against) -> Outcome``. ``check(config)`` raises
+    ``ValueError`` for a configuration the pipeline cannot serve, before any Spark starts;
+    ``refused``: the errors that are bad input (exit 2), not failures; ``describe(config)``: the
+    settings its progress lines name."""
+
+    generate: Callable[..., str] | None = None
+    speed: Callable[..., Outcome] | None = None
+    batch: Callable[..., Outcome] | None = None
+    replay: Callable[..., Outcome] | None = None
+    reconcile: Callable[..., Outcome] | None = None
+    check: Callable[[Any], None] = lambda config: None
+    refused: tuple[type[Exception], ...] = ()
+    describe: Callable[[Any], str] = lambda config: ""
+
+    def commands(self) -> tuple[str, ...]:
+        return tuple(name for name in PER_PIPELINE if getattr(self, name, None) is not None)
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """One pipeline, as the command line, the report and the DAGs see it (the module docstring)."""
 
@@ -89,7 +151,7 @@ class Pipeline:
     computes: str
     settings: tuple[Setting, ...] = ()
     inapplicable: tuple[Inapplicable, ...] = ()
-    commands: Callable[[], Mapping[str, Handler]] = field(default=lambda: {})
+    jobs: Callable[[], Jobs] = field(default=lambda: Jobs())
     compare: Comparison | None = None
     command_handlers: bool = False
 

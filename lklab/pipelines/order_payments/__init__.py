@@ -3,7 +3,7 @@
 Its line format (``parse``), rule (``rule``), state (``state``), metrics, truth (``batch``,
 ``truth`` for the tests' oracle), reconciliation rule (``reconcile_rule``, ``reconcile``, the
 finance ``audit``), generator, stream (``stream``: live and replay), comparison and command
-handlers (``commands``) live in this package; ``PIPELINE`` declares it to the registry.
+handlers (``jobs``) live in this package; ``PIPELINE`` declares it to the registry.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 __all__ = ["PIPELINE"]
 
 
-def _commands():
-    from lklab.pipelines.order_payments import commands
+def _jobs():
+    from lklab.pipelines.order_payments import jobs
 
-    return commands.COMMANDS
+    return jobs.jobs()
 
 
 def _compare(spark, config, plan, sweeps, source, progress):
@@ -44,6 +44,6 @@ PIPELINE = Pipeline(
             "the interval join has no windows (a payment's interval is --join-bound)",
         ),
     ),
-    commands=_commands,
+    jobs=_jobs,
     compare=Comparison(run=_compare),
 )

@@ -40,7 +40,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD, UTC_MICROS
-from shared.line_checks import future_rejection, iso_micros, read_line, reject_reasons, require_skew
+from shared.line_checks import event_clock, iso_micros, read_line, reject_reasons, require_skew
 from shared.spark_arrow import per_partition
 
 __all__ = [
@@ -158,14 +158,9 @@ def parse_order_line(
         return _rejected("amount_sign", "amount")
     if value["currency"] not in _CURRENCIES:
         return _rejected("invalid_currency", "currency")
-    event_time = iso_micros(value["event_time"])
-    if event_time is None:
-        return _rejected("invalid_event_time", "event_time")
-    if ingest is not None and ingest_time is None:
-        return _rejected("invalid_ingest_time", "ingest_time")
-    future = future_rejection(event_time, ingest_time, value["event_time"], ingest, max_clock_skew)
-    if future is not None:
-        return _rejected(*future)
+    event_time, rejection = event_clock(value["event_time"], ingest, ingest_time, max_clock_skew)
+    if rejection is not None:
+        return _rejected(*rejection)
     return {
         **{name: value[name] for name in ("event_id", "kind", "order_id", "currency")},
         "amount": amount,

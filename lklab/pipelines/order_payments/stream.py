@@ -27,9 +27,7 @@ the state, as the live layer does.
 
 from __future__ import annotations
 
-import logging
 import shutil
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,14 +66,12 @@ from shared.tables import Tables
 __all__ = [
     "SPEED_APP",
     "join_settings",
-    "PaymentsRule",
     "PAYMENTS_RULE",
     "run_payments_speed",
     "run_payments_replay",
     "PaymentsReplayExists",
 ]
 
-log = logging.getLogger("lklab.payments")
 
 SPEED_APP = "payments"  # the app id of the live stream's commits
 
@@ -108,70 +104,42 @@ def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table
     }
 
 
-class PaymentsRule(StreamRule):
-    """The order-payment join's stream for the live runner (``lklab.live_stream``)."""
-
-    what = "order_payments stream"
-    app_id = SPEED_APP
-    layout = LAYOUT
-
-    def settings(self, config: LabConfig) -> JoinSettings:
-        return join_settings(config)
-
-    def table_settings(self, config: LabConfig) -> dict[str, str]:
-        return interval_join_settings(config)
-
-    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
-        return parse_order_lines(lines, config.max_clock_skew)
-
-    def empty_state(self) -> JoinState:
-        return JoinState.empty()
-
-    def state_from_table(self, rows: pa.Table) -> JoinState:
-        return join_state_from_table(rows)
-
-    def step(self, parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_id: int, started: float):
-        step = join_step(parsed, state, settings, batch_id)
-        metrics = join_metrics_row(batch_id, parsed, step, time.monotonic() - started)
-        logged = {k: v for k, v in metrics.to_pylist()[0].items() if "watermark" not in k and k != "batch_id"}
-        return StepOutput({**_outputs(step, metrics), PAYMENTS_STATE: join_state_table(step.state)}, step.state, logged)
-
-    def holds_open(self, state: JoinState, settings: JoinSettings) -> bool:
-        """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
-        return any(
-            pc.any(pc.invert(held["matched"].fill_null(False))).as_py() for held in (state.orders, state.payments)
-        )
+def _read(lines: pa.Table, config: LabConfig) -> pa.Table:
+    return parse_order_lines(lines, config.max_clock_skew)
 
 
-PAYMENTS_RULE = PaymentsRule()
+def _step(parsed: pa.Table, state: JoinState, settings: JoinSettings, batch_id: int, started: float) -> StepOutput:
+    step = join_step(parsed, state, settings, batch_id)
+    metrics = join_metrics_row(batch_id, parsed, step, time.monotonic() - started)
+    logged = {k: v for k, v in metrics.to_pylist()[0].items() if "watermark" not in k and k != "batch_id"}
+    return StepOutput({**_outputs(step, metrics), PAYMENTS_STATE: join_state_table(step.state)}, step.state, logged)
 
 
-def run_payments_speed(
-    spark: SparkSession,
-    config: LabConfig,
-    *,
-    available_now: bool = False,
-    segments_per_batch: int = 1,
-    trigger_interval: str = "1 second",
-    app_id: str = SPEED_APP,
-    prefix: str = "",
-    stop: threading.Event | None = None,
-) -> LiveStream:
-    """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set.
+def _holds_open(state: JoinState, settings: JoinSettings) -> bool:
+    """An order or payment with no match yet is held: a later watermark makes it unpaid or an orphan."""
+    return any(pc.any(pc.invert(held["matched"].fill_null(False))).as_py() for held in (state.orders, state.payments))
 
-    One process per prefix and app (``LockHeld`` otherwise); tables built with other settings
-    are refused (``SettingsConflict``)."""
-    return run_live(
-        spark,
-        config,
-        PAYMENTS_RULE,
-        available_now=available_now,
-        segments_per_batch=segments_per_batch,
-        trigger_interval=trigger_interval,
-        app_id=app_id,
-        prefix=prefix,
-        stop=stop,
-    )
+
+# The order-payment join's stream for the live runner (``lklab.live_stream``).
+PAYMENTS_RULE = StreamRule(
+    what="order_payments stream",
+    app_id=SPEED_APP,
+    layout=LAYOUT,
+    settings=join_settings,
+    table_settings=interval_join_settings,
+    empty_state=JoinState.empty,
+    state_from_table=join_state_from_table,
+    step=_step,
+    read=_read,
+    holds_open=_holds_open,
+    logger="lklab.payments",
+)
+
+
+def run_payments_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
+    """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set
+    (``options``: ``run_live``'s)."""
+    return run_live(spark, config, PAYMENTS_RULE, **options)
 
 
 class PaymentsReplayExists(FileExistsError):

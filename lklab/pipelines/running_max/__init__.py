@@ -3,7 +3,7 @@
 It is here to show what a pipeline is: what differs, in one package, and a line in the
 registry. ``parse`` (its line format and checks), ``rule`` (the step and its state), ``tables``,
 ``stream`` (its ``StreamRule`` for the live runner), ``truth`` (its ``TruthRule``), ``reconcile``
-(the keyed diff and its one explanation), ``generator`` and ``commands``. Every job runs through
+(the keyed diff and its one explanation), ``generator`` and ``jobs``. Every job runs through
 a runner that knows no pipeline: ``lklab.live_stream``, ``lklab.replay_runner``,
 ``lklab.truth_runner``, ``reconciliation.keyed_diff``.
 """
@@ -16,10 +16,10 @@ from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 __all__ = ["PIPELINE"]
 
 
-def _commands():
-    from lklab.pipelines.running_max import commands
+def _jobs():
+    from lklab.pipelines.running_max import jobs
 
-    return commands.COMMANDS
+    return jobs.jobs()
 
 
 PIPELINE = Pipeline(
@@ -42,5 +42,5 @@ PIPELINE = Pipeline(
         ),
         Inapplicable(("--scenario", "--span"), ("generate",), "its generator has one shape: a reading a second"),
     ),
-    commands=_commands,
+    jobs=_jobs,
 )

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shared.events import HEARTBEAT_FIELD, UTC_MICROS
-from shared.line_checks import future_rejection, iso_micros, read_line, require_skew
+from shared.line_checks import event_clock, iso_micros, read_line, require_skew
 
 __all__ = ["PARSED_SCHEMA", "parse_readings", "parse_reading"]
 
@@ -64,14 +64,9 @@ def parse_reading(line: bytes, line_bytes: int | None, max_clock_skew: int) -> d
             return _rejected("wrong_type", name)
     if not isinstance(value["value"], int) or isinstance(value["value"], bool) or abs(value["value"]) >= 1 << 63:
         return _rejected("wrong_type", "value")
-    event_time = iso_micros(value["event_time"])
-    if event_time is None:
-        return _rejected("invalid_event_time", "event_time")
-    if ingest is not None and ingest_time is None:
-        return _rejected("invalid_ingest_time", "ingest_time")
-    future = future_rejection(event_time, ingest_time, value["event_time"], ingest, max_clock_skew)
-    if future is not None:
-        return _rejected(*future)
+    event_time, rejection = event_clock(value["event_time"], ingest, ingest_time, max_clock_skew)
+    if rejection is not None:
+        return _rejected(*rejection)
     fields = {name: value[name] for name in (*_TEXT_FIELDS, "value")}
     return {**fields, "event_time": event_time, "ingest_time": ingest_time, "reject_reason": None}
 

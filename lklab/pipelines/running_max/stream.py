@@ -24,46 +24,45 @@ from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared.config import LabConfig
 from shared.table_settings import line_settings
 
-__all__ = ["MaxRule", "MAX_RULE"]
+__all__ = ["MAX_RULE"]
 
 
-class MaxRule(StreamRule):
-    what = "running_max stream"
-    app_id = "max-speed"
-    layout = (
+def _read(lines: pa.Table, config: LabConfig) -> pa.Table:
+    return parse_readings(lines, config.max_clock_skew)
+
+
+def _step(parsed: pa.Table, state: MaxState, settings: None, batch_id: int, started: float) -> StepOutput:
+    batch = max_step(parsed, state, batch_id)
+    rows = {
+        MAX_DEAD_LETTER: batch.dead_letters,
+        MAX_DUPLICATES: batch.duplicates,
+        MAX_STREAM: batch.changes,
+        MAX_STREAM_METRICS: batch.metrics,
+        MAX_STATE: state_table(batch.state),
+    }
+    figures = {k: v for k, v in batch.metrics.to_pylist()[0].items() if k != "batch_id"}
+    return StepOutput(rows, batch.state, figures)
+
+
+def _no_settings(config: LabConfig) -> None:
+    return None  # the rule has no settings of its own
+
+
+MAX_RULE = StreamRule(
+    what="running_max stream",
+    app_id="max-speed",
+    layout=(
         SinkTable(MAX_DEAD_LETTER),
         SinkTable(MAX_DUPLICATES),
         SinkTable(MAX_STREAM, MERGE, ("key",)),
         SinkTable(MAX_STREAM_METRICS),
         SinkTable(MAX_STATE, OVERWRITE),
-    )
-
-    def settings(self, config: LabConfig) -> None:
-        return None  # the rule has no settings of its own
-
-    def table_settings(self, config: LabConfig) -> dict[str, str]:
-        return line_settings(config)  # what makes a line a dead letter: the rows depend on nothing else
-
-    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
-        return parse_readings(lines, config.max_clock_skew)
-
-    def empty_state(self) -> MaxState:
-        return MaxState()
-
-    def state_from_table(self, rows: pa.Table) -> MaxState:
-        return state_from_table(rows)
-
-    def step(self, parsed: pa.Table, state: MaxState, settings: None, batch_id: int, started: float) -> StepOutput:
-        batch = max_step(parsed, state, batch_id)
-        rows = {
-            MAX_DEAD_LETTER: batch.dead_letters,
-            MAX_DUPLICATES: batch.duplicates,
-            MAX_STREAM: batch.changes,
-            MAX_STREAM_METRICS: batch.metrics,
-            MAX_STATE: state_table(batch.state),
-        }
-        figures = {k: v for k, v in batch.metrics.to_pylist()[0].items() if k != "batch_id"}
-        return StepOutput(rows, batch.state, figures)
-
-
-MAX_RULE = MaxRule()
+    ),
+    settings=_no_settings,
+    table_settings=line_settings,  # what makes a line a dead letter: the rows depend on nothing else
+    empty_state=MaxState,
+    state_from_table=state_from_table,
+    step=_step,
+    read=_read,
+    logger="lklab.running_max",
+)

@@ -2,8 +2,8 @@
 
 Its line format (``parse``), rule (``rule``, ``step``), state (``state``), metrics, truth
 (``batch``, ``truth`` for the tests' oracle), reconciliation rule (``reconcile_rule``,
-``reconcile``), generator, stream (``speed``, ``replay``), comparison and command handlers
-(``commands``) live in this package; ``PIPELINE`` declares it to the registry.
+``reconcile``), generator, stream (``speed``, ``replay``), comparison and jobs
+(``jobs``) live in this package; ``PIPELINE`` declares it to the registry.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 __all__ = ["PIPELINE"]
 
 
-def _commands():
-    from lklab.pipelines.unique_visitors import commands
+def _jobs():
+    from lklab.pipelines.unique_visitors import jobs
 
-    return commands.COMMANDS
+    return jobs.jobs()
 
 
 def _compare(spark, config, plan, sweeps, source, progress):
@@ -39,6 +39,6 @@ PIPELINE = Pipeline(
     computes="distinct URLs per user and window",
     settings=(Setting("state-ttl", "how long a URL seen by a user stays in the stream's state (default 24h)"),),
     inapplicable=WHOLE_LOG_RULES,
-    commands=_commands,
+    jobs=_jobs,
     compare=Comparison(run=_compare, sweeps=("state-ttl",), check=_check),
 )

@@ -25,9 +25,6 @@ Always on (without ``available_now``), it appends a heartbeat to a log quiet for
 
 from __future__ import annotations
 
-import logging
-import threading
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -63,14 +60,12 @@ __all__ = [
     "batch_rows",
     "visitor_sink",
     "VISITORS_RULE",
-    "VisitorsRule",
     "run_visitors_speed",
     "visitor_settings",
     "visitors_table_settings",
 ]
 
 APP_ID = "visitors-speed"
-log = logging.getLogger("lklab.visitors")
 
 
 def visitor_settings(config: LabConfig) -> VisitorSettings:
@@ -123,73 +118,49 @@ def batch_rows(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> dict[cata
     }
 
 
-class VisitorsRule(StreamRule):
-    """The ``unique_visitors`` stream for the live runner (``lklab.live_stream``)."""
-
-    what = "unique_visitors speed layer"
-    app_id = APP_ID
-    layout = LAYOUT
-    parse = staticmethod(parse_page_views)
-
-    def settings(self, config: LabConfig) -> VisitorSettings:
-        return visitor_settings(config)
-
-    def table_settings(self, config: LabConfig) -> dict[str, str]:
-        return visitors_table_settings(config)
-
-    def read(self, lines: pa.Table, config: LabConfig) -> pa.Table:
-        return lines.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
-
-    def empty_state(self) -> VisitorState:
-        return VisitorState.empty()
-
-    def state_from_table(self, rows: pa.Table) -> VisitorState:
-        return state_from_table(rows)
-
-    def step(self, parsed: pa.Table, state: VisitorState, settings: VisitorSettings, batch_id: int, started: float):
-        step = visitors_step(parsed, state, settings, batch_id)
-        logged = {
-            "lines": step.input_lines,
-            "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
-            "late_pairs": step.late.num_rows,
-            "duplicates": step.duplicates.num_rows,
-            "dead_letters": step.dead_letters.num_rows,
-            "state_entries": step.state_entries,
-        }
-        return StepOutput(batch_rows(batch_id, parsed, step), step.state, logged)
-
-    def holds_open(self, state: VisitorState, settings: VisitorSettings) -> bool:
-        """The state holds a window the watermark has not made final."""
-        ends = micros(state.members["window_end"])
-        return bool((~is_final(ends, state.clock.watermark_after(settings.clock))).any())
+def _read(lines: pa.Table, config: LabConfig) -> pa.Table:
+    return lines.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA)
 
 
-VISITORS_RULE = VisitorsRule()
+def _step(
+    parsed: pa.Table, state: VisitorState, settings: VisitorSettings, batch_id: int, started: float
+) -> StepOutput:
+    step = visitors_step(parsed, state, settings, batch_id)
+    logged = {
+        "lines": step.input_lines,
+        "new_urls": int(pc.sum(step.outcomes["new_urls"]).as_py() or 0) if step.outcomes.num_rows else 0,
+        "late_pairs": step.late.num_rows,
+        "duplicates": step.duplicates.num_rows,
+        "dead_letters": step.dead_letters.num_rows,
+        "state_entries": step.state_entries,
+    }
+    return StepOutput(batch_rows(batch_id, parsed, step), step.state, logged)
 
 
-def run_visitors_speed(
-    spark: SparkSession,
-    config: LabConfig,
-    *,
-    available_now: bool = False,
-    segments_per_batch: int = 1,
-    trigger_interval: str = "1 second",
-    prefix: str = "",
-    app_id: str = APP_ID,
-    stop: threading.Event | None = None,
-) -> LiveStream:
-    """Run the stream until the log is consumed (``available_now``) or ``stop`` is set.
+def _holds_open(state: VisitorState, settings: VisitorSettings) -> bool:
+    """The state holds a window the watermark has not made final."""
+    ends = micros(state.members["window_end"])
+    return bool((~is_final(ends, state.clock.watermark_after(settings.clock))).any())
 
-    One process at a time per table prefix: a second one is refused (``LockHeld``); tables built
-    with other settings are refused (``SettingsConflict``)."""
-    return run_live(
-        spark,
-        config,
-        VISITORS_RULE,
-        available_now=available_now,
-        segments_per_batch=segments_per_batch,
-        trigger_interval=trigger_interval,
-        app_id=app_id,
-        prefix=prefix,
-        stop=stop,
-    )
+
+# The ``unique_visitors`` stream for the live runner (``lklab.live_stream``).
+VISITORS_RULE = StreamRule(
+    what="unique_visitors speed layer",
+    app_id=APP_ID,
+    layout=LAYOUT,
+    settings=visitor_settings,
+    table_settings=visitors_table_settings,
+    empty_state=VisitorState.empty,
+    state_from_table=state_from_table,
+    step=_step,
+    parse=parse_page_views,
+    read=_read,
+    holds_open=_holds_open,
+    logger="lklab.visitors",
+)
+
+
+def run_visitors_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
+    """Run the ``unique_visitors`` stream until the log is consumed (``available_now``) or ``stop`` is set
+    (``options``: ``run_live``'s)."""
+    return run_live(spark, config, VISITORS_RULE, **options)

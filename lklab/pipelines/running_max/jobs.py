@@ -1,0 +1,100 @@
+"""What the ``running_max`` commands run, each a few lines over a runner that knows no pipeline:
+``speed`` and ``replay`` run the stream rule (``stream.MAX_RULE``) through ``lklab.live_stream``
+and ``lklab.replay_runner``, ``batch`` the truth rule through ``lklab.truth_runner``,
+``reconcile`` the keyed diff (``reconcile``). The command line does the rest
+(``lklab.cli.pipeline_jobs``)."""
+
+from __future__ import annotations
+
+from lklab.pipelines.contract import GenerateRequest, Jobs, Outcome
+
+__all__ = ["jobs"]
+
+_PARTS = ("readings", "duplicates", "dead_letters", "heartbeats")
+
+
+def _conservation(lines: int, figures: dict) -> tuple[str, bool]:
+    kept = lines == sum(figures[k] for k in _PARTS)
+    parts = " + ".join(f"{figures[k]:,} {k.replace('_', ' ')}" for k in _PARTS)
+    return f"{lines:,} lines = {parts} ({'conserved' if kept else 'NOT CONSERVED'})", kept
+
+
+def generate(config, request: GenerateRequest) -> str:
+    from lklab.pipelines.running_max.generator import ReadingParams, generate_readings
+
+    params = ReadingParams(
+        readings=request.events,
+        keys=request.accounts,
+        seed=request.seed,
+        segment_interval=request.segment_interval,
+        duplicate_rate=request.duplicate_rate,
+        malformed_rate=request.malformed_rate,
+    )
+    made = generate_readings(params, config.lake, overwrite=request.overwrite)
+    return (
+        f"{made['readings']:,} readings, {made['duplicates']:,} resends, {made['malformed']:,} malformed lines: "
+        f"{made['lines']:,} lines in {made['segments']:,} segments -> {config.lake / 'log'}"
+    )
+
+
+def _stream_outcome(stream, heading: str = "") -> Outcome:
+    from lklab.pipelines.running_max.tables import MAX_STREAM, MAX_STREAM_METRICS
+
+    metrics = stream.tables.read_arrow(stream.table(MAX_STREAM_METRICS))
+    totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", *_PARTS)}
+    text, kept = _conservation(totals["input_lines"], totals)
+    keys = stream.tables.read_arrow(stream.table(MAX_STREAM)).num_rows
+    return Outcome(
+        f"{heading}{metrics.num_rows} micro-batches: {text}; {keys:,} keys in {stream.table(MAX_STREAM)}",
+        failed=not kept,
+    )
+
+
+def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+    from lklab.live_stream import run_live
+    from lklab.pipelines.running_max.stream import MAX_RULE
+
+    stream = run_live(
+        spark, config, MAX_RULE, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop
+    )
+    return _stream_outcome(stream)
+
+
+def replay(spark, config, name: str, *, replace: bool) -> Outcome:
+    from lklab.pipelines.running_max.stream import MAX_RULE
+    from lklab.replay_runner import replay_live
+
+    return _stream_outcome(replay_live(spark, config, MAX_RULE, name, replace=replace), f"replay {name}: ")
+
+
+def batch(spark, config) -> Outcome:
+    from lklab.pipelines.running_max.tables import MAX_TRUTH
+    from lklab.pipelines.running_max.truth import MAX_TRUTH_RULE
+    from lklab.truth_runner import run_truth
+
+    run = run_truth(spark, config, MAX_TRUTH_RULE)
+    text, kept = _conservation(run.figures["lines"], dict(run.figures))
+    return Outcome(
+        f"{MAX_TRUTH.name}: from segments 1..{run.last_segment}; {text}; {run.wall_seconds:.1f} s wall", failed=not kept
+    )
+
+
+def reconcile(spark, config, against: str) -> Outcome:
+    from lklab.pipelines.running_max.reconcile import reconcile_max, render_text
+
+    result = reconcile_max(spark, config, against)
+    return Outcome(
+        render_text(result),
+        unexplained=len(result.unexplained),
+        why="a key whose maximum differs with no unread reading of it",
+    )
+
+
+def _refused() -> tuple[type[Exception], ...]:
+    from lklab.kappa_replay import ReplayExists
+
+    return (ReplayExists,)
+
+
+def jobs() -> Jobs:
+    return Jobs(generate=generate, speed=speed, batch=batch, replay=replay, reconcile=reconcile, refused=_refused())
