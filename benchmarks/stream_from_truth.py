@@ -14,7 +14,7 @@ log and behaved in three known ways, and records how many lines each behaviour t
   (``run_batch(last_segment=...)``); the stream read to the end.
 
 Everything else is what the shared chain says about each line: ``dead_letter`` holds the lines
-validation rejects, ``speed_aggregates`` the window totals (``shared.pipeline.window_totals``)
+validation rejects, ``speed_aggregates`` the window totals (``shared.batch_chain.window_totals``)
 of the events the stream counted, all ``final``. ``stream_metrics`` has one summary row whose
 ``last_segment`` is the log's end. So reconciliation has real work (late, duplicate and unread
 lines to attribute, windows missing and extra) and a known answer: nothing unexplained.
@@ -32,12 +32,12 @@ from pyspark.sql import functions as F
 from lklab.batch_recompute import run_batch
 from lklab.generator import GeneratorParams, generate
 from lklab.scenarios import HOUR
+from shared.batch_chain import classify_lines, window_totals
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.events import EVENT_COLUMNS, parse_events
 from shared.log_source import log_reader
-from shared.pipeline import classify_lines, window_totals
 from shared.tables import Tables
 from shared.windows import assign_windows
 

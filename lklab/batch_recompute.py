@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lklab.progress import progress as track
+from shared.batch_chain import classify_lines, window_totals, without_event_text
 from shared.batch_runs import BATCH_TABLES_LOCK, BatchRun, record_run, recorded_position
 from shared.catalog import BATCH_DEAD_LETTER, BATCH_DUPLICATES, BATCH_TRUTH
 from shared.compute_cost import measure_cost
@@ -29,7 +30,6 @@ from shared.eventlog import EventLog
 from shared.locks import hold, writer
 from shared.log_source import parsed_log
 from shared.partitions import DayRange
-from shared.pipeline import classify_lines, window_totals, without_event_text
 from shared.table_settings import batch_settings, record, require
 from shared.tables import Tables
 

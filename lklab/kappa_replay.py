@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
+from shared.batch_chain import without_event_text
 from shared.catalog import (
     DEAD_LETTER,
     DUPLICATE_EVENTS,
@@ -39,7 +40,6 @@ from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import history_append, writer
 from shared.log_source import parsed_log
-from shared.pipeline import without_event_text
 from shared.replay import replay
 from shared.speed import StreamSettings
 from shared.table_settings import record, stream_settings

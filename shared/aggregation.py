@@ -6,7 +6,7 @@ One row per ``(window_start, window_end, account_id, currency)`` with ``event_co
 Currencies are never added together.
 
 The rule is written once, in Arrow (``aggregate_windows_table``): the speed layer applies it to
-a micro-batch, ``shared.pipeline.window_totals`` runs it through Spark, all windows of an account
+a micro-batch, ``shared.batch_chain.window_totals`` runs it through Spark, all windows of an account
 and currency in one call.
 """
 

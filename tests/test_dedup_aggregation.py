@@ -6,9 +6,9 @@ from decimal import Decimal
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from shared.aggregation import AGGREGATE_ARROW_SCHEMA, AGGREGATE_SCHEMA
+from shared.batch_chain import classify_lines, window_totals
 from shared.dedup import first_copies, later_copies, mark_duplicates
 from shared.events import EVENT_SCHEMA, parse_events, valid_events
-from shared.pipeline import classify_lines, window_totals
 from shared.windows import TumblingWindows
 from tests.conftest import event_line, raw_frame
 
@@ -92,8 +92,8 @@ def test_spark_marks_and_totals_are_the_arrow_rules(spark):
     import pyarrow as pa
     import pyarrow.compute  # noqa: F401  (pa.compute)
 
+    from shared.batch_chain import window_totals_table
     from shared.dedup import mark_duplicates_table
-    from shared.pipeline import window_totals_table
     from shared.windows import SlidingWindows
 
     rng = random.Random(18)

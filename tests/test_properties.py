@@ -11,10 +11,10 @@ from pyspark.sql import functions as F
 from lklab.generator import GeneratedEvents
 from lklab.summary import same_rows
 from lklab.truth import truth_windows
+from shared.batch_chain import classify_lines, window_totals
 from shared.eventlog import EventLog
 from shared.events import parse_events
 from shared.log_source import parsed_log
-from shared.pipeline import classify_lines, window_totals
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
 from tests.conftest import event_line, raw_frame
 

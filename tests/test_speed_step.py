@@ -10,8 +10,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.batch_chain import window_totals_table
 from shared.events import EVENT_SCHEMA
-from shared.pipeline import window_totals_table
 from shared.speed import StreamSettings, stream_step
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows

@@ -1,7 +1,7 @@
 """``billing_windows``: exact money per account, currency and event-time window.
 
 The lab's first pipeline. Its rule is the engine's windowed aggregation (``shared.events``,
-``shared.speed``, ``shared.stream_windows``, ``shared.pipeline``); its runners are the commands'
+``shared.speed``, ``shared.stream_windows``, ``shared.batch_chain``); its runners are the commands'
 own (``lklab.speed_layer``, ``lklab.batch_recompute``, ``lklab.kappa_replay``,
 ``reconciliation.reconcile``, ``lklab.experiment``), so it lists no command handlers of its own.
 """
