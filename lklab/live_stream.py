@@ -44,7 +44,7 @@ from lklab.stream_sink import SinkTable, StreamSink
 from shared import catalog
 from shared.config import LabConfig
 from shared.eventlog import EventLog
-from shared.locks import writer
+from shared.locks import stream_role, writer
 from shared.log_source import log_stream_reader
 from shared.tables import Tables
 
@@ -62,7 +62,7 @@ __all__ = [
 
 def stream_lock(lake: Path, prefix: str, app_id: str) -> AbstractContextManager:
     """The lock a live stream holds while it runs (``LockHeld`` when another process has it)."""
-    return writer(lake, "stream-" + (prefix + app_id).replace("/", "."))
+    return writer(lake, stream_role(prefix, app_id))
 
 
 def checkpoint_for(lake: Path, prefix: str, app_id: str, tables: Tables, progress_table: str, refusal: str) -> Path:

@@ -1,7 +1,6 @@
 """Compaction and VACUUM of the lake's always-on tables, keeping time travel within a retention.
 
-The three live streams (billing's speed layer, ``unique_visitors`` and ``order_payments``) commit
-to their tables every micro-batch and reconciliation appends to its history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
+Every pipeline's live stream (``Pipeline.stream``: its ``StreamRule``) commits to its tables every micro-batch and reconciliation appends to its history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
 replaced behind for time travel. Maintenance does two things to every always-on table:
 
 * **Compaction** (delta-rs ``optimize.compact``): small files are rewritten into bigger ones in
@@ -26,8 +25,9 @@ Concurrency (delta-rs 1.6.6):
 * a compaction next to an in-place rewrite is not safe: a MERGE that commits after it fails (the
   speed layer would stop), and an overwrite that commits after it keeps the compacted file next
   to its own (the overwritten rows come back). The tables a stream rewrites every micro-batch
-  (billing's ``speed_aggregates``, merged, and ``stream_state``; ``visitors_windows``, merged,
-  ``visitors_seen`` and ``visitors_state``; ``payments_state``) are therefore compacted only while
+  (those its sink layout merges or overwrites: billing's ``speed_aggregates`` and
+  ``stream_state``, ``visitors_windows``, ``visitors_seen`` and ``visitors_state``,
+  ``payments_state`` ...) are therefore compacted only while
   that stream's lock is free, and under it, so that none starts meanwhile; while it runs they
   are skipped (every micro-batch rewrites them, so they hold one or two live files anyway: what
   they need is VACUUM);
@@ -48,17 +48,10 @@ from pathlib import Path
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from lklab.pipelines.order_payments.tables import PAYMENTS_STATE, PAYMENTS_TABLES
-from lklab.pipelines.unique_visitors.tables import (
-    VISITORS_SEEN,
-    VISITORS_SPEED_TABLES,
-    VISITORS_STATE,
-    VISITORS_WINDOWS,
-)
 from reconciliation.tables import RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS
 from shared import catalog
 from shared.durations import UNITS, format_duration, parse_duration
-from shared.locks import LockHeld, hold, writer
+from shared.locks import LockHeld, hold, stream_role, writer
 
 __all__ = [
     "ALWAYS_ON_TABLES",
@@ -72,12 +65,6 @@ __all__ = [
 
 DEFAULT_RETENTION = "7d"
 MINIMUM_RETENTION_HOURS, MAXIMUM_RETENTION_HOURS = 1, 30 * 24
-# The locks the live streams hold while they run ("stream-" + app id, no prefix): the billing
-# speed layer (lklab.speed_layer.run_speed, app "speed"), the unique_visitors stream
-# (lklab.pipelines.unique_visitors.speed, "visitors-speed") and the order_payments stream (lklab.pipelines.order_payments.stream, "payments").
-SPEED_LAYER_LOCK = "stream-speed"
-VISITORS_STREAM_LOCK = "stream-visitors-speed"
-PAYMENTS_STREAM_LOCK = "stream-payments"
 COMMIT_ATTEMPTS = 5
 
 
@@ -90,30 +77,22 @@ class AlwaysOnTable:
     rewritten_by: str | None = None
 
 
-def _stream_tables(
-    tables: tuple[catalog.Table, ...], rewritten: tuple[catalog.Table, ...], lock: str
-) -> tuple[AlwaysOnTable, ...]:
-    """A live stream's tables: ``rewritten`` (merged or overwritten every micro-batch) under its ``lock``."""
-    return tuple(AlwaysOnTable(table.name, rewritten_by=lock if table in rewritten else None) for table in tables)
+def _always_on_tables() -> tuple[AlwaysOnTable, ...]:
+    """Every registered pipeline's live-stream tables (those it merges or overwrites every
+    micro-batch rewritten under its stream's lock), then the reconciliation's history."""
+    from lklab.pipelines import REGISTRY
+    from lklab.stream_sink import APPEND
+
+    streams = []
+    for pipeline in REGISTRY.values():
+        rule = pipeline.stream()
+        if rule is not None:
+            lock = stream_role("", rule.app_id)
+            streams += [AlwaysOnTable(e.table.name, None if e.write == APPEND else lock) for e in rule.layout]
+    return (*streams, *(AlwaysOnTable(table.name) for table in (RECON_RUNS, RECON_DIFFS, RECON_CORRECTIONS)))
 
 
-ALWAYS_ON_TABLES = (
-    AlwaysOnTable(catalog.SPEED_AGGREGATES.name, rewritten_by=SPEED_LAYER_LOCK),
-    AlwaysOnTable(catalog.STREAM_STATE.name, rewritten_by=SPEED_LAYER_LOCK),
-    AlwaysOnTable(catalog.LATE_EVENTS.name),
-    AlwaysOnTable(catalog.DUPLICATE_EVENTS.name),
-    AlwaysOnTable(catalog.DEAD_LETTER.name),
-    AlwaysOnTable(catalog.STREAM_METRICS.name),
-    AlwaysOnTable(RECON_RUNS.name),
-    AlwaysOnTable(RECON_DIFFS.name),
-    AlwaysOnTable(RECON_CORRECTIONS.name),
-    *_stream_tables(
-        VISITORS_SPEED_TABLES,
-        (VISITORS_WINDOWS, VISITORS_SEEN, VISITORS_STATE),
-        VISITORS_STREAM_LOCK,
-    ),
-    *_stream_tables(PAYMENTS_TABLES, (PAYMENTS_STATE,), PAYMENTS_STREAM_LOCK),
-)
+ALWAYS_ON_TABLES = _always_on_tables()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["LockHeld", "hold", "writer", "refuse_if_held", "appender", "whole_lake", "history_append"]
+__all__ = ["LockHeld", "hold", "writer", "stream_role", "refuse_if_held", "appender", "whole_lake", "history_append"]
 
 _ROLE_NAME = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -87,6 +87,11 @@ def _share_lake(stack: ExitStack, lake: str | Path) -> None:
         stack.enter_context(hold(lake, "lake", shared=True))
     except LockHeld:
         raise LockHeld(f"the lake {Path(lake)} is being replaced by {_holder(_path(lake, 'lake'))}") from None
+
+
+def stream_role(prefix: str, app_id: str) -> str:
+    """The writer role of a live stream of ``app_id`` writing tables under ``prefix``."""
+    return "stream-" + (prefix + app_id).replace("/", ".")
 
 
 @contextmanager

@@ -22,24 +22,26 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.cli import main as lklab
-from lklab.maintenance import (
-    ALWAYS_ON_TABLES,
-    PAYMENTS_STREAM_LOCK,
-    SPEED_LAYER_LOCK,
-    VISITORS_STREAM_LOCK,
-    maintain_lake,
-    retention_hours,
-)
-from shared.locks import LockHeld, writer
+from lklab.maintenance import ALWAYS_ON_TABLES, maintain_lake, retention_hours
+from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
+from lklab.pipelines.running_max.stream import MAX_RULE
+from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
+from lklab.speed_layer import SPEED_RULE
+from shared.locks import LockHeld, stream_role, writer
 from shared.tables import Tables
 
-BATCHES = 3  # micro-batches per table: three small files to compact (24 tables)
+# the locks the live streams hold while they run
+SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK, MAX_STREAM_LOCK = (
+    stream_role("", rule.app_id) for rule in (SPEED_RULE, VISITORS_RULE, PAYMENTS_RULE, MAX_RULE)
+)
+BATCHES = 3  # micro-batches per table: three small files to compact (29 tables)
 APPENDED = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is None]
 REWRITTEN = [t.name for t in ALWAYS_ON_TABLES if t.rewritten_by is not None]
 MERGED = (
     "speed_aggregates",
     "visitors_windows",
-)  # merged by window every micro-batch; the other rewritten ones overwritten
+    "max_stream",
+)  # merged every micro-batch; the other rewritten ones overwritten
 HOLD = """
 import sys, time
 from shared.locks import writer
@@ -251,8 +253,9 @@ def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
             retention_hours(text)
 
 
-def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_history():
+def test_the_always_on_tables_are_every_pipelines_stream_and_the_reconciliation_history():
     from lklab.pipelines.order_payments.tables import PAYMENTS_TABLES
+    from lklab.pipelines.running_max.tables import MAX_STREAM_TABLES
     from lklab.pipelines.unique_visitors.speed import APP_ID
     from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
     from lklab.speed_layer import SPEED_TABLES
@@ -264,6 +267,7 @@ def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_histo
         | {"recon_runs", "recon_diffs", "recon_corrections"}
         | {t.name for t in VISITORS_SPEED_TABLES}
         | {t.name for t in PAYMENTS_TABLES}
+        | {t.name for t in MAX_STREAM_TABLES}
     )
     assert {t.name: t.rewritten_by for t in ALWAYS_ON_TABLES if t.rewritten_by} == {
         "speed_aggregates": SPEED_LAYER_LOCK,
@@ -272,12 +276,15 @@ def test_the_always_on_tables_are_the_three_streams_and_the_reconciliation_histo
         "visitors_seen": VISITORS_STREAM_LOCK,
         "visitors_state": VISITORS_STREAM_LOCK,
         "payments_state": PAYMENTS_STREAM_LOCK,
+        "max_stream": MAX_STREAM_LOCK,
+        "max_state": MAX_STREAM_LOCK,
     }
     # the locks the streams take: "stream-" + their app id (run_speed's "speed", run_payments_speed's "payments")
-    assert (SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK) == (
+    assert (SPEED_LAYER_LOCK, VISITORS_STREAM_LOCK, PAYMENTS_STREAM_LOCK, MAX_STREAM_LOCK) == (
         "stream-speed",
         f"stream-{APP_ID}",
         "stream-payments",
+        "stream-max-speed",
     )
 
 

@@ -20,6 +20,8 @@ What a pipeline declares:
   ``reconcile``, each a function of the Spark session and the configuration returning what to
   print), as a function returning them, so that naming a pipeline imports none of its code; the
   command line (``lklab.cli.pipeline_jobs``) does the rest: flags, the session, exit codes;
+* ``stream``: its live stream's ``StreamRule`` (``lklab.live_stream``; None: it has none), as a
+  function importing it when asked: maintenance reads which tables it rewrites and its lock;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
 * ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
   pipeline); any other pipeline refuses a command it declares no job for.
@@ -152,6 +154,7 @@ class Pipeline:
     settings: tuple[Setting, ...] = ()
     inapplicable: tuple[Inapplicable, ...] = ()
     jobs: Callable[[], Jobs] = field(default=lambda: Jobs())
+    stream: Callable[[], Any] = field(default=lambda: None)
     compare: Comparison | None = None
     command_handlers: bool = False
 

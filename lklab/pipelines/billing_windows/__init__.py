@@ -12,8 +12,16 @@ from lklab.pipelines.contract import Pipeline
 
 __all__ = ["PIPELINE"]
 
+
+def _stream():
+    from lklab.speed_layer import SPEED_RULE
+
+    return SPEED_RULE
+
+
 PIPELINE = Pipeline(
     name="billing_windows",
+    stream=_stream,
     computes="windowed sums: exact money per account, currency and event-time window",
     command_handlers=True,
 )

@@ -26,8 +26,15 @@ def _compare(spark, config, plan, sweeps, source, progress):
     return run_payments_comparison(spark, config, plan, source=source, progress=progress)
 
 
+def _stream():
+    from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
+
+    return PAYMENTS_RULE
+
+
 PIPELINE = Pipeline(
     name="order_payments",
+    stream=_stream,
     computes="the interval join of orders and payments (matched, unpaid, orphans)",
     settings=(Setting("join-bound", "a payment matches an order up to this long after it (default 15m)"),),
     inapplicable=(

@@ -22,8 +22,15 @@ def _jobs():
     return jobs.jobs()
 
 
+def _stream():
+    from lklab.pipelines.running_max.stream import MAX_RULE
+
+    return MAX_RULE
+
+
 PIPELINE = Pipeline(
     name="running_max",
+    stream=_stream,
     computes="the maximum reading per key (the smallest pipeline: docs/adding-a-pipeline.md)",
     inapplicable=(
         *WHOLE_LOG_RULES,

@@ -34,8 +34,15 @@ def _check(config) -> None:
     require_fixed(config.window)
 
 
+def _stream():
+    from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
+
+    return VISITORS_RULE
+
+
 PIPELINE = Pipeline(
     name="unique_visitors",
+    stream=_stream,
     computes="distinct URLs per user and window",
     settings=(Setting("state-ttl", "how long a URL seen by a user stays in the stream's state (default 24h)"),),
     inapplicable=WHOLE_LOG_RULES,
