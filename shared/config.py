@@ -6,7 +6,10 @@ Every setting has one key, spelled the same everywhere:
 * in the environment: ``LKLAB_WINDOW_SIZE=2m``;
 * on the command line: ``--window-size 2m``.
 
-Later sources win: defaults < file < environment < flags. The file is ``--config FILE``,
+Later sources win: defaults < file < the file's section of the pipeline < environment < flags.
+A pipeline's section, ``[pipelines.NAME]``, holds settings that apply when ``NAME`` is the
+pipeline configured (its own, such as ``state-ttl``, or any other, such as a window size for
+that pipeline alone); its keys are the same settings, ``pipeline`` aside. The file is ``--config FILE``,
 else ``$LKLAB_CONFIG``, else ``./lklab.toml`` when it exists. ``load_config`` validates
 everything once and raises ``ConfigError`` with a message naming the bad value and the
 valid ones.
@@ -25,7 +28,7 @@ from typing import Any
 from shared.durations import format_duration, parse_duration
 from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
 
-__all__ = ["LabConfig", "ConfigError", "load_config", "with_settings", "SETTINGS", "TABLE_ENGINES"]
+__all__ = ["LabConfig", "ConfigError", "load_config", "with_settings", "SETTINGS", "SECTIONS", "TABLE_ENGINES"]
 
 TABLE_ENGINES = ("auto", "deltalake", "delta-spark")
 
@@ -123,7 +126,17 @@ def _coerce(name: str, value: Any) -> Any:
     return value
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+SECTIONS = "pipelines"  # the file's table of per-pipeline sections
+
+
+def _unknown(keys, valid, where: str) -> None:
+    unknown = sorted(set(keys) - set(valid))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(valid)}")
+
+
+def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The file's settings, and its sections by pipeline name."""
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
@@ -131,12 +144,15 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from None
-    unknown = sorted(set(data) - set(SETTINGS))
-    if unknown:
-        raise ConfigError(
-            f"configuration file {path}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(SETTINGS)}"
+    sections = data.pop(SECTIONS, {})
+    _unknown(data, (*SETTINGS, SECTIONS), f"configuration file {path}")
+    if not isinstance(sections, dict) or not all(isinstance(v, dict) for v in sections.values()):
+        raise ConfigError(f"configuration file {path}: [{SECTIONS}] holds one table per pipeline, [{SECTIONS}.NAME]")
+    for name, section in sections.items():
+        _unknown(
+            section, [key for key in SETTINGS if key != "pipeline"], f"configuration file {path}, [{SECTIONS}.{name}]"
         )
-    return data
+    return data, sections
 
 
 def load_config(
@@ -149,18 +165,26 @@ def load_config(
     if config_file is None:
         config_file = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
     raw: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
     if config_file is not None:
-        raw.update(_read_file(Path(config_file)))
+        file_settings, sections = _read_file(Path(config_file))
+        raw.update(file_settings)
+    environment: dict[str, Any] = {}
     for key in SETTINGS:
         env_key = "LKLAB_" + key.replace("-", "_").upper()
         if environ.get(env_key):
-            raw[key] = environ[env_key]
+            environment[key] = environ[env_key]
+    flags: dict[str, Any] = {}
     for key, value in (overrides or {}).items():
         key = key.replace("_", "-")
         if key not in SETTINGS:
             raise ConfigError(f"unknown setting {key!r}; valid: {', '.join(SETTINGS)}")
         if value is not None:
-            raw[key] = value
+            flags[key] = value
+    pipeline = {**raw, **environment, **flags}.get("pipeline", LabConfig.pipeline)
+    raw.update(sections.get(pipeline, {}))
+    raw.update(environment)
+    raw.update(flags)
     values = {key.replace("-", "_"): _coerce(key.replace("-", "_"), value) for key, value in raw.items()}
     config = LabConfig(**values, explicit=frozenset(raw))
     try:

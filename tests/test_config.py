@@ -72,3 +72,35 @@ def test_describe_speaks_the_users_units():
     described = LabConfig(watermark_delay=90_000_000).describe()
     assert described["watermark-delay"] == "90s"
     assert described["window-kind"] == "tumbling"
+
+
+def test_a_pipelines_section_applies_to_that_pipeline_only(tmp_path):
+    file = tmp_path / "lab.toml"
+    file.write_text(
+        'window-size = "2m"\nstate-ttl = "12h"\n'
+        '[pipelines.unique_visitors]\nstate-ttl = "1h"\nwindow-size = "5m"\n'
+        '[pipelines.order_payments]\njoin-bound = "30m"\n'
+    )
+    visitors = load_config(file, {"pipeline": "unique_visitors"}, environ={})
+    assert (visitors.state_ttl, visitors.window_size, visitors.join_bound) == (3_600_000_000, 300_000_000, 900_000_000)
+    billing = load_config(file, {}, environ={})  # the default pipeline has no section: the file's top level
+    assert (billing.state_ttl, billing.window_size, billing.join_bound) == (43_200_000_000, 120_000_000, 900_000_000)
+    payments = load_config(file, {}, environ={"LKLAB_PIPELINE": "order_payments"})
+    assert payments.join_bound == 1_800_000_000
+    # the environment and the flags still win over a section
+    assert (
+        load_config(file, {"pipeline": "unique_visitors"}, environ={"LKLAB_STATE_TTL": "2h"}).state_ttl == 7_200_000_000
+    )
+    assert load_config(file, {"pipeline": "unique_visitors", "window-size": "1m"}, environ={}).window_size == 60_000_000
+
+
+def test_a_section_takes_the_settings_but_not_the_pipeline(tmp_path):
+    file = tmp_path / "lab.toml"
+    file.write_text('[pipelines.unique_visitors]\npipeline = "order_payments"\n')
+    with pytest.raises(
+        ConfigError, match=r"\[pipelines.unique_visitors\]: unknown key\(s\) pipeline; valid keys: lake,"
+    ):
+        load_config(file, {}, environ={})
+    file.write_text('pipelines = "unique_visitors"\n')
+    with pytest.raises(ConfigError, match=r"\[pipelines\] holds one table per pipeline"):
+        load_config(file, {}, environ={})
