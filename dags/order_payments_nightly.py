@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from lklab.pipeline_dags import ORDER_PAYMENTS, nightly_dag
+from lklab.pipeline_dags import nightly_dag
 
-order_payments_nightly: DAG = nightly_dag(ORDER_PAYMENTS)
+order_payments_nightly: DAG = nightly_dag("order_payments")

@@ -6,6 +6,6 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from lklab.pipeline_dags import ORDER_PAYMENTS, replay_dag
+from lklab.pipeline_dags import replay_dag
 
-order_payments_replay: DAG = replay_dag(ORDER_PAYMENTS)
+order_payments_replay: DAG = replay_dag("order_payments")

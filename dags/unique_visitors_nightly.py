@@ -6,6 +6,6 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from lklab.pipeline_dags import UNIQUE_VISITORS, nightly_dag
+from lklab.pipeline_dags import nightly_dag
 
-unique_visitors_nightly: DAG = nightly_dag(UNIQUE_VISITORS)
+unique_visitors_nightly: DAG = nightly_dag("unique_visitors")

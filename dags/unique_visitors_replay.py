@@ -6,6 +6,6 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from lklab.pipeline_dags import UNIQUE_VISITORS, replay_dag
+from lklab.pipeline_dags import replay_dag
 
-unique_visitors_replay: DAG = replay_dag(UNIQUE_VISITORS)
+unique_visitors_replay: DAG = replay_dag("unique_visitors")

@@ -1,5 +1,6 @@
-"""The DAGs of the pipelines chosen by ``--pipeline`` (``unique_visitors``, ``order_payments``):
-one shape each, written once, made for a pipeline by ``nightly_dag`` and ``replay_dag``.
+"""The DAGs of every pipeline that declares them (``Pipeline.dags``: ``unique_visitors``,
+``order_payments``, ``running_max``): one shape each, written once, made for a pipeline by
+``nightly_dag(name)`` and ``replay_dag(name)``.
 
 * ``<pipeline>_nightly``, daily at the pipeline's own time (UTC). ``recompute_truth`` runs
   ``spark_jobs/batch_job.py --pipeline P``: the truth over the whole log, replacing the last one
@@ -29,12 +30,11 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
 
 from lklab import assets
-from lklab.pipelines.order_payments.tables import PAYMENTS_BATCH_TABLES
-from lklab.pipelines.unique_visitors.tables import VISITORS_BATCH_TABLES, VISITORS_CORRECTED
+from lklab.pipelines import find
 from lklab.spark_task import spark_job
 from shared import catalog
 
-__all__ = ["PipelineDags", "UNIQUE_VISITORS", "ORDER_PAYMENTS", "nightly_dag", "replay_dag", "BREACH"]
+__all__ = ["PipelineDags", "nightly_dag", "replay_dag", "BREACH"]
 
 BREACH = 3  # reconcile_job's exit code for these pipelines: a difference is unexplained
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,15 +44,7 @@ DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
 @dataclass(frozen=True)
 class PipelineDags:
-    """What one pipeline's DAGs need beyond their shape.
-
-    ``nightly_at``: the cron expression of the nightly run, UTC (pipelines at different times, so
-    their Spark jobs do not share the cluster with each other or with billing's at 00:00).
-    ``truth``: the assets of the truth tables the batch writes; ``reconciled``: of the tables the
-    reconcile writes. ``batch_tables``: everything the batch replaces (for the DAG's doc).
-    ``replay_settings``: the stream settings a replay takes as params, with their defaults (the
-    lab's, ``shared.config.LabConfig``).
-    """
+    """One pipeline's DAG declaration (``lklab.pipelines.contract.DagSpec``) with its assets."""
 
     pipeline: str
     computes: str
@@ -63,34 +55,28 @@ class PipelineDags:
     batch_tables: tuple[catalog.Table, ...]
     replay_settings: tuple[tuple[str, str], ...]
 
+    @classmethod
+    def of(cls, name: str) -> PipelineDags:
+        """The DAG declaration of the registered pipeline ``name`` (``ValueError`` when it has none)."""
+        pipeline = find(name)
+        spec = pipeline.dags
+        if spec is None:
+            raise ValueError(f"the {name} pipeline declares no DAGs")
+        return cls(
+            pipeline=name,
+            computes=pipeline.computes,
+            nightly_at=spec.nightly_at,
+            truth=tuple(assets.PIPELINE_ASSETS[t.name] for t in spec.truth),
+            reconciled=tuple(assets.PIPELINE_ASSETS[t.name] for t in spec.reconciled),
+            reconcile_writes=spec.reconcile_writes,
+            batch_tables=spec.batch_tables,
+            replay_settings=spec.replay_settings,
+        )
+
     @property
     def selects(self) -> list[str]:
         """The arguments naming the pipeline, first in every task's command line."""
         return ["--pipeline", self.pipeline]
-
-
-UNIQUE_VISITORS = PipelineDags(
-    pipeline="unique_visitors",
-    computes="distinct URLs per user and window",
-    nightly_at="0 1 * * *",
-    truth=(assets.visitors_truth,),
-    reconciled=(assets.visitors_corrected,),
-    reconcile_writes=f"appends each window's served, corrected and true counts and verdict to `{VISITORS_CORRECTED.name}` "
-    "(nothing when the same inputs were already reconciled)",
-    batch_tables=VISITORS_BATCH_TABLES,
-    replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
-)
-ORDER_PAYMENTS = PipelineDags(
-    pipeline="order_payments",
-    computes="the interval join of orders and payments (matched, unpaid, orphans)",
-    nightly_at="0 2 * * *",
-    truth=(assets.payments_truth_matched, assets.payments_truth_unpaid, assets.payments_truth_orphans),
-    reconciled=(),
-    reconcile_writes="writes the finance audit `reports/payments-<UTC time>/payments_audit.csv` (no table)",
-    batch_tables=PAYMENTS_BATCH_TABLES,
-    # The join bound is the truth's: a replay with another one could not be reconciled.
-    replay_settings=(("watermark-delay", "1m"), ("allowed-lateness", "0s")),
-)
 
 
 def _nightly_doc(spec: PipelineDags) -> str:
@@ -114,8 +100,9 @@ Manual. `replay`: `spark_jobs/replay_job.py {" ".join(spec.selects)} --name <run
 """
 
 
-def nightly_dag(spec: PipelineDags) -> DAG:
-    """``<pipeline>_nightly``: ``recompute_truth >> reconcile``."""
+def nightly_dag(name: str) -> DAG:
+    """``<name>_nightly``: ``recompute_truth >> reconcile``."""
+    spec = PipelineDags.of(name)
     with DAG(
         f"{spec.pipeline}_nightly",
         schedule=CronTriggerTimetable(spec.nightly_at, timezone="UTC"),
@@ -148,8 +135,9 @@ def nightly_dag(spec: PipelineDags) -> DAG:
     return nightly
 
 
-def replay_dag(spec: PipelineDags) -> DAG:
-    """``<pipeline>_replay``: one ``replay`` task, params ``run_name`` and the pipeline's replay settings."""
+def replay_dag(name: str) -> DAG:
+    """``<name>_replay``: one ``replay`` task, params ``run_name`` and the pipeline's replay settings."""
+    spec = PipelineDags.of(name)
     params = {
         "run_name": Param(
             type="string", pattern=RUN_NAME, description="names the replay's tables: kappa/<run_name>/..."

@@ -23,6 +23,8 @@ What a pipeline declares:
 * ``stream``: its live stream's ``StreamRule`` (``lklab.live_stream``; None: it has none), as a
   function importing it when asked: maintenance reads which tables it rewrites and its lock;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
+* ``dags``: what its nightly and replay DAGs need beyond their shape (``DagSpec``; None: it has
+  none), made by ``lklab.pipeline_dags``;
 * ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
   pipeline); any other pipeline refuses a command it declares no job for.
 
@@ -43,6 +45,7 @@ __all__ = [
     "Outcome",
     "GenerateRequest",
     "Jobs",
+    "DagSpec",
     "Pipeline",
     "Handler",
     "EVERY_COMMAND",
@@ -146,6 +149,25 @@ class Jobs:
 
 
 @dataclass(frozen=True)
+class DagSpec:
+    """What a pipeline's DAGs (``<name>_nightly``, ``<name>_replay``) need beyond their shape.
+
+    ``nightly_at``: the cron expression of the nightly run, UTC (pipelines at different times, so
+    their Spark jobs do not share the cluster with each other or with billing's at 00:00).
+    ``truth``: the tables the batch writes that others are scheduled on (assets);
+    ``reconciled``: the tables the reconcile writes; ``reconcile_writes``: what it writes, in
+    words, for the DAG's doc; ``batch_tables``: everything the batch replaces (for the doc).
+    ``replay_settings``: the stream settings a replay takes as params, with their defaults."""
+
+    nightly_at: str
+    truth: tuple[Any, ...]
+    batch_tables: tuple[Any, ...]
+    reconcile_writes: str
+    reconciled: tuple[Any, ...] = ()
+    replay_settings: tuple[tuple[str, str], ...] = (("watermark-delay", "1m"), ("allowed-lateness", "0s"))
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """One pipeline, as the command line, the report and the DAGs see it (the module docstring)."""
 
@@ -156,6 +178,7 @@ class Pipeline:
     jobs: Callable[[], Jobs] = field(default=lambda: Jobs())
     stream: Callable[[], Any] = field(default=lambda: None)
     compare: Comparison | None = None
+    dags: DagSpec | None = None
     command_handlers: bool = False
 
     def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:

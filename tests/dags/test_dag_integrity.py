@@ -46,6 +46,8 @@ SHAPES = {
     "order_payments_nightly": {"recompute_truth": {"reconcile"}, "reconcile": set()},
     "unique_visitors_replay": {"replay": set()},
     "order_payments_replay": {"replay": set()},
+    "running_max_nightly": {"recompute_truth": {"reconcile"}, "reconcile": set()},
+    "running_max_replay": {"replay": set()},
 }
 SPARK_JOBS = {
     ("batch_recompute", "recompute_batch_truth"): "batch_job.py",
@@ -62,6 +64,9 @@ SPARK_JOBS = {
     ("order_payments_nightly", "reconcile"): "reconcile_job.py",
     ("unique_visitors_replay", "replay"): "replay_job.py",
     ("order_payments_replay", "replay"): "replay_job.py",
+    ("running_max_nightly", "recompute_truth"): "batch_job.py",
+    ("running_max_nightly", "reconcile"): "reconcile_job.py",
+    ("running_max_replay", "replay"): "replay_job.py",
 }
 # The newer pipelines' tasks: each names its pipeline first, whatever the ``pipeline`` setting says.
 PIPELINE_ARGUMENTS = {
@@ -91,6 +96,10 @@ PIPELINE_ARGUMENTS = {
         "{{ params.allowed_lateness }}",
         "--replace",
     ],
+    ("running_max_nightly", "recompute_truth"): ["--pipeline", "running_max"],
+    ("running_max_nightly", "reconcile"): ["--pipeline", "running_max", "--against", "speed"],
+    # its stream has no settings of its own: a replay takes only its name
+    ("running_max_replay", "replay"): ["--pipeline", "running_max", "--name", "{{ params.run_name }}", "--replace"],
 }
 
 
@@ -253,11 +262,21 @@ def test_schedules(dagbag):
     assert (maintenance.expression, str(maintenance.timezone)) == ("0 3 * * *", "UTC")
     assert dagbag.dags["lake_maintenance"].params["retention"] == "7d"
     # The newer pipelines' nightly runs: after billing's batch (00:00), before maintenance (03:00), an hour apart.
-    for dag_id, expression in (("unique_visitors_nightly", "0 1 * * *"), ("order_payments_nightly", "0 2 * * *")):
+    for dag_id, expression in (
+        ("unique_visitors_nightly", "0 1 * * *"),
+        ("order_payments_nightly", "0 2 * * *"),
+        ("running_max_nightly", "30 2 * * *"),
+    ):
         nightly = dagbag.dags[dag_id].timetable
         assert isinstance(nightly, CronTriggerTimetable)
         assert (nightly.expression, str(nightly.timezone)) == (expression, "UTC")
-    for manual in ("kappa_replay", "lambda_kappa_experiment", "unique_visitors_replay", "order_payments_replay"):
+    for manual in (
+        "kappa_replay",
+        "lambda_kappa_experiment",
+        "unique_visitors_replay",
+        "order_payments_replay",
+        "running_max_replay",
+    ):
         assert dagbag.dags[manual].timetable.can_be_scheduled is False
     for one_at_a_time in (
         "batch_recompute",
@@ -267,6 +286,7 @@ def test_schedules(dagbag):
         "lake_maintenance",
         "unique_visitors_nightly",
         "order_payments_nightly",
+        "running_max_nightly",
     ):
         assert dagbag.dags[one_at_a_time].max_active_runs == 1
 
@@ -289,6 +309,7 @@ def test_assets_wire_batch_truth_to_reconciliation(dagbag):
         ("order_payments_nightly", "asset", "payments_truth_matched"),
         ("order_payments_nightly", "asset", "payments_truth_unpaid"),
         ("order_payments_nightly", "asset", "payments_truth_orphans"),
+        ("running_max_nightly", "asset", "max_truth"),
     }
 
 
@@ -299,6 +320,7 @@ def test_assets_are_the_lab_tables_by_name_and_uri(dagbag):
     from lklab import assets
 
     declared = {getattr(assets, name) for name in assets.__all__ if isinstance(getattr(assets, name), Asset)}
+    declared |= set(assets.PIPELINE_ASSETS.values())
     assert {(a.name, a.uri) for a in declared} == {
         ("batch_truth", "x-lklab://tables/batch_truth"),
         ("recon_runs", "x-lklab://tables/recon_runs"),
@@ -308,6 +330,7 @@ def test_assets_are_the_lab_tables_by_name_and_uri(dagbag):
         ("payments_truth_matched", "x-lklab://tables/payments_truth_matched"),
         ("payments_truth_unpaid", "x-lklab://tables/payments_truth_unpaid"),
         ("payments_truth_orphans", "x-lklab://tables/payments_truth_orphans"),
+        ("max_truth", "x-lklab://tables/max_truth"),
     }
     used = {outlet for dag in dagbag.dags.values() for task in dag.tasks for outlet in _outlets(task)}
     used |= set(dagbag.dags["reconciliation"].timetable.asset_condition.objects)
@@ -428,6 +451,8 @@ def test_pipeline_task_outlets_are_their_tables(dagbag):
             "order_payments_nightly",
             "unique_visitors_replay",
             "order_payments_replay",
+            "running_max_nightly",
+            "running_max_replay",
         )
         for task in dagbag.dags[dag_id].tasks
     }
@@ -443,11 +468,14 @@ def test_pipeline_task_outlets_are_their_tables(dagbag):
         # A replay's tables are named by its run: no asset stands for them.
         ("unique_visitors_replay", "replay"): [],
         ("order_payments_replay", "replay"): [],
+        ("running_max_nightly", "recompute_truth"): ["max_truth"],
+        ("running_max_nightly", "reconcile"): [],  # it prints its diff, no table
+        ("running_max_replay", "replay"): [],
     }
 
 
 def test_pipeline_nightly_dags_retry_a_crash_twice(dagbag):
-    for dag_id in ("unique_visitors_nightly", "order_payments_nightly"):
+    for dag_id in ("unique_visitors_nightly", "order_payments_nightly", "running_max_nightly"):
         for task in dagbag.dags[dag_id].tasks:
             assert (task.retries, task.retry_delay) == (2, timedelta(minutes=2)), f"{dag_id}.{task.task_id}"
 

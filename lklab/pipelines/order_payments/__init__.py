@@ -8,7 +8,13 @@ handlers (``jobs``) live in this package; ``PIPELINE`` declares it to the regist
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, Inapplicable, Pipeline, Setting
+from lklab.pipelines.contract import Comparison, DagSpec, Inapplicable, Pipeline, Setting
+from lklab.pipelines.order_payments.tables import (
+    PAYMENTS_BATCH_TABLES,
+    PAYMENTS_TRUTH_MATCHED,
+    PAYMENTS_TRUTH_ORPHANS,
+    PAYMENTS_TRUTH_UNPAID,
+)
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 
 __all__ = ["PIPELINE"]
@@ -53,4 +59,11 @@ PIPELINE = Pipeline(
     ),
     jobs=_jobs,
     compare=Comparison(run=_compare),
+    dags=DagSpec(
+        nightly_at="0 2 * * *",
+        truth=(PAYMENTS_TRUTH_MATCHED, PAYMENTS_TRUTH_UNPAID, PAYMENTS_TRUTH_ORPHANS),
+        batch_tables=PAYMENTS_BATCH_TABLES,
+        reconcile_writes="writes the finance audit `reports/payments-<UTC time>/payments_audit.csv` (no table)",
+        # the join bound is the truth's: a replay with another one could not be reconciled
+    ),
 )

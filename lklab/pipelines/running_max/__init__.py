@@ -10,7 +10,8 @@ a runner that knows no pipeline: ``lklab.live_stream``, ``lklab.replay_runner``,
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Inapplicable, Pipeline
+from lklab.pipelines.contract import DagSpec, Inapplicable, Pipeline
+from lklab.pipelines.running_max.tables import MAX_BATCH_TABLES, MAX_TRUTH
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 
 __all__ = ["PIPELINE"]
@@ -50,4 +51,11 @@ PIPELINE = Pipeline(
         Inapplicable(("--scenario", "--span"), ("generate",), "its generator has one shape: a reading a second"),
     ),
     jobs=_jobs,
+    dags=DagSpec(
+        nightly_at="30 2 * * *",  # after order_payments (02:00), before maintenance (03:00)
+        truth=(MAX_TRUTH,),
+        batch_tables=MAX_BATCH_TABLES,
+        reconcile_writes="prints the keyed diff of stream and truth and what explains it (no table)",
+        replay_settings=(),  # its stream has no settings of its own: a replay is the log once more
+    ),
 )

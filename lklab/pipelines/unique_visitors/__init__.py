@@ -8,7 +8,8 @@ Its line format (``parse``), rule (``rule``, ``step``), state (``state``), metri
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, Pipeline, Setting
+from lklab.pipelines.contract import Comparison, DagSpec, Pipeline, Setting
+from lklab.pipelines.unique_visitors.tables import VISITORS_BATCH_TABLES, VISITORS_CORRECTED, VISITORS_TRUTH
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 
 __all__ = ["PIPELINE"]
@@ -48,4 +49,12 @@ PIPELINE = Pipeline(
     inapplicable=WHOLE_LOG_RULES,
     jobs=_jobs,
     compare=Comparison(run=_compare, sweeps=("state-ttl",), check=_check),
+    dags=DagSpec(
+        nightly_at="0 1 * * *",
+        truth=(VISITORS_TRUTH,),
+        batch_tables=VISITORS_BATCH_TABLES,
+        reconcile_writes=f"appends each window's served, corrected and true counts and verdict to "
+        f"`{VISITORS_CORRECTED.name}` (nothing when the same inputs were already reconciled)",
+        reconciled=(VISITORS_CORRECTED,),
+    ),
 )
