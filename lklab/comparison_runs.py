@@ -22,8 +22,9 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -36,7 +37,18 @@ from shared.durations import parse_duration
 from shared.eventlog import EventLog
 from shared.tables import Tables
 
-__all__ = ["cost_scope", "each_setting", "live_run", "log_to_compare", "measuring", "setting_config", "timed"]
+__all__ = [
+    "SettingRun",
+    "StreamRuns",
+    "cost_scope",
+    "each_setting",
+    "live_run",
+    "log_to_compare",
+    "measuring",
+    "run_setting",
+    "setting_config",
+    "timed",
+]
 
 Progress = Callable[[str], None]
 T = TypeVar("T")
@@ -88,6 +100,60 @@ def live_run(
         lambda: run_stream(spark, config, available_now=True, segments_per_batch=segments_per_batch, prefix=live),
     )
     return live, cost
+
+
+@dataclass(frozen=True)
+class StreamRuns:
+    """How one pipeline's comparison runs a stream setting: ``live(spark, config, **options)``
+    (its live stream), ``replay(spark, config, name)`` (a Kappa replay into ``kappa/<name>/``),
+    ``rows(tables, prefix)`` (a set of rows per table, batch ids left out, to check the two
+    agree) and ``reconcile(spark, config, against, name)`` (the live stream against the truth)."""
+
+    live: Callable[..., object]
+    replay: Callable[[SparkSession, LabConfig, str], object]
+    rows: Callable[[Tables, str], dict[str, set]]
+    reconcile: Callable[[SparkSession, LabConfig, str, str], Any]
+
+
+@dataclass(frozen=True)
+class SettingRun:
+    """One stream setting's runs: the live stream's tables (``live``, a prefix) and cost, the
+    replay's cost, and the reconciliation of the live stream with its cost."""
+
+    config: LabConfig
+    live: str
+    live_cost: PathCost
+    replay_cost: PathCost
+    reconciled: Any
+    reconciliation_cost: PathCost
+
+
+def run_setting(
+    spark: SparkSession, config: LabConfig, tables: Tables, plan, setting: Setting, step: Progress, runs: StreamRuns
+) -> SettingRun:
+    """``setting``'s live stream to the log's end (under ``kappa/<plan>-w<W>-l<L>/``), its Kappa
+    replay, the check that both wrote the same rows, and the live stream reconciled.
+    ``RuntimeError`` naming the table when the live run and the replay disagree."""
+    delay, lateness = setting
+    name = f"{plan.name}-w{delay}-l{lateness}"
+    run_config = setting_config(config, delay, lateness)
+    step("live stream")
+    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, runs.live)
+    step("full replay")
+    _, replay_cost = timed(config, "replay", lambda: runs.replay(spark, run_config, f"{name}-replay"))
+    replayed = replay_prefix(f"{name}-replay")
+    ours, theirs = runs.rows(tables, live), runs.rows(tables, replayed)
+    for table in ours:
+        if ours[table] != theirs[table]:
+            raise RuntimeError(
+                f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
+                f"compare {live}{table} with {replayed}{table}"
+            )
+    step("reconcile the live stream against the truth")
+    reconciled, recon_cost = timed(
+        config, "reconciliation", lambda: runs.reconcile(spark, run_config, f"kappa:{name}", name)
+    )
+    return SettingRun(run_config, live, live_cost, replay_cost, reconciled, recon_cost)
 
 
 def each_setting(

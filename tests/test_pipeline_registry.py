@@ -75,3 +75,12 @@ def test_no_code_outside_a_pipeline_package_branches_on_the_pipeline():
         if branch.search(line)
     ]
     assert found == []
+
+
+def test_every_registered_pipeline_is_kept_independent_by_the_import_contract():
+    import configparser
+
+    contracts = configparser.ConfigParser()
+    contracts.read(REPO / ".importlinter")
+    listed = contracts["importlinter:contract:pipelines"]["modules"].split()
+    assert sorted(listed) == sorted(f"lklab.pipelines.{name}" for name in REGISTRY)

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
+from lklab.comparison_runs import StreamRuns, cost_scope, each_setting, log_to_compare, measuring, run_setting, timed
 from lklab.experiment import ComparisonPlan
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.order_payments.batch import run_payments_batch
@@ -56,7 +56,6 @@ from lklab.pipelines.order_payments.tables import (
 )
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
-from shared.catalog import replay_prefix
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
 from shared.config import LabConfig
 from shared.durations import parse_duration
@@ -140,6 +139,14 @@ def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings
     return timelines(changes)
 
 
+_RUNS = StreamRuns(
+    live=run_payments_speed,
+    replay=lambda spark, config, name: run_payments_replay(spark, config, name, replace=True),
+    rows=_row_sets,
+    reconcile=lambda spark, config, against, name: reconcile_payments(spark, config, against=against, run=name),
+)
+
+
 def _stream(
     spark: SparkSession,
     config: LabConfig,
@@ -150,25 +157,9 @@ def _stream(
     clock: LogClock,
     step: Progress,
 ) -> MeasuredStream:
-    run_config = setting_config(config, delay, lateness)
-    name = f"{plan.name}-w{delay}-l{lateness}"
-    step("live stream")
-    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_payments_speed)
-    step("full replay")
-    _, replay_cost = timed(
-        config, "replay", lambda: run_payments_replay(spark, run_config, f"{name}-replay", replace=True)
-    )
-    replayed, ours = _row_sets(tables, replay_prefix(f"{name}-replay")), _row_sets(tables, live)
-    for table in ours:
-        if ours[table] != replayed[table]:
-            raise RuntimeError(
-                f"stream W={delay} L={lateness}: the live run and the replay disagree on {table}; "
-                f"compare {live}{table} with {replay_prefix(name + '-replay')}{table}"
-            )
-    step("reconcile the live stream against the truth")
-    reconciled, recon_cost = timed(
-        config, "reconciliation", lambda: reconcile_payments(spark, run_config, against=f"kappa:{name}", run=name)
-    )
+    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
+    live, reconciled, run_config = runs.live, runs.reconciled, runs.config
+    ours = _row_sets(tables, live)
     metrics = tables.read_arrow(PAYMENTS_STREAM_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
     late = tables.read_arrow(PAYMENTS_LATE_EVENTS.at(live))
@@ -185,9 +176,9 @@ def _stream(
         dead_letters=len(ours[PAYMENTS_DEAD_LETTER.name]),
         state_peak=max(state, default=0),
         state_final=state[-1] if state else 0,
-        live=live_cost,
-        replay=replay_cost,
-        reconciliation_cost=recon_cost,
+        live=runs.live_cost,
+        replay=runs.replay_cost,
+        reconciliation_cost=runs.reconciliation_cost,
         reconciliation=reconciled.result.by_reason,
         unexplained=reconciled.result.unexplained,
         reconciled_wrong=len(reconciled.result.differences),

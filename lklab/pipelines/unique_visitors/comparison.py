@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
+from lklab.comparison_runs import StreamRuns, cost_scope, each_setting, log_to_compare, measuring, run_setting
 from lklab.experiment import ComparisonPlan
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.unique_visitors.batch import run_visitors_batch
@@ -102,6 +102,15 @@ def _served(members: pa.Table) -> dict[tuple, tuple]:
     )
 
 
+_DROPPED = ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",)))
+_RUNS = StreamRuns(
+    live=run_visitors_speed,
+    replay=lambda spark, config, name: run_visitors_replay(spark, config, name, replace=True),
+    rows=lambda tables, prefix: {table.name: _rows(tables, prefix, table, *drop) for table, drop in _DROPPED},
+    reconcile=lambda spark, config, against, _: reconcile_visitors(spark, config, against=against),
+)
+
+
 def _stream(
     spark: SparkSession,
     config: LabConfig,
@@ -111,23 +120,8 @@ def _stream(
     lateness: str,
     step: Progress,
 ) -> MeasuredStream:
-    run_config = setting_config(config, delay, lateness)
-    name = f"{plan.name}-w{delay}-l{lateness}"
-    step("live stream")
-    live, live_cost = live_run(spark, run_config, tables, name, plan.segments_per_batch, run_visitors_speed)
-    step("full replay")
-    replay = run_visitors_replay(spark, run_config, f"{name}-replay", replace=True)
-    replayed = replay_prefix(f"{name}-replay")
-    for table, drop in ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",))):
-        if _rows(tables, live, table, *drop) != _rows(tables, replayed, table, *drop):
-            raise RuntimeError(
-                f"stream W={delay} L={lateness}: the live run and the replay disagree on {table.name}; "
-                f"compare {table.at(live)} with {table.at(replayed)}"
-            )
-    step("reconcile the live stream against the truth")
-    reconciled, recon_cost = timed(
-        config, "reconciliation", lambda: reconcile_visitors(spark, run_config, against=f"kappa:{name}")
-    )
+    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
+    live, reconciled = runs.live, runs.reconciled
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
     served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
@@ -152,9 +146,9 @@ def _stream(
         dead_letters=tables.read_arrow(VISITORS_DEAD_LETTER.at(live)).num_rows,
         state_peak=peak,
         state_final=final,
-        live=live_cost,
-        replay=PathCost("replay", replay.cpu_seconds, replay.wall_seconds),
-        reconciliation_cost=recon_cost,
+        live=runs.live_cost,
+        replay=runs.replay_cost,
+        reconciliation_cost=runs.reconciliation_cost,
         reconciliation={f"windows {v}": n for v, n in verdicts.items()},
         unexplained=reconciled.result.reasons().get("unexplained", 0),
         reconciled_wrong=sum(s != t for s, t in zip(compared["served"].to_pylist(), compared["truth"].to_pylist())),
