@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from lklab.batch_recompute import run_batch  # noqa: E402
-from lklab.generator import GeneratorParams, generate  # noqa: E402
+from lklab.pipelines.billing_windows.batch import run_batch  # noqa: E402
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from shared.batch_runs import BatchRun  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
 from shared.compute_cost import measure_cost  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from lklab.generator import GeneratorParams, generate  # noqa: E402
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 
 import numpy as np  # noqa: E402
 
-from lklab.generator import GeneratorParams, generate  # noqa: E402
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 
 
 def baseline(events: int, path: Path) -> float:

@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
-from lklab.batch_recompute import run_batch  # noqa: E402
-from lklab.generator import GeneratorParams, generate  # noqa: E402
-from lklab.kappa_replay import run_replay  # noqa: E402
+from lklab.pipelines.billing_windows.batch import run_batch  # noqa: E402
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
+from lklab.pipelines.billing_windows.replay import run_replay  # noqa: E402
 from shared.catalog import BATCH_TABLES, tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from lklab.generator import GeneratorParams, generate  # noqa: E402
-from lklab.speed_layer import run_speed  # noqa: E402
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
+from lklab.pipelines.billing_windows.speed import run_speed  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 

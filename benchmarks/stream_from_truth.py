@@ -29,8 +29,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lklab.batch_recompute import run_batch
-from lklab.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from lklab.scenarios import HOUR
 from shared.batch_chain import classify_lines, window_totals
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE

@@ -90,7 +90,7 @@ def lambda_kappa_experiment():
     @task.run_if(lambda context: context["params"]["generate"], skip_message="using the log already in the lake")
     @task
     def generate_log(lake: str, params=None) -> dict:
-        from lklab.generator import GeneratorParams, generate
+        from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
         scenario = GeneratorParams(scenario=params["scenario"], events=params["events"], seed=params["seed"])
         return generate(scenario, lake, overwrite=True).manifest

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from lklab.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from lklab.scenarios import SCENARIOS
 from shared.durations import MICROS_PER_SECOND, parse_duration
 from shared.eventlog import EventLog

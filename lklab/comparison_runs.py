@@ -1,6 +1,6 @@
 """What the three comparisons do alike around their pipeline's own runs.
 
-``lklab.experiment`` (billing), ``lklab.pipelines.unique_visitors.comparison`` and ``lklab.pipelines.order_payments.comparison``
+``lklab.pipelines.billing_windows.comparison`` (billing), ``lklab.pipelines.unique_visitors.comparison`` and ``lklab.pipelines.order_payments.comparison``
 each run a batch truth, then per stream setting ``(W, L)`` a live stream, a replay and a
 reconciliation, and measure every configuration. What differs is which jobs run and what their
 tables mean; what is the same is here:
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
-from lklab.report.model import PathCost
+from lklab.report.model import Configuration, PathCost
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -38,6 +38,7 @@ from shared.eventlog import EventLog
 from shared.tables import Tables
 
 __all__ = [
+    "ComparisonPlan",
     "SettingRun",
     "StreamRuns",
     "cost_scope",
@@ -53,6 +54,40 @@ __all__ = [
 Progress = Callable[[str], None]
 T = TypeVar("T")
 Setting = tuple[str, str]  # (watermark delay, allowed lateness) as written
+
+
+@dataclass(frozen=True)
+class ComparisonPlan:
+    """What to sweep. Durations as the user wrote them (``"10s"``, ``"0"``).
+
+    ``segments_per_batch``: segments per micro-batch of the live runs (the rows do not depend on
+    it; their cost does). ``error_step``: the error series' sampling step. ``processing_time``:
+    add the processing-time baseline.
+    """
+
+    name: str
+    watermark_delays: tuple[str, ...] = ("10s", "1m")
+    allowed_lateness: tuple[str, ...] = ("0", "10m")
+    segments_per_batch: int = 10
+    error_step: str = "10s"
+    processing_time: bool = True
+
+    def __post_init__(self) -> None:
+        for value in (*self.watermark_delays, *self.allowed_lateness):
+            parse_duration(value, name="duration")
+        if not self.watermark_delays or not self.allowed_lateness:
+            raise ValueError("give at least one watermark delay and one allowed lateness")
+        if self.segments_per_batch < 1:
+            raise ValueError(f"segments-per-batch must be at least 1, got {self.segments_per_batch}")
+        if parse_duration(self.error_step, name="error-step") <= 0:
+            raise ValueError(f"error-step must be longer than zero, e.g. 10s (got {self.error_step})")
+
+    def configurations(self) -> list[Configuration]:
+        lambdas = [Configuration("lambda", w, "0") for w in self.watermark_delays]
+        kappas = [
+            Configuration("kappa", w, lateness) for w in self.watermark_delays for lateness in self.allowed_lateness
+        ]
+        return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
 
 
 def log_to_compare(spark: SparkSession, config: LabConfig, hint: str) -> tuple[str, Tables, int]:

@@ -1,6 +1,6 @@
 """The checks every log generator's parameters pass on construction.
 
-``lklab.generator`` (billing), ``lklab.pipelines.unique_visitors.generator`` and ``lklab.pipelines.order_payments.generator``
+``lklab.pipelines.billing_windows.generator`` (billing), ``lklab.pipelines.unique_visitors.generator`` and ``lklab.pipelines.order_payments.generator``
 each take a frozen parameters object; these reject its bad values with a message naming the
 option as the command line spells it (``duplicate-rate``) and the value given.
 """

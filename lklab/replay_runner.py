@@ -7,7 +7,7 @@ runs is cut-independent (what it decides depends on the log, not on how it is cu
 micro-batches), so the rows are the live stream's, batch ids aside: a replay is the live code
 re-run, not a second implementation. Its step runs in the driver, as the live stream's does:
 the whole log's parsed lines are held there once, so this serves pipelines whose logs fit a
-driver (billing's replay runs on the executors: ``lklab.kappa_replay``).
+driver (billing's replay runs on the executors: ``lklab.pipelines.billing_windows.replay``).
 
 One replay of a name at a time (the writer lock ``<app_id>-replay-<RUN>``); a name whose
 tables exist is refused (``ReplayExists``) unless ``replace``, which deletes the rule's tables
@@ -21,7 +21,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from lklab.kappa_replay import ReplayExists
 from lklab.live_stream import LiveStream, StreamRule, run_live
 from shared.catalog import replay_prefix
 from shared.config import LabConfig
@@ -29,9 +28,13 @@ from shared.eventlog import EventLog
 from shared.locks import writer
 from shared.tables import Tables
 
-__all__ = ["REPLAY_APP", "replay_live"]
+__all__ = ["REPLAY_APP", "ReplayExists", "replay_live"]
 
 REPLAY_APP = "replay"
+
+
+class ReplayExists(FileExistsError):
+    """A replay of that name already has tables or a checkpoint."""
 
 
 def replay_live(

@@ -18,14 +18,17 @@ All times are integer microseconds (multiples of a millisecond); randomness come
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
-__all__ = ["SCENARIOS", "ScenarioShape", "arrival_delays"]
+__all__ = ["EPOCH_START", "SCENARIOS", "ScenarioShape", "arrival_delays"]
 
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
+# The first day of every generated log (2026-01-05, a Monday, UTC), in microseconds.
+EPOCH_START = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp()) * SECOND
 
 SCENARIOS = ("billing", "clickstream", "outage")
 

@@ -9,7 +9,7 @@ what a configuration served is, per key, its *timeline*: ``(processing_time, val
 change, in time order (``None``: nothing served). Every key also has a *due* time: the event
 time after which its right answer is settled (a window's end; the close of an order's interval).
 Due times are compared with processing times, as the billing comparison compares a window's end
-with them (``lklab.measure``).
+with them (``lklab.pipelines.billing_windows.measure``).
 
 **The figures.** At processing time ``t`` an output is *wrong* when it is due by ``t`` and the
 value served at ``t`` differs from the truth's (``None`` where either has none).

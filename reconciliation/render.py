@@ -3,7 +3,7 @@
 ``render_text(result)`` is the one function that turns a result into the lines a command
 prints. It dispatches on the result's type (``functools.singledispatch``): this module renders a
 ``Reconciliation``; a module that defines another result registers its rendering next to it
-(``lklab.summary`` the batch summary, ``lklab.pipelines.unique_visitors.reconcile`` and ``lklab.pipelines.order_payments.reconcile``
+(``lklab.pipelines.billing_windows.summary`` the batch summary, ``lklab.pipelines.unique_visitors.reconcile`` and ``lklab.pipelines.order_payments.reconcile``
 the other pipelines' reconciliations) and writes figures with the helpers below, so every
 command's text reads the same way: counts and money grouped in thousands and exact (a
 ``Decimal`` keeps its digits), deltas signed, rates as percentages at four places.

@@ -111,7 +111,7 @@ BATCH_DEAD_LETTER = Table("batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA"
 BATCH_DUPLICATES = Table("batch_duplicates", "shared.speed:DUPLICATE_SCHEMA", without=("batch_id",))
 BATCH_RUNS = Table("batch_runs", "shared.batch_runs:RUNS_SCHEMA")
 BATCH_TABLES = (BATCH_TRUTH, BATCH_DUPLICATES, BATCH_DEAD_LETTER, BATCH_RUNS)
-# The generator's ground truth of the batch's windows, computed without Spark (``lklab.truth``).
+# The generator's ground truth of the batch's windows, computed without Spark (``lklab.pipelines.billing_windows.truth``).
 GENERATOR_TRUTH = Table("generator_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 
 REPLAY_RUNS = Table("replay_runs", "shared.replay_runs:RUNS_SCHEMA")  # a Kappa replay's cost, one row per run

@@ -1,6 +1,6 @@
 """A Kappa replay's run history, ``replay_runs``: what each replay read and what it cost.
 
-One row per completed replay (``lklab.kappa_replay``), appended once it has written its tables:
+One row per completed replay (``lklab.pipelines.billing_windows.replay``), appended once it has written its tables:
 its name, the settings it ran with (as a user writes them: ``30s``), how much of the log it
 read, and its wall and CPU seconds, next to the batch recompute's ``batch_runs`` so the two
 paths' costs can be compared. A replay whose name has no row here never finished.

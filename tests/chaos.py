@@ -162,7 +162,7 @@ def _rows(lake: Path) -> dict[str, Counter]:
 def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_minutes: int = 10) -> Chaos:
     """``events`` over two hours of event time, in segments of ``segment_minutes`` (the speed
     layer reads one per micro-batch)."""
-    from lklab.generator import GeneratorParams, generate
+    from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
     chooser = random.Random(seed)
     template = scratch / "template"

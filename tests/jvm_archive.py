@@ -27,9 +27,9 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 DUMP = """
 import sys, tempfile
 from pathlib import Path
-from lklab.batch_recompute import run_batch
-from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import LabConfig
 from shared.spark_session import spark_session
 

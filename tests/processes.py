@@ -239,8 +239,8 @@ def speed_layer_lake(cache: Path, day: date, spark) -> Path:
 
     Callers copy it (``copy_lake``) before writing to it.
     """
-    from lklab.generator import GeneratorParams, generate
-    from lklab.speed_layer import run_speed
+    from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+    from lklab.pipelines.billing_windows.speed import run_speed
     from shared.config import LabConfig
 
     lake = cache / f"speed-lake-{day.isoformat()}"

@@ -42,12 +42,12 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lklab.generator import load_events
 from lklab.maintenance import ALWAYS_ON_TABLES
 from lklab.pipelines import DEFAULT, REGISTRY
+from lklab.pipelines.billing_windows.generator import load_events
+from lklab.pipelines.billing_windows.truth import truth_windows
 from lklab.pipelines.unique_visitors.generator import load_page_views
 from lklab.pipelines.unique_visitors.truth import truth_counts as visitor_oracle
-from lklab.truth import truth_windows
 from shared.config import LabConfig
 from tests.processes import (
     AIRFLOW_USER,

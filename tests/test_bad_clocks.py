@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lklab.kappa_replay import run_replay
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.replay import run_replay
+from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables

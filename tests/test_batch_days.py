@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from lklab.batch_recompute import run_batch
+from lklab.pipelines.billing_windows.batch import run_batch
 from shared.batch_runs import PositionError
 from shared.config import load_config
 from shared.eventlog import EventLog

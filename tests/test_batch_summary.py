@@ -9,7 +9,7 @@ from decimal import Decimal as D
 
 import pyarrow as pa
 
-from lklab.summary import largest_windows, same_rows
+from lklab.pipelines.billing_windows.summary import largest_windows, same_rows
 from shared.aggregation import AGGREGATE_COLUMNS
 
 UTC = dt.UTC
@@ -79,7 +79,7 @@ def test_same_rows_ignores_order_and_declared_widths_but_not_values():
 
 
 def test_the_summary_counts_the_requested_days_and_the_dead_letters_read_so_far(spark, tmp_path):
-    from lklab.summary import batch_summary
+    from lklab.pipelines.billing_windows.summary import batch_summary
     from shared.batch_runs import BatchRun
     from shared.catalog import BATCH_DEAD_LETTER, BATCH_TRUTH, GENERATOR_TRUTH
     from shared.partitions import DayRange

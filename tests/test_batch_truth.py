@@ -4,10 +4,10 @@ from decimal import Decimal
 
 import pytest
 
-from lklab.batch_recompute import run_batch
-from lklab.generator import GeneratorParams, generate
-from lklab.summary import same_rows
-from lklab.truth import truth_windows
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.summary import same_rows
+from lklab.pipelines.billing_windows.truth import truth_windows
 from shared.config import LabConfig
 from shared.tables import Tables
 

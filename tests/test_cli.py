@@ -111,7 +111,7 @@ def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(s
     """Four ``lklab ingest`` processes at once, ten files each, with a byte order mark, a line
     dated 2099 and a line that is not UTF-8 among them: segments 1..40, every line once, and
     the batch recompute counts every line (events + dead letters)."""
-    from lklab.batch_recompute import run_batch
+    from lklab.pipelines.billing_windows.batch import run_batch
     from shared.config import LabConfig
     from shared.eventlog import EventLog
     from shared.tables import Tables

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lklab import measure
-from lklab.experiment import ComparisonPlan, run_comparison
-from lklab.generator import EPOCH_START, GeneratorParams, generate, load_events
+from lklab.pipelines.billing_windows import measure
+from lklab.pipelines.billing_windows.agreement import StreamsDisagree, require_same_rows
+from lklab.pipelines.billing_windows.comparison import ComparisonPlan, run_comparison
+from lklab.pipelines.billing_windows.generator import EPOCH_START, GeneratorParams, generate, load_events
+from lklab.pipelines.billing_windows.truth import truth_windows
 from lklab.report import ErrorPoint, report_from_json, write_report
 from lklab.report.arrival import nearest_rank
-from lklab.stream_agreement import StreamsDisagree, require_same_rows
-from lklab.truth import truth_windows
 from shared.config import load_config
 from shared.events import UTC_MICROS
 from shared.speed import StreamSettings, stream_step

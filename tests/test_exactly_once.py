@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import SPEED_TABLES, run_speed
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import SPEED_TABLES, run_speed
 from shared.config import LabConfig
 from shared.tables import Tables
 from tests.crash_runs import CRASH_SEED, sampled_points
@@ -130,7 +130,7 @@ def test_a_reconciliation_after_a_micro_batch_half_committed_reads_the_last_comp
     cut, and finds nothing unexplained."""
     from deltalake import DeltaTable
 
-    from lklab.batch_recompute import run_batch
+    from lklab.pipelines.billing_windows.batch import run_batch
     from reconciliation.reconcile import reconcile
 
     def tags(lake: Path) -> dict[int, int]:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from lklab.experiment_lake import EXPERIMENT_MARKER, NotAnExperimentLake, claim, default_lake
-from lklab.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
 
 def test_an_absent_or_empty_lake_is_claimed_and_stays_the_experiments(tmp_path):

@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lklab.generator import GeneratorParams, generate
-from lklab.kappa_replay import run_replay
-from lklab.speed_layer import SPEED_TABLES, run_speed
-from lklab.stream_agreement import metric_totals, row_counts
+from lklab.pipelines.billing_windows.agreement import metric_totals, row_counts
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.replay import run_replay
+from lklab.pipelines.billing_windows.speed import SPEED_TABLES, run_speed
 from shared.catalog import replay_prefix
 from shared.config import load_config
 from shared.eventlog import EventLog, format_timestamp, heartbeat_line

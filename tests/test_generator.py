@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from lklab.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from shared.eventlog import EventLog
 
 

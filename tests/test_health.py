@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, stream_health
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import LabConfig, load_config
 from shared.eventlog import EventLog
 from shared.stream_metrics import BatchFigures, metrics_table

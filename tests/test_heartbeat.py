@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lklab.kappa_replay import run_replay
-from lklab.speed_layer import SPEED_TABLES
+from lklab.pipelines.billing_windows.replay import run_replay
+from lklab.pipelines.billing_windows.speed import SPEED_TABLES
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lklab.generator import GeneratorParams, generate, unreplaceable
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate, unreplaceable
+from lklab.pipelines.billing_windows.speed import run_speed
 from lklab.pipelines.order_payments.stream import run_payments_speed
 from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
 from lklab.pipelines.unique_visitors.speed import run_visitors_speed
-from lklab.speed_layer import run_speed
 
 LKLAB = str(Path(sys.executable).parent / "lklab")
 # An always-on stream runs without a prefix: its checkpoint is checkpoints/<its app id>.

@@ -99,7 +99,7 @@ def refusal(lake, role: str, command: str) -> str:
 def test_a_second_replay_of_a_name_is_refused_and_replace_deletes_nothing_of_the_running_one(spark, tmp_path):
     """The command refuses before it starts Spark; the job itself takes the lock before it
     touches anything (what keeps two replays apart when both pass the command's check)."""
-    from lklab.kappa_replay import run_replay
+    from lklab.pipelines.billing_windows.replay import run_replay
     from shared.config import LabConfig
 
     lake = tmp_path / "lake"

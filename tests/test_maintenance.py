@@ -23,10 +23,10 @@ from deltalake import DeltaTable
 
 from lklab.cli import main as lklab
 from lklab.maintenance import ALWAYS_ON_TABLES, maintain_lake, retention_hours
+from lklab.pipelines.billing_windows.speed import SPEED_RULE
 from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
 from lklab.pipelines.running_max.stream import MAX_RULE
 from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
-from lklab.speed_layer import SPEED_RULE
 from shared.locks import LockHeld, stream_role, writer
 from shared.tables import Tables
 
@@ -254,11 +254,11 @@ def test_retention_is_whole_hours_from_an_hour_to_thirty_days():
 
 
 def test_the_always_on_tables_are_every_pipelines_stream_and_the_reconciliation_history():
+    from lklab.pipelines.billing_windows.speed import SPEED_TABLES
     from lklab.pipelines.order_payments.tables import PAYMENTS_TABLES
     from lklab.pipelines.running_max.tables import MAX_STREAM_TABLES
     from lklab.pipelines.unique_visitors.speed import APP_ID
     from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
-    from lklab.speed_layer import SPEED_TABLES
 
     names = [t.name for t in ALWAYS_ON_TABLES]
     assert len(names) == len(set(names))

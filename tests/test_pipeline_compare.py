@@ -18,7 +18,7 @@ import pytest
 
 import lklab.report
 from lklab import served_outputs
-from lklab.experiment import ComparisonPlan
+from lklab.comparison_runs import ComparisonPlan
 from lklab.pipelines.order_payments.comparison import run_payments_comparison
 from lklab.pipelines.unique_visitors.comparison import run_visitors_comparison
 from lklab.report.pipeline_model import StateSize

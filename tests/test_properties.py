@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from lklab.generator import GeneratedEvents
-from lklab.summary import same_rows
-from lklab.truth import truth_windows
+from lklab.pipelines.billing_windows.generator import GeneratedEvents
+from lklab.pipelines.billing_windows.summary import same_rows
+from lklab.pipelines.billing_windows.truth import truth_windows
 from shared.batch_chain import classify_lines, window_totals
 from shared.eventlog import EventLog
 from shared.events import parse_events

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lklab.batch_recompute import run_batch
-from lklab.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from reconciliation.reconcile import reconcile
 from shared.config import LabConfig
 from shared.eventlog import EventLog

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lklab.batch_recompute import run_batch
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.speed import run_speed
 from reconciliation.attribution import LineRecords, explain_windows, parsed_log
 from reconciliation.reconcile import ReconcileInputError, reconcile
 from reconciliation.render import as_dict, render_text

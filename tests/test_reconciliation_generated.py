@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from lklab.batch_recompute import run_batch
-from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import run_speed
 from reconciliation.reconcile import reconcile
 from shared.config import load_config
 from shared.tables import Tables

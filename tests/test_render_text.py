@@ -7,8 +7,8 @@ from decimal import Decimal as D
 
 import pytest
 
-from lklab import summary
-from lklab.summary import BatchSummary
+from lklab.pipelines.billing_windows import summary
+from lklab.pipelines.billing_windows.summary import BatchSummary
 from reconciliation import render
 from reconciliation.render import grouped, rate, render_text, signed
 from reconciliation.result import Reconciliation

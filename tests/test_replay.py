@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from lklab.batch_recompute import run_batch
-from lklab.kappa_replay import ReplayExists, run_replay
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.replay import ReplayExists, run_replay
 from reconciliation.reconcile import reconcile
 from shared.catalog import replay_prefix
 from shared.config import load_config

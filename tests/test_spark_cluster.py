@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from deltalake import DeltaTable
 
-from lklab.batch_recompute import run_batch
+from lklab.pipelines.billing_windows.batch import run_batch
 from shared.config import LabConfig
 from shared.partitions import DayRange
 from tests.processes import (
@@ -156,7 +156,7 @@ def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, sp
     submitted to the cluster, computes the same rows from the log alone."""
     from collections import Counter
 
-    from lklab.speed_layer import SPEED_TABLES
+    from lklab.pipelines.billing_windows.speed import SPEED_TABLES
 
     lake = copy_lake(speed_layer_lake(tmp_path_factory.getbasetemp(), DAY, spark), tmp_path / "lake")
     spark_submit(

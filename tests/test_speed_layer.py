@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import run_speed
-from lklab.truth import truth_windows
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import run_speed
+from lklab.pipelines.billing_windows.truth import truth_windows
 from shared.config import LabConfig
 from shared.tables import Tables
 

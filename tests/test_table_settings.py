@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lklab.batch_recompute import run_batch
 from lklab.cli import main as lklab_main
 from lklab.cli.compare import compare_config
 from lklab.cli.parser import build_parser
-from lklab.generator import GeneratorParams, generate
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import load_config
 from shared.table_settings import SettingsConflict, recorded
 from shared.tables import Tables

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
-from lklab.batch_recompute import run_batch
-from lklab.speed_layer import run_speed
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import load_config
 from shared.eventlog import EventLog
 from shared.tables import Tables

@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 from deltalake import DeltaTable
 
-from lklab.generator import GeneratorParams, events_path, generate, load_events
-from lklab.truth import events_digest, truth_windows, truth_written_for, write_truth
+from lklab.pipelines.billing_windows.generator import GeneratorParams, events_path, generate, load_events
+from lklab.pipelines.billing_windows.truth import events_digest, truth_windows, truth_written_for, write_truth
 from shared.catalog import GENERATOR_TRUTH, tables_root
 from shared.windows import SlidingWindows, TumblingWindows
 

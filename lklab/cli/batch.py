@@ -10,10 +10,10 @@ from shared.config import LabConfig
 
 
 def _run_batch(config: LabConfig, days=None, refresh: bool = False) -> int:
-    from lklab.batch_recompute import run_batch
-    from lklab.generator import load_events
-    from lklab.summary import batch_summary, render_text
-    from lklab.truth import events_digest, truth_written_for, write_truth
+    from lklab.pipelines.billing_windows.batch import run_batch
+    from lklab.pipelines.billing_windows.generator import load_events
+    from lklab.pipelines.billing_windows.summary import batch_summary, render_text
+    from lklab.pipelines.billing_windows.truth import events_digest, truth_written_for, write_truth
     from shared.batch_runs import PositionError
     from shared.partitions import DayRange
     from shared.table_settings import SettingsConflict

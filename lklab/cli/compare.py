@@ -21,7 +21,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _regenerate(args: argparse.Namespace, config: LabConfig) -> None:
     """Generate the scenario over the lake: over a lake the lab generated itself and no speed
     layer reads, without asking; over anything else only with ``--overwrite``."""
-    from lklab.generator import unreplaceable
+    from lklab.pipelines.billing_windows.generator import unreplaceable
 
     reason = unreplaceable(config.lake)
     if reason and not args.overwrite:
@@ -40,7 +40,7 @@ def _sweep(args: argparse.Namespace) -> tuple[str, str]:
 def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tuple[str, str]) -> int:
     import datetime as dt
 
-    from lklab.experiment import ComparisonPlan, run_comparison
+    from lklab.pipelines.billing_windows.comparison import ComparisonPlan, run_comparison
     from lklab.report import write_report
 
     name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")

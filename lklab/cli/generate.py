@@ -11,7 +11,7 @@ from shared.durations import parse_duration
 
 
 def generate_log(args: argparse.Namespace, config: LabConfig) -> dict:
-    from lklab.generator import GeneratorParams, generate
+    from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
     try:
         params = GeneratorParams(

@@ -27,7 +27,7 @@ def _list(text: str) -> tuple[str, ...]:
 
 def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """Run the comparison of ``pipeline`` over the lake's log, write its report, print a digest."""
-    from lklab.experiment import ComparisonPlan
+    from lklab.comparison_runs import ComparisonPlan
     from shared.catalog import replay_prefix
     from shared.durations import parse_duration
 

@@ -9,7 +9,7 @@ from lklab.cli.options import config_from, lake_windows
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lklab.kappa_replay import ReplayExists, run_replay, writer_role
+    from lklab.pipelines.billing_windows.replay import ReplayExists, run_replay, writer_role
     from shared.catalog import replay_prefix, tables_root
     from shared.locks import refuse_if_held
     from shared.table_settings import SettingsConflict

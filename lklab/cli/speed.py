@@ -13,7 +13,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from lklab.speed_layer import run_speed
+    from lklab.pipelines.billing_windows.speed import run_speed
 
     config = config_from(args)
     if args.segments_per_batch < 1:

@@ -34,8 +34,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import StreamRuns, cost_scope, each_setting, log_to_compare, measuring, run_setting, timed
-from lklab.experiment import ComparisonPlan
+from lklab.comparison_runs import (
+    ComparisonPlan,
+    StreamRuns,
+    cost_scope,
+    each_setting,
+    log_to_compare,
+    measuring,
+    run_setting,
+    timed,
+)
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.order_payments.batch import run_payments_batch
 from lklab.pipelines.order_payments.parse import parse_order_lines

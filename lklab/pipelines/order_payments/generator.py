@@ -33,9 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lklab.generator import EPOCH_START
 from lklab.generator_params import require_counts, require_fractions
-from lklab.scenarios import HOUR, MINUTE, SECOND
+from lklab.scenarios import EPOCH_START, HOUR, MINUTE, SECOND
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
 from shared.locks import whole_lake

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lklab.generator import EPOCH_START
 from lklab.generator_params import require_counts, require_fractions
-from lklab.scenarios import SECOND
+from lklab.scenarios import EPOCH_START, SECOND
 from shared.eventlog import EventLog, format_timestamp
 from shared.locks import whole_lake
 

@@ -91,7 +91,7 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.kappa_replay import ReplayExists
+    from lklab.replay_runner import ReplayExists
 
     return (ReplayExists,)
 

@@ -36,8 +36,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import StreamRuns, cost_scope, each_setting, log_to_compare, measuring, run_setting
-from lklab.experiment import ComparisonPlan
+from lklab.comparison_runs import (
+    ComparisonPlan,
+    StreamRuns,
+    cost_scope,
+    each_setting,
+    log_to_compare,
+    measuring,
+    run_setting,
+)
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.unique_visitors.batch import run_visitors_batch
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views

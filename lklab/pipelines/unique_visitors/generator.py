@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lklab.generator import EPOCH_START
 from lklab.generator_params import require_counts, require_fractions, require_timing
-from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
+from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND, arrival_delays
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from lklab.kappa_replay import ReplayExists
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.speed import (
     batch_rows,
@@ -32,6 +31,7 @@ from lklab.pipelines.unique_visitors.speed import (
 from lklab.pipelines.unique_visitors.state import VisitorState
 from lklab.pipelines.unique_visitors.step import visitors_step
 from lklab.pipelines.unique_visitors.tables import VISITORS_SPEED_TABLES
+from lklab.replay_runner import ReplayExists
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig

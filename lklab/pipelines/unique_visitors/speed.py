@@ -7,7 +7,7 @@ in Spark's checkpoint (``<lake>/checkpoints/<prefix>visitors-speed``), parsed by
 in memory from the batch before (read from ``visitors_state`` when the process starts). What it
 decides depends on the log alone, not on how it is cut into micro-batches.
 
-Exactly once, as the billing speed layer (``lklab.speed_layer``): every write is a Delta commit
+Exactly once, as the billing speed layer (``lklab.pipelines.billing_windows.speed``): every write is a Delta commit
 tagged ``(app_id, batch_id)`` and skipped when already committed. ``visitors_seen`` (each user's
 URLs seen within the state TTL, ``lklab.pipelines.unique_visitors.state.seen_table``) is rewritten after each
 batch, and ``visitors_state`` is written last, so a micro-batch replayed after a crash starts

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-from lklab.generator import GeneratedEvents, events_path
+from lklab.pipelines.billing_windows.generator import GeneratedEvents, events_path
 from shared.catalog import GENERATOR_TRUTH, tables_root
 from shared.currencies import MINOR_UNITS
 from shared.events import AMOUNT_SCALE

@@ -12,7 +12,7 @@ watermark delay ``W``, ``(W, L)`` for each Kappa configuration — runs twice ov
   the stream served, line by line.
 
 The stream's rows depend on the log alone, so both must write the same rows to every output
-table (``lklab.stream_agreement``: windows and their status, late events, duplicates, dead
+table (``lklab.pipelines.billing_windows.agreement``: windows and their status, late events, duplicates, dead
 letters, the end state, and the metrics' totals; batch ids and durations aside): checked before
 anything is measured (a run that disagrees stops the comparison, naming the tables).
 
@@ -22,7 +22,7 @@ which was processed before ``M``; none complete: no run) and the recompute lands
 then on Lambda serves its rows for every window starting before ``M``. The last recompute is at
 the first midnight after both the log's last line and every window's start; it reads the whole
 log and is the batch truth every configuration is measured against. All Lambda figures use this
-one rule (``lklab.measure.with_nightly_batches``).
+one rule (``lklab.pipelines.billing_windows.measure.with_nightly_batches``).
 
 **Processing-time windows** (the naive baseline): the batch's first copies of every event, each
 counted at once in the window its processing time falls in (``shared.clock`` gives every line's
@@ -44,22 +44,30 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from lklab import measure
-from lklab.assessment import MeasuredStream, assess, midnights
-from lklab.batch_recompute import run_batch
-from lklab.comparison_runs import cost_scope, each_setting, live_run, log_to_compare, measuring, setting_config, timed
-from lklab.kappa_replay import run_replay
+from lklab.comparison_runs import (
+    ComparisonPlan,
+    cost_scope,
+    each_setting,
+    live_run,
+    log_to_compare,
+    measuring,
+    setting_config,
+    timed,
+)
+from lklab.pipelines.billing_windows import measure
+from lklab.pipelines.billing_windows.agreement import require_same_rows
+from lklab.pipelines.billing_windows.assessment import MeasuredStream, assess, midnights
+from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.replay import run_replay
+from lklab.pipelines.billing_windows.speed import run_speed
 from lklab.report import (
     ArrivalDelay,
-    Configuration,
     FinanceAudit,
     PathCost,
     ReconciliationSummary,
     Report,
     StreamRun,
 )
-from lklab.speed_layer import run_speed
-from lklab.stream_agreement import require_same_rows
 from reconciliation.reconcile import reconcile
 from shared.catalog import (
     BATCH_DUPLICATES,
@@ -82,40 +90,6 @@ from shared.tables import Tables
 __all__ = ["ComparisonPlan", "run_comparison"]
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class ComparisonPlan:
-    """What to sweep. Durations as the user wrote them (``"10s"``, ``"0"``).
-
-    ``segments_per_batch``: segments per micro-batch of the live runs (the rows do not depend on
-    it; their cost does). ``error_step``: the error series' sampling step. ``processing_time``:
-    add the processing-time baseline.
-    """
-
-    name: str
-    watermark_delays: tuple[str, ...] = ("10s", "1m")
-    allowed_lateness: tuple[str, ...] = ("0", "10m")
-    segments_per_batch: int = 10
-    error_step: str = "10s"
-    processing_time: bool = True
-
-    def __post_init__(self) -> None:
-        for value in (*self.watermark_delays, *self.allowed_lateness):
-            parse_duration(value, name="duration")
-        if not self.watermark_delays or not self.allowed_lateness:
-            raise ValueError("give at least one watermark delay and one allowed lateness")
-        if self.segments_per_batch < 1:
-            raise ValueError(f"segments-per-batch must be at least 1, got {self.segments_per_batch}")
-        if parse_duration(self.error_step, name="error-step") <= 0:
-            raise ValueError(f"error-step must be longer than zero, e.g. 10s (got {self.error_step})")
-
-    def configurations(self) -> list[Configuration]:
-        lambdas = [Configuration("lambda", w, "0") for w in self.watermark_delays]
-        kappas = [
-            Configuration("kappa", w, lateness) for w in self.watermark_delays for lateness in self.allowed_lateness
-        ]
-        return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
 
 
 @dataclass(frozen=True)

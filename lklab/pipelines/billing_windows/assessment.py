@@ -1,7 +1,7 @@
 """The comparison's measurements: what each configuration served, against the truth.
 
-``lklab.experiment`` runs the streams, the replays and Lambda's nightly batches; this module
-only measures what they produced, on the processing-time clock (``lklab.measure``): the error
+``lklab.pipelines.billing_windows.comparison`` runs the streams, the replays and Lambda's nightly batches; this module
+only measures what they produced, on the processing-time clock (``lklab.pipelines.billing_windows.measure``): the error
 over time, latency, the state at the end, late events folded in, absorbed or left in the side
 output, the final gaps per window, and each architecture's costs. Nothing here runs Spark.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lklab import measure
+from lklab.pipelines.billing_windows import measure
 from lklab.report import (
     Configuration,
     ConfigurationResult,

@@ -5,7 +5,7 @@ payload, landing later) and malformed lines (each of a known rejection reason), 
 line by ingest time and cuts the log into one segment per ``segment_interval`` of ingest time.
 It knows, without Spark, which events are real, so it also writes what a correct pipeline must
 compute: ``generator/manifest.json`` (counts, money, expected dead letters by reason, delay
-quantiles) and ``generator/events.npz`` (the real events), from which ``lklab.truth`` derives
+quantiles) and ``generator/events.npz`` (the real events), from which ``lklab.pipelines.billing_windows.truth`` derives
 the per-window truth for any window spec.
 """
 
@@ -16,7 +16,6 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy as np
 
 from lklab.generator_params import require_counts, require_fractions, require_timing
 from lklab.progress import progress as track
-from lklab.scenarios import SCENARIOS, SECOND, arrival_delays
+from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND, arrival_delays
 from reconciliation.result import nearest_rank
 from shared.catalog import REPLAY_ROOT
 from shared.currencies import MINOR_UNITS
@@ -43,7 +42,6 @@ __all__ = [
     "EPOCH_START",
 ]
 
-EPOCH_START = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp()) * SECOND
 _CURRENCIES = ("USD", "USD", "USD", "USD", "EUR", "EUR", "EUR", "GBP", "JPY", "KWD")
 _EVENT_TYPES = np.array(["charge", "refund", "adjustment"])
 

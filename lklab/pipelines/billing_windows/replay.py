@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
+from lklab.replay_runner import ReplayExists
 from shared.batch_chain import without_event_text
 from shared.catalog import (
     DEAD_LETTER,
@@ -46,10 +47,6 @@ from shared.table_settings import record, stream_settings
 from shared.tables import Tables
 
 __all__ = ["ReplayRun", "ReplayExists", "run_replay", "writer_role"]
-
-
-class ReplayExists(FileExistsError):
-    """A replay of that name already has tables or a checkpoint."""
 
 
 @dataclass(frozen=True)
