@@ -4,7 +4,6 @@ stream of any pipeline reads (its checkpoint is under ``<lake>/checkpoints/<app 
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -12,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from lklab.pipelines import REGISTRY
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate, unreplaceable
-from lklab.pipelines.billing_windows.speed import run_speed
-from lklab.pipelines.order_payments.stream import run_payments_speed
 from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
-from lklab.pipelines.unique_visitors.speed import run_visitors_speed
 
 LKLAB = str(Path(sys.executable).parent / "lklab")
 # An always-on stream runs without a prefix: its checkpoint is checkpoints/<its app id>.
-ALWAYS_ON = [
-    inspect.signature(run).parameters["app_id"].default for run in (run_speed, run_visitors_speed, run_payments_speed)
-]
+ALWAYS_ON = [pipeline.stream().app_id for pipeline in REGISTRY.values() if pipeline.stream() is not None]
 
 
 def lklab(*args) -> subprocess.CompletedProcess:
@@ -37,7 +32,7 @@ def generated(tmp_path) -> Path:
 
 
 def test_the_three_always_on_streams_are_the_pipelines_speed_layers():
-    assert ALWAYS_ON == ["speed", "visitors-speed", "payments"]
+    assert ALWAYS_ON == ["speed", "visitors-speed", "payments", "max-speed"]
 
 
 def test_a_generated_lake_no_stream_reads_is_replaceable_also_after_a_comparison(generated):
