@@ -513,3 +513,11 @@ def test_the_experiment_takes_its_lake_from_claim_lake_when_it_runs(dagbag):
     assert dag.params["lake"] == ""
     for task_id in ("speed_layer", "batch_recompute", "kappa_replay", "reconcile_speed", "reconcile_kappa"):
         assert dag.get_task(task_id).application_args[:2] == ["--lake", "{{ ti.xcom_pull(task_ids='claim_lake') }}"]
+
+
+def test_no_dag_file_shadows_a_package_of_the_lab():
+    """Airflow puts the DAG folder first on the import path of the processes that parse it: a DAG
+    file named like one of the lab's packages (``dags/reconciliation.py``) would be imported in its
+    place by every DAG that imports that package, directly or through ``lklab``."""
+    packages = {path.parent.name for path in REPO.glob("*/__init__.py")}
+    assert "reconciliation" in packages and not {path.stem for path in DAG_FILES} & packages
