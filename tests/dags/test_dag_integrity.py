@@ -49,6 +49,7 @@ SHAPES = {
     "running_max_nightly": {"recompute_truth": {"reconcile"}, "reconcile": set()},
     "running_max_replay": {"replay": set()},
 }
+FILE_NAMES = {"reconciliation": "reconciliation_days.py"}
 SPARK_JOBS = {
     ("batch_recompute", "recompute_batch_truth"): "batch_job.py",
     ("reconciliation", "reconcile"): "reconcile_job.py",
@@ -212,7 +213,8 @@ def test_dag_files_parse_in_well_under_a_second(parses, capsys):
         print()
         for name, parse in parses.items():
             print(f"parse {name}: {parse['wall']:.3f}s wall, {parse['cpu']:.3f}s CPU")
-    assert set(parses) == {f"{dag_id}.py" for dag_id in SHAPES}
+    # each file is named after its DAG, but the one whose name would shadow the reconciliation package
+    assert set(parses) == {FILE_NAMES.get(dag_id, f"{dag_id}.py") for dag_id in SHAPES}
     # CPU time, not wall time: on a busy machine the wall clock also counts other processes' turns.
     slow = {name: round(parse["cpu"], 3) for name, parse in parses.items() if parse["cpu"] >= PARSE_CPU_SECONDS}
     assert not slow, f"DAG files taking {PARSE_CPU_SECONDS}s of CPU or more to parse: {slow}"
