@@ -5,26 +5,26 @@ from __future__ import annotations
 import argparse
 
 from lklab.cli.console import UsageError, progress
-from lklab.cli.options import config_from
+from lklab.cli.options import config_from, generate_request
 from shared.config import LabConfig
-from shared.durations import parse_duration
 
 
 def generate_log(args: argparse.Namespace, config: LabConfig) -> dict:
     from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
+    request = generate_request(args)
     try:
         params = GeneratorParams(
-            scenario=args.scenario,
-            events=args.events,
-            seed=args.seed,
-            span=parse_duration(args.span, name="span"),
-            accounts=args.accounts,
-            duplicate_rate=args.duplicate_rate,
-            malformed_rate=args.malformed_rate,
-            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+            scenario=request.scenario,
+            events=request.events,
+            seed=request.seed,
+            span=request.span,
+            accounts=request.accounts,
+            duplicate_rate=request.duplicate_rate,
+            malformed_rate=request.malformed_rate,
+            segment_interval=request.segment_interval,
         )
-        generated = generate(params, config.lake, overwrite=args.overwrite, progress=progress)
+        generated = generate(params, config.lake, overwrite=request.overwrite, progress=progress)
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
     manifest = generated.manifest

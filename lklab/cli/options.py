@@ -19,6 +19,28 @@ def config_from(args: argparse.Namespace) -> LabConfig:
         raise UsageError(str(err)) from None
 
 
+def generate_request(args: argparse.Namespace):
+    """``lklab generate``'s options, read once (``GenerateRequest``: durations parsed; a bad value
+    is a ``UsageError``)."""
+    from lklab.pipelines.contract import GenerateRequest
+    from shared.durations import parse_duration
+
+    try:
+        return GenerateRequest(
+            scenario=getattr(args, "scenario", None),
+            events=args.events,
+            seed=args.seed,
+            span=parse_duration(args.span, name="span"),
+            accounts=args.accounts,
+            duplicate_rate=args.duplicate_rate,
+            malformed_rate=args.malformed_rate,
+            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
+            overwrite=args.overwrite,
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 def days_from(args: argparse.Namespace):
     from shared.partitions import DayRange
 

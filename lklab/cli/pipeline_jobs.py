@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
-from lklab.cli.options import config_from
+from lklab.cli.options import config_from, generate_request
 from lklab.cli.stream_options import replay_name, stream_stop
-from lklab.pipelines.contract import GenerateRequest, Handler, Jobs, Outcome, Pipeline
+from lklab.pipelines.contract import Handler, Jobs, Outcome, Pipeline
 
 __all__ = ["handler_for"]
 
@@ -37,21 +37,8 @@ def _exit(outcome: Outcome) -> int:
 
 
 def _generate(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
-    from shared.durations import parse_duration
-
-    config = config_from(args)
+    config, request = config_from(args), generate_request(args)
     try:
-        request = GenerateRequest(
-            scenario=getattr(args, "scenario", None),
-            events=args.events,
-            seed=args.seed,
-            span=parse_duration(args.span, name="span"),
-            accounts=args.accounts,
-            duplicate_rate=args.duplicate_rate,
-            malformed_rate=args.malformed_rate,
-            segment_interval=parse_duration(args.segment_interval, name="segment-interval"),
-            overwrite=args.overwrite,
-        )
         print(jobs.generate(config, request))
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
