@@ -186,19 +186,18 @@ def assess(
 
 
 def assessed_report(
-    configurations: list[Configuration],
-    *,
+    plan,
     outputs: Outputs,
     streams: Mapping[tuple[int, int], MeasuredStream],
     batch_cost: PathCost,
     log_end: int,
-    run_id: str,
-    error_step: str,
-    **described,
+    described: Mapping[str, object],
 ) -> PipelineReport:
-    """``assess`` every configuration at the landing and end a log ending at ``log_end`` gives,
-    as a ``PipelineReport``; ``described``: the pipeline's own fields (``pipeline``, ``rule``,
-    ``due``, ``state_unit``, ``log``, ``state_sizes``, ``source``, ``cost_scope``)."""
+    """``assess`` every configuration of ``plan`` (``lklab.comparison_runs.ComparisonPlan``) at the
+    landing and end a log ending at ``log_end`` gives, as a ``PipelineReport``; ``described``: the
+    pipeline's own fields (``pipeline``, ``rule``, ``due``, ``state_unit``, ``log``,
+    ``state_sizes``, ``source``, ``cost_scope``)."""
+    configurations, run_id, error_step = plan.configurations(), plan.name, plan.error_step
     landing, end = landing_and_end(log_end, outputs, streams)
     results = assess(
         configurations,

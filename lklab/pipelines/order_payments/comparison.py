@@ -239,27 +239,17 @@ def run_payments_comparison(
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])
-    return measuring(
-        progress,
-        configurations,
-        started,
-        lambda: assessed_report(
-            configurations,
-            outputs=outputs,
-            streams=streams,
-            batch_cost=batch_cost,
-            log_end=log_end,
-            run_id=plan.name,
-            error_step=plan.error_step,
-            pipeline="order_payments",
-            source=source,
-            rule=f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
-            due="a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
-            state_unit="state rows (held orders and payments, remembered first copies)",
-            log=LogSummary(
-                batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats
-            ),
-            state_sizes=(),
-            cost_scope=cost_scope(config),
+    described = {
+        "pipeline": "order_payments",
+        "source": source,
+        "rule": f"a payment matches an order of its order_id paid within {config.describe()['join-bound']} of it",
+        "due": "a pair is due at its payment's time, an unpaid order when its interval closes, an orphan at its time",
+        "state_unit": "state rows (held orders and payments, remembered first copies)",
+        "log": LogSummary(
+            batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats
         ),
-    )
+        "state_sizes": (),
+        "cost_scope": cost_scope(config),
+    }
+    report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
+    return measuring(progress, configurations, started, report)

@@ -298,25 +298,16 @@ def run_visitors_comparison(
         )
     )
     log_end = state.clock.processing_time
-    return measuring(
-        progress,
-        configurations,
-        started,
-        lambda: assessed_report(
-            configurations,
-            outputs=outputs,
-            streams=streams,
-            batch_cost=PathCost("batch", batch.cpu_seconds, batch.wall_seconds),
-            log_end=log_end,
-            run_id=plan.name,
-            error_step=plan.error_step,
-            pipeline="unique_visitors",
-            source=source,
-            rule=f"distinct URLs per user in {config.window.describe()} windows",
-            due="a (window, user) count is due at the window's end",
-            state_unit="member entries (window, user, URL) held",
-            log=LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
-            state_sizes=tuple(sizes),
-            cost_scope=cost_scope(config),
-        ),
-    )
+    described = {
+        "pipeline": "unique_visitors",
+        "source": source,
+        "rule": f"distinct URLs per user in {config.window.describe()} windows",
+        "due": "a (window, user) count is due at the window's end",
+        "state_unit": "member entries (window, user, URL) held",
+        "log": LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
+        "state_sizes": tuple(sizes),
+        "cost_scope": cost_scope(config),
+    }
+    batch_cost = PathCost("batch", batch.cpu_seconds, batch.wall_seconds)
+    report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
+    return measuring(progress, configurations, started, report)
