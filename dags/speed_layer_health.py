@@ -1,11 +1,13 @@
-"""``speed_layer_health``: every five minutes, is the always-on speed layer keeping up?
+"""``speed_layer_health``: every five minutes, is every live stream keeping up?
 
-The speed layer is a service (``spark_jobs/speed_job.py`` under spark-submit), not a task.
-This check reads its ``stream_metrics`` table and the log with delta-rs (no Spark) and fails
-the run, with what it saw in the task log, when the stream is stalled (no micro-batch for
-``max_staleness`` while segments wait) or lagging (watermark lag over ``max_watermark_lag``),
-or has never committed. ``lklab.health`` holds the rules. The lake is the configured one
-(``LKLAB_LAKE`` / ``LKLAB_CONFIG``).
+A live stream is a service (``spark_jobs/speed_job.py`` under spark-submit), not a task. This
+check reads each stream's table of one row per micro-batch and the log with delta-rs (no Spark)
+and fails the run, with what it saw of every stream in the task log, when one is stalled (no
+micro-batch for ``max_staleness`` while segments wait), lagging (watermark lag over
+``max_watermark_lag``) or has never committed. The streams checked are the default pipeline's
+and every other pipeline's that has committed in the lake (``lklab.health.watched_streams``);
+``lklab.health`` holds the rules. The lake is the configured one (``LKLAB_LAKE`` /
+``LKLAB_CONFIG``).
 """
 
 from __future__ import annotations
@@ -38,14 +40,14 @@ DURATION = r"^\d+(ms|s|m|h|d)$"
 )
 def speed_layer_health():
     @task
-    def check_stream_metrics(params=None) -> dict:
-        from lklab.health import require_healthy_stream
+    def check_stream_metrics(params=None) -> list[dict]:
+        from lklab.health import require_healthy_streams
 
-        health = require_healthy_stream(
+        checked = require_healthy_streams(
             max_staleness=params["max_staleness"], max_watermark_lag=params["max_watermark_lag"]
         )
-        print(health.describe())
-        return health.as_dict()
+        print("\n".join(health.describe() for health in checked))
+        return [health.as_dict() for health in checked]
 
     check_stream_metrics()
 

@@ -37,7 +37,16 @@ from shared.catalog import STREAM_METRICS, tables_root
 from shared.durations import MICROS_PER_SECOND, parse_duration
 from shared.eventlog import EventLog
 
-__all__ = ["StreamHealth", "SpeedLayerUnhealthy", "stream_health", "require_healthy_stream"]
+__all__ = [
+    "StreamHealth",
+    "SpeedLayerUnhealthy",
+    "stream_health",
+    "require_healthy_stream",
+    "WatchedStream",
+    "watched_streams",
+    "streams_health",
+    "require_healthy_streams",
+]
 
 DEFAULT_MAX_STALENESS = "10m"
 DEFAULT_MAX_WATERMARK_LAG = "15m"
@@ -48,6 +57,7 @@ class StreamHealth:
     """What the check saw. Seconds are wall-clock seconds; None where there is nothing to see."""
 
     table_path: str
+    what: str
     checked_at: datetime
     last_commit_at: datetime | None
     freshness_seconds: float | None
@@ -61,6 +71,7 @@ class StreamHealth:
     max_watermark_lag_seconds: float
     max_watermark_lead_seconds: float
     reasons: tuple[str, ...]
+    records_lag: bool = True
 
     @property
     def healthy(self) -> bool:
@@ -79,13 +90,15 @@ class StreamHealth:
         """A few lines for a task log or a terminal."""
         seconds = lambda value: "n/a" if value is None else f"{value:,.1f}s"
         lines = [
-            f"speed layer {'healthy' if self.healthy else 'UNHEALTHY'} ({self.table_path})",
+            f"{self.what} {'healthy' if self.healthy else 'UNHEALTHY'} ({self.table_path})",
             f"  last micro-batch: {self.last_batch_id if self.last_batch_id is not None else 'none'}, "
             f"committed {seconds(self.freshness_seconds)} ago (limit {seconds(self.max_staleness_seconds)})",
             f"  log: segment {self.log_last_segment}, read up to {self.last_segment_read or 0}, "
             f"{self.segments_behind} behind, oldest unread waiting {seconds(self.oldest_unread_wait_seconds)}",
             f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {seconds(self.max_watermark_lag_seconds)}; "
-            f"the watermark may lead arrival by {seconds(self.max_watermark_lead_seconds)})",
+            f"the watermark may lead arrival by {seconds(self.max_watermark_lead_seconds)})"
+            if self.records_lag
+            else "  watermark lag: not recorded by this stream (its metrics have no watermark_lag_seconds)",
         ]
         lines += [f"  - {reason}" for reason in self.reasons]
         return "\n".join(lines)
@@ -94,9 +107,10 @@ class StreamHealth:
 class SpeedLayerUnhealthy(RuntimeError):
     """The speed layer is stalled, lagging or has never committed; ``health`` says which."""
 
-    def __init__(self, health: StreamHealth) -> None:
-        super().__init__(health.describe())
+    def __init__(self, health: StreamHealth, others: tuple[StreamHealth, ...] = ()) -> None:
+        super().__init__("\n".join(checked.describe() for checked in (health, *others)))
         self.health = health
+        self.others = others
 
 
 def _configured_lake() -> Path:
@@ -135,10 +149,14 @@ def stream_health(
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
     table: str = STREAM_METRICS.name,
+    what: str = "speed layer",
     now: float | None = None,
 ) -> StreamHealth:
-    """Check the speed layer writing ``<lake>/tables/<table>`` (lake: the configured one).
+    """Check the stream writing one row per micro-batch to ``<lake>/tables/<table>`` (lake: the
+    configured one); ``what`` names the stream in what the check says.
 
+    The table needs ``batch_id`` and ``last_segment``; the watermark lag is checked where it
+    records ``watermark_lag_seconds`` (a stream without a watermark records none).
     ``now`` is a Unix timestamp in seconds (default: the current time).
     """
     from deltalake import DeltaTable
@@ -152,6 +170,7 @@ def stream_health(
     log_last = segments[-1].number if segments else 0
 
     last_commit_at = freshness = last_batch = last_read = lag = None
+    records_lag = True
     lead, lead_rule = _allowed_lead(lake.resolve(), table)
     if DeltaTable.is_deltatable(str(path)):
         delta = DeltaTable(str(path))
@@ -160,18 +179,21 @@ def stream_health(
         freshness = max(0.0, now - committed_ms / 1000)
         # Reading through the pyarrow dataset leaves Arrow threads that can abort the interpreter's
         # teardown; the lklab process ends through lklab.cli.process_exit for that reason.
-        rows = delta.to_pyarrow_dataset().to_table(columns=["batch_id", "last_segment", "watermark_lag_seconds"])
+        dataset = delta.to_pyarrow_dataset()
+        records_lag = "watermark_lag_seconds" in dataset.schema.names
+        columns = ["batch_id", "last_segment"] + (["watermark_lag_seconds"] if records_lag else [])
+        rows = dataset.to_table(columns=columns)
         if rows.num_rows:
             newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])
-            last_batch, lag = newest["batch_id"], newest["watermark_lag_seconds"]
-            last_read = max(row for row in rows.column("last_segment").to_pylist() if row is not None)
+            last_batch, lag = newest["batch_id"], newest.get("watermark_lag_seconds")
+            last_read = max((row for row in rows.column("last_segment").to_pylist() if row is not None), default=None)
 
     unread = [s for s in segments if s.number > (last_read or 0)]
     waiting = max(0.0, now - unread[0].path.stat().st_mtime) if unread else None
 
     reasons: list[str] = []
     if last_commit_at is None:
-        reasons.append(f"no {table} table under {tables_root(lake)}: the speed layer has not committed a micro-batch")
+        reasons.append(f"no {table} table under {tables_root(lake)}: the {what} has not committed a micro-batch")
     elif freshness > staleness_limit and waiting is not None and waiting > staleness_limit:
         reasons.append(
             f"stalled: no micro-batch committed for {freshness:,.0f}s (limit {max_staleness}) "
@@ -187,6 +209,7 @@ def stream_health(
         )
     return StreamHealth(
         table_path=str(path),
+        what=what,
         checked_at=datetime.fromtimestamp(now, UTC),
         last_commit_at=last_commit_at,
         freshness_seconds=freshness,
@@ -200,6 +223,7 @@ def stream_health(
         max_watermark_lag_seconds=lag_limit,
         max_watermark_lead_seconds=_seconds(lead),
         reasons=tuple(reasons),
+        records_lag=records_lag,
     )
 
 
@@ -216,3 +240,76 @@ def require_healthy_stream(
     if not health.healthy:
         raise SpeedLayerUnhealthy(health)
     return health
+
+
+@dataclass(frozen=True)
+class WatchedStream:
+    """A pipeline's live stream as the check sees it: the pipeline, what the stream is called
+    and its table of one row per micro-batch."""
+
+    pipeline: str
+    what: str
+    metrics: str
+
+
+def watched_streams(lake: str | Path | None = None) -> list[WatchedStream]:
+    """The live streams to check in ``lake``: the default pipeline's always (it is the lab's
+    speed layer), every other pipeline's once its stream has committed a micro-batch there (a
+    pipeline whose stream never ran in this lake is not deployed in it, not stalled)."""
+    from lklab.pipelines import DEFAULT, REGISTRY
+
+    lake = Path(lake) if lake is not None else _configured_lake()
+    watched = []
+    for pipeline in REGISTRY.values():
+        rule = pipeline.stream()
+        if rule is None or rule.metrics is None:
+            continue
+        stream = WatchedStream(pipeline.name, rule.what, rule.metrics.name)
+        if pipeline.name == DEFAULT or (tables_root(lake) / stream.metrics / "_delta_log").is_dir():
+            watched.append(stream)
+    return watched
+
+
+def streams_health(
+    lake: str | Path | None = None,
+    *,
+    max_staleness: str = DEFAULT_MAX_STALENESS,
+    max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
+    now: float | None = None,
+) -> list[tuple[WatchedStream, StreamHealth]]:
+    """``stream_health`` of every ``watched_streams`` stream, with one ``now`` for all."""
+    lake = Path(lake) if lake is not None else _configured_lake()
+    now = time.time() if now is None else now
+    return [
+        (
+            stream,
+            stream_health(
+                lake,
+                max_staleness=max_staleness,
+                max_watermark_lag=max_watermark_lag,
+                table=stream.metrics,
+                what=stream.what,
+                now=now,
+            ),
+        )
+        for stream in watched_streams(lake)
+    ]
+
+
+def require_healthy_streams(
+    lake: str | Path | None = None,
+    *,
+    max_staleness: str = DEFAULT_MAX_STALENESS,
+    max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
+    now: float | None = None,
+) -> list[StreamHealth]:
+    """``streams_health``, raising ``SpeedLayerUnhealthy`` for the first unhealthy stream once
+    every stream was checked (its message: that stream's description, then the others')."""
+    checked = [
+        health
+        for _, health in streams_health(lake, max_staleness=max_staleness, max_watermark_lag=max_watermark_lag, now=now)
+    ]
+    for health in checked:
+        if not health.healthy:
+            raise SpeedLayerUnhealthy(health, tuple(other for other in checked if other is not health))
+    return checked

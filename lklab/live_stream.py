@@ -160,7 +160,10 @@ class StreamRule:
     micro-batch and as its table holds it. ``step(parsed, state, settings, batch_id, started)``:
     one micro-batch (``started``: its ``time.monotonic()`` start) as a ``StepOutput``.
     ``holds_open(state, settings)``: the state holds something the watermark has not made final
-    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch."""
+    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch.
+    ``metrics``: its table of one row per micro-batch (``batch_id``, ``last_segment`` read, and
+    ``watermark_lag_seconds`` where it has a watermark), what ``lklab health`` reads; None: it
+    has none."""
 
     what: str
     app_id: str
@@ -174,6 +177,11 @@ class StreamRule:
     read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
     holds_open: Callable[[Any, Any], bool] = _never_open
     logger: str = "lklab.stream"  # where its micro-batch lines go
+    metrics: catalog.Table | None = None
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None and self.metrics not in [entry.table for entry in self.layout]:
+            raise ValueError(f"{self.what}: metrics table {self.metrics.name} is not in its layout")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, stream_health
+from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, require_healthy_streams, stream_health
 from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import LabConfig, load_config
 from shared.eventlog import EventLog
@@ -253,3 +253,47 @@ def test_a_real_stream_over_an_event_as_far_ahead_as_it_accepts_is_healthy(spark
     run_speed(spark, config, available_now=True)
     health = stream_health(tmp_path, max_watermark_lag="1d")
     assert (health.watermark_lag_seconds, health.max_watermark_lead_seconds, health.reasons) == (-240.0, 240.0, ())
+
+
+# --- every pipeline's live stream -----------------------------------------------------------
+
+
+def test_every_pipeline_stream_declares_the_table_health_reads():
+    from lklab.pipelines import REGISTRY
+
+    for pipeline in REGISTRY.values():
+        rule = pipeline.stream()
+        if rule is not None:
+            schema = rule.metrics.schema.names
+            assert {"batch_id", "last_segment"} <= set(schema), pipeline.name
+
+
+def test_a_pipeline_stream_is_watched_once_it_has_committed(spark, tmp_path, monkeypatch):
+    """``running_max``'s stream has no watermark: freshness and backlog are checked, the lag is
+    said to be unrecorded; the stream is watched once it has committed in the lake."""
+    from lklab.cli import main
+    from lklab.health import streams_health, watched_streams
+
+    for name in ("LKLAB_PIPELINE", "LKLAB_CONFIG", "LKLAB_LAKE"):
+        monkeypatch.delenv(name, raising=False)
+    lake = tmp_path / "lake"
+    reading = '{{"event_id": "r{0}", "event_time": "2026-01-05T10:00:0{0}Z", "key": "a", "value": {0}}}'
+    for number in (1, 2):
+        EventLog(lake).append([reading.format(number)])
+    assert [stream.pipeline for stream in watched_streams(lake)] == ["billing_windows"]
+    args = ["--pipeline", "running_max", "--lake", str(lake), "--table-engine", "deltalake"]
+    assert main(["speed", "--available-now", *args]) == 0
+    assert [stream.pipeline for stream in watched_streams(lake)] == ["billing_windows", "running_max"]
+    checked = dict((stream.pipeline, health) for stream, health in streams_health(lake, now=time.time() + 60))
+    running_max = checked["running_max"]
+    assert running_max.healthy and running_max.what == "running_max stream"
+    assert (running_max.last_batch_id, running_max.last_segment_read, running_max.segments_behind) == (1, 2, 0)
+    assert (running_max.records_lag, running_max.watermark_lag_seconds) == (False, None)
+    assert "watermark lag: not recorded by this stream" in running_max.describe()
+    # billing's speed layer never ran here: unhealthy, and said so by name
+    assert checked["billing_windows"].reasons == (
+        f"no stream_metrics table under {lake.resolve() / 'tables'}: the speed layer has not committed a micro-batch",
+    )
+    with pytest.raises(SpeedLayerUnhealthy) as raised:
+        require_healthy_streams(lake)
+    assert "speed layer UNHEALTHY" in str(raised.value) and "running_max stream healthy" in str(raised.value)

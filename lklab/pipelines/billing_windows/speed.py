@@ -98,6 +98,7 @@ SPEED_RULE = StreamRule(
     parse=parse_events,
     holds_open=_holds_open,
     logger="lklab.speed",
+    metrics=STREAM_METRICS,
 )
 
 

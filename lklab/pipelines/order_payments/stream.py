@@ -133,6 +133,7 @@ PAYMENTS_RULE = StreamRule(
     read=_read,
     holds_open=_holds_open,
     logger="lklab.payments",
+    metrics=PAYMENTS_STREAM_METRICS,
 )
 
 

@@ -65,4 +65,5 @@ MAX_RULE = StreamRule(
     step=_step,
     read=_read,
     logger="lklab.running_max",
+    metrics=MAX_STREAM_METRICS,
 )

@@ -157,6 +157,7 @@ VISITORS_RULE = StreamRule(
     read=_read,
     holds_open=_holds_open,
     logger="lklab.visitors",
+    metrics=VISITORS_STREAM_METRICS,
 )
 
 
