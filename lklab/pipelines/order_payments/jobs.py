@@ -112,11 +112,11 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.pipelines.order_payments.reconcile import PaymentsInputError
     from lklab.pipelines.order_payments.stream import PaymentsReplayExists
+    from reconciliation.reconcile import ReconcileInputError
     from shared.catalog import StreamChoiceError
 
-    return (PaymentsReplayExists, PaymentsInputError, StreamChoiceError, ValueError)
+    return (PaymentsReplayExists, ReconcileInputError, StreamChoiceError, ValueError)
 
 
 def jobs() -> Jobs:

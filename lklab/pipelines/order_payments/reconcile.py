@@ -8,11 +8,10 @@ under ``<lake>/reports/payments-<run>/``. Both sides must have been built with t
 ``join-bound`` and line settings (``max-clock-skew``, ``max-line-bytes``: they decide which
 lines are dead letters).
 
-Each side is read as one moment of it. The truth's tables are read while no batch rewrites them
-(the batch's lock, shared). A live stream commits a micro-batch table by table, its state last:
-its tables are read as they were when the last micro-batch whose state committed had landed
-(``Tables.as_of``), so a reconcile running beside the stream never pairs one batch's matches
-with the next one's unpaid orders. A replay writes its tables once, under its own lock.
+Each side is read as one moment of it, by the reconcile runner (``lklab.reconcile_runner``):
+the truth under the batch's lock, the stream at its last micro-batch whose state committed, so
+a reconcile running beside the stream never pairs one batch's matches with the next one's
+unpaid orders.
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 from lklab.pipelines.order_payments.audit import payments_audit_csv
 from lklab.pipelines.order_payments.batch import PAYMENTS_BATCH_LOCK, truth_position
 from lklab.pipelines.order_payments.reconcile_rule import JoinReconciliation, JoinSide, reconcile_join
 from lklab.pipelines.order_payments.state import join_state_from_table
-from lklab.pipelines.order_payments.stream import SPEED_APP
+from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
 from lklab.pipelines.order_payments.tables import (
     PAYMENTS_BATCH_DEAD_LETTER,
     PAYMENTS_BATCH_DUPLICATES,
@@ -39,25 +37,16 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_MATCHED,
     PAYMENTS_ORPHANS,
     PAYMENTS_STATE,
-    PAYMENTS_STREAM_METRICS,
     PAYMENTS_TRUTH_MATCHED,
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
 )
+from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.render import render_text
-from shared import catalog
-from shared.catalog import stream_prefix
-from shared.config import LabConfig
-from shared.locks import hold, writer
-from shared.table_settings import LINE_KEYS, agreed
-from shared.tables import Tables
+from shared.table_settings import LINE_KEYS
 
-__all__ = ["PaymentsInputError", "PaymentsReconciliation", "reconcile_payments", "render_text"]
-
-
-class PaymentsInputError(RuntimeError):
-    """A side's tables are missing (run ``batch`` / ``speed`` / ``replay`` first)."""
+__all__ = ["PAYMENTS_RECONCILE", "PaymentsReconciliation", "reconcile_payments", "render_text"]
 
 
 @dataclass(frozen=True)
@@ -73,57 +62,29 @@ class PaymentsReconciliation:
     audit_rows: int
 
 
-def _read(tables: Tables, table: catalog.Table, prefix: str = "", batch: int | None = None) -> pa.Table:
-    """The table; with ``batch``, as it was once the stream's micro-batches up to ``batch`` landed."""
-    name = table.at(prefix)
-    if not tables.exists(name):
-        raise PaymentsInputError(f"table {name} is missing")
-    return tables.read_arrow(name) if batch is None else tables.as_of(name, batch)
-
-
-def reconcile_payments(
-    spark: SparkSession, config: LabConfig, *, against: str = "speed", run: str | None = None
-) -> PaymentsReconciliation:
-    """Diff ``against`` (``speed`` | ``kappa:RUN``) with the truth and write the audit CSV."""
-    prefix = stream_prefix(against)
-    lake = str(Path(config.lake).resolve())
-    with (
-        writer(lake, f"payments-reconcile-{(prefix or 'speed/').replace('/', '.')}"),
-        hold(lake, PAYMENTS_BATCH_LOCK, shared=True, wait=True),
-    ):
-        return _reconcile(Tables(spark, lake, config.table_engine), config, against, prefix, run)
-
-
-def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run: str | None) -> PaymentsReconciliation:
-    truth_segment = truth_position(tables)
-    if truth_segment is None:
-        raise PaymentsInputError("no batch truth: run 'lklab batch --pipeline order_payments' first")
-    if not tables.exists(PAYMENTS_STATE.at(prefix)):
-        raise PaymentsInputError(
-            f"no stream under '{against}': run 'lklab speed' or 'lklab replay' with --pipeline order_payments first"
-        )
-    # SettingsConflict when they differ: another bound pairs other events, other line settings read another log
-    agreed(tables, [PAYMENTS_TRUTH_MATCHED.name, PAYMENTS_MATCHED.at(prefix)], ["join-bound", *LINE_KEYS])
+def _compare(sides: Sides, run: str | None = None) -> PaymentsReconciliation:
     truth = JoinSide(
-        truth_segment,
-        _read(tables, PAYMENTS_TRUTH_MATCHED),
-        _read(tables, PAYMENTS_TRUTH_UNPAID),
-        _read(tables, PAYMENTS_TRUTH_ORPHANS),
-        _read(tables, PAYMENTS_BATCH_DUPLICATES),
-        _read(tables, PAYMENTS_BATCH_DEAD_LETTER),
+        sides.truth_segment,
+        *(
+            sides.truth(table)
+            for table in (
+                PAYMENTS_TRUTH_MATCHED,
+                PAYMENTS_TRUTH_UNPAID,
+                PAYMENTS_TRUTH_ORPHANS,
+                PAYMENTS_BATCH_DUPLICATES,
+                PAYMENTS_BATCH_DEAD_LETTER,
+            )
+        ),
     )
-    # a live stream's last micro-batch whose state committed (None: a replay's untagged tables)
-    batch = tables.committed_version(PAYMENTS_STATE.at(prefix), SPEED_APP)
-    side = lambda table: _read(tables, table, prefix, batch)
-    state = join_state_from_table(side(PAYMENTS_STATE))
-    unpaid, late = side(PAYMENTS_UNPAID), side(PAYMENTS_LATE_EVENTS)
+    state = join_state_from_table(sides.stream(PAYMENTS_STATE))
+    unpaid, late = sides.stream(PAYMENTS_UNPAID), sides.stream(PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
-        pc.max(side(PAYMENTS_STREAM_METRICS)["last_segment"]).as_py() or 0,
-        side(PAYMENTS_MATCHED),
+        sides.read_through,
+        sides.stream(PAYMENTS_MATCHED),
         unpaid,
-        side(PAYMENTS_ORPHANS),
-        side(PAYMENTS_DUPLICATES),
-        side(PAYMENTS_DEAD_LETTER),
+        sides.stream(PAYMENTS_ORPHANS),
+        sides.stream(PAYMENTS_DUPLICATES),
+        sides.stream(PAYMENTS_DEAD_LETTER),
         late,
         pa.concat_tables([state.orders, state.payments]),
     )
@@ -131,14 +92,47 @@ def _reconcile(tables: Tables, config: LabConfig, against: str, prefix: str, run
     by_line = [("segment", "ascending"), ("line_number", "ascending")]
     unpaid, late = unpaid.sort_by(by_line), late.sort_by(by_line)
     run = run or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = Path(config.lake) / "reports" / f"payments-{run}"
+    directory = Path(sides.config.lake) / "reports" / f"payments-{run}"
     directory.mkdir(parents=True, exist_ok=True)
     audit = directory / "payments_audit.csv"
     audit.write_text(payments_audit_csv(unpaid, late))
     late_payments = int(pc.sum(pc.equal(late["kind"], "payment")).as_py() or 0)
     return PaymentsReconciliation(
-        against, truth_segment, stream.last_segment, result, audit, unpaid.num_rows + late_payments
+        sides.against, sides.truth_segment, stream.last_segment, result, audit, unpaid.num_rows + late_payments
     )
+
+
+PAYMENTS_RECONCILE = ReconcileRule(
+    pipeline="order_payments",
+    stream=PAYMENTS_RULE,
+    stream_tables=(
+        PAYMENTS_MATCHED,
+        PAYMENTS_UNPAID,
+        PAYMENTS_ORPHANS,
+        PAYMENTS_DUPLICATES,
+        PAYMENTS_DEAD_LETTER,
+        PAYMENTS_LATE_EVENTS,
+        PAYMENTS_STATE,
+    ),
+    truth_tables=(
+        PAYMENTS_TRUTH_MATCHED,
+        PAYMENTS_TRUTH_UNPAID,
+        PAYMENTS_TRUTH_ORPHANS,
+        PAYMENTS_BATCH_DUPLICATES,
+        PAYMENTS_BATCH_DEAD_LETTER,
+    ),
+    batch_lock=PAYMENTS_BATCH_LOCK,
+    truth_position=truth_position,
+    compare=_compare,
+    # another bound pairs other events, other line settings read another log
+    agreed=("join-bound", *LINE_KEYS),
+)
+
+
+def reconcile_payments(spark, config, *, against: str = "speed", run: str | None = None) -> PaymentsReconciliation:
+    """Diff ``against`` (``speed`` | ``kappa:RUN``) with the truth and write the audit CSV
+    (under ``<lake>/reports/payments-<run>/``, ``run`` the time by default)."""
+    return reconcile_stream(spark, config, PAYMENTS_RECONCILE, against, run=run)
 
 
 @render_text.register

@@ -15,25 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
-import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lklab.pipelines.running_max.parse import PARSED_SCHEMA, parse_readings
-from lklab.pipelines.running_max.tables import MAX_STATE, MAX_STREAM, MAX_STREAM_METRICS, MAX_TRUTH
+from lklab.pipelines.running_max.stream import MAX_RULE
+from lklab.pipelines.running_max.tables import MAX_STREAM, MAX_TRUTH
 from lklab.pipelines.running_max.truth import BATCH_APP, BATCH_LOCK
+from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.keyed_diff import keyed_diff, status_counts
-from shared.catalog import stream_prefix, tables_root
-from shared.config import LabConfig
-from shared.locks import hold
 from shared.log_source import raw_log
 from shared.spark_arrow import per_partition
-from shared.stream_cut import stream_cut
-from shared.tables import Tables
 
-__all__ = ["MaxReconciliation", "reconcile_max", "render_text"]
+__all__ = ["MAX_RECONCILE", "MaxReconciliation", "reconcile_max", "render_text"]
 
 
 @dataclass(frozen=True)
@@ -49,36 +43,44 @@ class MaxReconciliation:
     unexplained: tuple[str, ...]
 
 
-def reconcile_max(spark: SparkSession, config: LabConfig, against: str = "speed") -> MaxReconciliation:
+def _compare(sides: Sides) -> MaxReconciliation:
+    spark = sides.spark
+    diff = keyed_diff(
+        sides.truth_frame(MAX_TRUTH),
+        sides.stream_frame(MAX_STREAM).select(*MAX_TRUTH.schema.names),
+        ["key"],
+        ["max_value", "events"],
+    ).persist()
+    statuses = status_counts(diff)
+    differing = diff.where("status != 'match'").select("key")
+    unread_keys = spark.createDataFrame([], "key string")
+    if sides.read_through < sides.truth_segment:
+        unread = raw_log(spark, str(sides.lake), sides.truth_segment, first_segment=sides.read_through + 1)
+        parse = partial(parse_readings, max_clock_skew=sides.config.max_clock_skew)
+        parsed = per_partition(unread, parse, from_arrow_schema(PARSED_SCHEMA))
+        unread_keys = parsed.where("reject_reason IS NULL AND NOT heartbeat").select("key").distinct()
+    explained = differing.join(unread_keys, "key", "left_semi").count()
+    unexplained = sorted(row["key"] for row in differing.join(unread_keys, "key", "left_anti").limit(100).collect())
+    diff.unpersist()
+    return MaxReconciliation(
+        sides.against, statuses, sides.truth_segment, sides.read_through, explained, tuple(unexplained)
+    )
+
+
+MAX_RECONCILE = ReconcileRule(
+    pipeline="running_max",
+    stream=MAX_RULE,
+    stream_tables=(MAX_STREAM,),
+    truth_tables=(MAX_TRUTH,),
+    batch_lock=BATCH_LOCK,
+    truth_position=lambda tables: tables.committed_version(MAX_TRUTH.name, BATCH_APP),
+    compare=_compare,
+)
+
+
+def reconcile_max(spark, config, against: str = "speed") -> MaxReconciliation:
     """Diff the stream named by ``against`` (``speed`` or ``kappa:RUN``) with the truth."""
-    lake = Path(config.lake).resolve()
-    prefix = stream_prefix(against)
-    tables = Tables(spark, lake, config.table_engine)
-    names = [table.at(prefix) for table in (MAX_STREAM, MAX_STREAM_METRICS)]
-    if not tables.exists(MAX_STATE.at(prefix)):
-        raise RuntimeError(f"no running_max stream {against!r} in {lake}: run 'lklab speed' or 'lklab replay' first")
-    with hold(lake, BATCH_LOCK, shared=True, wait=True):
-        truth_last = tables.committed_version(MAX_TRUTH.name, BATCH_APP)
-        if truth_last is None:
-            raise RuntimeError(f"no running_max truth in {lake}: run 'lklab batch --pipeline running_max' first")
-        truth = tables.read(MAX_TRUTH.name)
-        cut = stream_cut(tables_root(lake), names, MAX_STATE.at(prefix))
-        stream = tables.read(names[0], cut.versions[names[0]])
-        metrics = tables.read_arrow(names[1], cut.versions[names[1]])
-        stream_last = pc.max(metrics["last_segment"]).as_py() or 0
-        diff = keyed_diff(truth, stream.select(*MAX_TRUTH.schema.names), ["key"], ["max_value", "events"]).persist()
-        statuses = status_counts(diff)
-        differing = diff.where("status != 'match'").select("key")
-        unread_keys = spark.createDataFrame([], "key string")
-        if stream_last < truth_last:
-            unread = raw_log(spark, str(lake), truth_last, first_segment=stream_last + 1)
-            parse = partial(parse_readings, max_clock_skew=config.max_clock_skew)
-            parsed = per_partition(unread, parse, from_arrow_schema(PARSED_SCHEMA))
-            unread_keys = parsed.where("reject_reason IS NULL AND NOT heartbeat").select("key").distinct()
-        explained = differing.join(unread_keys, "key", "left_semi").count()
-        unexplained = sorted(row["key"] for row in differing.join(unread_keys, "key", "left_anti").limit(100).collect())
-        diff.unpersist()
-    return MaxReconciliation(against, statuses, truth_last, stream_last, explained, tuple(unexplained))
+    return reconcile_stream(spark, config, MAX_RECONCILE, against)
 
 
 def render_text(result: MaxReconciliation) -> str:
