@@ -111,10 +111,10 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.pipelines.unique_visitors.reconcile import VisitorsReconcileInputError
     from lklab.pipelines.unique_visitors.replay import ReplayExists
+    from reconciliation.reconcile import ReconcileInputError
 
-    return (ReplayExists, VisitorsReconcileInputError)
+    return (ReplayExists, ReconcileInputError)
 
 
 def jobs() -> Jobs:

@@ -2,7 +2,8 @@
 
 Reads the truth's members (``visitors_truth_members``, with the first line of each) and the
 batch's later copies, and the stream's served windows, members, late side output, duplicates
-and dead letters as they were when its last micro-batch committed its state (each table as of
+and dead letters as they were when its last micro-batch committed its state (the reconcile runner,
+``lklab.reconcile_runner``, reads each table as of
 that batch: a stream running meanwhile cannot mix two batches into one reading), and hands them
 to ``lklab.pipelines.unique_visitors.reconcile_rule.reconcile_distinct``. ``read_through``: the last segment
 the stream had read, from its ``visitors_stream_metrics``.
@@ -16,16 +17,13 @@ writes nothing new.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
-from lklab.pipelines.unique_visitors.batch import VISITORS_BATCH_LOCK
+from lklab.pipelines.unique_visitors.batch import BATCH_APP, VISITORS_BATCH_LOCK
 from lklab.pipelines.unique_visitors.reconcile_rule import DistinctReconciliation, reconcile_distinct
-from lklab.pipelines.unique_visitors.replay import APP_ID as REPLAY_APP
-from lklab.pipelines.unique_visitors.speed import APP_ID as SPEED_APP
+from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
 from lklab.pipelines.unique_visitors.tables import (
     VISITORS_BATCH_DUPLICATES,
     VISITORS_CORRECTED,
@@ -33,26 +31,16 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_DUPLICATES,
     VISITORS_LATE_EVENTS,
     VISITORS_MEMBERS,
-    VISITORS_STATE,
     VISITORS_STREAM_METRICS,
     VISITORS_TRUTH,
     VISITORS_TRUTH_MEMBERS,
     VISITORS_WINDOWS,
 )
+from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.render import render_text
-from shared.catalog import replay_name, stream_prefix
-from shared.config import LabConfig
-from shared.locks import hold, writer
-from shared.table_settings import agreed
 from shared.tables import Tables
 
-__all__ = ["VisitorsReconcileInputError", "VisitorsReconciliation", "reconcile_visitors", "render_text"]
-
-_WINDOW_SETTINGS = ("window-kind", "window-size", "window-slide", "session-gap")
-
-
-class VisitorsReconcileInputError(ValueError):
-    """A table the reconciliation reads is missing; the message names the command that writes it."""
+__all__ = ["VISITORS_RECONCILE", "VisitorsReconciliation", "reconcile_visitors", "render_text"]
 
 
 @dataclass(frozen=True)
@@ -67,72 +55,52 @@ class VisitorsReconciliation:
     result: DistinctReconciliation
 
 
-def _committed_batch(tables: Tables, prefix: str) -> int | None:
-    """The last batch committed under ``prefix``: a replay's, or a speed layer's (a live stream
-    may run under a run prefix too, as ``lklab compare`` runs it)."""
-    name = VISITORS_STATE.at(prefix)
-    if replay_name(prefix):
-        found = tables.committed_version(name, REPLAY_APP)
-        if found is not None:
-            return found
-    return tables.committed_version(name, SPEED_APP)
-
-
-def reconcile_visitors(spark: SparkSession, config: LabConfig, *, against: str = "speed") -> VisitorsReconciliation:
-    """Reconcile the stream ``against`` (``speed`` | ``kappa:RUN``) with the truth and record it."""
-    prefix = stream_prefix(against)
-    lake = str(Path(config.lake).resolve())
-    with (
-        writer(lake, f"visitors-reconcile-{(prefix or 'speed/').replace('/', '.')}"),
-        hold(lake, VISITORS_BATCH_LOCK, shared=True, wait=True),
-    ):
-        return _reconcile(Tables(spark, lake, config.table_engine), against, prefix)
-
-
-def _reconcile(tables: Tables, against: str, prefix: str) -> VisitorsReconciliation:
-    run = replay_name(prefix)
-    writers = {
-        VISITORS_TRUTH_MEMBERS.name: "batch",
-        VISITORS_STATE.at(prefix): f"replay --name {run}" if run else "speed",
-    }
-    for name, command in writers.items():
-        if not tables.exists(name):
-            raise VisitorsReconcileInputError(
-                f"{name} does not exist: run 'lklab {command} --pipeline unique_visitors' first"
-            )
-    agreed(
-        tables, [VISITORS_TRUTH.name, VISITORS_WINDOWS.at(prefix)], _WINDOW_SETTINGS
-    )  # SettingsConflict if they differ
-    batch = _committed_batch(tables, prefix)
-    stream = {
-        table: tables.as_of(table.at(prefix), batch)
-        for table in (
-            VISITORS_WINDOWS,
-            VISITORS_MEMBERS,
-            VISITORS_LATE_EVENTS,
-            VISITORS_DUPLICATES,
-            VISITORS_DEAD_LETTER,
-            VISITORS_STREAM_METRICS,
-        )
-    }
-    truth_version = tables.version(VISITORS_TRUTH_MEMBERS.name)
-    read_through = int(pc.max(stream[VISITORS_STREAM_METRICS]["last_segment"]).as_py() or 0)
+def _compare(sides: Sides) -> VisitorsReconciliation:
     result = reconcile_distinct(
-        stream[VISITORS_WINDOWS],
-        stream[VISITORS_MEMBERS],
-        stream[VISITORS_LATE_EVENTS],
-        tables.read_arrow(VISITORS_TRUTH_MEMBERS.name, truth_version),
-        read_through=read_through,
-        dead_letters=stream[VISITORS_DEAD_LETTER],
-        stream_duplicates=stream[VISITORS_DUPLICATES],
-        batch_duplicates=tables.read_arrow(VISITORS_BATCH_DUPLICATES.name)
-        if tables.exists(VISITORS_BATCH_DUPLICATES.name)
+        sides.stream(VISITORS_WINDOWS),
+        sides.stream(VISITORS_MEMBERS),
+        sides.stream(VISITORS_LATE_EVENTS),
+        sides.truth(VISITORS_TRUTH_MEMBERS),
+        read_through=sides.read_through,
+        dead_letters=sides.stream(VISITORS_DEAD_LETTER),
+        stream_duplicates=sides.stream(VISITORS_DUPLICATES),
+        batch_duplicates=sides.truth(VISITORS_BATCH_DUPLICATES)
+        if VISITORS_BATCH_DUPLICATES.name in sides.truth_versions
         else None,
     )
-    run_id = f"{against}: truth v{truth_version}, stream batch {batch}"
-    return VisitorsReconciliation(
-        against, run_id, read_through, _record(tables, VISITORS_CORRECTED.at(prefix), run_id, result), result
-    )
+    truth_version = sides.truth_versions[VISITORS_TRUTH_MEMBERS.name]
+    run_id = f"{sides.against}: truth v{truth_version}, stream batch {sides.batch}"
+    written = _record(sides.tables, VISITORS_CORRECTED.at(sides.prefix), run_id, result)
+    return VisitorsReconciliation(sides.against, run_id, sides.read_through, written, result)
+
+
+def _truth_position(tables: Tables) -> int | None:
+    """The last segment the committed truth read (None: no truth yet)."""
+    return tables.committed_version(VISITORS_TRUTH_MEMBERS.name, BATCH_APP)
+
+
+VISITORS_RECONCILE = ReconcileRule(
+    pipeline="unique_visitors",
+    stream=VISITORS_RULE,
+    stream_tables=(
+        VISITORS_WINDOWS,
+        VISITORS_MEMBERS,
+        VISITORS_LATE_EVENTS,
+        VISITORS_DUPLICATES,
+        VISITORS_DEAD_LETTER,
+        VISITORS_STREAM_METRICS,
+    ),
+    truth_tables=(VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES),
+    batch_lock=VISITORS_BATCH_LOCK,
+    truth_position=_truth_position,
+    compare=_compare,
+    agreed=("window-kind", "window-size", "window-slide", "session-gap"),
+)
+
+
+def reconcile_visitors(spark, config, *, against: str = "speed") -> VisitorsReconciliation:
+    """Reconcile the stream ``against`` (``speed`` | ``kappa:RUN``) with the truth and record it."""
+    return reconcile_stream(spark, config, VISITORS_RECONCILE, against)
 
 
 def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliation) -> bool:
