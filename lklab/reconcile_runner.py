@@ -5,8 +5,8 @@ reading needs is the same for all, and written here once:
 
 * **one reconcile per stream at a time**: the writer lock ``<pipeline>-reconcile-<stream>``
   (a rerun's records are idempotent, but two at once would race on them);
-* **the truth as one moment**: read under the batch's lock held shared (a batch rewriting the
-  truth waits), each table at the version it had when the reconcile began;
+* **the truth as one moment**: read under the truth's lock held shared (``truth_lock``: a
+  batch rewriting the truth waits), each table at the version it had when the reconcile began;
   ``truth_position(tables)`` says how far the truth read the log (None: there is no truth);
 * **the stream as one moment**: its tables at the last micro-batch whose state committed
   (``shared.stream_cut``): a live stream commits a micro-batch table by table, its state last,
@@ -19,7 +19,7 @@ reading needs is the same for all, and written here once:
   naming the command that writes them.
 
 What differs is declared in a ``ReconcileRule``: the stream's ``StreamRule`` (its state, the
-commit point, and its metrics), the tables of each side, the batch lock, and ``compare(sides)``,
+commit point, and its metrics), the tables of each side, and ``compare(sides)``,
 the pipeline's own rule over a ``Sides`` reading; it returns the pipeline's result (the command
 line renders it with ``reconciliation.render.render_text``).
 """
@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lklab.live_stream import StreamRule
+from lklab.truth_runner import truth_lock
 from reconciliation.reconcile import ReconcileInputError
 from shared import catalog
 from shared.catalog import replay_name, stream_prefix
@@ -60,7 +61,6 @@ class ReconcileRule:
     stream: StreamRule
     stream_tables: tuple[catalog.Table, ...]
     truth_tables: tuple[catalog.Table, ...]
-    batch_lock: str
     truth_position: Callable[[Tables], int | None]
     compare: Callable[..., Any]
     agreed: tuple[str, ...] = ()
@@ -126,7 +126,10 @@ def reconcile_stream(
     """Read both sides of ``rule`` as one moment each and return ``rule.compare(sides, **options)``."""
     prefix = stream_prefix(against)
     lake = Path(config.lake).resolve()
-    with writer(lake, reconcile_lock(rule.pipeline, prefix)), hold(lake, rule.batch_lock, shared=True, wait=True):
+    with (
+        writer(lake, reconcile_lock(rule.pipeline, prefix)),
+        hold(lake, truth_lock(rule.pipeline), shared=True, wait=True),
+    ):
         return rule.compare(_sides(Tables(spark, lake, config.table_engine), config, rule, against, prefix), **options)
 
 

@@ -39,7 +39,7 @@ from shared.log_source import raw_log
 from shared.table_settings import record, require
 from shared.tables import Tables
 
-__all__ = ["TruthOutput", "TruthRule", "TruthRun", "run_truth"]
+__all__ = ["truth_lock", "TruthOutput", "TruthRule", "TruthRun", "run_truth"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,30 @@ class TruthOutput:
     persisted: tuple[DataFrame, ...] = ()
 
 
+def truth_lock(pipeline: str) -> str:
+    """The lock held exclusively while ``pipeline``'s truth tables change, shared by their readers."""
+    return f"{pipeline}-truth-tables"
+
+
 class TruthRule:
     """What one pipeline's batch declares to the runner (the module docstring).
 
-    ``pipeline`` names it in messages; ``writer_role`` is its writer lock, ``tables_lock`` the
-    lock its readers hold shared; ``tables`` everything it replaces, in write order; ``app_id``
-    tags each commit ``(app_id, last segment)``, None leaves the commits untagged."""
+    ``pipeline`` names it in messages and its locks: ``writer_role`` (``<pipeline>-batch``),
+    its writer lock, and ``tables_lock`` (``truth_lock``), the lock its readers hold shared;
+    ``tables`` everything it replaces, in write order; ``app_id`` tags each commit
+    ``(app_id, last segment)``, None leaves the commits untagged."""
 
     pipeline: str
-    writer_role: str
-    tables_lock: str
     tables: tuple[catalog.Table, ...]
     app_id: str | None = None
+
+    @property
+    def writer_role(self) -> str:
+        return f"{self.pipeline}-batch"
+
+    @property
+    def tables_lock(self) -> str:
+        return truth_lock(self.pipeline)
 
     def settings(self, config: LabConfig) -> dict[str, str]:
         """What the tables record: the settings their rows depend on."""

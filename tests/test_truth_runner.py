@@ -31,8 +31,6 @@ class LineTruth(TruthRule):
     segment (Arrow, int32, columns reversed and one too many)."""
 
     pipeline = "tiny"
-    writer_role = "tiny-batch"
-    tables_lock = "tiny-batch-tables"
     tables = (LINES, SIZES)
     app_id = "tiny-batch"
 

@@ -29,7 +29,7 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_TRUTH_ORPHANS,
     PAYMENTS_TRUTH_UNPAID,
 )
-from lklab.truth_runner import TruthOutput, TruthRule, run_truth
+from lklab.truth_runner import TruthOutput, TruthRule, run_truth, truth_lock
 from shared.config import LabConfig
 from shared.dedup import first_copies, later_copies
 from shared.table_settings import interval_join_truth_settings
@@ -45,9 +45,9 @@ __all__ = [
 ]
 
 BATCH_APP = "payments-batch"
-PAYMENTS_BATCH_LOCK = (
-    "payments-batch-tables"  # held by a run while it rewrites the truth's tables, shared by their readers
-)
+PAYMENTS_BATCH_LOCK = truth_lock(
+    "order_payments"
+)  # held by a run while it rewrites the truth's tables, shared by their readers
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,6 @@ class PaymentsTruth(TruthRule):
     """The order-payment join's batch, as the runner runs it (the module docstring)."""
 
     pipeline = "order_payments"
-    writer_role = "payments-batch"
-    tables_lock = PAYMENTS_BATCH_LOCK
     tables = PAYMENTS_BATCH_TABLES
     app_id = BATCH_APP
 

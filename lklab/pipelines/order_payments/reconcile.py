@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lklab.pipelines.order_payments.audit import payments_audit_csv
-from lklab.pipelines.order_payments.batch import PAYMENTS_BATCH_LOCK, truth_position
+from lklab.pipelines.order_payments.batch import truth_position
 from lklab.pipelines.order_payments.reconcile_rule import JoinReconciliation, JoinSide, reconcile_join
 from lklab.pipelines.order_payments.state import join_state_from_table
 from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
@@ -121,7 +121,6 @@ PAYMENTS_RECONCILE = ReconcileRule(
         PAYMENTS_BATCH_DUPLICATES,
         PAYMENTS_BATCH_DEAD_LETTER,
     ),
-    batch_lock=PAYMENTS_BATCH_LOCK,
     truth_position=truth_position,
     compare=_compare,
     # another bound pairs other events, other line settings read another log

@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lklab.pipelines.running_max.parse import PARSED_SCHEMA, parse_readings
 from lklab.pipelines.running_max.stream import MAX_RULE
 from lklab.pipelines.running_max.tables import MAX_STREAM, MAX_TRUTH
-from lklab.pipelines.running_max.truth import BATCH_APP, BATCH_LOCK
+from lklab.pipelines.running_max.truth import BATCH_APP
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.keyed_diff import keyed_diff, status_counts
 from shared.log_source import raw_log
@@ -72,7 +72,6 @@ MAX_RECONCILE = ReconcileRule(
     stream=MAX_RULE,
     stream_tables=(MAX_STREAM,),
     truth_tables=(MAX_TRUTH,),
-    batch_lock=BATCH_LOCK,
     truth_position=lambda tables: tables.committed_version(MAX_TRUTH.name, BATCH_APP),
     compare=_compare,
 )

@@ -23,16 +23,13 @@ from shared.config import LabConfig
 from shared.spark_arrow import per_partition
 from shared.table_settings import line_settings
 
-__all__ = ["MaxTruth", "MAX_TRUTH_RULE", "BATCH_APP", "BATCH_LOCK"]
+__all__ = ["MaxTruth", "MAX_TRUTH_RULE", "BATCH_APP"]
 
 BATCH_APP = "max-batch"
-BATCH_LOCK = "max-batch-tables"  # held shared by a reconcile while it reads the truth
 
 
 class MaxTruth(TruthRule):
     pipeline = "running_max"
-    writer_role = "max-batch"
-    tables_lock = BATCH_LOCK
     tables = (MAX_TRUTH, MAX_BATCH_DUPLICATES, MAX_BATCH_DEAD_LETTER)
     app_id = BATCH_APP
 

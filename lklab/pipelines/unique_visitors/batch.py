@@ -43,10 +43,9 @@ from shared.dedup import first_copies, later_copies, line_counts, mark_duplicate
 from shared.spark_arrow import per_key
 from shared.table_settings import batch_settings
 
-__all__ = ["BATCH_APP", "VISITORS_BATCH_LOCK", "VisitorsBatchRun", "VisitorsTruth", "run_visitors_batch"]
+__all__ = ["BATCH_APP", "VisitorsBatchRun", "VisitorsTruth", "run_visitors_batch"]
 
 # Held while the batch tables change; a reconciliation reads them under it, shared.
-VISITORS_BATCH_LOCK = "visitors-batch-tables"
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,6 @@ class VisitorsTruth(TruthRule):
     """The ``unique_visitors`` batch, as the runner runs it (the module docstring)."""
 
     pipeline = "unique_visitors"
-    writer_role = "visitors-batch"
-    tables_lock = VISITORS_BATCH_LOCK
     app_id = BATCH_APP  # each commit tagged with the last segment the truth read
     # in write order: the members, then the counts made of them
     tables = (VISITORS_TRUTH_MEMBERS, VISITORS_TRUTH, VISITORS_BATCH_DUPLICATES, VISITORS_BATCH_DEAD_LETTER)

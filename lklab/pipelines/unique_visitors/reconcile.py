@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.pipelines.unique_visitors.batch import BATCH_APP, VISITORS_BATCH_LOCK
+from lklab.pipelines.unique_visitors.batch import BATCH_APP
 from lklab.pipelines.unique_visitors.reconcile_rule import DistinctReconciliation, reconcile_distinct
 from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
 from lklab.pipelines.unique_visitors.tables import (
@@ -91,7 +91,6 @@ VISITORS_RECONCILE = ReconcileRule(
         VISITORS_STREAM_METRICS,
     ),
     truth_tables=(VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES),
-    batch_lock=VISITORS_BATCH_LOCK,
     truth_position=_truth_position,
     compare=_compare,
     agreed=("window-kind", "window-size", "window-slide", "session-gap"),
