@@ -2,7 +2,8 @@
 
 A generator (``lklab.pipelines.<name>.generator``) draws its pipeline's real events by seed, then:
 
-* resends some (``draw_resends``: exact copies, landing a lognormal delay, median 5 s, later);
+* resends some (``draw_resends``: exact copies, landing a lognormal delay, median 5 s, later;
+  a generator with its own retry shape draws its own);
 * spoils some good lines into bad ones of known rejection reasons (``draw_spoiled`` picks the
   lines to copy and when the copies land, ``spoiled_lines`` spoils them: each is ``bad-NNNNNN``
   and made bad as its kind says);
