@@ -7,9 +7,9 @@ option as the command line spells it (``duplicate-rate``) and the value given.
 
 from __future__ import annotations
 
-from lklab.scenarios import SECOND
+from lklab.scenarios import SCENARIOS, SECOND
 
-__all__ = ["require_counts", "require_fractions", "require_timing"]
+__all__ = ["require_counts", "require_fractions", "require_timing", "require_scenario_log"]
 
 
 def require_counts(params: object, *names: str) -> None:
@@ -30,3 +30,14 @@ def require_timing(params: object) -> None:
     """``span`` is at least a second and ``segment_interval`` at least a millisecond (microseconds)."""
     if params.span < SECOND or params.segment_interval < 1000:
         raise ValueError("span must be at least 1s and segment-interval at least 1ms")
+
+
+def require_scenario_log(params: object, *counts: str) -> None:
+    """The checks of a scenario log's parameters (``lklab.scenarios``, as billing's and
+    unique_visitors' generators draw one): ``scenario`` is one of ``SCENARIOS``, each of
+    ``counts`` at least 1, ``duplicate_rate`` and ``malformed_rate`` fractions, the timing sound."""
+    if params.scenario not in SCENARIOS:
+        raise ValueError(f"scenario {params.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
+    require_counts(params, *counts)
+    require_fractions(params, "duplicate_rate", "malformed_rate")
+    require_timing(params)

@@ -63,6 +63,7 @@ from shared.line_checks import (
     repeated_key,
     require_skew,
 )
+from shared.line_rows import HEARTBEAT_FIELD, UTC_MICROS, event_schema
 
 __all__ = [
     "AMOUNT_PRECISION",
@@ -113,24 +114,15 @@ REJECT_REASONS = reject_reasons(
     }
 )
 
-UTC_MICROS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
-EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("event_id", pa.string()),
-        pa.field("account_id", pa.string()),
-        pa.field("event_type", pa.string()),
-        pa.field("amount", pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)),
-        pa.field("currency", pa.string()),
-        pa.field("event_time", UTC_MICROS),
-        pa.field("ingest_time", UTC_MICROS),
-    ]
+EVENT_SCHEMA = event_schema(
+    pa.field("account_id", pa.string()),
+    pa.field("event_type", pa.string()),
+    pa.field("amount", pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)),
+    pa.field("currency", pa.string()),
 )
 EVENT_COLUMNS = tuple(EVENT_SCHEMA.names)
 DEAD_LETTER_COLUMNS = ("segment", "line_number", "raw_line", "reject_reason", "reject_detail")
 
-HEARTBEAT_FIELD = "heartbeat"
 
 _DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
 _DECIMAL_IN_RANGE = rf"^-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?$"

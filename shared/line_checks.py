@@ -32,8 +32,8 @@ around its own field checks and names the first failure, in this order::
 
 The checks come in two forms over the same names, order, details and dead-letter text: Spark
 columns (``line_checks``, ``in_future``, ``future_check``, ``dead_letter_text``) for the
-parsers that run in Spark, and Python (``read_line``, ``future_rejection``) for the one that
-runs in Python over Arrow. ``tests/test_line_checks.py`` runs the same lines through both.
+parsers that run in Spark, and Python (``read_line``, ``read_event_line``, ``event_clock``,
+``future_rejection``) for the ones that run in Python over Arrow (``shared.line_rows.parsed_table``). ``tests/test_line_checks.py`` runs the same lines through both.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from pyspark.sql import functions as F
 
 from shared.durations import format_duration
 from shared.eventlog import LINE_PREFIX_BYTES
+from shared.line_rows import HEARTBEAT_FIELD
 
 __all__ = [
     "LINE_REASONS",
@@ -66,6 +67,8 @@ __all__ = [
     "in_future",
     "future_check",
     "read_line",
+    "read_event_line",
+    "dead_letter_row",
     "future_rejection",
     "require_skew",
 ]
@@ -268,6 +271,38 @@ def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejec
     if not isinstance(value, dict):
         return None, ("not_an_object", None), None
     return value, None, None
+
+
+def dead_letter_row(reason: str, detail: str | None = None, text: str | None = None) -> dict:
+    """A dead letter's fields as a Python parser gives them: ``reject_reason``, ``reject_detail``
+    and ``raw_text``, what its ``raw_line`` becomes when it is not text as it stands (None: it is)."""
+    return {"reject_reason": reason, "reject_detail": detail, HEARTBEAT_FIELD: False, "raw_text": text}
+
+
+def read_event_line(line: bytes, line_bytes: int | None = None) -> tuple[dict | None, int | None, dict | None]:
+    """A line through what every line gets before its format's own checks, in Python:
+    ``(value, ingest_time, settled)``.
+
+    ``settled`` is the line's fields when these checks decide it (None: they do not): a dead
+    letter of ``read_line``, a heartbeat (``{"heartbeat": true, "ingest_time": ...}``), or a
+    heartbeat's dead letter (``missing_field`` or ``invalid_ingest_time``, detail
+    ``ingest_time``). Otherwise ``value`` is the line's JSON object and ``ingest_time`` its
+    ``ingest_time`` in microseconds (None when absent or not a time: ``event_clock`` tells).
+    """
+    value, rejection, text = read_line(line, line_bytes)
+    if rejection is not None:
+        return None, None, dead_letter_row(*rejection, text)
+    ingest = value.get("ingest_time")
+    ingest_time = iso_micros(ingest) if isinstance(ingest, str) else None
+    if value.get(HEARTBEAT_FIELD) is not True:
+        return value, ingest_time, None
+    if ingest_time is None:
+        return None, None, dead_letter_row("missing_field" if ingest is None else "invalid_ingest_time", "ingest_time")
+    return (
+        None,
+        ingest_time,
+        {"ingest_time": ingest_time, "reject_reason": None, "reject_detail": None, HEARTBEAT_FIELD: True},
+    )
 
 
 _ISO_TIMESTAMP = re.compile(

@@ -42,6 +42,7 @@ from pyspark.sql.types import ArrayType, BinaryType
 from shared.config import LabConfig
 from shared.eventlog import BOM, LINE_PREFIX_BYTES, EventLog, scan_lines
 from shared.events import RAW_LINE_SCHEMA, parse_events
+from shared.line_rows import LINE_POSITION, RAW_LINE
 
 __all__ = [
     "LogDataSource",
@@ -56,14 +57,7 @@ __all__ = [
 
 SOURCE_NAME = "lklab_log"
 WHOLE_SEGMENT_BYTES = 64 << 20  # larger segments are read a chunk at a time
-_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("raw_line", pa.string()),
-        pa.field("line_bytes", pa.int64()),
-    ]
-)
+_ARROW_SCHEMA = pa.schema([*LINE_POSITION, RAW_LINE, pa.field("line_bytes", pa.int64())])
 _MIN_PARTITION_BYTES = 1 << 20
 _MAX_PARTITION_BYTES = 64 << 20
 _PARTITIONS_WANTED = 8

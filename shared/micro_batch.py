@@ -9,6 +9,7 @@ they share; each step's result adds its outputs and its state after the batch.
 A stream's metrics table has one row per micro-batch: ``metrics_schema`` lays out the columns
 every pipeline's has (the batch, the segments it read, its line counts, its watermarks) around
 the pipeline's own counts, and ``metrics_row`` fills the shared ones from the step's result.
+A step's duplicates have one layout too (``duplicate_schema``), around the pipeline's events.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pyarrow.compute as pc
 
 from shared.events import UTC_MICROS
 
-__all__ = ["MicroBatch", "metrics_row", "metrics_schema"]
+__all__ = ["BATCH_ID", "MicroBatch", "duplicate_schema", "metrics_row", "metrics_schema"]
+
+BATCH_ID = pa.field("batch_id", pa.int64(), nullable=False)
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,28 @@ def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:
     ``watermark``/``next_watermark`` (UTC timestamps, null: unknown), then ``after``."""
     return pa.schema(
         [
-            pa.field("batch_id", pa.int64(), nullable=False),
+            BATCH_ID,
             pa.field("first_segment", pa.int64()),
             pa.field("last_segment", pa.int64()),
             *[pa.field(name, pa.int64()) for name in counts],
             pa.field("watermark", UTC_MICROS),
             pa.field("next_watermark", UTC_MICROS),
             *after,
+        ]
+    )
+
+
+def duplicate_schema(events: pa.Schema) -> pa.Schema:
+    """A step's ``duplicates`` rows: a later copy's columns of ``events``, where the first copy
+    stands in the log (``first_segment``, ``first_line_number``), ``payload_conflict`` (their
+    payloads differ) and ``batch_id``."""
+    return pa.schema(
+        [
+            *events,
+            pa.field("first_segment", pa.int64()),
+            pa.field("first_line_number", pa.int64()),
+            pa.field("payload_conflict", pa.bool_()),
+            BATCH_ID,
         ]
     )
 

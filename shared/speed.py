@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from shared.clock import NO_TIME, Advances, ClockRun, ClockSettings, ClockState, advance, line_keys
 from shared.dedup import deduplicate_stream, remembered_rows, still_remembered
 from shared.events import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
-from shared.micro_batch import MicroBatch
+from shared.micro_batch import MicroBatch, duplicate_schema
 from shared.stream_state import StreamState
 from shared.stream_windows import LATE_SCHEMA, WINDOW_CHANGE_SCHEMA, window_step
 from shared.windows import WindowSpec
@@ -60,15 +60,7 @@ DEAD_LETTER_SCHEMA = pa.schema(
         _BATCH,
     ]
 )
-DUPLICATE_SCHEMA = pa.schema(
-    [
-        *EVENT_SCHEMA,
-        pa.field("first_segment", pa.int64()),
-        pa.field("first_line_number", pa.int64()),
-        pa.field("payload_conflict", pa.bool_()),
-        _BATCH,
-    ]
-)
+DUPLICATE_SCHEMA = duplicate_schema(EVENT_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,16 @@ What a pipeline declares:
 * ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
   pipeline); any other pipeline refuses a command it declares no job for.
 
+``imported`` and ``called`` make such a function from where the piece lives
+(``"module:NAME"``, as ``shared.catalog.Table`` names a schema).
+
 Nothing here knows a pipeline: this module is the shape, the packages are the instances.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,12 +54,31 @@ __all__ = [
     "Handler",
     "EVERY_COMMAND",
     "PER_PIPELINE",
+    "imported",
+    "called",
 ]
 
 Handler = Callable[[argparse.Namespace], int]
 EVERY_COMMAND = "*"
 # The commands whose work is a pipeline's own (ingest, health and maintenance are the lake's).
 PER_PIPELINE = ("generate", "speed", "batch", "replay", "reconcile", "compare")
+
+
+def imported(path: str) -> Callable[[], Any]:
+    """A function returning what ``path`` names (``"module:NAME"``), imported when it is called:
+    naming a pipeline imports none of its code."""
+
+    def load() -> Any:
+        module, name = path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    return load
+
+
+def called(path: str) -> Callable[[], Any]:
+    """A function returning what the function ``path`` names (``imported``) returns when called."""
+    load = imported(path)
+    return lambda: load()()
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lklab.generator_params import require_counts, require_fractions, require_timing
+from lklab.generator_params import require_scenario_log
 from lklab.progress import progress as track
-from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND, arrival_delays
+from lklab.scenarios import EPOCH_START, SECOND, arrival_delays
 from reconciliation.result import nearest_rank
+from shared import generated_log
 from shared.catalog import REPLAY_ROOT
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
@@ -75,11 +76,7 @@ class GeneratorParams:
     segment_interval: int = 60 * SECOND
 
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
-            raise ValueError(f"scenario {self.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
-        require_counts(self, "events", "accounts")
-        require_fractions(self, "duplicate_rate", "malformed_rate")
-        require_timing(self)
+        require_scenario_log(self, "events", "accounts")
 
 
 @dataclass(frozen=True)
@@ -160,17 +157,11 @@ def _event_lines(events: GeneratedEvents, index: np.ndarray, ingest_times: np.nd
 
 
 def _malformed_lines(events: GeneratedEvents, rng: np.random.Generator, count: int):
-    kinds = list(MALFORMED_KINDS)
-    templates = rng.integers(0, len(events.event_ids), count)
-    ingest = events.ingest_times[templates] + rng.integers(0, 10 * SECOND, count) // 1000 * 1000
+    templates, ingest = generated_log.draw_spoiled(rng, events.ingest_times, count)
     good = _event_lines(events, templates, ingest)
-    lines, reasons = [], []
-    for number, (line, kind_index) in enumerate(zip(good, rng.integers(0, len(kinds), count))):
-        record = json.loads(line)
-        record["event_id"] = f"bad-{number:06d}"
-        reason, spoil = MALFORMED_KINDS[kinds[kind_index]]
-        lines.append(spoil(record))
-        reasons.append(reason)
+    kinds = list(MALFORMED_KINDS)
+    chosen = [kinds[k] for k in rng.integers(0, len(kinds), count)]
+    lines, reasons = generated_log.spoiled_lines((json.loads(line) for line in good), chosen, MALFORMED_KINDS)
     return lines, ingest, reasons
 
 
@@ -236,10 +227,7 @@ def _generate(params: GeneratorParams, lake: Path, overwrite: bool, progress: Ca
     rng = np.random.default_rng(params.seed)
     events = _draw_events(params, rng)
     n = params.events
-    retried = np.sort(rng.choice(n, size=int(round(n * params.duplicate_rate)), replace=False))
-    retry_ingest = events.ingest_times[retried] + (
-        (5 * SECOND * rng.lognormal(0.0, 1.5, len(retried))).astype(np.int64) // 1000 * 1000
-    )
+    retried, retry_ingest = generated_log.draw_resends(rng, events.ingest_times, params.duplicate_rate)
     bad_lines, bad_ingest, bad_reasons = _malformed_lines(events, rng, int(round(n * params.malformed_rate)))
     progress(f"drew {n:,} events, {len(retried):,} retries, {len(bad_lines):,} malformed lines")
 
@@ -247,21 +235,15 @@ def _generate(params: GeneratorParams, lake: Path, overwrite: bool, progress: Ca
     lines += _event_lines(events, retried, retry_ingest)
     lines += bad_lines
     ingest = np.concatenate([events.ingest_times, retry_ingest, bad_ingest])
-    order = np.argsort(ingest, kind="stable")
-    bucket = (ingest[order] - params.start) // params.segment_interval
-    boundaries = np.flatnonzero(np.diff(bucket)) + 1
-    log = EventLog(lake)
-    pieces = np.split(order, boundaries)
+    pieces = generated_log.ingest_segments(ingest, params.start, params.segment_interval)
     with track("writing segments", total=len(pieces)) as writing:
-        for piece in pieces:
-            log.append((lines[i] for i in piece.tolist()), stamp=False)
-            writing.advance()
+        generated_log.append_segments(EventLog(lake), lines, pieces, writing.advance)
 
     manifest = _manifest(params, events, len(lines), len(retried), bad_reasons, len(pieces))
     manifest["generate_seconds"] = round(time.monotonic() - started, 3)
     (lake / "generator").mkdir(parents=True, exist_ok=True)
     (lake / "generator" / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    np.savez_compressed(events_path(lake), **asdict(events))
+    generated_log.save_columns(events_path(lake), events)
     return GeneratedLog(events, manifest)
 
 
@@ -272,11 +254,7 @@ def events_path(lake: str | Path) -> Path:
 
 def load_events(lake: str | Path) -> GeneratedEvents | None:
     """The real events of the scenario generated into ``lake`` (None if it was not generated)."""
-    path = events_path(lake)
-    if not path.is_file():
-        return None
-    with np.load(path) as stored:
-        return GeneratedEvents(**{name: stored[name] for name in stored.files})
+    return generated_log.load_columns(events_path(lake), GeneratedEvents)
 
 
 def _manifest(params, events: GeneratedEvents, lines: int, duplicates: int, bad_reasons, segments: int) -> dict:

@@ -8,7 +8,7 @@ handlers (``jobs``) live in this package; ``PIPELINE`` declares it to the regist
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, DagSpec, Inapplicable, Pipeline, Setting
+from lklab.pipelines.contract import Comparison, DagSpec, Inapplicable, Pipeline, Setting, called, imported
 from lklab.pipelines.order_payments.tables import (
     PAYMENTS_BATCH_TABLES,
     PAYMENTS_TRUTH_MATCHED,
@@ -20,27 +20,15 @@ from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 __all__ = ["PIPELINE"]
 
 
-def _jobs():
-    from lklab.pipelines.order_payments import jobs
-
-    return jobs.jobs()
-
-
 def _compare(spark, config, plan, sweeps, source, progress):
     from lklab.pipelines.order_payments.comparison import run_payments_comparison
 
     return run_payments_comparison(spark, config, plan, source=source, progress=progress)
 
 
-def _stream():
-    from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
-
-    return PAYMENTS_RULE
-
-
 PIPELINE = Pipeline(
     name="order_payments",
-    stream=_stream,
+    stream=imported("lklab.pipelines.order_payments.stream:PAYMENTS_RULE"),
     computes="the interval join of orders and payments (matched, unpaid, orphans)",
     settings=(Setting("join-bound", "a payment matches an order up to this long after it (default 15m)"),),
     inapplicable=(
@@ -57,7 +45,7 @@ PIPELINE = Pipeline(
             "the interval join has no windows (a payment's interval is --join-bound)",
         ),
     ),
-    jobs=_jobs,
+    jobs=called("lklab.pipelines.order_payments.jobs:jobs"),
     compare=Comparison(run=_compare),
     dags=DagSpec(
         nightly_at="0 2 * * *",

@@ -37,6 +37,7 @@ from lklab.generator_params import require_counts, require_fractions
 from lklab.scenarios import EPOCH_START, HOUR, MINUTE, SECOND
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
+from shared.generated_log import append_segments, ingest_segments, load_columns, save_columns, spoiled_lines
 from shared.locks import whole_lake
 
 __all__ = [
@@ -231,18 +232,12 @@ def generate_order_payments(params: OrderPaymentParams, lake: str | Path) -> Gen
         kinds = list(MALFORMED_KINDS)
         chosen = [kinds[k] for k in rng.integers(0, len(kinds), len(spoiled))]
         bad_ingest = events.ingest_times[spoiled] + _ms(rng.integers(0, 10 * SECOND, len(spoiled)))
-        bad = [
-            MALFORMED_KINDS[kind][1]({**record, "event_id": f"bad-{number:06d}"})
-            for number, (kind, record) in enumerate(zip(chosen, _records(events, spoiled, bad_ingest)))
-        ]
+        bad, reasons = spoiled_lines(_records(events, spoiled, bad_ingest), chosen, MALFORMED_KINDS)
         lines = [json.dumps(r) for r in _records(events, np.arange(count), events.ingest_times)]
         lines += [json.dumps(r) for r in _records(events, retried, retry_ingest)] + bad
         ingest = np.concatenate([events.ingest_times, retry_ingest, bad_ingest])
-        order = np.argsort(ingest, kind="stable")
-        bucket = (ingest[order] - params.start) // params.segment_interval
-        pieces = np.split(order, np.flatnonzero(np.diff(bucket)) + 1)
-        for piece in pieces:
-            log.append([lines[i] for i in piece.tolist()], stamp=False)
+        pieces = ingest_segments(ingest, params.start, params.segment_interval)
+        append_segments(log, lines, pieces)
         manifest = {
             "params": asdict(params),
             "lines": len(lines),
@@ -250,18 +245,14 @@ def generate_order_payments(params: OrderPaymentParams, lake: str | Path) -> Gen
             "orders": int((events.kinds == "order").sum()),
             "payments": int(len(payments)),
             "retries": int(len(retried)),
-            "dead_letters": dict(sorted(Counter(MALFORMED_KINDS[k][0] for k in chosen).items())),
+            "dead_letters": dict(sorted(Counter(reasons).items())),
         }
         (lake / "generator").mkdir(parents=True, exist_ok=True)
         (lake / "generator" / "order_payments_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        np.savez_compressed(lake / "generator" / "order_payments.npz", **asdict(events))
+        save_columns(lake / "generator" / "order_payments.npz", events)
         return GeneratedOrderPayments(events, manifest)
 
 
 def load_order_payments(lake: str | Path) -> OrderPaymentEvents | None:
     """The real events generated into ``lake`` (None if none were)."""
-    path = Path(lake) / "generator" / "order_payments.npz"
-    if not path.is_file():
-        return None
-    with np.load(path) as stored:
-        return OrderPaymentEvents(**{name: stored[name] for name in stored.files})
+    return load_columns(Path(lake) / "generator" / "order_payments.npz", OrderPaymentEvents)

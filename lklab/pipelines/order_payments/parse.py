@@ -39,8 +39,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
-from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD, UTC_MICROS
-from shared.line_checks import event_clock, iso_micros, read_line, reject_reasons, require_skew
+from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD
+from shared.line_checks import dead_letter_row, event_clock, read_event_line, reject_reasons, require_skew
+from shared.line_rows import LINE_POSITION, RAW_LINE, event_schema, parsed_schema, parsed_table
 from shared.spark_arrow import per_partition
 
 __all__ = [
@@ -80,39 +81,18 @@ REJECT_REASONS = reject_reasons(
 )
 
 AMOUNT = pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)
-RAW_ARROW_SCHEMA = pa.schema(
-    [pa.field("segment", pa.int64()), pa.field("line_number", pa.int64()), pa.field("raw_line", pa.string())]
+RAW_ARROW_SCHEMA = pa.schema([*LINE_POSITION, RAW_LINE])
+ORDER_EVENT_SCHEMA = event_schema(
+    pa.field("kind", pa.string()),
+    pa.field("order_id", pa.string()),
+    pa.field("amount", AMOUNT),
+    pa.field("currency", pa.string()),
 )
-ORDER_EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("event_id", pa.string()),
-        pa.field("kind", pa.string()),
-        pa.field("order_id", pa.string()),
-        pa.field("amount", AMOUNT),
-        pa.field("currency", pa.string()),
-        pa.field("event_time", UTC_MICROS),
-        pa.field("ingest_time", UTC_MICROS),
-    ]
-)
-PARSED_ORDER_SCHEMA = pa.schema(
-    [
-        *ORDER_EVENT_SCHEMA,
-        pa.field("raw_line", pa.string()),
-        pa.field("reject_reason", pa.string()),
-        pa.field("reject_detail", pa.string()),
-        pa.field(HEARTBEAT_FIELD, pa.bool_()),
-    ]
-)
+PARSED_ORDER_SCHEMA = parsed_schema(ORDER_EVENT_SCHEMA)
 
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DECIMAL_IN_RANGE = re.compile(rf"-?[0-9]{{1,{AMOUNT_PRECISION - AMOUNT_SCALE}}}(\.[0-9]{{1,{AMOUNT_SCALE}}})?")
 _CURRENCIES = frozenset(CURRENCY_CODES)
-
-
-def _rejected(reason: str, field: str | None = None, raw_text: str | None = None) -> dict:
-    return {"reject_reason": reason, "reject_detail": field, HEARTBEAT_FIELD: False, "raw_text": raw_text}
 
 
 def parse_order_line(
@@ -127,40 +107,32 @@ def parse_order_line(
     (``shared.line_checks``; None: it is).
     """
     line = raw_line.encode() if isinstance(raw_line, str) else raw_line
-    value, rejection, raw_text = read_line(line, line_bytes)
-    if rejection is not None:
-        return _rejected(*rejection, raw_text)
-    ingest = value.get("ingest_time")
-    ingest_time = iso_micros(ingest) if isinstance(ingest, str) else None
-    if value.get(HEARTBEAT_FIELD) is True:
-        if ingest is None:
-            return _rejected("missing_field", "ingest_time")
-        if ingest_time is None:
-            return _rejected("invalid_ingest_time", "ingest_time")
-        return {"ingest_time": ingest_time, "reject_reason": None, "reject_detail": None, HEARTBEAT_FIELD: True}
+    value, ingest_time, settled = read_event_line(line, line_bytes)
+    if settled is not None:
+        return settled
     for name in REQUIRED_FIELDS:
         if value.get(name) is None:
-            return _rejected("missing_field", name)
+            return dead_letter_row("missing_field", name)
     for name in REQUIRED_FIELDS:
         if not isinstance(value[name], str):
-            return _rejected("wrong_type", name)
+            return dead_letter_row("wrong_type", name)
     for name in REQUIRED_FIELDS:
         if value[name].strip(" ") == "":
-            return _rejected("missing_field", name)
+            return dead_letter_row("missing_field", name)
     if value["kind"] not in KINDS:
-        return _rejected("invalid_kind", "kind")
+        return dead_letter_row("invalid_kind", "kind")
     if not _DECIMAL.fullmatch(value["amount"]):
-        return _rejected("invalid_amount", "amount")
+        return dead_letter_row("invalid_amount", "amount")
     if not _DECIMAL_IN_RANGE.fullmatch(value["amount"]):
-        return _rejected("amount_out_of_range", "amount")
+        return dead_letter_row("amount_out_of_range", "amount")
     amount = Decimal(value["amount"])
     if amount <= 0:
-        return _rejected("amount_sign", "amount")
+        return dead_letter_row("amount_sign", "amount")
     if value["currency"] not in _CURRENCIES:
-        return _rejected("invalid_currency", "currency")
-    event_time, rejection = event_clock(value["event_time"], ingest, ingest_time, max_clock_skew)
+        return dead_letter_row("invalid_currency", "currency")
+    event_time, rejection = event_clock(value["event_time"], value.get("ingest_time"), ingest_time, max_clock_skew)
     if rejection is not None:
-        return _rejected(*rejection)
+        return dead_letter_row(*rejection)
     return {
         **{name: value[name] for name in ("event_id", "kind", "order_id", "currency")},
         "amount": amount,
@@ -178,28 +150,7 @@ def parse_order_lines(raw: pa.Table, max_clock_skew: int = LabConfig.max_clock_s
     keeps its ``raw_line`` too. ``raw_line`` may hold bytes that are not UTF-8 (a Spark string
     can): they are read as bytes, never decoded in Arrow."""
     require_skew(max_clock_skew)
-    lines = raw["raw_line"].cast(pa.binary()).to_pylist()
-    lengths = raw["line_bytes"].to_pylist() if "line_bytes" in raw.column_names else [None] * raw.num_rows
-    parsed = [parse_order_line(line, length, max_clock_skew) for line, length in zip(lines, lengths)]
-    columns = {"segment": raw["segment"], "line_number": raw["line_number"]}
-    for field in ORDER_EVENT_SCHEMA:
-        if field.name in columns:
-            continue
-        values = [row.get(field.name) for row in parsed]
-        if field.type == UTC_MICROS:
-            columns[field.name] = pa.array(values, pa.int64()).cast(UTC_MICROS)
-        else:
-            columns[field.name] = pa.array(values, field.type)
-    raw_texts = [row.get("raw_text") for row in parsed]
-    columns["raw_line"] = (
-        raw["raw_line"]
-        if raw_texts.count(None) == len(raw_texts)
-        else pc.coalesce(pa.array(raw_texts, pa.string()), raw["raw_line"])
-    )
-    for name in ("reject_reason", "reject_detail"):
-        columns[name] = pa.array([row[name] for row in parsed], pa.string())
-    columns[HEARTBEAT_FIELD] = pa.array([row[HEARTBEAT_FIELD] for row in parsed], pa.bool_())
-    return pa.table(columns).cast(PARSED_ORDER_SCHEMA)
+    return parsed_table(raw, partial(parse_order_line, max_clock_skew=max_clock_skew), PARSED_ORDER_SCHEMA)
 
 
 def order_events(parsed: pa.Table) -> pa.Table:

@@ -73,7 +73,7 @@ from shared.dedup import (
     still_remembered,
 )
 from shared.events import HEARTBEAT_FIELD, UTC_MICROS
-from shared.micro_batch import MicroBatch
+from shared.micro_batch import MicroBatch, duplicate_schema
 from shared.spark_arrow import per_key, with_fields
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.watermark import LATENESS_TYPE, lateness_seconds
@@ -128,15 +128,7 @@ LATE_JOIN_SCHEMA = pa.schema(
         _BATCH,
     ]
 )
-JOIN_DUPLICATE_SCHEMA = pa.schema(
-    [
-        *ORDER_EVENT_SCHEMA,
-        pa.field("first_segment", pa.int64()),
-        pa.field("first_line_number", pa.int64()),
-        pa.field("payload_conflict", pa.bool_()),
-        _BATCH,
-    ]
-)
+JOIN_DUPLICATE_SCHEMA = duplicate_schema(ORDER_EVENT_SCHEMA)
 
 
 def _micros(column) -> np.ndarray:

@@ -1,8 +1,5 @@
-"""The ``order_payments`` pipeline's tables: the interval join's stream (under a run prefix), its batch truth and state.
-
-Each ``Table`` names where its row schema is defined (``shared.catalog.Table``); naming a table imports neither
-Arrow nor Spark.
-"""
+"""The ``order_payments`` pipeline's tables (``shared.catalog.Table``): the interval join's stream
+(under a run prefix), its batch truth and state."""
 
 from __future__ import annotations
 

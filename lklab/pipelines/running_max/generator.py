@@ -19,6 +19,7 @@ import numpy as np
 from lklab.generator_params import require_counts, require_fractions
 from lklab.scenarios import EPOCH_START, SECOND
 from shared.eventlog import EventLog, format_timestamp
+from shared.generated_log import append_segments, ingest_segments
 from shared.locks import whole_lake
 
 __all__ = ["ReadingParams", "generate_readings"]
@@ -69,9 +70,7 @@ def generate_readings(params: ReadingParams, lake: str | Path, *, overwrite: boo
     broken = int(round(n * params.malformed_rate))
     broken_at = ingest[rng.integers(0, n, broken)]
     lines += [f'{{"event_id": "bad-{i}", "value": ' for i in range(broken)]  # cut short: not JSON
-    times = np.concatenate([ingest, resent_at, broken_at])
-    order = np.argsort(times, kind="stable")
-    cuts = np.flatnonzero(np.diff((times[order] - EPOCH_START) // params.segment_interval)) + 1
+    segments = ingest_segments(np.concatenate([ingest, resent_at, broken_at]), EPOCH_START, params.segment_interval)
     log = EventLog(lake)
     with whole_lake(Path(lake)):
         held = log.last_segment()
@@ -81,8 +80,7 @@ def generate_readings(params: ReadingParams, lake: str | Path, *, overwrite: boo
             )
         for segment in sorted(log.root.glob("segment-*.jsonl")) if held else ():
             segment.unlink()
-        for piece in np.split(order, cuts):
-            log.append((lines[i] for i in piece.tolist()), stamp=False)
+        append_segments(log, lines, segments)
     return {
         "readings": n,
         "duplicates": len(resent),

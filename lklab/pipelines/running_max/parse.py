@@ -15,58 +15,45 @@ reading. Nothing is dropped: every line comes out as a row, a reading or a rejec
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from functools import partial
 
-from shared.events import HEARTBEAT_FIELD, UTC_MICROS
-from shared.line_checks import event_clock, iso_micros, read_line, require_skew
+import pyarrow as pa
+
+from shared.line_checks import dead_letter_row, event_clock, read_event_line, require_skew
+from shared.line_rows import EVENT_CLOCK, EVENT_ID, LINE_POSITION, PARSE_OUTCOME, RAW_LINE, parsed_table
 
 __all__ = ["PARSED_SCHEMA", "parse_readings", "parse_reading"]
 
 _TEXT_FIELDS = ("event_id", "key")
 PARSED_SCHEMA = pa.schema(
     [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("raw_line", pa.string()),
-        pa.field("event_id", pa.string()),
+        *LINE_POSITION,
+        RAW_LINE,
+        EVENT_ID,
         pa.field("key", pa.string()),
         pa.field("value", pa.int64()),
-        pa.field("event_time", UTC_MICROS),
-        pa.field("ingest_time", UTC_MICROS),
-        pa.field("reject_reason", pa.string()),
-        pa.field("reject_detail", pa.string()),
-        pa.field(HEARTBEAT_FIELD, pa.bool_()),
+        *EVENT_CLOCK,
+        *PARSE_OUTCOME,
     ]
 )
 
 
-def _rejected(reason: str, detail: str | None, text: str | None = None) -> dict:
-    return {"reject_reason": reason, "reject_detail": detail, "raw_text": text, HEARTBEAT_FIELD: False}
-
-
 def parse_reading(line: bytes, line_bytes: int | None, max_clock_skew: int) -> dict:
     """One line's fields (times in microseconds) or its ``reject_reason`` and ``reject_detail``."""
-    value, rejection, text = read_line(line, line_bytes)
-    if rejection is not None:
-        return _rejected(*rejection, text)
-    ingest = value.get("ingest_time")
-    ingest_time = iso_micros(ingest) if isinstance(ingest, str) else None
-    if value.get(HEARTBEAT_FIELD) is True:
-        if ingest_time is None:
-            return _rejected("missing_field" if ingest is None else "invalid_ingest_time", "ingest_time")
-        return {"ingest_time": ingest_time, HEARTBEAT_FIELD: True, "reject_reason": None}
+    value, ingest_time, settled = read_event_line(line, line_bytes)
+    if settled is not None:
+        return settled
     for name in (*_TEXT_FIELDS, "value", "event_time"):
         if value.get(name) is None or (isinstance(value[name], str) and not value[name].strip(" ")):
-            return _rejected("missing_field", name)
+            return dead_letter_row("missing_field", name)
     for name in (*_TEXT_FIELDS, "event_time"):
         if not isinstance(value[name], str):
-            return _rejected("wrong_type", name)
+            return dead_letter_row("wrong_type", name)
     if not isinstance(value["value"], int) or isinstance(value["value"], bool) or abs(value["value"]) >= 1 << 63:
-        return _rejected("wrong_type", "value")
-    event_time, rejection = event_clock(value["event_time"], ingest, ingest_time, max_clock_skew)
+        return dead_letter_row("wrong_type", "value")
+    event_time, rejection = event_clock(value["event_time"], value.get("ingest_time"), ingest_time, max_clock_skew)
     if rejection is not None:
-        return _rejected(*rejection)
+        return dead_letter_row(*rejection)
     fields = {name: value[name] for name in (*_TEXT_FIELDS, "value")}
     return {**fields, "event_time": event_time, "ingest_time": ingest_time, "reject_reason": None}
 
@@ -75,21 +62,4 @@ def parse_readings(raw: pa.Table, max_clock_skew: int) -> pa.Table:
     """``PARSED_SCHEMA`` rows for raw log lines (``segment``, ``line_number``, ``raw_line`` and
     ``line_bytes``), one per line, in the order given."""
     require_skew(max_clock_skew)
-    lengths = raw["line_bytes"].to_pylist() if "line_bytes" in raw.column_names else [None] * raw.num_rows
-    rows = [
-        parse_reading(line, length, max_clock_skew)
-        for line, length in zip(raw["raw_line"].cast(pa.binary()).to_pylist(), lengths)
-    ]
-    texts = pa.array([row.get("raw_text") for row in rows], pa.string())  # a line that is not text as it stands
-    columns = {
-        "segment": raw["segment"],
-        "line_number": raw["line_number"],
-        "raw_line": pc.coalesce(texts, raw["raw_line"]) if texts.null_count < len(texts) else raw["raw_line"],
-    }
-    for field in PARSED_SCHEMA:
-        if field.name not in columns:
-            values = [row.get(field.name) for row in rows]
-            if field.name == HEARTBEAT_FIELD:
-                values = [bool(v) for v in values]
-            columns[field.name] = pa.array(values, pa.int64() if field.type == UTC_MICROS else field.type)
-    return pa.table(columns).cast(PARSED_SCHEMA)
+    return parsed_table(raw, partial(parse_reading, max_clock_skew=max_clock_skew), PARSED_SCHEMA)

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lklab.pipelines.running_max.parse import PARSED_SCHEMA
-from shared.events import HEARTBEAT_FIELD, UTC_MICROS
+from shared.events import HEARTBEAT_FIELD
 from shared.speed import DEAD_LETTER_SCHEMA
 
 __all__ = [
@@ -69,17 +69,12 @@ METRICS_SCHEMA = pa.schema(
 )
 # One table, two kinds of rows: ``max`` (key, max_value, events) and ``seen`` (an event id, its
 # first line and payload).
+_MAXIMUM = ("key", "max_value", "events")
 STATE_SCHEMA = pa.schema(
     [
         pa.field("kind", pa.string()),
-        pa.field("key", pa.string()),
-        pa.field("max_value", pa.int64()),
-        pa.field("events", pa.int64()),
-        pa.field("event_id", pa.string()),
-        pa.field("value", pa.int64()),
-        pa.field("event_time", UTC_MICROS),
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
+        *(pa.field(name, MAXIMUM_SCHEMA.field(name).type) for name in _MAXIMUM),
+        *(PARSED_SCHEMA.field(name) for name in _READING if name not in _MAXIMUM),
     ]
 )
 

@@ -1,8 +1,5 @@
-"""The ``running_max`` pipeline's tables: the stream's (under a run prefix), the batch truth's.
-
-Each ``Table`` names where its row schema is defined (``shared.catalog.Table``); naming a table
-imports neither Arrow nor Spark.
-"""
+"""The ``running_max`` pipeline's tables (``shared.catalog.Table``): the stream's (under a run
+prefix), the batch truth's."""
 
 from __future__ import annotations
 

@@ -8,17 +8,11 @@ Its line format (``parse``), rule (``rule``, ``step``), state (``state``), metri
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, DagSpec, Pipeline, Setting
+from lklab.pipelines.contract import Comparison, DagSpec, Pipeline, Setting, called, imported
 from lklab.pipelines.unique_visitors.tables import VISITORS_BATCH_TABLES, VISITORS_CORRECTED, VISITORS_TRUTH
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 
 __all__ = ["PIPELINE"]
-
-
-def _jobs():
-    from lklab.pipelines.unique_visitors import jobs
-
-    return jobs.jobs()
 
 
 def _compare(spark, config, plan, sweeps, source, progress):
@@ -35,19 +29,13 @@ def _check(config) -> None:
     require_fixed(config.window)
 
 
-def _stream():
-    from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
-
-    return VISITORS_RULE
-
-
 PIPELINE = Pipeline(
     name="unique_visitors",
-    stream=_stream,
+    stream=imported("lklab.pipelines.unique_visitors.speed:VISITORS_RULE"),
     computes="distinct URLs per user and window",
     settings=(Setting("state-ttl", "how long a URL seen by a user stays in the stream's state (default 24h)"),),
     inapplicable=WHOLE_LOG_RULES,
-    jobs=_jobs,
+    jobs=called("lklab.pipelines.unique_visitors.jobs:jobs"),
     compare=Comparison(run=_compare, sweeps=("state-ttl",), check=_check),
     dags=DagSpec(
         nightly_at="0 1 * * *",

@@ -19,14 +19,16 @@ their ``ingest_time``. The real views go to ``generator/page_views.npz`` and the
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lklab.generator_params import require_counts, require_fractions, require_timing
-from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND, arrival_delays
+from lklab.generator_params import require_scenario_log
+from lklab.scenarios import EPOCH_START, SECOND, arrival_delays
+from shared import generated_log
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
 
@@ -67,11 +69,7 @@ class PageViewParams:
     segment_interval: int = 60 * SECOND
 
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
-            raise ValueError(f"scenario {self.scenario!r} is unknown; valid: {', '.join(SCENARIOS)}")
-        require_counts(self, "views", "users", "pages")
-        require_fractions(self, "duplicate_rate", "malformed_rate")
-        require_timing(self)
+        require_scenario_log(self, "views", "users", "pages")
 
 
 @dataclass(frozen=True)
@@ -144,29 +142,17 @@ def generate_page_views(params: PageViewParams, lake: str | Path, *, overwrite: 
                 path.unlink()
         views, rng = draw_page_views(params)
         n = params.views
-        retried = np.sort(rng.choice(n, size=int(round(n * params.duplicate_rate)), replace=False))
-        retry_ingest = (
-            views.ingest_times[retried]
-            + (5 * SECOND * rng.lognormal(0.0, 1.5, len(retried))).astype(np.int64) // 1000 * 1000
-        )
+        retried, retry_ingest = generated_log.draw_resends(rng, views.ingest_times, params.duplicate_rate)
         bad_count = int(round(n * params.malformed_rate))
-        templates = rng.integers(0, n, bad_count)
-        bad_ingest = views.ingest_times[templates] + rng.integers(0, 10 * SECOND, bad_count) // 1000 * 1000
+        templates, bad_ingest = generated_log.draw_spoiled(rng, views.ingest_times, bad_count)
+        good = _lines(views, templates, bad_ingest)
         kinds = list(MALFORMED_KINDS)
-        bad_lines, reasons = [], {}
-        for number, (line, kind) in enumerate(
-            zip(_lines(views, templates, bad_ingest), rng.integers(0, len(kinds), bad_count))
-        ):
-            record = {**json.loads(line), "event_id": f"bad-{number:06d}"}
-            reason, spoil = MALFORMED_KINDS[kinds[kind]]
-            bad_lines.append(spoil(record))
-            reasons[reason] = reasons.get(reason, 0) + 1
+        chosen = [kinds[k] for k in rng.integers(0, len(kinds), bad_count)]
+        bad_lines, reasons = generated_log.spoiled_lines((json.loads(line) for line in good), chosen, MALFORMED_KINDS)
         lines = _lines(views, np.arange(n), views.ingest_times) + _lines(views, retried, retry_ingest) + bad_lines
         ingest = np.concatenate([views.ingest_times, retry_ingest, bad_ingest])
-        order = np.argsort(ingest, kind="stable")
-        pieces = np.split(order, np.flatnonzero(np.diff((ingest[order] - params.start) // params.segment_interval)) + 1)
-        for piece in pieces:
-            log.append((lines[i] for i in piece.tolist()), stamp=False)
+        pieces = generated_log.ingest_segments(ingest, params.start, params.segment_interval)
+        generated_log.append_segments(log, lines, pieces)
         manifest = {
             "pipeline": "unique_visitors",
             "params": asdict(params),
@@ -174,18 +160,14 @@ def generate_page_views(params: PageViewParams, lake: str | Path, *, overwrite: 
             "segments": len(pieces),
             "views": n,
             "duplicates": len(retried),
-            "dead_letters": dict(sorted(reasons.items())),
+            "dead_letters": dict(sorted(Counter(reasons).items())),
         }
         (lake / "generator").mkdir(parents=True, exist_ok=True)
         (lake / "generator" / "page_views.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        np.savez_compressed(lake / "generator" / "page_views.npz", **asdict(views))
+        generated_log.save_columns(lake / "generator" / "page_views.npz", views)
         return manifest
 
 
 def load_page_views(lake: str | Path) -> GeneratedViews | None:
     """The real views generated into ``lake`` (None if none were)."""
-    path = Path(lake) / "generator" / "page_views.npz"
-    if not path.is_file():
-        return None
-    with np.load(path) as stored:
-        return GeneratedViews(**{name: stored[name] for name in stored.files})
+    return generated_log.load_columns(Path(lake) / "generator" / "page_views.npz", GeneratedViews)

@@ -37,7 +37,6 @@ from shared.events import (
     DEAD_LETTER_COLUMNS,
     HEARTBEAT_FIELD,
     RAW_LINE_SCHEMA,
-    UTC_MICROS,
     rejected_lines,
 )
 from shared.line_checks import (
@@ -50,6 +49,7 @@ from shared.line_checks import (
     repeated_key,
     require_skew,
 )
+from shared.line_rows import event_schema, parsed_schema
 
 __all__ = [
     "REQUIRED_FIELDS",
@@ -72,28 +72,10 @@ PAYLOAD_COLUMNS = ("user_id", "url", "event_time")
 
 REJECT_REASONS = reject_reasons({"invalid_url": "url is not an absolute http:// or https:// URL without whitespace"})
 
-PAGE_VIEW_SCHEMA = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
-        pa.field("event_id", pa.string()),
-        pa.field("user_id", pa.string()),
-        pa.field("url", pa.string()),
-        pa.field("event_time", UTC_MICROS),
-        pa.field("ingest_time", UTC_MICROS),
-    ]
-)
+PAGE_VIEW_SCHEMA = event_schema(pa.field("user_id", pa.string()), pa.field("url", pa.string()))
 PAGE_VIEW_COLUMNS = tuple(PAGE_VIEW_SCHEMA.names)
 # ``parse_page_views`` rows as Arrow: what the stream step takes.
-PARSED_SCHEMA = pa.schema(
-    [
-        *PAGE_VIEW_SCHEMA,
-        pa.field("raw_line", pa.string()),
-        pa.field("reject_reason", pa.string()),
-        pa.field("reject_detail", pa.string()),
-        pa.field(HEARTBEAT_FIELD, pa.bool_()),
-    ]
-)
+PARSED_SCHEMA = parsed_schema(PAGE_VIEW_SCHEMA)
 
 _FIELDS = REQUIRED_FIELDS + ("ingest_time",)
 _URL = r"^https?://[^\s/?#]+[^\s]*$"

@@ -57,11 +57,7 @@ ENTRY_SCHEMA = pa.schema(
     [
         pa.field("window_start", UTC_MICROS),
         pa.field("window_end", UTC_MICROS),
-        pa.field("user_id", pa.string()),
-        pa.field("url", pa.string()),
-        pa.field("event_id", pa.string()),
-        pa.field("segment", pa.int64()),
-        pa.field("line_number", pa.int64()),
+        *(PAGE_VIEW_SCHEMA.field(name) for name in ("user_id", "url", "event_id", "segment", "line_number")),
         pa.field("added_at", UTC_MICROS),
         pa.field("added_batch_id", pa.int64()),
         pa.field("last_seen", UTC_MICROS),

@@ -50,7 +50,7 @@ from lklab.pipelines.unique_visitors.state import ENTRY_SCHEMA, REMEMBERED_SCHEM
 from shared.clock import NO_TIME, ClockSettings, advance, line_keys
 from shared.dedup import deduplicate_stream, remembered_from, still_remembered
 from shared.events import UTC_MICROS
-from shared.micro_batch import MicroBatch
+from shared.micro_batch import MicroBatch, duplicate_schema
 from shared.speed import DEAD_LETTER_SCHEMA, dead_letter_rows
 from shared.watermark import LATENESS_TYPE, is_final, is_late, lateness_seconds
 from shared.windows import WindowSpec, micros
@@ -93,15 +93,7 @@ VISITOR_LATE_SCHEMA = pa.schema(
         _BATCH,
     ]
 )
-VISITOR_DUPLICATE_SCHEMA = pa.schema(
-    [
-        *PAGE_VIEW_SCHEMA,
-        pa.field("first_segment", pa.int64()),
-        pa.field("first_line_number", pa.int64()),
-        pa.field("payload_conflict", pa.bool_()),
-        _BATCH,
-    ]
-)
+VISITOR_DUPLICATE_SCHEMA = duplicate_schema(PAGE_VIEW_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,5 @@
-"""The ``unique_visitors`` pipeline's tables: its stream's (under a run prefix), its batch truth's and the reconciliation's.
-
-Each ``Table`` names where its row schema is defined (``shared.catalog.Table``); naming a table imports neither
-Arrow nor Spark.
-"""
+"""The ``unique_visitors`` pipeline's tables (``shared.catalog.Table``): its stream's (under a run
+prefix), its batch truth's and the reconciliation's."""
 
 from __future__ import annotations
 
