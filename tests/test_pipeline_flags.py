@@ -93,7 +93,7 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         ),
         (
             ["compare", "--pipeline", "order_payments", "--allowed-lateness", "0,30m"],
-            "lklab.cli.pipeline_compare.compare_pipeline",
+            "lklab.cli.compare.compare_pipeline",
         ),
         (
             ["batch", "--pipeline", "unique_visitors", "--window-size", "2m", "--refresh"],
@@ -109,13 +109,20 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         ),
         (["ingest", "--pipeline", "order_payments", "events.jsonl"], None),  # one log for every pipeline
         (["health"], None),
-        (["batch", "--date", "2026-01-05"], None),
+        (["batch", "--date", "2026-01-05"], "lklab.cli.pipeline_jobs.billing_windows_batch"),
+        (
+            ["reconcile", "--against", "kappa:r", "--abs-tol", "1", "--json"],
+            "lklab.cli.pipeline_jobs.billing_windows_reconcile",
+        ),
+        (["replay", "--name", "r", "--history"], "lklab.cli.pipeline_jobs.billing_windows_replay"),
+        (["compare", "--scenario", "billing"], "lklab.cli.compare.compare_pipeline"),
+        (["demo"], None),  # the default pipeline's comparison, over a scenario it generates
     ],
 )
 def test_the_flags_a_command_uses_pass(lab, args, handler):
     found = pipeline_handler(build_parser().parse_args([*args, *lab]))
     if handler is None:
-        assert found is None  # billing's own handler
+        assert found is None  # not a pipeline's command: its own handler
     else:
         function = getattr(found, "func", found)
         assert f"{function.__module__}.{function.__name__}" == handler

@@ -31,7 +31,7 @@ def test_a_pipeline_declares_jobs_only_for_commands_that_exist():
     commands = set(build_parser()._subparsers._group_actions[0].choices)
     for pipeline in REGISTRY.values():
         assert set(pipeline.jobs().commands()) <= set(PER_PIPELINE) & commands, pipeline.name
-    assert REGISTRY["billing_windows"].jobs().commands() == ()  # the commands' own handlers are billing's runners
+    assert set(REGISTRY["billing_windows"].jobs().commands()) == set(PER_PIPELINE) - {"compare"}
     assert set(REGISTRY["unique_visitors"].jobs().commands()) == set(PER_PIPELINE) - {"compare"}
     assert set(REGISTRY["running_max"].jobs().commands()) == set(PER_PIPELINE) - {"compare"}
 
@@ -84,3 +84,30 @@ def test_every_registered_pipeline_is_kept_independent_by_the_import_contract():
     contracts.read(REPO / ".importlinter")
     listed = contracts["importlinter:contract:pipelines"]["modules"].split()
     assert sorted(listed) == sorted(f"lklab.pipelines.{name}" for name in REGISTRY)
+
+
+def test_every_pipeline_the_default_included_runs_its_commands_through_the_same_handlers(tmp_path):
+    """One handler per command (``lklab.cli.pipeline_jobs``, ``lklab.cli.compare``) for every
+    pipeline; no module per command holds a pipeline's work."""
+    argv = {"replay": ["--name", "r"], "reconcile": [], "compare": []}
+    for pipeline in REGISTRY.values():
+        commands = [*pipeline.jobs().commands(), *(["compare"] if pipeline.compare else [])]
+        for command in commands:
+            args = build_parser().parse_args(
+                [command, *argv.get(command, []), "--pipeline", pipeline.name, "--lake", str(tmp_path)]
+            )
+            handler = pipeline_handler(args)
+            function = getattr(handler, "func", handler)
+            expected = "lklab.cli.compare" if command == "compare" else "lklab.cli.pipeline_jobs"
+            assert function.__module__ == expected, (pipeline.name, command)
+    assert not any(
+        (REPO / "lklab" / "cli" / f"{command}.py").exists() for command in PER_PIPELINE if command != "compare"
+    )
+
+
+def test_a_job_takes_only_the_options_the_contract_names():
+    from lklab.pipelines.contract import OPTIONS, Jobs
+
+    assert set(REGISTRY["billing_windows"].jobs().takes) <= set(OPTIONS)
+    with pytest.raises(ValueError, match="Jobs.takes: stop_after not among days"):
+        Jobs(takes=("days", "stop_after"))

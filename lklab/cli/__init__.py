@@ -28,12 +28,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    handler: Callable[[argparse.Namespace], int] = args.handler
     from shared.locks import LockHeld
     from shared.table_settings import SettingsConflict
 
     try:
-        return (pipeline_handler(args) or handler)(args)
+        # A pipeline's command runs its pipeline's job (lklab.cli.pipeline_jobs); the others their own handler.
+        handler: Callable[[argparse.Namespace], int] = pipeline_handler(args) or args.handler
+        return handler(args)
     except (UsageError, LockHeld, SettingsConflict) as err:
         print(f"lklab {args.command}: {err}", file=sys.stderr)
         return USAGE

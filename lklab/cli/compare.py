@@ -1,33 +1,34 @@
-"""``lklab compare`` and ``lklab demo``: run the comparison of Lambda and Kappa and write its report."""
+"""``lklab compare`` and ``lklab demo``: the comparison of Lambda and Kappa on a pipeline that
+declares its ``Comparison`` (``lklab.pipelines.contract``), and its report under
+``<lake>/reports/NAME/``.
+
+The sweep: comma-separated ``--watermark-delay`` and ``--allowed-lateness`` (defaults
+``DEFAULT_DELAYS`` and ``DEFAULT_LATENESS``), and the pipeline's own settings named in its
+``Comparison.sweeps`` (``unique_visitors``' ``--state-ttl``: its state sizes only). With
+``--scenario`` (``lklab demo`` always, on the default pipeline) the pipeline's ``generate`` job
+first writes that scenario over the lake, where its ``Comparison.generates``; elsewhere
+``--scenario`` is refused: generate the pipeline's log first with ``lklab generate --pipeline
+NAME``. Without it the comparison runs on the lake's log as it is.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as dt
 from pathlib import Path
 
-from lklab.cli.console import UNHEALTHY, UsageError, command_session, progress
-from lklab.cli.generate import generate_log
-from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, lake_windows
-from shared.config import LabConfig
+from lklab.cli.console import UNHEALTHY, UsageError, progress, spark_for
+from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, generate_request
+from lklab.cli.pipeline_jobs import announce, app_name
+from lklab.pipelines import DEFAULT, REGISTRY, find
+from lklab.pipelines.contract import Pipeline
+
+__all__ = ["compare_pipeline", "compare_config", "cmd_demo"]
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    sweep = _sweep(args)
-    config = config_from(args)
-    _regenerate(args, config)
-    return _compare(args, config, args.scenario, sweep)
-
-
-def _regenerate(args: argparse.Namespace, config: LabConfig) -> None:
-    """Generate the scenario over the lake: over a lake the lab generated itself and no speed
-    layer reads, without asking; over anything else only with ``--overwrite``."""
-    from lklab.pipelines.billing_windows.generator import unreplaceable
-
-    reason = unreplaceable(config.lake)
-    if reason and not args.overwrite:
-        raise UsageError(f"{config.lake} {reason}; pass --overwrite to replace it, or choose another --lake")
-    args.overwrite = True
-    generate_log(args, config)
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
 def _sweep(args: argparse.Namespace) -> tuple[str, str]:
@@ -37,66 +38,99 @@ def _sweep(args: argparse.Namespace) -> tuple[str, str]:
     return delays, lateness
 
 
-def _compare(args: argparse.Namespace, config: LabConfig, source: str, sweep: tuple[str, str]) -> int:
-    import datetime as dt
+def compare_config(args: argparse.Namespace, pipeline: Pipeline | None = None):
+    """The settings a comparison runs with: the flags, as the pipeline's ``Comparison.prepare``
+    settles them (billing, on the lake's own log: the windows and line settings its batch truth
+    and speed layer were built with, where no flag gives them; a contradicting flag is refused,
+    exit 2, naming both values)."""
+    from lklab.cli.pipelines import selected_pipeline
 
-    from lklab.pipelines.billing_windows.comparison import ComparisonPlan, run_comparison
-    from lklab.report import write_report
-
-    name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
+    pipeline = pipeline or selected_pipeline(args)
+    config = config_from(args)
     try:
-        plan = ComparisonPlan(
-            name=name,
-            watermark_delays=tuple(v.strip() for v in sweep[0].split(",") if v.strip()),
-            allowed_lateness=tuple(v.strip() for v in sweep[1].split(",") if v.strip()),
-            segments_per_batch=args.segments_per_batch,
-            error_step=args.error_step,
-        )
-        from shared.catalog import replay_prefix
-
-        replay_prefix(name)
+        return pipeline.compare.prepare(config, getattr(args, "scenario", None))
     except ValueError as err:
         raise UsageError(str(err)) from None
-    progress(f"starting Spark ({config.spark_master}); {len(plan.configurations())} configurations to run")
-    spark, stop_spark = command_session(config, f"lklab-compare-{name}")
+
+
+def _regenerate(args: argparse.Namespace, pipeline: Pipeline, config) -> None:
+    """Generate the scenario over the lake: over a lake the pipeline finds nothing to lose in, without
+    asking; over anything else only with ``--overwrite``."""
+    reason = pipeline.compare.generates(config.lake)
+    if reason and not args.overwrite:
+        raise UsageError(f"{config.lake} {reason}; pass --overwrite to replace it, or choose another --lake")
+    request = dataclasses.replace(generate_request(args), overwrite=True)
     try:
-        report = run_comparison(spark, config, plan, source=source, progress=progress)
-    finally:
-        stop_spark()
-    files = write_report(report, Path(config.lake) / "reports" / name)
-    print(f"report: {files.html}")
-    print(f"summary: {files.summary_json}, {files.summary_md}; audit: {files.audit_csv}")
-    from lklab.report import formats
+        pipeline.jobs().generate(config, request)
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
 
-    for result in report.results:
-        end, latency, late, recon = result.end, result.latency, result.late, result.reconciliation
-        final = "never" if latency.final_p50 is None else formats.seconds(latency.final_p50)
-        line = (
-            f"  {result.configuration.label}: {end.windows_exact:,}/{end.windows_compared:,} windows exact at the end; "
-            f"time until final, median {final}"
+
+def _publish(report, directory: Path) -> tuple[str, bool]:
+    """A ``PipelineReport``'s files, and what to print: where they are and each configuration's verdict."""
+    from lklab.report.pipeline_render import verdict_line, write_pipeline_report
+
+    files = write_pipeline_report(report, directory)
+    lines = [f"report: {files.html}", f"summary: {files.summary_json}, {files.summary_md}; plot: {files.error_plot}"]
+    lines += [f"  {verdict_line(report, result)}" for result in report.results]
+    return "\n".join(lines), any(r.unexplained for r in report.results)
+
+
+def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
+    """Run the comparison of ``pipeline`` (over the scenario ``--scenario`` generates first, or the
+    lake's log), write its report, print a digest; exit 3 when a configuration left a difference unexplained."""
+    from lklab.comparison_runs import ComparisonPlan
+    from shared.catalog import replay_prefix
+    from shared.durations import parse_duration
+
+    comparison = pipeline.compare
+    scenario = getattr(args, "scenario", None)
+    if scenario and comparison.generates is None:
+        generating = [p.name for p in REGISTRY.values() if p.compare is not None and p.compare.generates is not None]
+        raise UsageError(
+            f"--scenario generates a log for {' or '.join(generating)} only; for {pipeline.name} run "
+            f"'lklab generate --pipeline {pipeline.name}' first, then compare"
         )
-        if late is not None:
-            line += f"; side output {late.side_output_events:,}, absorbed {late.absorbed_events:,}"
-        if recon is not None:
-            line += f"; unexplained {recon.unexplained_windows}"
-        print(line)
-    unexplained = [r for r in report.results if r.reconciliation and not r.reconciliation.explained]
-    return UNHEALTHY if unexplained else 0
+    sweeps: dict[str, tuple[str, ...]] = {}
+    for key in comparison.sweeps:
+        dest = key.replace("-", "_")
+        values = _list(getattr(args, dest, None) or "")
+        if values:
+            sweeps[key] = values
+            setattr(args, dest, None)
+    delays, lateness = _sweep(args)
+    config = compare_config(args, pipeline)
+    if scenario:
+        _regenerate(args, pipeline, config)
+    name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
+    try:
+        for key, values in sweeps.items():
+            for value in values:
+                parse_duration(value, name=key)
+        plan = ComparisonPlan(
+            name=name,
+            watermark_delays=_list(delays),
+            allowed_lateness=_list(lateness),
+            segments_per_batch=args.segments_per_batch,
+            error_step=args.error_step,
+            processing_time=comparison.processing_time,
+        )
+        replay_prefix(name)
+        comparison.check(config)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    jobs, count = pipeline.jobs(), len(plan.configurations())
+    own = f"{pipeline.name}: {count} configurations to run"
+    announce(pipeline, jobs, "compare", config, {"name": name, "configurations": count}, own)
+    source = scenario or str(Path(config.lake).resolve())
+    with spark_for(config, f"{app_name(pipeline, jobs, 'compare')}-{name}") as spark:
+        report = comparison.run(spark, config, plan, sweeps, source, progress)
+    publish = comparison.publish or _publish
+    text, unhealthy = publish(report, Path(config.lake) / "reports" / name)
+    print(text)
+    return UNHEALTHY if unhealthy else 0
 
 
-def compare_config(args: argparse.Namespace) -> LabConfig:
-    """The settings a comparison runs with. On the lake's own log, the windows and line
-    settings its batch truth and speed layer were built with, where no flag is given (the
-    comparison recomputes ``batch_truth``; a contradicting flag is refused, exit 2, naming both
-    values); with ``--scenario`` the lake is generated anew and the flags alone count."""
-    config = config_from(args)
-    return config if args.scenario else lake_windows(config, "a comparison recomputes its batch truth")
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    sweep = _sweep(args)
-    config = compare_config(args)
-    if args.scenario:
-        _regenerate(args, config)
-        return _compare(args, config, args.scenario, sweep)
-    return _compare(args, config, str(Path(config.lake).resolve()), sweep)
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``lklab demo``: generate a scenario and compare over it, on the default pipeline."""
+    return compare_pipeline(args, find(DEFAULT))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from contextlib import contextmanager
 
 USAGE, FAILURE, UNHEALTHY = 2, 1, 3
@@ -21,15 +22,29 @@ def progress(message: str) -> None:
     log.info(message)
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (a command run in a
+    process that swaps it, as the tests do, writes to the one in place)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def machine_records(name: str) -> None:
-    """Print the records of logger ``name`` (one JSON object each, e.g. the speed layer's line per
+    """Print the records of logger ``name`` (one JSON object each, e.g. a stream's line per
     micro-batch) on stderr as ``<time> <name> <record>``, so a log shipper can pick them out by
     name; they do not also go through the lab's ``[HH:MM:SS]`` messages. Idempotent."""
-    import sys
-
     records = logging.getLogger(name)
     if not any(getattr(h, "_lklab_machine", False) for h in records.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         handler._lklab_machine = True
         records.addHandler(handler)
@@ -41,8 +56,6 @@ def unexplained(differences: int, why: str = "") -> int:
     """The exit code of a reconciliation with ``differences`` it cannot explain: 0 when there are
     none, else ``UNHEALTHY`` after the verdict line an orchestrator quotes (``lklab.spark_task``
     keeps the lines starting ``lklab ``), ``why`` appended in parentheses."""
-    import sys
-
     if not differences:
         return 0
     print(f"lklab reconcile: UNEXPLAINED: {differences:,} differences" + (f" ({why})" if why else ""), file=sys.stderr)

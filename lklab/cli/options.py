@@ -1,11 +1,10 @@
-"""From parsed arguments to a configuration: settings, days, and the windows the lake's tables were built with."""
+"""From parsed arguments to a configuration, a generate request and days (what every pipeline's commands read alike)."""
 
 from __future__ import annotations
 
 import argparse
 
 from lklab.cli.console import UsageError
-from shared import catalog
 from shared.config import SETTINGS, ConfigError, LabConfig, load_config
 
 DEFAULT_DELAYS, DEFAULT_LATENESS = "30s,5m", "0,30m"
@@ -49,45 +48,4 @@ def days_from(args: argparse.Namespace):
             getattr(args, "date", None), getattr(args, "date_from", None), getattr(args, "date_to", None)
         )
     except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
-def lake_windows(config: LabConfig, purpose: str) -> LabConfig:
-    """``config`` with the windows and line settings the lake's batch truth and speed layer were
-    built with, where the user gave none (both must agree; a contradicting flag is refused)."""
-    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
-
-    tables = settings_tables(config)
-    try:
-        windows = agreed(
-            tables,
-            [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.name],
-            ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS),
-        )
-        return adopt(config, windows, f"the lake's tables ({purpose})")
-    except SettingsConflict as err:
-        raise UsageError(str(err)) from None
-
-
-def settings_tables(config: LabConfig):
-    """The lake's tables, for reading what they recorded (no Spark needed)."""
-    from shared.tables import Tables
-
-    return Tables(None, config.lake, "deltalake")
-
-
-def adopt_stream(config: LabConfig, prefix: str, source: str) -> LabConfig:
-    """``config`` with the settings a stream's tables and the batch truth recorded."""
-    from shared.table_settings import LINE_KEYS, SettingsConflict, adopt, agreed
-
-    tables = settings_tables(config)
-    try:
-        windows = agreed(
-            tables,
-            [catalog.BATCH_TRUTH.name, catalog.SPEED_AGGREGATES.at(prefix)],
-            ("window-kind", "window-size", "window-slide", "session-gap", *LINE_KEYS),
-        )
-        stream = agreed(tables, [catalog.SPEED_AGGREGATES.at(prefix)])
-        return adopt(config, {**stream, **windows}, source)
-    except SettingsConflict as err:
         raise UsageError(str(err)) from None

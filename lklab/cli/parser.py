@@ -1,19 +1,17 @@
-"""The ``lklab`` argument parser: every command, its flags and its handler."""
+"""The ``lklab`` argument parser: every command, its flags and its handler.
+
+A pipeline's command (``generate``, ``speed``, ``batch``, ``replay``, ``reconcile``, ``compare``)
+has no handler here: the pipeline selected runs it (``lklab.cli.pipelines.pipeline_handler``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from lklab.cli.batch import cmd_batch
-from lklab.cli.compare import cmd_compare, cmd_demo
-from lklab.cli.generate import cmd_generate
+from lklab.cli.compare import cmd_demo
 from lklab.cli.health import cmd_health
 from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
-from lklab.cli.reconcile import cmd_reconcile
-from lklab.cli.replay import cmd_replay
-from lklab.cli.speed import cmd_speed
 from lklab.pipelines import DEFAULT, REGISTRY
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
@@ -171,7 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
     _common(compare)
     _add_generate_options(compare, 3_000, span="2h", segment_interval="1m", scenario=None)
     _add_compare_options(compare)
-    compare.set_defaults(handler=cmd_compare)
 
     generate = _command(
         sub,
@@ -181,7 +178,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(generate)
     _add_generate_options(generate, 100_000)
-    generate.set_defaults(handler=cmd_generate)
 
     ingest = _command(
         sub,
@@ -207,7 +203,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read up to the log's current end, not the position recorded for these days",
     )
-    batch.set_defaults(handler=cmd_batch)
 
     speed = _command(
         sub,
@@ -223,7 +218,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="segments per micro-batch (default 1: the watermark advances as the traffic did)",
     )
-    speed.set_defaults(handler=cmd_speed)
 
     replay = _command(
         sub,
@@ -239,7 +233,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"also write {WINDOW_HISTORY.name}: every change of a window row, line by line, at its processing time",
     )
-    replay.set_defaults(handler=cmd_replay)
 
     reconcile = _command(
         sub,
@@ -266,7 +259,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reconcile.add_argument("--json", action="store_true", help="print the JSON summary instead of text")
     reconcile.add_argument("--json-out", help="also write the JSON summary to this file")
-    reconcile.set_defaults(handler=cmd_reconcile)
 
     health = _command(
         sub,

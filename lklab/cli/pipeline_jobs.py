@@ -1,23 +1,29 @@
-"""The commands of a pipeline that declares its ``Jobs`` (``lklab.pipelines.contract``): one
-handler per command, for every such pipeline.
+"""The commands of every pipeline (``lklab.pipelines.contract``): one handler per command,
+``generate``, ``speed``, ``batch``, ``replay`` and ``reconcile``, whichever pipeline runs them
+(``compare``: ``lklab.cli.compare``).
 
 Each handler reads the flags into the configuration (``config_from``), lets the pipeline refuse
-a configuration it cannot serve (``Jobs.check``: exit 2), opens the command's Spark session,
-runs the job and prints what it reports; the exit code follows the ``Outcome``: 1 when it
-``failed``, 3 when a difference is ``unexplained`` (after the verdict line an orchestrator
+a configuration it cannot serve (``Jobs.check``: exit 2), checks the command's own flags, reads
+the flags the pipeline's job takes (``Jobs.takes``), lets the pipeline settle the configuration
+before Spark starts (``Jobs.prepare``: exit 2 on bad input), prints the command's progress line
+(``Jobs.announce``, or the command line's own), opens the command's Spark session, runs the job
+and prints what it reports; the exit code follows the ``Outcome``: 1 when it ``failed``, 3 when
+a difference is ``unexplained`` or a verdict is given (after the verdict lines an orchestrator
 quotes), 0 otherwise. The errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
-from lklab.cli.console import FAILURE, UsageError, progress, spark_for, unexplained
-from lklab.cli.options import config_from, generate_request
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, machine_records, progress, spark_for, unexplained
+from lklab.cli.options import config_from, days_from, generate_request
 from lklab.cli.stream_options import replay_name, stream_stop
 from lklab.pipelines.contract import Handler, Jobs, Outcome, Pipeline
 
-__all__ = ["handler_for"]
+__all__ = ["handler_for", "app_name", "announce"]
 
 
 def _config(args: argparse.Namespace, jobs: Jobs):
@@ -29,10 +35,51 @@ def _config(args: argparse.Namespace, jobs: Jobs):
     return config
 
 
-def _exit(outcome: Outcome) -> int:
-    print(outcome.text)
+def _taken(args: argparse.Namespace, jobs: Jobs) -> dict[str, Any]:
+    """The flags of ``args.command`` the pipeline's job takes (``Jobs.takes``), by the name it takes them as."""
+    options: dict[str, Any] = {}
+    for key in jobs.takes:
+        if key == "days":
+            if hasattr(args, "date"):
+                options["days"] = days_from(args)
+        elif hasattr(args, key):
+            options[key] = getattr(args, key)
+    return options
+
+
+def _prepare(command: str, jobs: Jobs, config, options: dict[str, Any]):
+    try:
+        return jobs.prepare(command, config, options)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def app_name(pipeline: Pipeline, jobs: Jobs, command: str) -> str:
+    """The name of the Spark application ``command`` runs on ``pipeline`` (``Jobs.app``)."""
+    return f"{jobs.app or f'lklab-{pipeline.name}'}-{command}"
+
+
+def announce(pipeline: Pipeline, jobs: Jobs, command: str, config, options: dict[str, Any], own: str | None) -> None:
+    """The progress line ``command`` starts with: the pipeline's (``Jobs.announce``), else ``own``."""
+    line = jobs.announce(command, config, options) if jobs.announce is not None else own
+    if line:
+        progress(line)
+
+
+def _described(pipeline: Pipeline, jobs: Jobs, config, heading: str) -> str:
+    described = jobs.describe(config)
+    return f"{pipeline.name} {heading}" + (f": {described}" if described else "")
+
+
+def _exit(command: str, outcome: Outcome) -> int:
+    if outcome.text:
+        print(outcome.text)
     if outcome.failed:
         return FAILURE
+    for verdict in outcome.verdicts:
+        print(f"lklab {command}: {verdict}", file=sys.stderr)
+    if outcome.verdicts:
+        return UNHEALTHY
     return unexplained(outcome.unexplained, outcome.why)
 
 
@@ -48,43 +95,62 @@ def _generate(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
 def _speed(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _config(args, jobs)
     stop = stream_stop(args)
-    described = jobs.describe(config)
-    progress(f"{pipeline.name} stream on {config.lake / 'log'}" + (f": {described}" if described else ""))
-    with spark_for(config, f"lklab-{pipeline.name}-speed", *jobs.refused) as spark:
-        outcome = jobs.speed(
-            spark, config, available_now=args.available_now, segments_per_batch=args.segments_per_batch, stop=stop
-        )
-    return _exit(outcome)
+    rule = pipeline.stream()
+    if rule is not None:
+        machine_records(rule.logger)  # its line per micro-batch, for a log shipper
+    options = {"available_now": args.available_now, "segments_per_batch": args.segments_per_batch, "stop": stop}
+    options.update(_taken(args, jobs))
+    config = _prepare("speed", jobs, config, options)
+    announce(
+        pipeline, jobs, "speed", config, options, _described(pipeline, jobs, config, f"stream on {config.lake / 'log'}")
+    )
+    with spark_for(config, app_name(pipeline, jobs, "speed"), *jobs.refused) as spark:
+        outcome = jobs.speed(spark, config, **options)
+    return _exit("speed", outcome)
 
 
 def _batch(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _config(args, jobs)
-    with spark_for(config, f"lklab-{pipeline.name}-batch", *jobs.refused) as spark:
-        outcome = jobs.batch(spark, config)
-    return _exit(outcome)
+    options = _taken(args, jobs)
+    config = _prepare("batch", jobs, config, options)
+    announce(pipeline, jobs, "batch", config, options, None)
+    with spark_for(config, app_name(pipeline, jobs, "batch"), *jobs.refused) as spark:
+        outcome = jobs.batch(spark, config, **options)
+    return _exit("batch", outcome)
 
 
 def _replay(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _config(args, jobs)
     replay_name(args)
-    described = jobs.describe(config)
-    progress(f"{pipeline.name} replay '{args.name}'" + (f": {described}" if described else ""))
-    with spark_for(config, f"lklab-{pipeline.name}-replay-{args.name}", *jobs.refused) as spark:
-        outcome = jobs.replay(spark, config, args.name, replace=args.replace)
-    return _exit(outcome)
+    options = {"replace": args.replace, **_taken(args, jobs)}
+    config = _prepare("replay", jobs, config, {"name": args.name, **options})
+    announce(
+        pipeline,
+        jobs,
+        "replay",
+        config,
+        {"name": args.name, **options},
+        _described(pipeline, jobs, config, f"replay '{args.name}'"),
+    )
+    with spark_for(config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *jobs.refused) as spark:
+        outcome = jobs.replay(spark, config, args.name, **options)
+    return _exit("replay", outcome)
 
 
 def _reconcile(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     from shared.catalog import StreamChoiceError, stream_prefix
 
     config = _config(args, jobs)
+    options = _taken(args, jobs)
     try:
         stream_prefix(args.against)
     except (StreamChoiceError, ValueError) as err:
         raise UsageError(str(err)) from None
-    with spark_for(config, f"lklab-{pipeline.name}-reconcile", *jobs.refused) as spark:
-        outcome = jobs.reconcile(spark, config, args.against)
-    return _exit(outcome)
+    config = _prepare("reconcile", jobs, config, {"against": args.against, **options})
+    announce(pipeline, jobs, "reconcile", config, {"against": args.against, **options}, None)
+    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *jobs.refused) as spark:
+        outcome = jobs.reconcile(spark, config, args.against, **options)
+    return _exit("reconcile", outcome)
 
 
 _HANDLERS = {"generate": _generate, "speed": _speed, "batch": _batch, "replay": _replay, "reconcile": _reconcile}

@@ -1,10 +1,12 @@
 """Which pipeline a command runs, and the flags that mean nothing to it.
 
 **The pipeline** is ``--pipeline`` (or the setting ``pipeline`` in a file or the environment),
-looked up in the one registry, ``lklab.pipelines.REGISTRY``. A command the pipeline lists in its
-``jobs`` runs through ``lklab.cli.pipeline_jobs`` (``compare`` runs ``lklab.cli.pipeline_compare``
-for a pipeline that declares a ``Comparison``); a pipeline's command it declares no job for is
-refused, except on the pipeline the commands' own handlers serve.
+looked up in the one registry, ``lklab.pipelines.REGISTRY``. Every pipeline, the default one
+included, is served alike: a command the pipeline lists in its ``jobs`` runs through
+``lklab.cli.pipeline_jobs`` (``compare`` runs ``lklab.cli.compare`` for a pipeline that declares
+a ``Comparison``); a pipeline's command it declares no job for is refused (exit 2, naming the
+ones it has). The lake's commands (``ingest``, ``health``, ``maintain``) and ``demo`` (the
+default pipeline's comparison over a scenario it generates) have handlers of their own.
 
 **Flags that do not apply.** The commands share one parser, so a command accepts flags that one
 of its pipelines has no use for (``batch --date`` means nothing to a truth recomputed from the
@@ -85,18 +87,20 @@ def selected_pipeline(args: argparse.Namespace) -> Pipeline:
 
 
 def pipeline_handler(args: argparse.Namespace) -> Handler | None:
-    """The handler of ``args.command`` for the pipeline configured (None: the command's own),
-    once the flags it has no use for are refused."""
+    """The handler of ``args.command`` for the pipeline configured (None: a command that is not a
+    pipeline's, served by its own handler), once the flags it has no use for are refused."""
     pipeline = selected_pipeline(args)
     refuse_inapplicable(args, pipeline)
+    if args.command not in PER_PIPELINE:
+        return None
     if args.command == "compare" and pipeline.compare is not None:
-        from lklab.cli.pipeline_compare import compare_pipeline
+        from lklab.cli.compare import compare_pipeline
 
         return partial(compare_pipeline, pipeline=pipeline)
     from lklab.cli.pipeline_jobs import handler_for
 
     handler = handler_for(pipeline, args.command)
-    if handler is None and args.command in PER_PIPELINE and not pipeline.command_handlers:
+    if handler is None:
         found = sorted([*pipeline.jobs().commands(), *(["compare"] if pipeline.compare else [])])
         raise UsageError(f"{pipeline.name} has no '{args.command}' command; it has: {', '.join(found)}")
     return handler

@@ -19,14 +19,21 @@ What a pipeline declares:
 * ``jobs``: what its commands run (``Jobs``: ``generate``, ``speed``, ``batch``, ``replay``,
   ``reconcile``, each a function of the Spark session and the configuration returning what to
   print), as a function returning them, so that naming a pipeline imports none of its code; the
-  command line (``lklab.cli.pipeline_jobs``) does the rest: flags, the session, exit codes;
+  command line (``lklab.cli.pipeline_jobs``) does the rest: flags, the session, exit codes. A
+  command it declares no job for is refused (exit 2, naming the ones it has);
 * ``stream``: its live stream's ``StreamRule`` (``lklab.live_stream``; None: it has none), as a
-  function importing it when asked: maintenance reads which tables it rewrites and its lock;
+  function importing it when asked: maintenance reads which tables it rewrites and its lock, and
+  ``lklab speed`` prints the records of its ``logger`` as machine records;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
 * ``dags``: what its nightly and replay DAGs need beyond their shape (``DagSpec``; None: it has
-  none), made by ``lklab.pipeline_dags``;
-* ``command_handlers``: true for the pipeline the commands' own handlers serve (the default
-  pipeline); any other pipeline refuses a command it declares no job for.
+  none), made by ``lklab.pipeline_dags``.
+
+Every pipeline is served the same way, the default one (``lklab.pipelines.DEFAULT``) included.
+A job that needs more than the flags every pipeline's job takes names the command's other
+flags it takes (``Jobs.takes``, from ``OPTIONS``); a job that must settle its configuration
+before Spark starts (adopt what the lake's tables were built with, refuse a held lock) does so
+in ``Jobs.prepare``; one whose progress lines differ from the command line's says so in
+``Jobs.announce``.
 
 ``imported`` and ``called`` make such a function from where the piece lives
 (``"module:NAME"``, as ``shared.catalog.Table`` names a schema).
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,12 +63,27 @@ __all__ = [
     "PER_PIPELINE",
     "imported",
     "called",
+    "OPTIONS",
 ]
 
 Handler = Callable[[argparse.Namespace], int]
 EVERY_COMMAND = "*"
 # The commands whose work is a pipeline's own (ingest, health and maintenance are the lake's).
 PER_PIPELINE = ("generate", "speed", "batch", "replay", "reconcile", "compare")
+# The flags a pipeline's job may take beyond the ones every pipeline's job of that command takes
+# (``Jobs.takes``), by the name the job receives them as: ``days`` is ``--date``/``--from``/``--to``
+# read as a ``shared.partitions.DayRange``; the others are the flags' values as parsed.
+OPTIONS = (
+    "days",
+    "refresh",
+    "history",
+    "abs_tol",
+    "rel_tol",
+    "max_unexplained",
+    "max_unexplained_events",
+    "json",
+    "json_out",
+)
 
 
 def imported(path: str) -> Callable[[], Any]:
@@ -113,23 +135,43 @@ class Comparison:
     ``sweeps``: settings of the pipeline that ``compare`` takes as comma-separated lists and
     passes to ``run`` as ``{key: (value, ...)}``; ``check(config)`` raises ``ValueError`` for a
     configuration the pipeline cannot serve (before any Spark starts);
-    ``run(spark, config, plan, sweeps, source, progress)`` returns the report model
-    (``lklab.report.pipeline_model.PipelineReport``)."""
+    ``run(spark, config, plan, sweeps, source, progress)`` returns the report model.
+
+    ``prepare(config, scenario)``: the configuration the comparison runs with (``scenario``: the
+    one ``--scenario`` generates first, or None: the lake's log as it is), e.g. with the settings
+    the lake's tables were built with; raises ``ValueError`` for a contradiction (exit 2).
+    ``generates``: None refuses ``--scenario`` (write the log with ``lklab generate`` first);
+    else ``compare --scenario`` (and ``lklab demo``) first writes that scenario with the
+    pipeline's ``generate`` job, over a lake for which ``generates(lake)`` gives no reason not
+    to replace it (a reason refuses it without ``--overwrite``). ``processing_time``: the plan
+    adds the processing-time baseline (``lklab.comparison_runs.ComparisonPlan``).
+    ``publish(report, directory) -> (text, unhealthy)``: writes the report's files under
+    ``directory`` and returns what to print, and whether a configuration left a difference
+    unexplained (exit 3); None: the report is a ``lklab.report.pipeline_model.PipelineReport``,
+    written and summed up by the command line (``lklab.report.pipeline_render``)."""
 
     run: Callable[..., Any]
     sweeps: tuple[str, ...] = ()
     check: Callable[[Any], None] = lambda config: None
+    prepare: Callable[[Any, str | None], Any] = lambda config, scenario: config
+    generates: Callable[[Any], str | None] | None = None
+    processing_time: bool = False
+    publish: Callable[[Any, Any], tuple[str, bool]] | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a job reports: ``text`` to print; ``failed`` (exit 1: e.g. lines not conserved);
-    ``unexplained`` differences (exit 3 after a verdict line saying ``why``)."""
+    """What a job reports: ``text`` to print (an empty text prints nothing); ``failed`` (exit 1:
+    e.g. lines not conserved); ``unexplained`` differences (exit 3 after a verdict line saying
+    ``why``); ``verdicts``: the verdict lines of a job whose verdict is not a count of differences
+    (thresholds breached), each printed on stderr as ``lklab COMMAND: VERDICT`` after the text
+    (exit 3 when there is one)."""
 
     text: str
     failed: bool = False
     unexplained: int = 0
     why: str = ""
+    verdicts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +198,17 @@ class Jobs:
     -> Outcome``; ``reconcile(spark, config, against) -> Outcome``. ``check(config)`` raises
     ``ValueError`` for a configuration the pipeline cannot serve, before any Spark starts;
     ``refused``: the errors that are bad input (exit 2), not failures; ``describe(config)``: the
-    settings its progress lines name."""
+    settings its progress lines name.
+
+    ``takes``: the flags (names from ``OPTIONS``) its jobs take as keyword arguments beyond those,
+    each passed to the job of every command that has the flag (``batch`` and ``reconcile`` have
+    ``days``). ``prepare(command, config, options) -> config``: before any Spark starts, once the
+    flags are read, the configuration ``command`` runs with (``options``: the keyword arguments
+    its job gets, with ``name`` for ``replay``, ``against`` for ``reconcile``); it raises
+    ``ValueError`` for bad input (exit 2). ``announce(command, config, options) -> str | None``:
+    the progress line ``command`` starts with, before its Spark session (``compare`` too, its
+    options ``name`` and ``configurations``); None: the command line's own. ``app``: what the
+    names of its Spark applications start with (``app-COMMAND``; empty: ``lklab-<name>``)."""
 
     generate: Callable[..., str] | None = None
     speed: Callable[..., Outcome] | None = None
@@ -166,6 +218,15 @@ class Jobs:
     check: Callable[[Any], None] = lambda config: None
     refused: tuple[type[Exception], ...] = ()
     describe: Callable[[Any], str] = lambda config: ""
+    takes: tuple[str, ...] = ()
+    prepare: Callable[[str, Any, Mapping[str, Any]], Any] = lambda command, config, options: config
+    announce: Callable[[str, Any, Mapping[str, Any]], str | None] | None = None
+    app: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.takes) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"Jobs.takes: {', '.join(unknown)} not among {', '.join(OPTIONS)}")
 
     def commands(self) -> tuple[str, ...]:
         return tuple(name for name in PER_PIPELINE if getattr(self, name, None) is not None)
@@ -202,7 +263,6 @@ class Pipeline:
     stream: Callable[[], Any] = field(default=lambda: None)
     compare: Comparison | None = None
     dags: DagSpec | None = None
-    command_handlers: bool = False
 
     def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:
         """Why the first flag ``given`` that ``command`` has no use for on this pipeline is refused (None: none)."""

@@ -5,15 +5,22 @@ The lab's first pipeline and its default. Its rule is the engine's windowed aggr
 package holds its jobs: ``speed`` (its ``StreamRule``), ``batch`` (the truth, day by day),
 ``replay`` (the Kappa replay on the executors), ``comparison`` with ``assessment`` and
 ``measure`` (``lklab compare``), ``generator`` and ``truth`` (the scenarios and their NumPy
-oracle), ``summary`` and ``agreement``. The commands' own handlers (``lklab.cli``) run them,
-so it declares no jobs of its own; its reconciliation is ``reconciliation.reconcile``.
+oracle), ``summary`` and ``agreement``; its reconciliation is ``reconciliation.reconcile``.
+``jobs`` declares what its commands run, as every pipeline does; ``PIPELINE`` declares it to the
+registry.
 """
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Pipeline
+from lklab.pipelines.contract import Comparison, Pipeline
 
 __all__ = ["PIPELINE"]
+
+
+def _jobs():
+    from lklab.pipelines.billing_windows import jobs
+
+    return jobs.jobs()
 
 
 def _stream():
@@ -22,9 +29,40 @@ def _stream():
     return SPEED_RULE
 
 
+def _compare(spark, config, plan, sweeps, source, progress):
+    from lklab.pipelines.billing_windows import jobs
+
+    return jobs.compare(spark, config, plan, sweeps, source, progress)
+
+
+def _prepare_comparison(config, scenario):
+    from lklab.pipelines.billing_windows import jobs
+
+    return jobs.prepare_comparison(config, scenario)
+
+
+def _unreplaceable(lake):
+    from lklab.pipelines.billing_windows import jobs
+
+    return jobs.unreplaceable(lake)
+
+
+def _publish(report, directory):
+    from lklab.pipelines.billing_windows import jobs
+
+    return jobs.publish_comparison(report, directory)
+
+
 PIPELINE = Pipeline(
     name="billing_windows",
     stream=_stream,
     computes="windowed sums: exact money per account, currency and event-time window",
-    command_handlers=True,
+    jobs=_jobs,
+    compare=Comparison(
+        run=_compare,
+        prepare=_prepare_comparison,
+        generates=_unreplaceable,
+        processing_time=True,
+        publish=_publish,
+    ),
 )
