@@ -268,7 +268,7 @@ def test_every_pipeline_stream_declares_the_table_health_reads():
             assert {"batch_id", "last_segment"} <= set(schema), pipeline.name
 
 
-def test_a_pipeline_stream_is_watched_once_it_has_committed(spark, tmp_path, monkeypatch):
+def test_a_pipeline_stream_is_watched_once_it_has_committed(spark, tmp_path, monkeypatch, capsys):
     """``running_max``'s stream has no watermark: freshness and backlog are checked, the lag is
     said to be unrecorded; the stream is watched once it has committed in the lake."""
     from lklab.cli import main
@@ -290,6 +290,12 @@ def test_a_pipeline_stream_is_watched_once_it_has_committed(spark, tmp_path, mon
     assert (running_max.last_batch_id, running_max.last_segment_read, running_max.segments_behind) == (1, 2, 0)
     assert (running_max.records_lag, running_max.watermark_lag_seconds) == (False, None)
     assert "watermark lag: not recorded by this stream" in running_max.describe()
+    capsys.readouterr()
+    assert main(["health", "--pipeline", "running_max", "--lake", str(lake), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["table_path"].endswith("max_stream_metrics")
+    # billing's speed layer, the default, never ran in this lake: exit 3, saying so
+    assert main(["health", "--lake", str(lake)]) == 3
+    assert "speed layer UNHEALTHY" in capsys.readouterr().out
     # billing's speed layer never ran here: unhealthy, and said so by name
     assert checked["billing_windows"].reasons == (
         f"no stream_metrics table under {lake.resolve() / 'tables'}: the speed layer has not committed a micro-batch",

@@ -65,7 +65,6 @@ def lab(tmp_path, monkeypatch):
             "unique_visitors",
         ),
         (["compare", "--pipeline", "order_payments", "--events", "50"], "--events", "compare", "order_payments"),
-        (["health", "--pipeline", "order_payments"], "--pipeline", "health", "order_payments"),
         (["demo", "--pipeline", "unique_visitors"], "--pipeline", "demo", "unique_visitors"),
         (["maintain", "--pipeline", "order_payments"], "--pipeline", "maintain", "order_payments"),
         (["speed", "--pipeline", "order_payments", "--window-size", "2m"], "--window-size", "speed", "order_payments"),
@@ -109,6 +108,7 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         ),
         (["ingest", "--pipeline", "order_payments", "events.jsonl"], None),  # one log for every pipeline
         (["health"], None),
+        (["health", "--pipeline", "order_payments"], None),  # its own stream's health
         (["batch", "--date", "2026-01-05"], "lklab.cli.pipeline_jobs.billing_windows_batch"),
         (
             ["reconcile", "--against", "kappa:r", "--abs-tol", "1", "--json"],

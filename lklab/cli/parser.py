@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     health = _command(
         sub,
         "health",
-        "Is the speed layer keeping up? Freshness, backlog and watermark lag (exit 3 when unhealthy).",
+        "Is a pipeline's live stream keeping up (--pipeline; the default: billing's speed layer)? Freshness, "
+        "backlog and watermark lag where the stream has a watermark (exit 3 when unhealthy).",
         "lklab health --max-staleness 10m --max-watermark-lag 15m",
     )
     _common(health, windows=False)

@@ -50,5 +50,6 @@ WHOLE_LOG_RULES = (
         ("compare",),
         "it compares on the lake's log: write that with 'lklab generate' and these flags first",
     ),
-    Inapplicable(("--pipeline",), ("health", "maintain", "demo"), "this command serves billing_windows only"),
+    Inapplicable(("--pipeline",), ("demo",), "the demo runs billing_windows' comparison"),
+    Inapplicable(("--pipeline",), ("maintain",), "maintenance serves every pipeline's tables at once"),
 )
