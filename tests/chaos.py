@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import logging
 import os
 import random
 import shutil
@@ -123,26 +122,16 @@ def _run(lake: Path, job: str) -> tuple[int, str]:
 def _run_here(lake: Path, job: str) -> tuple[int, str]:
     """Run ``job`` to the end as ``lklab.cli.main`` in this process, in the Spark session running
     here (``command_session`` uses it and leaves it running), with a process's environment: its
-    exit code and what it printed on stderr. What a command sets for its process (the SIGTERM
-    handler of ``lklab speed``, its records' handler on stderr) is put back afterwards."""
+    exit code and what it printed on stderr."""
     from lklab.cli import main
+    from tests.conftest import cli_in_this_process
 
-    environ, sigterm = dict(os.environ), signal.getsignal(signal.SIGTERM)
-    records = logging.getLogger("lklab.speed")
-    handlers, level, propagate = list(records.handlers), records.level, records.propagate
     output, errors = io.StringIO(), io.StringIO()
-    os.environ.update(_environment(lake))
-    os.environ.pop("LKLAB_CRASH_AT", None)
-    try:
+    with cli_in_this_process():
+        os.environ.update(_environment(lake))
+        os.environ.pop("LKLAB_CRASH_AT", None)
         with redirect_stdout(output), redirect_stderr(errors):
             return main(list(JOBS[job])), errors.getvalue()
-    finally:
-        os.environ.clear()
-        os.environ.update(environ)
-        signal.signal(signal.SIGTERM, sigterm)
-        records.handlers[:] = handlers
-        records.setLevel(level)
-        records.propagate = propagate
 
 
 def _attempt(lake: Path, job: str, kill_after: float, errors: Path) -> tuple[int, float]:
