@@ -18,12 +18,18 @@ script fails when fewer kills than asked interrupted a job.
 
     .venv/bin/python -m tests.chaos --kills 20 [--seed 1] [--events 3000]
 
-``tests/test_chaos.py`` runs a short version in the test suite (one kill per job).
+``tests/test_chaos.py`` runs a short version in the test suite (one kill per job), and there
+the runs to completion on the chaos lake that follow the kills are ``lklab.cli.main`` called in
+the tests' process, in its Spark session (``chaos(..., spark=...)``): the same command line,
+locks and exit codes on the lake the kills left, in another JVM than the killed ones', as a new
+process's would be, without a JVM start each. The reference runs and the killed attempts are
+processes in both.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -33,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +119,21 @@ def _run(lake: Path, job: str) -> tuple[int, str]:
         _end(process)
 
 
+def _run_here(lake: Path, job: str) -> tuple[int, str]:
+    """Run ``job`` to the end as ``lklab.cli.main`` in this process, in the Spark session running
+    here (``command_session`` uses it and leaves it running), with a process's environment: its
+    exit code and what it printed on stderr."""
+    from lklab.cli import main
+    from tests.conftest import cli_in_this_process
+
+    output, errors = io.StringIO(), io.StringIO()
+    with cli_in_this_process():
+        os.environ.update(_environment(lake))
+        os.environ.pop("LKLAB_CRASH_AT", None)
+        with redirect_stdout(output), redirect_stderr(errors):
+            return main(list(JOBS[job])), errors.getvalue()
+
+
 def _attempt(lake: Path, job: str, kill_after: float, errors: Path) -> tuple[int, float]:
     """Start ``job`` and SIGKILL its process group after ``kill_after`` seconds: ``-SIGKILL``
     when that interrupted it, else the code it had exited with on its own (its stderr in
@@ -132,8 +154,9 @@ def _restore(snapshot: Path, lake: Path) -> None:
     shutil.copytree(snapshot, lake)
 
 
-def _finish(lake: Path, job: str) -> None:
-    code, errors = _run(lake, job)
+def _finish(lake: Path, job: str, here: bool = False) -> None:
+    """Run ``job`` on the chaos lake to the end: as a process, or ``here`` (``_run_here``)."""
+    code, errors = _run_here(lake, job) if here else _run(lake, job)
     if job == "replay" and code == 2 and "already exists" in errors:
         return  # an attempt not killed in time had recorded the replay: done
     if code != 0:
@@ -159,9 +182,11 @@ def _rows(lake: Path) -> dict[str, Counter]:
     return tables
 
 
-def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_minutes: int = 10) -> Chaos:
+def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_minutes: int = 10, spark=None) -> Chaos:
     """``events`` over two hours of event time, in segments of ``segment_minutes`` (the speed
-    layer reads one per micro-batch)."""
+    layer reads one per micro-batch). With ``spark``, the active session of this process, each
+    job's run to completion after its kills is ``lklab.cli.main`` called here, in that session
+    (``_run_here``); the reference runs and the killed attempts are processes either way."""
     from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
     chooser = random.Random(seed)
@@ -210,8 +235,8 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
             say(
                 f"chaos: lklab {job} had finished after {ran:.1f}s, before its kill at {moment:.1f}s; its work undone, drawn again"
             )
-        _finish(wrecked, job)
-        say(f"chaos: lklab {job} run to completion")
+        _finish(wrecked, job, here=spark is not None)
+        say(f"chaos: lklab {job} run to completion" + (" in this process" if spark is not None else ""))
     expected, found = _rows(reference), _rows(wrecked)
     result.tables = {name: sum(rows.values()) for name, rows in expected.items()}
     for name in sorted(expected.keys() | found.keys()):

@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import os
+import signal
+from contextlib import contextmanager
 
 import pytest
 
@@ -21,7 +23,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # of to C2 compiler and parallel GC threads: a small `lklab batch` took about half the CPU seconds.
 # They also map a class-data-sharing archive of the classes a Spark driver loads (tests/jvm_archive.py),
 # written once per machine, instead of loading and verifying them from the jars at every start.
-# The README's clean-environment test keeps the JVM's defaults (its environment is HOME, LANG, PATH).
+# The README's clean-environment test passes them on too (its environment is HOME, LANG, PATH and these).
 if "SPARK_SUBMIT_OPTS" not in os.environ:
     from pathlib import Path
 
@@ -43,6 +45,25 @@ def spark(tmp_path_factory):
     session = spark_session(LabConfig(lake=tmp_path_factory.mktemp("lake"), table_engine="deltalake"), "lklab-tests")
     yield session
     session.stop()
+
+
+@contextmanager
+def cli_in_this_process():
+    """Around ``lklab.cli.main`` called in the tests' process: puts back afterwards what a command
+    sets for the process it expects to own (the environment, the SIGTERM handler of ``lklab
+    speed``, the handler its records get on the ``sys.stderr`` of that moment)."""
+    environ, sigterm = dict(os.environ), signal.getsignal(signal.SIGTERM)
+    records = logging.getLogger("lklab.speed")
+    handlers, level, propagate = list(records.handlers), records.level, records.propagate
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        signal.signal(signal.SIGTERM, sigterm)
+        records.handlers[:] = handlers
+        records.setLevel(level)
+        records.propagate = propagate
 
 
 def event_line(**fields) -> str:

@@ -3,7 +3,9 @@
 
 * The README's "Embedded" steps, as written, from a fresh copy of the repository (its files as
   a clone holds them, and the venv ``make install`` made) in a clean environment: ``HOME``,
-  ``LANG`` and the system ``PATH`` only, so no venv on ``PATH`` and no Spark connection. A
+  ``LANG`` and the system ``PATH``, so no venv on ``PATH`` and no Spark connection; and the
+  suite's JVM options (``SPARK_SUBMIT_OPTS``: C1 only, the serial collector, the tests' class
+  archive), which change how fast a JVM starts, not what it runs or finds. A
   small lake, the speed layer, ``airflow db migrate``, then ``airflow dags test`` of
   ``batch_recompute``, ``reconciliation`` and ``lake_maintenance``: each run must succeed with
   real tables, Spark running locally.
@@ -27,6 +29,7 @@ process group).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -185,7 +188,9 @@ def readme_steps(tmp_path_factory):
     """The README's embedded block run by ``bash -e`` in a fresh clone: (clone, result)."""
     base = tmp_path_factory.mktemp("readme")
     clone = fresh_clone(base / "lab")
-    env = clean_env(base / "home", this_checkout_on_path())
+    # The suite's JVM options (tests/conftest.py) for its three JVMs (the speed layer, the batch and
+    # reconcile jobs): a faster start, nothing the steps could rely on (no path, connection or setting).
+    env = clean_env(base / "home", {**this_checkout_on_path(), "SPARK_SUBMIT_OPTS": os.environ["SPARK_SUBMIT_OPTS"]})
     done = run(["bash", "-e", "-x", "-c", embedded_steps()], env=env, cwd=clone, timeout=1800)
     return clone, done
 

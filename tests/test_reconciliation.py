@@ -19,8 +19,6 @@ stream and its truth part:
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -28,6 +26,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from lklab.cli import main as lklab_main
 from lklab.pipelines.billing_windows.batch import run_batch
 from lklab.pipelines.billing_windows.speed import run_speed
 from reconciliation.attribution import LineRecords, explain_windows, parsed_log
@@ -61,7 +60,6 @@ SEGMENTS = [
     ["malformed"],
     [("g", 100, "64.00")],
 ]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def iso(seconds: float) -> str:
@@ -269,7 +267,7 @@ def test_rerun_on_unchanged_inputs_leaves_tables_identical(spark, known):
 
 
 @pytest.mark.slow
-def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, known):
+def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, known, capsys):
     # The known lake's stream (all 9 segments), with the batch refreshed to the log's end too.
     shutil.copytree(known[0], tmp_path, dirs_exist_ok=True)
     config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
@@ -284,25 +282,22 @@ def test_tampered_stream_is_an_unexplained_gap_and_a_breach(spark, tmp_path, kno
     assert gaps_by_window(result)[window(80)].unexplained_money == Decimal("32")
     assert result.breaches() and not result.breaches(Decimal("32"), 1)
 
-    done = subprocess.run(
+    # The command line's verdict: ``lklab reconcile`` called in this process (``lklab.cli.main``), in
+    # the tests' session, which it uses and leaves running, instead of a process with a JVM of its own.
+    capsys.readouterr()
+    code = lklab_main(
         [
-            sys.executable,
-            "-m",
-            "lklab.cli",
             "reconcile",
             "--lake",
             str(tmp_path),
             "--date",
             "2026-01-05",
             *sum(([f"--{k}", v] for k, v in SETTINGS.items()), []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
+        ]
     )
-    assert done.returncode == 3, done.stderr[-2000:]
-    assert "UNEXPLAINED GAP: USD stream: unexplained money 32.000000 exceeds 0" in done.stderr
+    errors = capsys.readouterr().err
+    assert code == 3, errors[-2000:]
+    assert "UNEXPLAINED GAP: USD stream: unexplained money 32.000000 exceeds 0" in errors
 
 
 def test_explain_names_dead_letters_duplicates_and_unread_lines_on_either_side(spark, tmp_path):

@@ -5,9 +5,6 @@ built with unless told otherwise (and then refuse a contradiction, naming both v
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +17,8 @@ from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import load_config
 from shared.table_settings import SettingsConflict, recorded
 from shared.tables import Tables
+from tests.conftest import cli_in_this_process
 
-LKLAB = str(Path(sys.executable).parent / "lklab")
 HOUR = 3_600_000_000
 
 
@@ -29,19 +26,11 @@ def config(lake, **settings):
     return load_config(None, {"lake": str(lake), "table-engine": "deltalake", **settings}, environ={})
 
 
-def lklab_env(lake) -> dict[str, str]:
-    env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
-    for name in [
-        name for name in env if name.startswith("LKLAB_") and name not in ("LKLAB_LAKE", "LKLAB_TABLE_ENGINE")
-    ]:
-        env.pop(name)
-    return env
-
-
 @pytest.fixture
 def lklab_here(spark, monkeypatch, capsys):
     """``lklab ARGS`` on ``lake`` called in this process (``lklab.cli.main``), in the tests' Spark
-    session instead of a JVM of its own, with ``lklab_env``'s environment: ``(exit code, stdout, stderr)``."""
+    session instead of a JVM of its own, with ``LKLAB_LAKE`` and ``LKLAB_TABLE_ENGINE=deltalake``
+    (no other ``LKLAB_`` setting): ``(exit code, stdout, stderr)``."""
 
     def call(lake, *args: str) -> tuple[int, str, str]:
         for name in [name for name in os.environ if name.startswith("LKLAB_")]:
@@ -49,7 +38,8 @@ def lklab_here(spark, monkeypatch, capsys):
         monkeypatch.setenv("LKLAB_LAKE", str(lake))
         monkeypatch.setenv("LKLAB_TABLE_ENGINE", "deltalake")
         capsys.readouterr()
-        code = lklab_main(list(args))
+        with cli_in_this_process():
+            code = lklab_main(list(args))
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -99,48 +89,32 @@ def test_a_stream_with_other_settings_is_refused(spark, lake):
 
 
 @pytest.mark.parametrize("command", [["batch"], ["speed", "--available-now"]])
-def test_a_run_that_would_dead_letter_other_lines_is_refused_with_exit_2(lake, command):
-    refused = subprocess.run(
-        [LKLAB, *command, "--window-size", "2m", "--max-clock-skew", "1m"],
-        capture_output=True,
-        text=True,
-        env=lklab_env(lake),
-        timeout=600,
-    )
-    assert refused.returncode == 2
+def test_a_run_that_would_dead_letter_other_lines_is_refused_with_exit_2(lake, command, lklab_here):
+    code, _, err = lklab_here(lake, *command, "--window-size", "2m", "--max-clock-skew", "1m")
+    assert code == 2
     table = "batch_truth" if command == ["batch"] else "dead_letter"  # the stream checks its tables in order
     assert (
         f"lklab {command[0]}: table {table} was built with other settings: max-clock-skew 5m (table) against 1m (this run). "
         "Run with the table's settings, or write to another lake or run name\n"
-    ) in refused.stderr
+    ) in err
 
 
 def test_reconcile_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
-    env = lklab_env(lake)
     code, out, err = lklab_here(lake, "reconcile", "--json")
     assert code == 0, err[-3000:]
     assert '"windows": "tumbling 2m"' in out
-    refused = subprocess.run(
-        [LKLAB, "reconcile", "--window-size", "1m"], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert refused.returncode == 2
-    assert "--window-size 1m given, the speed layer holds 2m" in refused.stderr
+    code, _, err = lklab_here(lake, "reconcile", "--window-size", "1m")
+    assert code == 2
+    assert "--window-size 1m given, the speed layer holds 2m" in err
 
 
 def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
-    env = lklab_env(lake)
-    refused = subprocess.run(
-        [LKLAB, "replay", "--name", "one-minute", "--window-size", "1m"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert refused.returncode == 2
-    assert refused.stderr.endswith(
+    code, _, err = lklab_here(lake, "replay", "--name", "one-minute", "--window-size", "1m")
+    assert code == 2
+    assert err.endswith(
         "lklab replay: settings contradict the tables: --window-size 1m given, the lake's tables (a replay is compared with "
         "them) holds 2m. Drop the flag to use the tables' settings\n"
-    ), refused.stderr
+    ), err
     assert not (lake / "tables" / "kappa" / "one-minute").exists()
     code, _, err = lklab_here(lake, "replay", "--name", "adopted")
     assert code == 0, err[-3000:]
@@ -154,15 +128,13 @@ def test_replay_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, l
     assert rows("kappa/adopted/speed_aggregates") == rows("speed_aggregates")
 
 
-def test_compare_on_the_lakes_log_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake):
-    refused = subprocess.run(
-        [LKLAB, "compare", "--window-size", "1m"], capture_output=True, text=True, env=lklab_env(lake), timeout=600
-    )
-    assert refused.returncode == 2
-    assert refused.stderr.endswith(
+def test_compare_on_the_lakes_log_uses_the_tables_windows_and_refuses_a_contradicting_flag(lake, lklab_here):
+    code, _, err = lklab_here(lake, "compare", "--window-size", "1m")
+    assert code == 2
+    assert err.endswith(
         "lklab compare: settings contradict the tables: --window-size 1m given, the lake's tables (a comparison recomputes "
         "its batch truth) holds 2m. Drop the flag to use the tables' settings\n"
-    ), refused.stderr
+    ), err
     parse = build_parser().parse_args
     assert compare_config(parse(["compare", "--lake", str(lake)])).window.describe() == "tumbling 2m"
     # --scenario generates the lake anew: the flags alone count
