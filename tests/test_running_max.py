@@ -129,9 +129,11 @@ def test_speed_batch_replay_and_reconcile_agree_exactly(spark, lab, capsys):
     assert "match 3, value_mismatch 0, missing_in_stream 0, extra_in_stream 0" in out
     assert "unexplained: 0 keys" in out
     assert run(lab, "replay", "--name", "once") == 0
-    assert "replay once: 1 micro-batches: 11 lines = 6 readings" in capsys.readouterr().out
+    assert "replay once: 4 micro-batches: 11 lines = 6 readings" in capsys.readouterr().out
     assert rows(spark, lab, MAX_STREAM.at("kappa/once/"), ("key", "max_value", "events", "updated_batch_id")) == [
-        (key, top, events, 0) for key, top, events in TRUTH
+        ("a", 9, 3, 2),  # one segment per micro-batch, as the live stream read them
+        ("b", 7, 2, 1),
+        ("c", 4, 1, 3),
     ]
     assert run(lab, "reconcile", "--against", "kappa:once") == 0
     assert "match 3, value_mismatch 0" in capsys.readouterr().out
@@ -150,3 +152,47 @@ def test_a_stream_behind_the_log_differs_only_by_what_it_has_not_read(spark, lab
     assert run(lab, "speed", "--available-now") == 0
     assert run(lab, "reconcile") == 0
     assert "match 4, value_mismatch 0, missing_in_stream 0, extra_in_stream 0" in capsys.readouterr().out
+
+
+def test_the_replay_writes_the_live_rows_exactly_and_collects_no_line(spark, lab, monkeypatch):
+    from lklab.pipelines.running_max.stream import MAX_RULE
+    from lklab.replay_runner import replay_on_executors
+    from shared.config import LabConfig
+
+    assert run(lab, "speed", "--available-now") == 0
+    frame = type(spark.range(1))  # the session's DataFrame class (Spark's classic one)
+    collected = []
+    real_collect = frame.collect
+
+    def counted(self):
+        found = real_collect(self)
+        collected.append(len(found))
+        return found
+
+    def forbidden(self, *args, **kwargs):
+        raise AssertionError("the replay brought a frame to the driver")
+
+    monkeypatch.setattr(frame, "collect", counted)
+    for method in ("toArrow", "toPandas", "toLocalIterator"):
+        monkeypatch.setattr(frame, method, forbidden)
+    config = LabConfig(lake=lab, table_engine="deltalake")
+    done = replay_on_executors(spark, config, MAX_RULE, "exact")
+    monkeypatch.undo()
+    # what reaches the driver: one schema per table and the totals, never a line
+    assert 0 < sum(collected) <= len(MAX_RULE.layout) + 1
+    assert (done.segments, done.lines, done.micro_batches) == (4, 11, 4)
+    tables = Tables(spark, lab, "deltalake")
+    for entry in MAX_RULE.layout:
+        live, replayed = (tables.read_arrow(entry.table.at(prefix)) for prefix in ("", done.prefix))
+        assert replayed.column_names == live.column_names, entry.table.name
+        assert sorted(map(str, replayed.to_pylist())) == sorted(map(str, live.to_pylist())), entry.table.name
+    with pytest.raises(FileExistsError, match="already has kappa/exact/max_state"):
+        replay_on_executors(spark, config, MAX_RULE, "exact")
+    again = replay_on_executors(spark, config, MAX_RULE, "exact", replace=True, segments_per_batch=3)
+    assert again.micro_batches == 2
+    stream = tables.read_arrow(MAX_STREAM.at(again.prefix)).sort_by("key")
+    assert stream.select(["key", "max_value", "events", "updated_batch_id"]).to_pylist() == [
+        {"key": "a", "max_value": 9, "events": 3, "updated_batch_id": 0},
+        {"key": "b", "max_value": 7, "events": 2, "updated_batch_id": 0},
+        {"key": "c", "max_value": 4, "events": 1, "updated_batch_id": 1},
+    ]

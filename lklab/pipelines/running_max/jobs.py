@@ -37,15 +37,15 @@ def generate(config, request: GenerateRequest) -> str:
     )
 
 
-def _stream_outcome(stream, heading: str = "") -> Outcome:
+def _stream_outcome(tables, prefix: str, heading: str = "", tail: str = "") -> Outcome:
     from lklab.pipelines.running_max.tables import MAX_STREAM, MAX_STREAM_METRICS
 
-    metrics = stream.tables.read_arrow(stream.table(MAX_STREAM_METRICS))
+    metrics = tables.read_arrow(MAX_STREAM_METRICS.at(prefix))
     totals = {name: sum(metrics[name].to_pylist()) for name in ("input_lines", *_PARTS)}
     text, kept = _conservation(totals["input_lines"], totals)
-    keys = stream.tables.read_arrow(stream.table(MAX_STREAM)).num_rows
+    keys = tables.read_arrow(MAX_STREAM.at(prefix)).num_rows
     return Outcome(
-        f"{heading}{metrics.num_rows} micro-batches: {text}; {keys:,} keys in {stream.table(MAX_STREAM)}",
+        f"{heading}{metrics.num_rows} micro-batches: {text}; {keys:,} keys in {MAX_STREAM.at(prefix)}{tail}",
         failed=not kept,
     )
 
@@ -57,14 +57,22 @@ def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) 
     stream = run_live(
         spark, config, MAX_RULE, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop
     )
-    return _stream_outcome(stream)
+    return _stream_outcome(stream.tables, stream.sink.prefix)
 
 
 def replay(spark, config, name: str, *, replace: bool) -> Outcome:
     from lklab.pipelines.running_max.stream import MAX_RULE
-    from lklab.replay_runner import replay_live
+    from lklab.replay_runner import replay_on_executors
+    from shared.tables import Tables
 
-    return _stream_outcome(replay_live(spark, config, MAX_RULE, name, replace=replace), f"replay {name}: ")
+    run = replay_on_executors(spark, config, MAX_RULE, name, replace=replace)
+    return _stream_outcome(
+        Tables(spark, config.lake, config.table_engine),
+        run.prefix,
+        f"replay {name}: ",
+        f"; {run.segments:,} segments in {run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds "
+        f"({run.cost_scope})",
+    )
 
 
 def batch(spark, config) -> Outcome:
