@@ -21,8 +21,7 @@ from lklab.pipelines.unique_visitors.generator import (
     load_page_views,
 )
 from lklab.pipelines.unique_visitors.reconcile import reconcile_visitors
-from lklab.pipelines.unique_visitors.replay import run_visitors_replay
-from lklab.pipelines.unique_visitors.speed import run_visitors_speed
+from lklab.pipelines.unique_visitors.speed import VISITORS_RULE, run_visitors_speed
 from lklab.pipelines.unique_visitors.tables import (
     VISITORS_CORRECTED,
     VISITORS_SPEED_TABLES,
@@ -31,6 +30,7 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_TRUTH,
 )
 from lklab.pipelines.unique_visitors.truth import truth_counts as oracle_counts
+from lklab.replay_runner import replay_on_executors
 from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.durations import parse_duration
@@ -111,7 +111,7 @@ def test_a_restart_halfway_goes_on_with_the_same_rows(spark, lakes, one_per_batc
 
 
 def test_replay_writes_the_rows_of_the_live_stream(spark, lakes, one_per_batch):
-    run = run_visitors_replay(spark, config_for(lakes / "one"), "whole")
+    run = replay_on_executors(spark, config_for(lakes / "one"), VISITORS_RULE, "whole")
     assert (run.segments, run.lines) == (12, 315)
     assert stream_rows(spark, lakes / "one", replay_prefix("whole")) == one_per_batch
 
@@ -270,7 +270,9 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_
     # without the heartbeat the watermark would stay at 22 - 5 = 17 (the view at 33 is in the
     # last tick); the heartbeat's tick takes it in: 33 - 5 = 28 makes [15, 20) and [20, 25) final
     assert windows == {(10, "final"), (15, "final"), (20, "final"), (30, "open")}
-    run_visitors_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
+    replay_on_executors(
+        spark, config, VISITORS_RULE, "after"
+    )  # the heartbeat is in the log: the replay decides the same
     assert stream_rows(spark, tmp_path, replay_prefix("after")) == stream_rows(spark, tmp_path)
 
 

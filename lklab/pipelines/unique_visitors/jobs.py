@@ -88,12 +88,14 @@ def batch(spark, config) -> Outcome:
 
 
 def replay(spark, config, name: str, *, replace: bool) -> Outcome:
-    from lklab.pipelines.unique_visitors.replay import run_visitors_replay
+    from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
+    from lklab.replay_runner import replay_on_executors
     from shared.catalog import replay_prefix, tables_root
 
-    run = run_visitors_replay(spark, config, name, replace=replace)
+    run = replay_on_executors(spark, config, VISITORS_RULE, name, replace=replace)
     return Outcome(
-        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in one step; {run.wall_seconds:.1f} s "
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.micro_batches:,} "
+        f"micro-batches, walked in one executor task; {run.wall_seconds:.1f} s "
         f"wall, {run.cpu_seconds:.1f} CPU seconds ({run.cost_scope}); tables under "
         f"{tables_root(config.lake) / replay_prefix(name)}"
     )
@@ -111,7 +113,7 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.pipelines.unique_visitors.replay import ReplayExists
+    from lklab.replay_runner import ReplayExists
     from reconciliation.reconcile import ReconcileInputError
 
     return (ReplayExists, ReconcileInputError)

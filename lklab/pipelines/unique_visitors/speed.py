@@ -12,8 +12,8 @@ tagged ``(app_id, batch_id)`` and skipped when already committed. ``visitors_see
 URLs seen within the state TTL, ``lklab.pipelines.unique_visitors.state.seen_table``) is rewritten after each
 batch, and ``visitors_state`` is written last, so a micro-batch replayed after a crash starts
 from the state before it and commits nothing twice, and one whose state is already committed is
-skipped whole: ``lklab.stream_sink``, the sink of every stream, with this stream's ``LAYOUT``, shared with the replay
-(``lklab.pipelines.unique_visitors.replay``). Crash points (``lklab.crash_points``: ``start``,
+skipped whole: ``lklab.stream_sink``, the sink of every stream, with this stream's ``LAYOUT``. The Kappa replay
+runs this same rule over the whole log on the executors (``lklab.replay_runner``). Crash points (``lklab.crash_points``: ``start``,
 ``before:``/``after:`` each table) let the tests kill it anywhere in a batch
 (``tests/test_visitors_jobs.py``). How it runs is every stream's (``lklab.live_stream``); this
 module is its ``StreamRule``.
@@ -45,11 +45,10 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_STREAM_METRICS,
     VISITORS_WINDOWS,
 )
-from lklab.stream_sink import MERGE, OVERWRITE, SinkTable, StreamSink
+from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared import catalog
 from shared.config import LabConfig
 from shared.table_settings import stream_settings
-from shared.tables import Tables
 from shared.watermark import is_final
 from shared.windows import micros
 
@@ -58,7 +57,6 @@ __all__ = [
     "COMMIT_ORDER",
     "LAYOUT",
     "batch_rows",
-    "visitor_sink",
     "VISITORS_RULE",
     "run_visitors_speed",
     "visitor_settings",
@@ -97,11 +95,6 @@ LAYOUT = (
     SinkTable(VISITORS_STATE, OVERWRITE),
 )
 COMMIT_ORDER = tuple(entry.table for entry in LAYOUT)
-
-
-def visitor_sink(tables: Tables, prefix: str, app_id: str, settings: dict[str, str]) -> StreamSink:
-    """The stream's tables under ``prefix``, written once per ``(app_id, batch_id)``."""
-    return StreamSink(tables, prefix, app_id, LAYOUT, settings)
 
 
 def batch_rows(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> dict[catalog.Table, pa.Table]:
