@@ -76,15 +76,16 @@ LATE_LIVE, LATE_REPLAY = catalog.replay_prefix(f"live-l{LATENESS}"), catalog.rep
 def streamed(spark, log_lake, tmp_path_factory):
     """The log streamed one segment per batch (then replayed there), and five per batch elsewhere;
     with allowed lateness ``LATENESS``, streamed live five segments per batch and replayed."""
-    from lklab.pipelines.order_payments.stream import run_payments_replay, run_payments_speed
+    from lklab.pipelines.order_payments.stream import PAYMENTS_RULE, run_payments_speed
+    from lklab.replay_runner import replay_on_executors
 
     one, many = (shutil.copytree(log_lake, tmp_path_factory.mktemp("payments") / name) for name in ("one", "many"))
     run_payments_speed(spark, config_for(one), available_now=True, segments_per_batch=1)
     run_payments_speed(spark, config_for(many), available_now=True, segments_per_batch=5)
-    run_payments_replay(spark, config_for(one), "r1")
+    replay_on_executors(spark, config_for(one), PAYMENTS_RULE, "r1")
     late_config = dataclasses.replace(config_for(one), allowed_lateness=parse_duration(LATENESS))
     run_payments_speed(spark, late_config, available_now=True, segments_per_batch=5, prefix=LATE_LIVE)
-    run_payments_replay(spark, late_config, f"r1-l{LATENESS}")
+    replay_on_executors(spark, late_config, PAYMENTS_RULE, f"r1-l{LATENESS}")
     return one, many
 
 
@@ -294,7 +295,8 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     """Orders and payments one per segment, a second apart; a payment matches up to 5 s after its
     order, the watermark trails 5 s. The stream, always on, reads them, waits for a quiet second
     and appends one heartbeat."""
-    from lklab.pipelines.order_payments.stream import run_payments_replay, run_payments_speed
+    from lklab.pipelines.order_payments.stream import PAYMENTS_RULE, run_payments_speed
+    from lklab.replay_runner import replay_on_executors
     from shared.durations import parse_duration
     from shared.eventlog import EventLog
     from shared.tables import Tables
@@ -342,7 +344,9 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     assert tables.read_arrow("payments_unpaid")["event_id"].to_pylist() == ["o1"]
     assert tables.read_arrow("payments_orphans")["event_id"].to_pylist() == ["pD"]
     assert tables.read_arrow("payments_late_events").num_rows == tables.read_arrow("payments_dead_letter").num_rows == 0
-    run_payments_replay(spark, config, "after")  # the heartbeat is in the log: the replay decides the same
+    replay_on_executors(
+        spark, config, PAYMENTS_RULE, "after"
+    )  # the heartbeat is in the log: the replay decides the same
     assert rows(tmp_path, catalog.replay_prefix("after"), batch_ids=True) == rows(tmp_path, batch_ids=True)
 
 

@@ -3,7 +3,7 @@
 **Runs.** The batch truth once, over the complete log (``run_payments_batch``). Then, per stream
 setting ``(W, L)`` (watermark delay, allowed lateness), the stream twice: live
 (``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
-``kappa/<plan>-w<W>-l<L>/``) and as a replay (``run_payments_replay`` into
+``kappa/<plan>-w<W>-l<L>/``) and as a replay (``lklab.replay_runner.replay_on_executors`` into
 ``kappa/<plan>-w<W>-l<L>-replay/``); their rows must agree (the join is cut-independent) before
 anything is measured. The live stream is reconciled against the truth (``reconcile_payments``),
 which writes its finance audit to ``reports/payments-<plan>-w<W>-l<L>/payments_audit.csv``; the
@@ -49,7 +49,7 @@ from lklab.pipelines.order_payments.batch import run_payments_batch
 from lklab.pipelines.order_payments.parse import parse_order_lines
 from lklab.pipelines.order_payments.reconcile import reconcile_payments
 from lklab.pipelines.order_payments.rule import JoinSettings
-from lklab.pipelines.order_payments.stream import join_settings, run_payments_replay, run_payments_speed
+from lklab.pipelines.order_payments.stream import PAYMENTS_RULE, join_settings, run_payments_speed
 from lklab.pipelines.order_payments.tables import (
     PAYMENTS_DEAD_LETTER,
     PAYMENTS_DUPLICATES,
@@ -62,6 +62,7 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_TRUTH_UNPAID,
     PAYMENTS_UNPAID,
 )
+from lklab.replay_runner import replay_on_executors
 from lklab.report.pipeline_model import AuditFile, LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
@@ -149,7 +150,7 @@ def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings
 
 _RUNS = StreamRuns(
     live=run_payments_speed,
-    replay=lambda spark, config, name: run_payments_replay(spark, config, name, replace=True),
+    replay=lambda spark, config, name: replay_on_executors(spark, config, PAYMENTS_RULE, name, replace=True),
     rows=_row_sets,
     reconcile=lambda spark, config, against, name: reconcile_payments(spark, config, against=against, run=name),
 )

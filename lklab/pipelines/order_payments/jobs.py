@@ -94,13 +94,14 @@ def batch(spark, config) -> Outcome:
 
 
 def replay(spark, config, name: str, *, replace: bool) -> Outcome:
-    from lklab.pipelines.order_payments.stream import run_payments_replay
-    from shared.catalog import replay_prefix
+    from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
+    from lklab.replay_runner import replay_on_executors
 
-    run = run_payments_replay(spark, config, name, replace=replace)
+    run = replay_on_executors(spark, config, PAYMENTS_RULE, name, replace=replace)
     return Outcome(
-        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.wall_seconds:.1f} s; "
-        f"tables {replay_prefix(name)}payments_*"
+        f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.micro_batches:,} "
+        f"micro-batches, walked in one executor task; {run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU "
+        f"seconds ({run.cost_scope}); tables {run.prefix}payments_*"
     )
 
 
@@ -112,11 +113,11 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.pipelines.order_payments.stream import PaymentsReplayExists
+    from lklab.replay_runner import ReplayExists
     from reconciliation.reconcile import ReconcileInputError
     from shared.catalog import StreamChoiceError
 
-    return (PaymentsReplayExists, ReconcileInputError, StreamChoiceError, ValueError)
+    return (ReplayExists, ReconcileInputError, StreamChoiceError, ValueError)
 
 
 def jobs() -> Jobs:

@@ -16,23 +16,17 @@ tests kill it anywhere in a batch (``tests/test_payments_jobs.py``). Always on (
 holds an order or payment with no match yet (``lklab.heartbeats``): the watermark then moves
 past their intervals, and they become final unpaid orders and orphans without new traffic.
 
-**Replay** (``run_payments_replay``): the same rows for the whole log under ``kappa/<name>/``,
-as a live run reading one segment per micro-batch writes them (batch ``k`` is the ``k+1``-th
-segment). It reads the log once through Spark's text reader, collects it to the driver and runs
-``join_step`` segment by segment: rows do not depend on the cuts (``tests/test_order_payments.py``),
-so this is faithful without streaming. Its cost: the whole log is parsed in the driver (Python
-per line) and held there as Arrow, about the log's size in memory; the join itself touches only
-the state, as the live layer does.
+**Replay**: ``PAYMENTS_RULE`` run over the whole log by the Kappa replay runner
+(``lklab.replay_runner.replay_on_executors``) into ``kappa/<name>/``: the rows a live run reading
+one segment per micro-batch writes (batch ``k`` is the ``k+1``-th segment), walked in one
+executor task, nothing of the log on the driver. Rows do not depend on the cuts
+(``tests/test_order_payments.py``), so this is faithful without streaming.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -55,21 +49,14 @@ from lklab.pipelines.order_payments.tables import (
 )
 from lklab.stream_sink import OVERWRITE, SinkTable
 from shared import catalog
-from shared.catalog import replay_prefix
 from shared.config import LabConfig
-from shared.eventlog import EventLog
-from shared.locks import writer
-from shared.log_source import raw_log
-from shared.table_settings import interval_join_settings, record
-from shared.tables import Tables
+from shared.table_settings import interval_join_settings
 
 __all__ = [
     "SPEED_APP",
     "join_settings",
     "PAYMENTS_RULE",
     "run_payments_speed",
-    "run_payments_replay",
-    "PaymentsReplayExists",
 ]
 
 
@@ -141,56 +128,3 @@ def run_payments_speed(spark: SparkSession, config: LabConfig, **options) -> Liv
     """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set
     (``options``: ``run_live``'s)."""
     return run_live(spark, config, PAYMENTS_RULE, **options)
-
-
-class PaymentsReplayExists(FileExistsError):
-    """A replay of that name already wrote the join's tables."""
-
-
-@dataclass(frozen=True)
-class PaymentsReplay:
-    name: str
-    segments: int
-    lines: int
-    wall_seconds: float
-
-
-def _segments(lines: pa.Table):
-    """``lines`` (sorted by segment and line) cut into one table per segment."""
-    segments = lines["segment"].to_numpy()
-    starts = np.flatnonzero(np.diff(segments)) + 1
-    for first, last in zip([0, *starts.tolist()], [*starts.tolist(), lines.num_rows]):
-        yield lines.slice(first, last - first)
-
-
-def run_payments_replay(spark: SparkSession, config: LabConfig, name: str, *, replace: bool = False) -> PaymentsReplay:
-    """Replay the whole log into ``kappa/<name>/payments_*`` with ``config``'s settings."""
-    lake = Path(config.lake).resolve()
-    prefix = replay_prefix(name)
-    with writer(lake, f"payments-replay-{name}"):  # not billing's replay-{name}: the two may run side by side
-        tables = Tables(spark, lake, config.table_engine)
-        names = [table.at(prefix) for table in PAYMENTS_TABLES]
-        if tables.exists(PAYMENTS_STATE.at(prefix)) and not replace:
-            raise PaymentsReplayExists(
-                f"replay {name!r} already has {PAYMENTS_STATE.at(prefix)}; pick another --name or pass --replace"
-            )
-        for table in names:  # only the join's tables: a billing replay of the same name keeps its own
-            shutil.rmtree(tables.path(table), ignore_errors=True)
-        started = time.monotonic()
-        segments = EventLog(lake).last_segment()
-        raw = raw_log(spark, str(lake), segments, max_line_bytes=config.max_line_bytes).toArrow()
-        raw = raw.take(pc.sort_indices(raw, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
-        state, settings = JoinState.empty(), join_settings(config)
-        collected: dict[catalog.Table, list[pa.Table]] = {}
-        for batch_id, segment in enumerate(
-            _segments(parse_order_lines(raw, config.max_clock_skew)) if raw.num_rows else []
-        ):
-            step = join_step(segment, state, settings, batch_id)
-            for table, rows in _outputs(step, join_metrics_row(batch_id, segment, step, None)).items():
-                collected.setdefault(table, []).append(rows)
-            state = step.state
-        for table, parts in collected.items():
-            tables.overwrite(table.at(prefix), pa.concat_tables(parts) if parts else table.schema.empty_table())
-        tables.overwrite(PAYMENTS_STATE.at(prefix), join_state_table(state))
-        record(tables, names, interval_join_settings(config))
-        return PaymentsReplay(name, segments, raw.num_rows, time.monotonic() - started)
