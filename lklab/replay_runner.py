@@ -61,7 +61,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from lklab.live_stream import StepOutput, StreamRule
-from lklab.stream_sink import APPEND, MERGE, OVERWRITE, SinkTable
+from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -165,7 +165,7 @@ def walk(
         def step(batch_id: int, held: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             nonlocal state
             started = time.monotonic()
-            schema = seen_schema or line_schema
+            schema = line_schema if seen_schema is None else seen_schema
             lines = pa.Table.from_batches(held, schema) if held else schema.empty_table()
             output: StepOutput = rule.step(rule.read(lines, config), state, settings, batch_id, started)
             state = output.state
@@ -187,7 +187,8 @@ def walk(
         for record in lines:
             if not record.num_rows:
                 continue
-            seen_schema = seen_schema or record.schema
+            if seen_schema is None:
+                seen_schema = record.schema
             groups = (record.column("segment").to_numpy() - 1) // segments_per_batch
             cuts = [0, *(np.flatnonzero(np.diff(groups)) + 1).tolist(), record.num_rows]
             for start, end in zip(cuts, cuts[1:]):
@@ -285,6 +286,8 @@ def replay_on_executors(
     """Replay the whole log through ``rule`` into ``kappa/<name>/`` (the module docstring)."""
     if segments_per_batch < 1:
         raise ValueError(f"segments_per_batch must be at least 1, got {segments_per_batch}")
+    if rule.layout[-1].write != OVERWRITE:
+        raise ValueError("a stream's last table is its state, written with write='overwrite'")
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
     with writer(lake, f"{rule.app_id}-replay-{name}"):
@@ -344,10 +347,10 @@ def _write(
     last_batch: int,
     settings: dict[str, Any],
 ) -> None:
-    """Every table of the layout, the state last (the commit point), each recording ``settings``."""
+    """Every table of the layout in its order, each recording ``settings``: the state (the commit
+    point) last. One after the other: a write sets session settings around its Spark job
+    (``shared.session_conf``), which writes side by side would race on."""
     for index, entry in enumerate(rule.layout):
-        if entry.write not in (APPEND, MERGE, OVERWRITE):
-            raise ValueError(f"{entry.table.name}: no replay for write={entry.write!r}")
         name = entry.table.at(prefix)
         tables.overwrite(name, _rows(walked, index, entry, schemas[index]), app_id=REPLAY_APP, version=last_batch)
         record_settings(tables, [name], settings)
