@@ -44,6 +44,9 @@ tables under the prefix (and a checkpoint an older replay left) first; an empty 
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -326,7 +329,7 @@ def replay_on_executors(
                 _write(tables, prefix, rule, walked, schemas, last_batch, rule.table_settings(config))
             finally:
                 walked.unpersist()
-        return ReplayRun(
+        run = ReplayRun(
             name,
             prefix,
             segments,
@@ -336,6 +339,8 @@ def replay_on_executors(
             cost.cpu_seconds,
             cost.scope,
         )
+        logging.getLogger(rule.logger).info(json.dumps({"event": "replay", **dataclasses.asdict(run)}))
+        return run
 
 
 def _write(

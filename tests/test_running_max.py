@@ -6,7 +6,9 @@ with exact expected values. Every line lands in exactly one place; a rerun chang
 from __future__ import annotations
 
 import json
+import shutil
 
+import pyarrow as pa
 import pytest
 
 from lklab.cli import main
@@ -20,6 +22,7 @@ from lklab.pipelines.running_max.tables import (
     MAX_STREAM,
     MAX_TRUTH,
 )
+from shared import catalog
 from shared.eventlog import EventLog
 from shared.tables import Tables
 
@@ -196,3 +199,71 @@ def test_the_replay_writes_the_live_rows_exactly_and_collects_no_line(spark, lab
         {"key": "b", "max_value": 7, "events": 2, "updated_batch_id": 0},
         {"key": "c", "max_value": 4, "events": 1, "updated_batch_id": 1},
     ]
+
+
+def _toy_step(parsed, batches, settings, batch_id, started):
+    """Each key's last valid reading of the micro-batch, merged by key; a reading of 2 deletes its key."""
+    import pyarrow as pa
+
+    from lklab.live_stream import StepOutput
+
+    last = {}
+    for line in parsed.to_pylist():
+        if line["reject_reason"] is None and line["key"] is not None:
+            last[line["key"]] = line["value"]
+    rows = pa.table(
+        {
+            "key": pa.array(list(last), pa.string()),
+            "value": pa.array(list(last.values()), pa.int64()),
+            "_delete": pa.array([value == 2 for value in last.values()], pa.bool_()),
+        }
+    )
+    state = pa.table({"batches": pa.array([batches + 1], pa.int64())})
+    return StepOutput({TOY_LATEST: rows, TOY_STATE: state}, batches + 1, {})
+
+
+def _toy_read(lines, config):
+    return parse_readings(lines, config.max_clock_skew)
+
+
+def _toy_rule():
+    from lklab.live_stream import StreamRule
+    from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+
+    return StreamRule(
+        what="toy stream",
+        app_id="toy",
+        layout=(SinkTable(TOY_LATEST, MERGE, ("key",)), SinkTable(TOY_STATE, OVERWRITE)),
+        settings=lambda config: None,
+        table_settings=lambda config: {},
+        empty_state=lambda: 0,
+        state_from_table=lambda rows: rows["batches"][0].as_py(),
+        step=_toy_step,
+        read=_toy_read,
+    )
+
+
+TOY_LATEST_SCHEMA = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.int64())])
+TOY_STATE_SCHEMA = pa.schema([pa.field("batches", pa.int64())])
+TOY_LATEST = catalog.Table("toy_latest", "tests.test_running_max:TOY_LATEST_SCHEMA")
+TOY_STATE = catalog.Table("toy_state", "tests.test_running_max:TOY_STATE_SCHEMA")
+
+
+def test_a_replayed_merge_keeps_each_keys_last_row_and_drops_deleted_keys_as_the_live_sink(spark, lab):
+    from lklab.live_stream import run_live
+    from lklab.replay_runner import replay_on_executors
+    from shared.config import LabConfig
+
+    config, rule = LabConfig(lake=lab, table_engine="deltalake"), _toy_rule()
+    run_live(spark, config, rule, available_now=True)
+    done = replay_on_executors(spark, config, rule, "toy")
+    tables = Tables(spark, lab, "deltalake")
+    live, replayed = (tables.read_arrow(TOY_LATEST.at(prefix)).sort_by("key") for prefix in ("", done.prefix))
+    # a: 9, then 5, then 2 (deleted); b: 7, 3, then 8; c: "11" rejected, then 4
+    assert live.column_names == replayed.column_names == ["key", "value"]
+    assert replayed.to_pylist() == live.to_pylist() == [{"key": "b", "value": 8}, {"key": "c", "value": 4}]
+    assert tables.read_arrow(TOY_STATE.at(done.prefix)).to_pylist() == [{"batches": 4}]
+    # a replay without its state (interrupted before its commit point) starts over without --replace
+    shutil.rmtree(tables.path(TOY_STATE.at(done.prefix)))
+    again = replay_on_executors(spark, config, rule, "toy")
+    assert tables.read_arrow(TOY_LATEST.at(again.prefix)).sort_by("key").to_pylist() == replayed.to_pylist()
