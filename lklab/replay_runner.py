@@ -29,8 +29,10 @@ through the driver:
    reads the tables as of that batch) and the tables record the settings their rows depend on
    (``rule.table_settings``), as the sink's do.
 
-The driver only plans, collects one schema per table and two totals (micro-batches, lines), and
-commits. It is exact because every rule this runs is cut-independent (what it decides depends
+The driver only plans, collects one schema per table and two totals (micro-batches, lines),
+commits, and logs one JSON line for the replay (the rule's logger; the live stream logs one per
+micro-batch). The stream's metrics table gets one row per micro-batch, as a live run's (its
+timings, where it has any, are the walk task's). It is exact because every rule this runs is cut-independent (what it decides depends
 on the log, not on how it is cut into micro-batches: the tests compare a replay with live runs
 cut otherwise) and is walked in log order. The walk is one task: it does not parallelise, and
 it is as fast as one core stepping the rule (per-key parallelism, which each keyed rule would
