@@ -76,7 +76,15 @@ from shared.log_source import raw_log
 from shared.table_settings import record as record_settings
 from shared.tables import Tables
 
-__all__ = ["REPLAY_APP", "WALK_SCHEMA", "ReplayExists", "ReplayRun", "replay_on_executors", "walk"]
+__all__ = [
+    "REPLAY_APP",
+    "WALK_SCHEMA",
+    "ReplayExists",
+    "ReplayRun",
+    "replay_on_executors",
+    "segments_per_batch_of",
+    "walk",
+]
 
 REPLAY_APP = "replay"  # the app id of a replay's commits (each tagged with its last batch id)
 
@@ -269,6 +277,16 @@ def _rows(walked: DataFrame, index: int, entry: SinkTable, schema: pa.Schema) ->
         .where(~F.coalesce(F.col("_delete"), F.lit(False)))
         .drop("_replay_rank", _BATCH, _ROW, "_delete")
     )
+
+
+def segments_per_batch_of(lake: str | Path, batch_bytes: int) -> int:
+    """How many segments make a micro-batch of about ``batch_bytes`` of log, from the mean size
+    of the log's segments (at least 1): a cut for a rule whose step costs much per micro-batch,
+    which the walk task then holds about ``batch_bytes`` of lines at a time for."""
+    log = EventLog(lake)
+    segments = log.last_segment()
+    total = sum(log.segment_path(number).stat().st_size for number in range(1, segments + 1))
+    return max(1, min(segments, batch_bytes * segments // max(total, 1)))
 
 
 def _lines(spark: SparkSession, config: LabConfig, rule: StreamRule, lake: Path, segments: int) -> DataFrame:

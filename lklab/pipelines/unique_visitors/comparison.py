@@ -49,7 +49,7 @@ from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, 
 from lklab.pipelines.unique_visitors.batch import run_visitors_batch
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.reconcile import reconcile_visitors
-from lklab.pipelines.unique_visitors.speed import VISITORS_RULE, run_visitors_speed, visitor_settings
+from lklab.pipelines.unique_visitors.speed import replay_visitors, run_visitors_speed, visitor_settings
 from lklab.pipelines.unique_visitors.state import VisitorState, state_from_table
 from lklab.pipelines.unique_visitors.step import visitors_step
 from lklab.pipelines.unique_visitors.tables import (
@@ -62,7 +62,6 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_TRUTH,
     VISITORS_WINDOWS,
 )
-from lklab.replay_runner import replay_on_executors
 from lklab.report.model import PathCost
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
 from lklab.served_outputs import timelines
@@ -112,7 +111,7 @@ def _served(members: pa.Table) -> dict[tuple, tuple]:
 _DROPPED = ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",)))
 _RUNS = StreamRuns(
     live=run_visitors_speed,
-    replay=lambda spark, config, name: replay_on_executors(spark, config, VISITORS_RULE, name, replace=True),
+    replay=lambda spark, config, name: replay_visitors(spark, config, name, replace=True),
     rows=lambda tables, prefix: {table.name: _rows(tables, prefix, table, *drop) for table, drop in _DROPPED},
     reconcile=lambda spark, config, against, _: reconcile_visitors(spark, config, against=against),
 )

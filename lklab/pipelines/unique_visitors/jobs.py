@@ -88,11 +88,10 @@ def batch(spark, config) -> Outcome:
 
 
 def replay(spark, config, name: str, *, replace: bool) -> Outcome:
-    from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
-    from lklab.replay_runner import replay_on_executors
+    from lklab.pipelines.unique_visitors.speed import replay_visitors
     from shared.catalog import replay_prefix, tables_root
 
-    run = replay_on_executors(spark, config, VISITORS_RULE, name, replace=replace)
+    run = replay_visitors(spark, config, name, replace=replace)
     return Outcome(
         f"replay {run.name}: {run.lines:,} lines over {run.segments:,} segments in {run.micro_batches:,} "
         f"micro-batches, walked in one executor task; {run.wall_seconds:.1f} s "
