@@ -9,7 +9,8 @@ before Spark starts (``Jobs.prepare``: exit 2 on bad input), prints the command'
 (``Jobs.announce``, or the command line's own), opens the command's Spark session, runs the job
 and prints what it reports; the exit code follows the ``Outcome``: 1 when it ``failed``, 3 when
 a difference is ``unexplained`` or a verdict is given (after the verdict lines an orchestrator
-quotes), 0 otherwise. The errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
+quotes), 0 otherwise. The runners' refusals (a replay name taken, a reconcile's input missing, an
+unknown stream) and the errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from lklab.cli.stream_options import replay_name, stream_stop
 from lklab.pipelines.contract import Handler, Jobs, Outcome, Pipeline
 
 __all__ = ["handler_for", "app_name", "announce"]
+
+
+def _refused(jobs: Jobs) -> tuple[type[Exception], ...]:
+    """The errors that are bad input (exit 2): the runners' own, then the pipeline's."""
+    from lklab.replay_runner import ReplayExists
+    from reconciliation.reconcile import ReconcileInputError
+    from shared.catalog import StreamChoiceError
+
+    return (ReplayExists, ReconcileInputError, StreamChoiceError, *jobs.refused)
 
 
 def _config(args: argparse.Namespace, jobs: Jobs):
@@ -104,7 +114,7 @@ def _speed(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     announce(
         pipeline, jobs, "speed", config, options, _described(pipeline, jobs, config, f"stream on {config.lake / 'log'}")
     )
-    with spark_for(config, app_name(pipeline, jobs, "speed"), *jobs.refused) as spark:
+    with spark_for(config, app_name(pipeline, jobs, "speed"), *_refused(jobs)) as spark:
         outcome = jobs.speed(spark, config, **options)
     return _exit("speed", outcome)
 
@@ -114,7 +124,7 @@ def _batch(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     options = _taken(args, jobs)
     config = _prepare("batch", jobs, config, options)
     announce(pipeline, jobs, "batch", config, options, None)
-    with spark_for(config, app_name(pipeline, jobs, "batch"), *jobs.refused) as spark:
+    with spark_for(config, app_name(pipeline, jobs, "batch"), *_refused(jobs)) as spark:
         outcome = jobs.batch(spark, config, **options)
     return _exit("batch", outcome)
 
@@ -132,7 +142,7 @@ def _replay(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         {"name": args.name, **options},
         _described(pipeline, jobs, config, f"replay '{args.name}'"),
     )
-    with spark_for(config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *jobs.refused) as spark:
+    with spark_for(config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *_refused(jobs)) as spark:
         outcome = jobs.replay(spark, config, args.name, **options)
     return _exit("replay", outcome)
 
@@ -148,7 +158,7 @@ def _reconcile(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         raise UsageError(str(err)) from None
     config = _prepare("reconcile", jobs, config, {"against": args.against, **options})
     announce(pipeline, jobs, "reconcile", config, {"against": args.against, **options}, None)
-    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *jobs.refused) as spark:
+    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *_refused(jobs)) as spark:
         outcome = jobs.reconcile(spark, config, args.against, **options)
     return _exit("reconcile", outcome)
 

@@ -197,7 +197,7 @@ class Jobs:
     stop=) -> Outcome``; ``batch(spark, config) -> Outcome``; ``replay(spark, config, name, replace=)
     -> Outcome``; ``reconcile(spark, config, against) -> Outcome``. ``check(config)`` raises
     ``ValueError`` for a configuration the pipeline cannot serve, before any Spark starts;
-    ``refused``: the errors that are bad input (exit 2), not failures; ``describe(config)``: the
+    ``refused``: the errors of its own that are bad input (exit 2), not failures (the runners' own are refused for every pipeline); ``describe(config)``: the
     settings its progress lines name.
 
     ``takes``: the flags (names from ``OPTIONS``) its jobs take as keyword arguments beyond those,

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from lklab.pipelines.contract import GenerateRequest, Jobs, Outcome
+from lklab.pipelines.contract import OPTIONS, GenerateRequest, Jobs, Outcome
 
 __all__ = [
     "jobs",
@@ -239,11 +239,9 @@ def reconcile(
 
 
 def _refused() -> tuple[type[Exception], ...]:
-    from lklab.replay_runner import ReplayExists
-    from reconciliation.reconcile import ReconcileInputError
     from shared.batch_runs import PositionError
 
-    return (ReplayExists, ReconcileInputError, PositionError)
+    return (PositionError,)
 
 
 def jobs() -> Jobs:
@@ -254,17 +252,7 @@ def jobs() -> Jobs:
         replay=replay,
         reconcile=reconcile,
         refused=_refused(),
-        takes=(
-            "days",
-            "refresh",
-            "history",
-            "abs_tol",
-            "rel_tol",
-            "max_unexplained",
-            "max_unexplained_events",
-            "json",
-            "json_out",
-        ),
+        takes=OPTIONS,  # every option beyond the common ones is billing's (the days, tolerances, JSON ...)
         prepare=prepare,
         announce=announce,
         app="lklab",

@@ -98,11 +98,5 @@ def reconcile(spark, config, against: str) -> Outcome:
     )
 
 
-def _refused() -> tuple[type[Exception], ...]:
-    from lklab.replay_runner import ReplayExists
-
-    return (ReplayExists,)
-
-
 def jobs() -> Jobs:
-    return Jobs(generate=generate, speed=speed, batch=batch, replay=replay, reconcile=reconcile, refused=_refused())
+    return Jobs(generate=generate, speed=speed, batch=batch, replay=replay, reconcile=reconcile)

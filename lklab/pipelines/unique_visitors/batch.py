@@ -45,8 +45,6 @@ from shared.table_settings import batch_settings
 
 __all__ = ["BATCH_APP", "VisitorsBatchRun", "VisitorsTruth", "run_visitors_batch"]
 
-# Held while the batch tables change; a reconciliation reads them under it, shared.
-
 
 @dataclass(frozen=True)
 class VisitorsBatchRun:

@@ -111,13 +111,6 @@ def reconcile(spark, config, against: str) -> Outcome:
     )
 
 
-def _refused() -> tuple[type[Exception], ...]:
-    from lklab.replay_runner import ReplayExists
-    from reconciliation.reconcile import ReconcileInputError
-
-    return (ReplayExists, ReconcileInputError)
-
-
 def jobs() -> Jobs:
     return Jobs(
         generate=generate,
@@ -126,6 +119,5 @@ def jobs() -> Jobs:
         replay=replay,
         reconcile=reconcile,
         check=_check,
-        refused=_refused(),
         describe=_describe,
     )
