@@ -197,8 +197,9 @@ class Jobs:
     stop=) -> Outcome``; ``batch(spark, config) -> Outcome``; ``replay(spark, config, name, replace=)
     -> Outcome``; ``reconcile(spark, config, against) -> Outcome``. ``check(config)`` raises
     ``ValueError`` for a configuration the pipeline cannot serve, before any Spark starts;
-    ``refused``: the errors of its own that are bad input (exit 2), not failures (the runners' own are refused for every pipeline); ``describe(config)``: the
-    settings its progress lines name.
+    ``refused``: the errors of its own that are bad input (exit 2), not failures (the runners'
+    own are refused for every pipeline); ``describe(config)``: the settings its progress lines
+    name.
 
     ``takes``: the flags (names from ``OPTIONS``) its jobs take as keyword arguments beyond those,
     each passed to the job of every command that has the flag (``batch`` and ``reconcile`` have
