@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +23,6 @@ from shared.eventlog import EventLog
 from shared.tables import Tables
 from tests.conftest import event_line
 
-LKLAB = str(Path(sys.executable).parent / "lklab")
 BASE = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 SETTINGS = {"window-kind": "tumbling", "window-size": "10s", "watermark-delay": "5s"}
 # (event id, event time in seconds after BASE); segment k arrives at 10,000 + k seconds
@@ -113,17 +110,20 @@ def test_a_2099_line_is_dead_lettered_and_every_other_line_goes_where_it_went_wi
         ]
 
 
-def test_health_stays_good_after_a_2099_line(lakes):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
-    checked = subprocess.run(
-        [LKLAB, "health", "--lake", str(lakes["with"]), "--max-watermark-lag", "1d", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    health = json.loads(checked.stdout)
+def test_health_stays_good_after_a_2099_line(lakes, capsys):
+    """``lklab health`` as ``lklab.cli.main`` called in this process (no ``LKLAB_`` setting in
+    its environment), instead of an ``lklab`` process: its verdict is what is checked."""
+    from lklab.cli import main
+    from tests.conftest import cli_in_this_process
+
+    capsys.readouterr()
+    with cli_in_this_process():
+        for name in [name for name in os.environ if name.startswith("LKLAB_")]:
+            del os.environ[name]
+        code = main(["health", "--lake", str(lakes["with"]), "--max-watermark-lag", "1d", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    health = json.loads(out)
     # the last batch's lag: its arrival (10,003 s) minus the watermark it hands on, 31 - 5 s (the
     # events of segments 1-3; its own event counts from the next tick on)
     assert (health["healthy"], health["reasons"], health["watermark_lag_seconds"]) == (True, [], 10_003 - 26)

@@ -1,5 +1,6 @@
 """The batch recompute over generated scenarios equals the generator's ground truth exactly."""
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
@@ -18,12 +19,29 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def batched(spark, tmp_path_factory):
+    """``batched(scenario)``: its generated lake after one batch recompute (``CASES``' windows),
+    ``(lake, config, run, generated)``; each scenario made once in the module."""
+    made = {}
+
+    def make(scenario: str):
+        if scenario not in made:
+            lake = tmp_path_factory.mktemp(scenario)
+            params = GeneratorParams(
+                scenario=scenario, events=20_000, accounts=12, duplicate_rate=0.02, malformed_rate=0.005
+            )
+            generated = generate(params, lake)
+            config = LabConfig(lake=lake, table_engine="deltalake", **dict(CASES)[scenario])
+            made[scenario] = (lake, config, run_batch(spark, config), generated)
+        return made[scenario]
+
+    return make
+
+
 @pytest.mark.parametrize("scenario, windows", CASES, ids=[c[0] for c in CASES])
-def test_batch_equals_ground_truth_and_every_line_is_accounted_for(spark, tmp_path, scenario, windows):
-    params = GeneratorParams(scenario=scenario, events=20_000, accounts=12, duplicate_rate=0.02, malformed_rate=0.005)
-    generated = generate(params, tmp_path)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake", **windows)
-    run = run_batch(spark, config)
+def test_batch_equals_ground_truth_and_every_line_is_accounted_for(spark, batched, scenario, windows):
+    lake, config, run, generated = batched(scenario)
     manifest = generated.manifest
 
     assert (run.lines, run.events, run.duplicates, run.dead_letters) == (
@@ -33,7 +51,7 @@ def test_batch_equals_ground_truth_and_every_line_is_accounted_for(spark, tmp_pa
         sum(manifest["dead_letters"].values()),
     )
     assert run.conserved
-    tables = Tables(spark, tmp_path, "deltalake")
+    tables = Tables(spark, lake, "deltalake")
     dead = tables.read_arrow("batch_dead_letter").to_pylist()
     by_reason = {}
     for row in dead:
@@ -48,10 +66,15 @@ def test_batch_equals_ground_truth_and_every_line_is_accounted_for(spark, tmp_pa
         assert money == {c: Decimal(v) for c, v in manifest["money_by_currency"].items()}
 
 
-def test_rerun_leaves_identical_tables(spark, tmp_path):
-    generate(GeneratorParams(events=3_000), tmp_path)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake")
-    tables = Tables(spark, tmp_path, "deltalake")
+def test_rerun_leaves_identical_tables(spark, batched, tmp_path):
+    """A second batch recompute over the same log, on a copy of a lake after its first."""
+    import shutil
+
+    source, config, _, _ = batched("billing")
+    lake = tmp_path / "lake"
+    shutil.copytree(source, lake)
+    config = dataclasses.replace(config, lake=lake)
+    tables = Tables(spark, lake, "deltalake")
     names = ("batch_truth", "batch_dead_letter", "batch_duplicates")
 
     def contents():
@@ -60,7 +83,6 @@ def test_rerun_leaves_identical_tables(spark, tmp_path):
             for name in names
         }
 
-    run_batch(spark, config)
     first = contents()
     run_batch(spark, config)
     assert contents() == first

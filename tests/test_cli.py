@@ -1,4 +1,12 @@
-"""The real ``lklab`` command: help with examples, clear errors with exit code 2, the README's examples."""
+"""The real ``lklab`` command: help with examples, clear errors with exit code 2, the README's examples.
+
+Help, refusals, the empty lake's failure and the README's example are ``lklab.cli.main`` called in
+the tests' process (``lklab_here``: the same command line, environment and working directory,
+its exit code and what it printed; a command that runs Spark uses the tests' session) instead of
+an ``lklab`` process each: what they check is what the command says and returns, not how a
+process starts. The ingests (several processes at once among them) and the scenario refusals
+stay ``lklab`` processes, and ``tests/test_process_exit.py`` checks that a process ends with
+``main``'s code."""
 
 import json
 import os
@@ -19,11 +27,32 @@ def lklab(*args, cwd=None, env=None):
     )
 
 
+@pytest.fixture
+def lklab_here(monkeypatch, capsys):
+    """``lklab ARGS`` as ``lklab.cli.main`` in this process, run from ``cwd`` with ``env`` added
+    to the environment (both put back afterwards): a ``CompletedProcess`` with its exit code and
+    what it printed on stdout and stderr."""
+    from lklab.cli import main
+    from tests.conftest import cli_in_this_process
+
+    def call(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as patched, cli_in_this_process():
+            if cwd is not None:
+                patched.chdir(cwd)
+            os.environ.update(env or {})
+            code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lklab", *args], code, out, err)
+
+    return call
+
+
 @pytest.mark.parametrize(
     "command", ["demo", "compare", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health"]
 )
-def test_every_command_explains_itself_with_an_example(command):
-    result = lklab(command, "--help")
+def test_every_command_explains_itself_with_an_example(command, lklab_here):
+    result = lklab_here(command, "--help")
     assert result.returncode == 0
     assert "example:" in result.stdout and f"lklab {command}" in result.stdout
 
@@ -48,22 +77,22 @@ def test_every_command_explains_itself_with_an_example(command):
         ),
     ],
 )
-def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
-    result = lklab(*args, "--lake", str(tmp_path / "lake"), cwd=tmp_path)
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message, lklab_here):
+    result = lklab_here(*args, "--lake", str(tmp_path / "lake"), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_bad_config_file_is_a_usage_error(tmp_path):
+def test_bad_config_file_is_a_usage_error(tmp_path, lklab_here):
     (tmp_path / "lklab.toml").write_text('window-size = "fast"\n')
-    result = lklab("generate", "--events", "10", cwd=tmp_path)
+    result = lklab_here("generate", "--events", "10", cwd=tmp_path)
     assert result.returncode == 2 and "window-size: 'fast' is not a duration" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_batch_on_an_empty_lake_fails_clearly(tmp_path):
-    result = lklab("batch", "--lake", str(tmp_path / "empty"))
+def test_batch_on_an_empty_lake_fails_clearly(spark, tmp_path, lklab_here):
+    result = lklab_here("batch", "--lake", str(tmp_path / "empty"))
     assert result.returncode == 1
     assert "the log under" in result.stderr and "is empty" in result.stderr
     assert "Traceback" not in result.stderr
@@ -166,12 +195,12 @@ def readme_commands():
     return [line for line in block.splitlines() if line.startswith("lklab ")]
 
 
-def test_readme_example_runs_as_written(tmp_path):
+def test_readme_example_runs_as_written(spark, tmp_path, lklab_here):
     commands = readme_commands()
     assert commands, "the README's example block is missing"
     for command in commands:
         args = command.split()[1:]
-        result = lklab(*args, cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "lake")})
+        result = lklab_here(*args, cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "lake")})
         assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
     assert "equals the generator's ground truth: yes, exactly" in result.stdout
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,28 @@ from lklab.pipelines import REGISTRY
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate, unreplaceable
 from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
 
-LKLAB = str(Path(sys.executable).parent / "lklab")
 # An always-on stream runs without a prefix: its checkpoint is checkpoints/<its app id>.
 ALWAYS_ON = [pipeline.stream().app_id for pipeline in REGISTRY.values() if pipeline.stream() is not None]
 
 
-def lklab(*args) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
-    return subprocess.run([LKLAB, *args], capture_output=True, text=True, env=env, timeout=120)
+@pytest.fixture
+def lklab_here(capsys):
+    """``lklab ARGS`` as ``lklab.cli.main`` called in this process, with no ``LKLAB_`` setting in
+    the environment (put back afterwards), instead of an ``lklab`` process: what the refusal
+    checks is its exit code and its message, which a process prints the same."""
+    from lklab.cli import main
+    from tests.conftest import cli_in_this_process
+
+    def call(*args) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with cli_in_this_process():
+            for name in [name for name in os.environ if name.startswith("LKLAB_")]:
+                del os.environ[name]
+            code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lklab", *args], code, out, err)
+
+    return call
 
 
 @pytest.fixture
@@ -56,7 +69,7 @@ def test_every_stream_reading_the_lake_is_named_even_over_a_log_the_lab_did_not_
     )
 
 
-def test_compare_scenario_refuses_a_billing_lake_turned_page_views_that_the_visitors_layer_reads(tmp_path):
+def test_compare_scenario_refuses_a_billing_lake_turned_page_views_that_the_visitors_layer_reads(tmp_path, lklab_here):
     """``generate --pipeline unique_visitors --overwrite`` replaces the log and leaves the billing
     generator's manifest: the checkpoint alone tells that the unique_visitors layer reads it."""
     lake = str(tmp_path / "lake")
@@ -64,7 +77,7 @@ def test_compare_scenario_refuses_a_billing_lake_turned_page_views_that_the_visi
     generate_page_views(PageViewParams(views=50), lake, overwrite=True)
     (tmp_path / "lake" / "checkpoints" / "visitors-speed" / "offsets").mkdir(parents=True)
     log = {path.name: path.read_bytes() for path in (tmp_path / "lake" / "log").iterdir()}
-    refused = lklab("compare", "--scenario", "billing", "--lake", lake)
+    refused = lklab_here("compare", "--scenario", "billing", "--lake", lake)
     assert refused.returncode == 2
     assert refused.stderr == (
         f"lklab compare: {lake} is read by a speed layer (it has the checkpoint checkpoints/visitors-speed); "

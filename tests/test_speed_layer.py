@@ -69,22 +69,29 @@ def test_conservation_and_speed_plus_late_equals_truth(spark, tmp_path):
     assert {r["status"] for r in final_by_end if r["window_end"] > watermark} <= {"open"}
 
 
-def test_a_second_run_over_the_same_log_commits_nothing(spark, tmp_path):
-    generate(GeneratorParams(events=500, segment_interval=3 * 3_600_000_000), tmp_path)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake")
-    run_speed(spark, config, available_now=True)
-    tables = Tables(spark, tmp_path, "deltalake")
+@pytest.fixture(scope="module")
+def ran(spark, tmp_path_factory):
+    """A small generated lake (two segments) after the speed layer read all of it."""
+    lake = tmp_path_factory.mktemp("ran")
+    generate(GeneratorParams(events=500, segment_interval=3 * 3_600_000_000), lake)
+    run_speed(spark, LabConfig(lake=lake, table_engine="deltalake"), available_now=True)
+    return lake
+
+
+def test_a_second_run_over_the_same_log_commits_nothing(spark, ran):
+    config = LabConfig(lake=ran, table_engine="deltalake")
+    tables = Tables(spark, ran, "deltalake")
     versions = {name: tables.version(name) for name in ("speed_aggregates", "stream_metrics", "stream_state")}
     run_speed(spark, config, available_now=True)
     assert {name: tables.version(name) for name in versions} == versions
 
 
-def test_missing_checkpoint_with_existing_tables_is_refused(spark, tmp_path):
+def test_missing_checkpoint_with_existing_tables_is_refused(spark, ran, tmp_path):
+    """On a copy of a lake the speed layer wrote (its log and tables) without the checkpoint."""
     import shutil
 
-    generate(GeneratorParams(events=200, segment_interval=6 * 3_600_000_000), tmp_path)
-    config = LabConfig(lake=tmp_path, table_engine="deltalake")
-    run_speed(spark, config, available_now=True)
-    shutil.rmtree(tmp_path / "checkpoints")
+    lake = tmp_path / "lake"
+    shutil.copytree(ran, lake, ignore=shutil.ignore_patterns("checkpoints"))
+    config = LabConfig(lake=lake, table_engine="deltalake")
     with pytest.raises(RuntimeError, match="checkpoint .* is missing"):
         run_speed(spark, config, available_now=True)
