@@ -5,7 +5,7 @@ dead_letters + heartbeats == input_lines`` in every batch, ``events = on_time + 
 the batch made final (``matched`` pairs, ``unpaid`` orders, ``orphans``); the watermark its first
 line was judged by and the one in force after its last (``lklab.pipelines.order_payments.rule.JoinBatch``); the
 state rows kept after it; ``duration_seconds`` from the start of the batch until its rows were
-ready to commit (null where a replay computed them for many batches at once).
+ready to commit (in a replay, the executor task's time for that micro-batch).
 
 The stream's ``last_segment`` read is the largest ``last_segment`` here: a reconciliation calls
 a line beyond it ``unread``.
