@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as _Bars
 
-__all__ = ["Progress", "progress", "configure_logging"]
+__all__ = ["Progress", "progress", "configure_logging", "CurrentStderr"]
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def progress(
             _bars.remove_task(tracked._bar[1])  # a stage inside another: only the open ones stay drawn
 
 
-class _Stderr(logging.StreamHandler):
+class CurrentStderr(logging.StreamHandler):
     """A handler writing to whatever ``sys.stderr`` is when a record comes: while a bar is
     drawn, rich has put a stand-in there that prints above the bar."""
 
@@ -178,7 +178,7 @@ def configure_logging(level: int = logging.INFO, logger: str = "lklab") -> None:
     ``[HH:MM:SS] message``; calling it again changes the level, it adds no second handler."""
     target = logging.getLogger(logger)
     target.setLevel(level)
-    if not any(isinstance(h, _Stderr) for h in target.handlers):
-        handler = _Stderr()
+    if not any(isinstance(h, CurrentStderr) for h in target.handlers):
+        handler = CurrentStderr()
         handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", datefmt="%H:%M:%S"))
         target.addHandler(handler)

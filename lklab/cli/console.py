@@ -6,6 +6,8 @@ import logging
 import sys
 from contextlib import contextmanager
 
+from lklab.progress import CurrentStderr
+
 USAGE, FAILURE, UNHEALTHY = 2, 1, 3
 
 
@@ -22,29 +24,13 @@ def progress(message: str) -> None:
     log.info(message)
 
 
-class _CurrentStderr(logging.StreamHandler):
-    """A handler writing to whatever ``sys.stderr`` is when a record comes (a command run in a
-    process that swaps it, as the tests do, writes to the one in place)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value) -> None:
-        pass
-
-
 def machine_records(name: str) -> None:
     """Print the records of logger ``name`` (one JSON object each, e.g. a stream's line per
     micro-batch) on stderr as ``<time> <name> <record>``, so a log shipper can pick them out by
     name; they do not also go through the lab's ``[HH:MM:SS]`` messages. Idempotent."""
     records = logging.getLogger(name)
     if not any(getattr(h, "_lklab_machine", False) for h in records.handlers):
-        handler = _CurrentStderr()
+        handler = CurrentStderr()
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         handler._lklab_machine = True
         records.addHandler(handler)
