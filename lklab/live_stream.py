@@ -163,7 +163,10 @@ class StreamRule:
     (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch.
     ``metrics``: its table of one row per micro-batch (``batch_id``, ``last_segment`` read, and
     ``watermark_lag_seconds`` where it has a watermark), what ``lklab health`` reads; None: it
-    has none."""
+    has none. ``whole_log(lines, config, **options)``: for a rule whose outcome over a whole log
+    can be computed in parallel, that computation (the log's parsed lines in, a
+    ``lklab.replay_runner.WholeLog`` out: the rows walking the log micro-batch by micro-batch
+    leaves), which a replay runs instead of the walk; None: a replay walks the log."""
 
     what: str
     app_id: str
@@ -178,6 +181,7 @@ class StreamRule:
     holds_open: Callable[[Any, Any], bool] = _never_open
     logger: str = "lklab.stream"  # where its micro-batch lines go
     metrics: catalog.Table | None = None
+    whole_log: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if self.metrics is not None and self.metrics not in [entry.table for entry in self.layout]:

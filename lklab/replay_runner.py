@@ -36,12 +36,19 @@ timings, where it has any, are the walk task's). It is exact because every rule 
 on the log, not on how it is cut into micro-batches: the tests compare a replay with live runs
 cut otherwise) and is walked in log order. The walk is one task: it does not parallelise, and
 it is as fast as one core stepping the rule (per-key parallelism, which each keyed rule would
-allow, is a later step). Billing's replay runs on the executors by day and by key with a rule
-of its own (``lklab.pipelines.billing_windows.replay``).
+allow, is a later step).
 
-One replay of a name at a time per stream (the writer lock ``<app_id>-replay-<RUN>``); a name
-whose state exists is refused (``ReplayExists``) unless ``replace``, which deletes the rule's
-tables under the prefix (and a checkpoint an older replay left) first; an empty log is refused.
+A rule whose outcome over a whole log can be computed in parallel declares that computation
+(``StreamRule.whole_log``: billing's windowed sums, by day and by key,
+``lklab.pipelines.billing_windows.replay``): the replay runs it over the parsed lines instead of
+steps 2 and 3 and writes the ``WholeLog`` rows it returns as above (the state last, every commit
+tagged, the settings recorded), tables of its own (a history) before the state.
+
+One replay of a name at a time per stream (the writer lock ``<app_id>-replay-<RUN>``,
+``replay_lock``); a name whose replay finished (its state exists, or what ``completed`` says) is
+refused (``ReplayExists``) unless ``replace``; a replay that did not finish is started over.
+Either way the rule's tables under the prefix (and a checkpoint an older replay left) are
+deleted first; an empty log is refused.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -66,7 +73,9 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from lklab.live_stream import StepOutput, StreamRule
+from lklab.progress import progress as track
 from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from shared import catalog
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -81,6 +90,8 @@ __all__ = [
     "WALK_SCHEMA",
     "ReplayExists",
     "ReplayRun",
+    "WholeLog",
+    "replay_lock",
     "replay_on_executors",
     "segments_per_batch_of",
     "walk",
@@ -118,6 +129,20 @@ _BATCH, _ROW = "_replay_batch", "_replay_row"
 
 class ReplayExists(FileExistsError):
     """A replay of that name already has its tables."""
+
+
+@dataclass(frozen=True)
+class WholeLog:
+    """What a rule's ``whole_log`` computed over the whole log: ``rows``, every table of its
+    layout as the sink would have left it after the last micro-batch (and any other table it
+    writes, such as a history: written before the state); ``micro_batches`` and ``lines``, how
+    many a live run reading one segment per micro-batch steps and reads; ``release`` frees what
+    it cached, once the tables are written."""
+
+    rows: Mapping[catalog.Table, DataFrame | pa.Table]
+    micro_batches: int
+    lines: int
+    release: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -297,6 +322,11 @@ def _lines(spark: SparkSession, config: LabConfig, rule: StreamRule, lake: Path,
     return lines
 
 
+def replay_lock(rule: StreamRule, name: str) -> str:
+    """The writer lock a replay named ``name`` of ``rule``'s stream holds while it runs."""
+    return f"{rule.app_id}-replay-{name}"
+
+
 def replay_on_executors(
     spark: SparkSession,
     config: LabConfig,
@@ -305,18 +335,26 @@ def replay_on_executors(
     *,
     replace: bool = False,
     segments_per_batch: int = 1,
+    completed: Callable[[Tables, str], bool] | None = None,
+    **options: Any,
 ) -> ReplayRun:
-    """Replay the whole log through ``rule`` into ``kappa/<name>/`` (the module docstring)."""
+    """Replay the whole log through ``rule`` into ``kappa/<name>/`` (the module docstring);
+    ``options`` go to the rule's ``whole_log`` (a walked rule takes none). ``completed(tables,
+    name)`` says, under the lock, whether a replay of that name finished (default: its state
+    was written); one that did not is started over without asking."""
     if segments_per_batch < 1:
         raise ValueError(f"segments_per_batch must be at least 1, got {segments_per_batch}")
     if rule.layout[-1].write != OVERWRITE:
         raise ValueError("a stream's last table is its state, written with write='overwrite'")
+    if options and rule.whole_log is None:
+        raise TypeError(f"the {rule.what}'s replay takes no options, got {sorted(options)}")
     lake = Path(config.lake).resolve()
     prefix = replay_prefix(name)
-    with writer(lake, f"{rule.app_id}-replay-{name}"):
+    with writer(lake, replay_lock(rule, name)):
         tables = Tables(spark, lake, config.table_engine)
         state = rule.layout[-1].table.at(prefix)
-        if tables.exists(state) and not replace:
+        finished = tables.exists(state) if completed is None else completed(tables, name)
+        if finished and not replace:
             raise ReplayExists(f"replay {name!r} already has {state}; pick another --name or pass --replace")
         # without its state (the commit point) a replay never finished: it starts over
         for entry in rule.layout:
@@ -328,27 +366,15 @@ def replay_on_executors(
         last_batch = (segments - 1) // segments_per_batch
         with measure_cost(config.spark_master) as cost:
             lines = _lines(spark, config, rule, lake, segments)
-            line_schema = to_arrow_schema(lines.schema, timezone="UTC")
-            walked = (
-                lines.repartition(1)
-                .sortWithinPartitions("segment", "line_number")
-                .mapInArrow(walk(rule, config, segments_per_batch, last_batch, line_schema), WALK_SCHEMA)
-                .persist(StorageLevel.DISK_ONLY)
-            )
-            try:
-                totals = walked.where(F.col("table") == _SUMMARY).agg(
-                    F.count("*").alias("batches"), F.sum("lines").alias("lines")
-                )
-                totals = totals.first()
-                schemas = {
-                    row["table"]: pa.ipc.open_stream(row["payload"]).schema
-                    for row in walked.where((F.col("batch_id") == _SCHEMA) & (F.col("table") >= 0))
-                    .select("table", "payload")
-                    .collect()
-                }
-                _write(tables, prefix, rule, walked, schemas, last_batch, rule.table_settings(config))
-            finally:
-                walked.unpersist()
+            if rule.whole_log is not None:
+                computed: WholeLog = rule.whole_log(lines, config, **options)
+                try:
+                    _write_whole(tables, prefix, rule, computed, last_batch, rule.table_settings(config))
+                finally:
+                    computed.release()
+                totals = {"lines": computed.lines, "batches": computed.micro_batches}
+            else:
+                totals = _walk_and_write(tables, prefix, rule, lines, segments_per_batch, last_batch, config)
         run = ReplayRun(
             name,
             prefix,
@@ -363,19 +389,70 @@ def replay_on_executors(
         return run
 
 
+def _walk_and_write(
+    tables: Tables,
+    prefix: str,
+    rule: StreamRule,
+    lines: DataFrame,
+    segments_per_batch: int,
+    last_batch: int,
+    config: LabConfig,
+) -> dict[str, int]:
+    """Walk ``lines`` in one task and write every table of the layout from the walk's payloads
+    (steps 2 and 3 of the module docstring); the totals of the walk."""
+    line_schema = to_arrow_schema(lines.schema, timezone="UTC")
+    walked = (
+        lines.repartition(1)
+        .sortWithinPartitions("segment", "line_number")
+        .mapInArrow(walk(rule, config, segments_per_batch, last_batch, line_schema), WALK_SCHEMA)
+        .persist(StorageLevel.DISK_ONLY)
+    )
+    try:
+        totals = (
+            walked.where(F.col("table") == _SUMMARY)
+            .agg(F.count("*").alias("batches"), F.sum("lines").alias("lines"))
+            .first()
+        )
+        schemas = {
+            row["table"]: pa.ipc.open_stream(row["payload"]).schema
+            for row in walked.where((F.col("batch_id") == _SCHEMA) & (F.col("table") >= 0))
+            .select("table", "payload")
+            .collect()
+        }
+        rows = {entry.table: _rows(walked, index, entry, schemas[index]) for index, entry in enumerate(rule.layout)}
+        _write(tables, prefix, rule, rows, last_batch, rule.table_settings(config))
+    finally:
+        walked.unpersist()
+    return {"lines": totals["lines"], "batches": totals["batches"]}
+
+
+def _write_whole(
+    tables: Tables, prefix: str, rule: StreamRule, computed: WholeLog, last_batch: int, settings: dict[str, Any]
+) -> None:
+    layout = [entry.table for entry in rule.layout]
+    missing = [table.name for table in layout if table not in computed.rows]
+    if missing:
+        raise ValueError(f"the {rule.what}'s whole-log replay has no rows for {', '.join(missing)}")
+    _write(tables, prefix, rule, computed.rows, last_batch, settings)
+
+
 def _write(
     tables: Tables,
     prefix: str,
     rule: StreamRule,
-    walked: DataFrame,
-    schemas: dict[int, pa.Schema],
+    rows: Mapping[catalog.Table, DataFrame | pa.Table],
     last_batch: int,
     settings: dict[str, Any],
 ) -> None:
-    """Every table of the layout in its order, each recording ``settings``: the state (the commit
-    point) last. One after the other: a write sets session settings around its Spark job
-    (``shared.session_conf``), which writes side by side would race on."""
-    for index, entry in enumerate(rule.layout):
-        name = entry.table.at(prefix)
-        tables.overwrite(name, _rows(walked, index, entry, schemas[index]), app_id=REPLAY_APP, version=last_batch)
-        record_settings(tables, [name], settings)
+    """Every table of ``rows`` (the layout's in its order, then any other), each recording
+    ``settings``: the state (the commit point) last. One after the other: a write sets session
+    settings around its Spark job (``shared.session_conf``), which writes side by side would
+    race on."""
+    layout = [entry.table for entry in rule.layout]
+    order = [*layout[:-1], *(table for table in rows if table not in layout), layout[-1]]
+    with track(f"{rule.what} replay: tables written", total=len(order)) as writing:
+        for table in order:
+            name = table.at(prefix)
+            tables.overwrite(name, rows[table], app_id=REPLAY_APP, version=last_batch)
+            record_settings(tables, [name], settings)
+            writing.advance()

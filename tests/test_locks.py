@@ -110,15 +110,17 @@ def test_a_second_replay_of_a_name_is_refused_and_replace_deletes_nothing_of_the
     for path in owned:
         path.parent.mkdir(parents=True)
         path.write_text("the running replay's")
-    first = holder(lake.resolve(), "replay-x")
+    first = holder(lake.resolve(), "speed-replay-x")
     try:
-        held = json.loads((lake / "locks" / "replay-x.lock").read_text())
+        held = json.loads((lake / "locks" / "speed-replay-x.lock").read_text())
         assert (held["pid"], held["host"]) == (first.pid, socket.gethostname())
         second, replace = lklab(lake, "replay", "--name", "x"), lklab(lake, "replay", "--name", "x", "--replace")
         for refused in (second, replace):
             _, errors = refused.communicate(timeout=300)
-            assert refused.returncode == 2 and errors.endswith(refusal(lake, "replay-x", "replay")), errors[-3000:]
-        with pytest.raises(LockHeld, match=rf"replay-x is locked by pid {first.pid} "):
+            assert refused.returncode == 2 and errors.endswith(refusal(lake, "speed-replay-x", "replay")), errors[
+                -3000:
+            ]
+        with pytest.raises(LockHeld, match=rf"speed-replay-x is locked by pid {first.pid} "):
             run_replay(spark, LabConfig(lake=lake, table_engine="deltalake"), "x", replace=True)
         assert [path.read_text() for path in owned] == ["the running replay's"] * 2
     finally:

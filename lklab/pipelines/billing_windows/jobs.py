@@ -90,11 +90,12 @@ def _thresholds(options: Mapping[str, Any]):
 def prepare(command: str, config, options: Mapping[str, Any]):
     """The configuration ``command`` runs with, settled before Spark starts (``Jobs.prepare``)."""
     if command == "replay":
-        from lklab.pipelines.billing_windows.replay import writer_role
+        from lklab.pipelines.billing_windows.speed import SPEED_RULE
+        from lklab.replay_runner import replay_lock
         from shared.locks import refuse_if_held
 
         config = lake_windows(config, "a replay is compared with them")
-        refuse_if_held(config.lake.resolve(), writer_role(options["name"]))  # a running replay of that name
+        refuse_if_held(config.lake.resolve(), replay_lock(SPEED_RULE, options["name"]))  # a running one
         return config
     if command == "reconcile":
         from shared import catalog
@@ -217,7 +218,7 @@ def reconcile(
     ``json_out``); a verdict line per threshold the unexplained gap exceeds."""
     from pathlib import Path
 
-    from reconciliation.reconcile import reconcile as reconcile_days
+    from lklab.pipelines.billing_windows.reconcile import reconcile as reconcile_days
     from reconciliation.render import render_json, render_text
     from shared import catalog
 

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
+from lklab.pipelines.billing_windows.replay import whole_log
 from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
@@ -99,6 +100,7 @@ SPEED_RULE = StreamRule(
     holds_open=_holds_open,
     logger="lklab.speed",
     metrics=STREAM_METRICS,
+    whole_log=whole_log,  # a replay computes the whole log through Spark, by day and by key
 )
 
 
