@@ -53,9 +53,9 @@ from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from lklab.pipelines.billing_windows.reconcile import reconcile  # noqa: E402
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
 from reconciliation.metrics import currency_figures, explained_windows, join_explanations  # noqa: E402
-from reconciliation.reconcile import reconcile  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
 from reconciliation.tables import CORRECTED_AGGREGATES
 from reconciliation.tolerance import Tolerance  # noqa: E402

@@ -7,7 +7,8 @@ reading needs is the same for all, and written here once:
   (a rerun's records are idempotent, but two at once would race on them);
 * **the truth as one moment**: read under the truth's lock held shared (``truth_lock``: a
   batch rewriting the truth waits), each table at the version it had when the reconcile began;
-  ``truth_position(tables)`` says how far the truth read the log (None: there is no truth);
+  ``truth_position(tables, **options)`` says how far the truth read the log (None: there is
+  no truth; the rule may refuse the options' part of it, the days asked say);
 * **the stream as one moment**: its tables at the last micro-batch whose state committed
   (``shared.stream_cut``): a live stream commits a micro-batch table by table, its state last,
   so a reconcile beside it never pairs one batch's rows with the next one's; a replay's tables,
@@ -35,11 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from lklab.commands import command_line
 from lklab.live_stream import StreamRule
 from lklab.truth_runner import truth_lock
-from reconciliation.reconcile import ReconcileInputError
+from reconciliation.reconcile import ReconcileInputError, stream_prefix
 from shared import catalog
-from shared.catalog import replay_name, stream_prefix
+from shared.catalog import replay_name
 from shared.config import LabConfig
 from shared.locks import hold, writer
 from shared.stream_cut import stream_cut
@@ -61,7 +63,7 @@ class ReconcileRule:
     stream: StreamRule
     stream_tables: tuple[catalog.Table, ...]
     truth_tables: tuple[catalog.Table, ...]
-    truth_position: Callable[[Tables], int | None]
+    truth_position: Callable[..., int | None]
     compare: Callable[..., Any]
     agreed: tuple[str, ...] = ()
 
@@ -130,20 +132,21 @@ def reconcile_stream(
         writer(lake, reconcile_lock(rule.pipeline, prefix)),
         hold(lake, truth_lock(rule.pipeline), shared=True, wait=True),
     ):
-        return rule.compare(_sides(Tables(spark, lake, config.table_engine), config, rule, against, prefix), **options)
+        sides = _sides(Tables(spark, lake, config.table_engine), config, rule, against, prefix, options)
+        return rule.compare(sides, **options)
 
 
-def _sides(tables: Tables, config: LabConfig, rule: ReconcileRule, against: str, prefix: str) -> Sides:
-    truth_segment = rule.truth_position(tables)
+def _sides(
+    tables: Tables, config: LabConfig, rule: ReconcileRule, against: str, prefix: str, options: dict[str, Any]
+) -> Sides:
+    truth_segment = rule.truth_position(tables, **options)
     if truth_segment is None:
-        raise ReconcileInputError(f"no batch truth: run 'lklab batch --pipeline {rule.pipeline}' first")
+        raise ReconcileInputError(f"no batch truth: run '{command_line(rule.pipeline, 'batch')}' first")
     state = rule.stream.layout[-1].table.at(prefix)
     if not tables.exists(state):
         run = replay_name(prefix)
         command = f"replay --name {run}" if run else "speed"
-        raise ReconcileInputError(
-            f"no stream under '{against}': run 'lklab {command} --pipeline {rule.pipeline}' first"
-        )
+        raise ReconcileInputError(f"no stream under '{against}': run '{command_line(rule.pipeline, command)}' first")
     if rule.agreed:  # SettingsConflict when they differ
         agreed(tables, [rule.truth_tables[0].name, rule.stream_tables[0].at(prefix)], rule.agreed)
     truth_versions = {t.name: tables.version(t.name) for t in rule.truth_tables if tables.exists(t.name)}

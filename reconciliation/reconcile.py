@@ -1,6 +1,6 @@
-"""A reconciliation run: read both sides, diff, explain, fold, measure, write, return the result.
+"""Billing's reconciliation rule: diff, explain, fold, measure, write, return the result.
 
-``reconcile`` compares a stream (``speed``: the speed layer's tables; ``kappa:<RUN>``: a Kappa
+``compute`` compares a stream (``speed``: the speed layer's tables; ``kappa:<RUN>``: a Kappa
 replay's ``kappa/<RUN>/`` tables) with ``batch_truth`` for the windows starting on ``days``.
 The truth side reads up to the log position the batch recorded for those days; the stream side
 up to the last segment its micro-batches read. Tables written (Delta, under ``<lake>/tables``):
@@ -19,9 +19,11 @@ identical. Any change of input gives a new run and new history rows.
 A live speed layer commits each micro-batch as several Delta commits. The stream's tables are
 read at one consistent cut (``shared.stream_cut``): as they stood when its last completed
 micro-batch committed, never half of the one being written; the run records that batch and the
-versions read. The batch tables are read while no recompute writes them (a recompute in progress
-is waited for), and only one reconciliation writes at a time (``LockHeld`` otherwise). The
-stream and the truth must have been built with the same windows (``SettingsConflict``).
+versions read. The stream and the truth must have been built with the same windows
+(``SettingsConflict``). The locks (one reconciliation of a stream at a time; the truth read
+while no recompute rewrites it) and the cut are the reconcile runner's
+(``lklab.reconcile_runner``), which runs this rule as billing's
+(``lklab.pipelines.billing_windows.reconcile``).
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from reconciliation.attribution import (
@@ -51,7 +52,7 @@ from reconciliation.tables import CORRECTED_AGGREGATES, RECON_CORRECTIONS, RECON
 from reconciliation.tolerance import Tolerance
 from shared import catalog
 from shared.aggregation import AGGREGATE_COLUMNS, WINDOW_KEY
-from shared.batch_runs import BATCH_TABLES_LOCK, recorded_position
+from shared.batch_runs import recorded_position
 from shared.catalog import (
     BATCH_DEAD_LETTER,
     BATCH_DUPLICATES,
@@ -65,14 +66,13 @@ from shared.catalog import (
     STREAM_STATE,
 )
 from shared.config import LabConfig
-from shared.locks import hold, writer
 from shared.partitions import DayRange
 from shared.session_conf import session_conf
 from shared.stream_cut import StreamCut, stream_cut
 from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
 
-__all__ = ["reconcile", "compute", "commit", "Outputs", "stream_prefix", "ReconcileInputError"]
+__all__ = ["compute", "commit", "Outputs", "stream_prefix", "truth_position", "ReconcileInputError"]
 
 
 # With fixed windows the attribution works on the disputed lines only (a few in a hundred of
@@ -114,12 +114,20 @@ def _truth_days(tables: Tables, days: DayRange) -> DayRange:
     return DayRange(first, last)
 
 
-def _positions(tables: Tables, prefix: str, days: DayRange, cut: StreamCut) -> tuple[int, int]:
+def truth_position(tables: Tables, days: DayRange) -> int:
+    """The last segment the batch truth of ``days`` (every day: the days ``batch_truth`` holds)
+    read (``ReconcileInputError``: none recorded for them)."""
+    days = _truth_days(tables, days)
     batch = recorded_position(tables, days)
     if batch is None:
         raise ReconcileInputError(
             f"no batch truth recorded for {days.describe()}: run 'lklab batch' for those days first"
         )
+    return batch
+
+
+def _positions(tables: Tables, prefix: str, days: DayRange, cut: StreamCut) -> tuple[int, int]:
+    batch = truth_position(tables, days)
     metrics = STREAM_METRICS.at(prefix)
     if metrics not in cut.versions:
         source = "lklab speed" if not prefix else f"lklab replay --name {catalog.replay_name(prefix)}"
@@ -209,34 +217,6 @@ class Outputs:
             frame.unpersist()
 
 
-def reconcile(
-    spark: SparkSession,
-    config: LabConfig,
-    days: DayRange = DayRange(),
-    *,
-    against: str = "speed",
-    tolerance: Tolerance = Tolerance(),
-    write: bool = True,
-    gaps_shown: int = 10,
-) -> Reconciliation:
-    """Reconcile ``against`` with the batch truth for ``days`` (see the module docstring):
-    ``compute``, then (with ``write``) ``commit`` the result.
-
-    No days: every day ``batch_truth`` holds (the result names them).
-    """
-    lake = str(Path(config.lake).resolve())
-    prefix = stream_prefix(against)
-    with writer(lake, "reconcile"), hold(lake, BATCH_TABLES_LOCK, shared=True, wait=True):
-        tables = Tables(spark, lake, config.table_engine)
-        result, outputs = compute(tables, config, prefix, days, against, tolerance, gaps_shown)
-        try:
-            if write:
-                commit(tables, config, prefix, result, outputs)
-        finally:
-            outputs.release()
-    return result
-
-
 def compute(
     tables: Tables,
     config: LabConfig,
@@ -245,15 +225,19 @@ def compute(
     against: str,
     tolerance: Tolerance,
     gaps_shown: int = 10,
+    *,
+    cut: StreamCut | None = None,
 ) -> tuple[Reconciliation, Outputs]:
-    """The reconciliation of the stream under ``prefix`` with the truth, and what it would write."""
+    """The reconciliation of the stream under ``prefix`` with the truth, and what it would write;
+    the stream read at ``cut`` (None: the cut of its last completed micro-batch now)."""
     spark, lake, spec = tables.spark, str(tables.root.parent), config.window
     require(
         tables,
         [BATCH_TRUTH.name, SPEED_AGGREGATES.at(prefix), CORRECTED_AGGREGATES.at(prefix)],
         window_settings(config),
     )
-    cut = stream_cut(tables.root, [t.at(prefix) for t in catalog.STREAM_OUTPUTS], STREAM_STATE.at(prefix))
+    if cut is None:
+        cut = stream_cut(tables.root, [t.at(prefix) for t in catalog.STREAM_OUTPUTS], STREAM_STATE.at(prefix))
     if prefix and tables.exists(REPLAY_RUNS.name):
         name = catalog.replay_name(prefix)
         runs = [r for r in tables.read_arrow(REPLAY_RUNS.name).to_pylist() if r["name"] == name]

@@ -131,7 +131,7 @@ def test_a_reconciliation_after_a_micro_batch_half_committed_reads_the_last_comp
     from deltalake import DeltaTable
 
     from lklab.pipelines.billing_windows.batch import run_batch
-    from reconciliation.reconcile import reconcile
+    from lklab.pipelines.billing_windows.reconcile import reconcile
 
     def tags(lake: Path) -> dict[int, int]:
         """Version -> micro-batch of each commit of ``speed_aggregates``."""

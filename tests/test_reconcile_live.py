@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 
 from lklab.pipelines.billing_windows.batch import run_batch
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
-from reconciliation.reconcile import reconcile
+from lklab.pipelines.billing_windows.reconcile import reconcile
 from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.tables import Tables

@@ -28,9 +28,10 @@ from deltalake import DeltaTable
 
 from lklab.cli import main as lklab_main
 from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.reconcile import reconcile
 from lklab.pipelines.billing_windows.speed import run_speed
 from reconciliation.attribution import LineRecords, explain_windows, parsed_log
-from reconciliation.reconcile import ReconcileInputError, reconcile
+from reconciliation.reconcile import ReconcileInputError
 from reconciliation.render import as_dict, render_text
 from reconciliation.result import Explanation, nearest_rank
 from reconciliation.tolerance import Tolerance

@@ -10,8 +10,8 @@ import pytest
 
 from lklab.pipelines.billing_windows.batch import run_batch
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.reconcile import reconcile
 from lklab.pipelines.billing_windows.speed import run_speed
-from reconciliation.reconcile import reconcile
 from shared.config import load_config
 from shared.tables import Tables
 

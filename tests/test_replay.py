@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.reconcile import reconcile
 from lklab.pipelines.billing_windows.replay import ReplayExists, run_replay
-from reconciliation.reconcile import reconcile
 from shared.catalog import replay_prefix
 from shared.config import load_config
 from shared.tables import Tables

@@ -58,6 +58,7 @@ from lklab.pipelines.billing_windows import measure
 from lklab.pipelines.billing_windows.agreement import require_same_rows
 from lklab.pipelines.billing_windows.assessment import MeasuredStream, assess, midnights
 from lklab.pipelines.billing_windows.batch import run_batch
+from lklab.pipelines.billing_windows.reconcile import reconcile
 from lklab.pipelines.billing_windows.replay import run_replay
 from lklab.pipelines.billing_windows.speed import run_speed
 from lklab.report import (
@@ -68,7 +69,6 @@ from lklab.report import (
     Report,
     StreamRun,
 )
-from reconciliation.reconcile import reconcile
 from shared.catalog import (
     BATCH_DUPLICATES,
     BATCH_TRUTH,

@@ -121,7 +121,7 @@ PAYMENTS_RECONCILE = ReconcileRule(
         PAYMENTS_BATCH_DUPLICATES,
         PAYMENTS_BATCH_DEAD_LETTER,
     ),
-    truth_position=truth_position,
+    truth_position=lambda tables, **_: truth_position(tables),
     compare=_compare,
     # another bound pairs other events, other line settings read another log
     agreed=("join-bound", *LINE_KEYS),

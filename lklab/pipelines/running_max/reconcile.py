@@ -72,7 +72,7 @@ MAX_RECONCILE = ReconcileRule(
     stream=MAX_RULE,
     stream_tables=(MAX_STREAM,),
     truth_tables=(MAX_TRUTH,),
-    truth_position=lambda tables: tables.committed_version(MAX_TRUTH.name, BATCH_APP),
+    truth_position=lambda tables, **_: tables.committed_version(MAX_TRUTH.name, BATCH_APP),
     compare=_compare,
 )
 

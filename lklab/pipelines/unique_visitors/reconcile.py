@@ -74,7 +74,7 @@ def _compare(sides: Sides) -> VisitorsReconciliation:
     return VisitorsReconciliation(sides.against, run_id, sides.read_through, written, result)
 
 
-def _truth_position(tables: Tables) -> int | None:
+def _truth_position(tables: Tables, **_) -> int | None:
     """The last segment the committed truth read (None: no truth yet)."""
     return tables.committed_version(VISITORS_TRUTH_MEMBERS.name, BATCH_APP)
 
