@@ -9,14 +9,20 @@ into the rows of each table (``TruthOutput``). ``run_truth`` runs it:
   reader holds it shared, so it never sees them half rewritten; the batch waits for readers);
 * the rule's ``settings`` required of every table it replaces before anything is read
   (``SettingsConflict`` for tables built with others) and recorded on each once written;
-* an empty log refused (``RuntimeError`` naming ``lklab generate --pipeline NAME``);
-* segments ``1..N`` (the log's end now) read through Spark (``shared.log_source.raw_log``)
-  into ``compute``;
-* every table replaced with its rows, in the rule's order: the table's columns in its order
-  (Arrow rows also cast to its schema), each commit tagged ``(app_id, N)`` when the rule has an
-  ``app_id`` (a rerun at the same position then commits nothing again), untagged otherwise;
+* an empty log refused (``RuntimeError`` naming ``lklab generate``, with ``--pipeline NAME``);
+* segments ``1..N`` read through Spark (``shared.log_source.raw_log``) into ``compute``: ``N``
+  the rule's ``position`` (where a rerun of the same rows read to before, say), else the log's
+  end now;
+* every table written with its rows, in the rule's order, with the table's columns in its order
+  (Arrow rows also cast to its schema): replaced whole (``Replace()``, the default), each commit
+  tagged ``(app_id, N)`` when the rule has an ``app_id`` (a rerun at the same position then
+  commits nothing again); replaced where a predicate holds (``Replace(where)``: the days asked,
+  say); or merged, the rows of new keys appended (``InsertNew``);
 * the figures taken once the tables are written, the frames ``compute`` persisted released,
-  and the wall and CPU seconds of it all measured (``shared.compute_cost``).
+  and the wall and CPU seconds of it all measured (``shared.compute_cost``); then the rule's
+  ``recorded`` (its run history), still under the locks.
+
+``options`` (the days asked, say) go to the rule's ``position``, ``compute`` and ``recorded``.
 
 Nothing here knows a pipeline.
 """
@@ -24,12 +30,15 @@ Nothing here knows a pipeline.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from lklab.commands import command_line
+from lklab.progress import progress as track
 from shared import catalog
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -39,19 +48,41 @@ from shared.log_source import raw_log
 from shared.table_settings import record, require
 from shared.tables import Tables
 
-__all__ = ["truth_lock", "TruthOutput", "TruthRule", "TruthRun", "run_truth"]
+__all__ = ["truth_lock", "InsertNew", "Replace", "TruthOutput", "TruthRule", "TruthRun", "run_truth"]
+
+
+@dataclass(frozen=True)
+class Replace:
+    """A table's rows replaced by the batch's: all of them, or with ``where`` (a SQL predicate,
+    e.g. the days asked) only those matching it, the others kept. A whole replace is tagged
+    ``(app_id, last segment)`` when the rule has an ``app_id``; a partial one is not (a rerun for
+    other rows at the same position must commit)."""
+
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class InsertNew:
+    """The batch's rows whose ``keys`` the table lacks appended, the others left: rows that
+    depend on the log alone and grow with it (a line's dead letter, say). Tagged ``(app_id, last
+    segment)``: a rerun at the same position commits nothing."""
+
+    keys: tuple[str, ...]
+    app_id: str
 
 
 @dataclass(frozen=True)
 class TruthOutput:
-    """What ``compute`` found: the ``rows`` of every table the batch replaces; ``figures``, what
-    the run reports (``lines``, ``duplicates`` ...), asked for once the tables are written (a
-    figure may count a written table); ``persisted``: the frames ``compute`` persisted, released
-    after the figures."""
+    """What ``compute`` found: the ``rows`` of every table the batch writes, and how each is
+    written (``writes``; ``Replace()`` where absent); ``figures``, what the run reports
+    (``lines``, ``duplicates`` ...), asked for once the tables are written (a figure may count a
+    written table); ``persisted``: the frames ``compute`` persisted, released after the
+    figures."""
 
     rows: Mapping[catalog.Table, DataFrame | pa.Table]
-    figures: Callable[[Tables], Mapping[str, int]]
+    figures: Callable[[Tables], Mapping[str, Any]]
     persisted: tuple[DataFrame, ...] = ()
+    writes: Mapping[catalog.Table, Replace | InsertNew] = field(default_factory=dict)
 
 
 def truth_lock(pipeline: str) -> str:
@@ -83,9 +114,17 @@ class TruthRule:
         """What the tables record: the settings their rows depend on."""
         raise NotImplementedError
 
-    def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig) -> TruthOutput:
+    def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig, **options: Any) -> TruthOutput:
         """The rows of every table from the log's raw lines (``RAW_LINE_SCHEMA``)."""
         raise NotImplementedError
+
+    def position(self, tables: Tables, **options: Any) -> int | None:
+        """The last segment to read (None: the log's end now), e.g. where a rerun of the same
+        rows read to before."""
+        return None
+
+    def recorded(self, tables: Tables, run: TruthRun, **options: Any) -> None:
+        """What the rule records of a finished run (its run history, say), under its locks."""
 
 
 @dataclass(frozen=True)
@@ -98,34 +137,46 @@ class TruthRun:
     cpu_seconds: float = 0.0
 
 
-def run_truth(spark: SparkSession, config: LabConfig, rule: TruthRule) -> TruthRun:
-    """Replace ``rule``'s tables with its truth over the whole log (one batch at a time per lake)."""
+def run_truth(spark: SparkSession, config: LabConfig, rule: TruthRule, **options: Any) -> TruthRun:
+    """Write ``rule``'s tables with its truth over the log (one batch at a time per lake);
+    ``options`` go to the rule's ``position``, ``compute`` and ``recorded``."""
     lake = str(Path(config.lake).resolve())
     with writer(lake, rule.writer_role), hold(lake, rule.tables_lock, wait=True):
         tables = Tables(spark, lake, config.table_engine)
         settings = rule.settings(config)
         names = [table.name for table in rule.tables]
         require(tables, names, settings)
-        last = EventLog(lake).last_segment()
+        last = rule.position(tables, **options)
+        last = EventLog(lake).last_segment() if last is None else last
         if last == 0:
-            raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate --pipeline {rule.pipeline}' first")
+            raise RuntimeError(f"the log under {lake} is empty: run '{command_line(rule.pipeline, 'generate')}' first")
         with measure_cost(config.spark_master) as cost:
-            output = rule.compute(spark, raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes), config)
+            raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+            output = rule.compute(spark, raw, config, **options)
             missing = [table.name for table in rule.tables if table not in output.rows]
             if missing:
                 raise ValueError(f"the {rule.pipeline} truth has no rows for {', '.join(missing)}")
-            for table in rule.tables:
-                tables.overwrite(
-                    table.name,
-                    _as_table(table, output.rows[table]),
-                    app_id=rule.app_id,
-                    version=None if rule.app_id is None else last,
-                )
+            with track(f"{rule.pipeline} batch: tables written", total=len(rule.tables)) as writing:
+                for table in rule.tables:
+                    _write(tables, table, output, rule.app_id, last)
+                    writing.advance()
             record(tables, names, settings)
             figures = dict(output.figures(tables))
             for frame in output.persisted:
                 frame.unpersist()
-    return TruthRun(last, figures, cost.wall_seconds, cost.cpu_seconds)
+        run = TruthRun(last, figures, cost.wall_seconds, cost.cpu_seconds)
+        rule.recorded(tables, run, **options)
+    return run
+
+
+def _write(tables: Tables, table: catalog.Table, output: TruthOutput, app_id: str | None, last: int) -> None:
+    rows, how = _as_table(table, output.rows[table]), output.writes.get(table, Replace())
+    if isinstance(how, InsertNew):
+        tables.insert_new(table.name, rows, keys=how.keys, app_id=how.app_id, version=last)
+    elif how.where is not None:
+        tables.overwrite(table.name, rows, predicate=how.where)
+    else:
+        tables.overwrite(table.name, rows, app_id=app_id, version=None if app_id is None else last)
 
 
 def _as_table(table: catalog.Table, rows: DataFrame | pa.Table) -> DataFrame | pa.Table:

@@ -50,6 +50,11 @@ class LineDispositions:
         are read (the rest is a filter of the parsed lines, which the caller caches)."""
         return LineDispositions(self.copies.persisted(), self.dead_letters)
 
+    @property
+    def cached(self) -> tuple[DataFrame, ...]:
+        """The frames ``persisted`` caches."""
+        return self.copies.cached
+
     def release(self) -> None:
         self.copies.release()
 

@@ -17,9 +17,8 @@ from shared.locks import history_append
 from shared.partitions import DayRange
 from shared.tables import Tables
 
-__all__ = ["BatchRun", "PositionError", "recorded_position", "record_run", "BATCH_TABLES_LOCK", "RUNS_SCHEMA"]
+__all__ = ["BatchRun", "PositionError", "recorded_position", "record_run", "RUNS_SCHEMA"]
 
-BATCH_TABLES_LOCK = "batch-tables"  # held by a recompute while it writes, shared by the readers that need them still
 
 # One row per recompute: ``date_from``/``date_to`` the days it wrote (null: it found none).
 RUNS_SCHEMA = pa.schema(

@@ -167,8 +167,13 @@ class Copies:
         filter of the events (which the caller caches) however often it is read."""
         return Copies(self.ids.persist(), self.once, self.repeated.persist())
 
+    @property
+    def cached(self) -> tuple[DataFrame, ...]:
+        """The frames ``persisted`` caches."""
+        return (self.ids, self.repeated)
+
     def release(self) -> None:
-        for frame in (self.ids, self.repeated):
+        for frame in self.cached:
             frame.unpersist()
 
 

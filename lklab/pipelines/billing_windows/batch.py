@@ -1,41 +1,111 @@
 """Batch recompute from the complete log: the Lambda batch layer's truth.
 
-``run_batch`` reads segments ``1..N``, runs the shared chain (validation, dedup over the whole
-prefix, windows, aggregation) and replaces the ``batch_truth`` rows of the requested UTC days
-(every window when no day is given). ``N`` is recorded in ``batch_runs``: a rerun for the same
-days reads the same segments and writes the same rows, unless ``refresh`` asks for the log's
-current end. Line-level results (``batch_dead_letter``, ``batch_duplicates``) depend only on
-the log prefix, so they are merged by line and grow with it. ``batch_runs`` keeps one row per
-execution (position, counts, wall and CPU seconds): it is the run history, the other tables
-are the data.
+It runs through the truth runner as every pipeline's batch does (``lklab.truth_runner``: its
+locks, its settings check, its writes and cost); what billing declares (``BillingTruth``) is
+the chain and what is written how. Segments ``1..N`` go through the shared chain (validation,
+dedup over the whole prefix, windows, aggregation) and the ``batch_truth`` rows of the
+requested UTC days are replaced (every window when no day is given). ``N`` is recorded in
+``batch_runs``: a rerun for the same days reads the same segments and writes the same rows,
+unless ``refresh`` asks for the log's current end. Line-level results (``batch_dead_letter``,
+``batch_duplicates``) depend only on the log prefix, so they are merged by line and grow with
+it. ``batch_runs`` keeps one row per execution (position, counts, wall and CPU seconds): it is
+the run history, the other tables are the data.
 
 Run as ``lklab batch`` or ``spark-submit spark_jobs/batch_job.py --date D``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lklab.progress import progress as track
+from lklab.truth_runner import InsertNew, Replace, TruthOutput, TruthRule, TruthRun, run_truth
 from shared.batch_chain import classify_lines, window_totals, without_event_text
-from shared.batch_runs import BATCH_TABLES_LOCK, BatchRun, record_run, recorded_position
+from shared.batch_runs import BatchRun, record_run, recorded_position
 from shared.catalog import BATCH_DEAD_LETTER, BATCH_DUPLICATES, BATCH_TRUTH
-from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.dedup import line_counts
-from shared.eventlog import EventLog
-from shared.locks import hold, writer
-from shared.log_source import parsed_log
+from shared.events import parse_events
 from shared.partitions import DayRange
-from shared.table_settings import batch_settings, record, require
+from shared.table_settings import batch_settings
 from shared.tables import Tables
 
-__all__ = ["run_batch"]
+__all__ = ["BILLING_TRUTH", "BillingTruth", "run_batch"]
 
 LINE_KEY = ("segment", "line_number")
+LINES_APP = "batch-lines"  # the line tables' commits, tagged with the last segment read
+
+
+class BillingTruth(TruthRule):
+    """Billing's batch: windowed sums for the days asked (``days``), from the position they were
+    computed from before (``refresh``: the log's end; ``last_segment``: that one)."""
+
+    pipeline = "billing_windows"
+    tables = (BATCH_TRUTH, BATCH_DEAD_LETTER, BATCH_DUPLICATES)
+
+    def settings(self, config: LabConfig) -> dict[str, str]:
+        return batch_settings(config)  # the windows, and which lines are dead letters
+
+    def position(self, tables: Tables, *, days: DayRange, refresh: bool, last_segment: int | None) -> int | None:
+        if last_segment is None and not refresh:
+            return recorded_position(tables, days)
+        return last_segment
+
+    def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig, *, days: DayRange, **_) -> TruthOutput:
+        parsed = (
+            raw.transform(parse_events, max_clock_skew=config.max_clock_skew).transform(without_event_text).persist()
+        )
+        lines = classify_lines(parsed).persisted()
+        truth = (
+            lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
+        )
+
+        def figures(_tables) -> dict[str, Any]:
+            day = F.to_date("window_start")  # in the session's time zone: UTC
+            extent = truth.agg(
+                F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")
+            ).first()
+            return {**line_counts(parsed, lines.duplicates), **extent.asDict()}
+
+        return TruthOutput(
+            rows={BATCH_TRUTH: truth, BATCH_DEAD_LETTER: lines.dead_letters, BATCH_DUPLICATES: lines.duplicates},
+            writes={
+                BATCH_TRUTH: Replace(days.predicate()),
+                BATCH_DEAD_LETTER: InsertNew(LINE_KEY, LINES_APP),
+                BATCH_DUPLICATES: InsertNew(LINE_KEY, LINES_APP),
+            },
+            figures=figures,
+            persisted=(parsed, truth, *lines.cached),
+        )
+
+    def recorded(self, tables: Tables, run: TruthRun, *, days: DayRange, **_) -> None:
+        figures = run.figures
+        if days.everything:
+            written = (figures["first"], figures["last"]) if figures["windows"] else (None, None)
+        else:
+            written = (days.first, days.last)
+        record_run(tables, _batch_run(run, days), written)
+
+
+BILLING_TRUTH = BillingTruth()
+
+
+def _batch_run(run: TruthRun, days: DayRange) -> BatchRun:
+    figures = run.figures
+    return BatchRun(
+        last_segment=run.last_segment,
+        lines=figures["lines"],
+        events=figures["firsts"],
+        duplicates=figures["duplicates"],
+        dead_letters=figures["dead_letters"],
+        heartbeats=figures["heartbeats"],
+        days=days,
+        windows=figures["windows"],
+        wall_seconds=run.wall_seconds,
+        cpu_seconds=run.cpu_seconds,
+    )
 
 
 def run_batch(
@@ -53,66 +123,5 @@ def run_batch(
     (``LockHeld`` otherwise); reconciliations wait while its tables change. Windows other than
     the ones ``batch_truth`` was built with are refused (``SettingsConflict``).
     """
-    lake = str(Path(config.lake).resolve())
-    with writer(lake, "batch"), hold(lake, BATCH_TABLES_LOCK, wait=True):
-        return _run_batch(spark, config, lake, days, refresh, last_segment)
-
-
-def _run_batch(
-    spark, config: LabConfig, lake: str, days: DayRange, refresh: bool, last_segment: int | None
-) -> BatchRun:
-    tables = Tables(spark, lake, config.table_engine)
-    built_with = batch_settings(config)  # the windows, and which lines are dead letters
-    require(tables, [BATCH_TRUTH.name], built_with)
-    if last_segment is None and not refresh:
-        last_segment = recorded_position(tables, days)
-    last = EventLog(lake).last_segment() if last_segment is None else last_segment
-    if last == 0:
-        raise RuntimeError(f"the log under {lake} is empty: run 'lklab generate' or 'lklab ingest' first")
-    with measure_cost(config.spark_master) as cost:
-        parsed = (
-            parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes)
-            .transform(without_event_text)
-            .persist()
-        )
-        lines = classify_lines(parsed).persisted()
-        truth = (
-            lines.events.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
-        )
-        with track("batch recompute: tables written", total=3) as writing:
-            tables.overwrite(BATCH_TRUTH.name, truth, predicate=days.predicate())
-            record(tables, [BATCH_TRUTH.name], built_with)
-            writing.advance()
-            tables.insert_new(
-                BATCH_DEAD_LETTER.name, lines.dead_letters, keys=LINE_KEY, app_id="batch-lines", version=last
-            )
-            writing.advance()
-            tables.insert_new(
-                BATCH_DUPLICATES.name, lines.duplicates, keys=LINE_KEY, app_id="batch-lines", version=last
-            )
-            writing.advance()
-        counts = line_counts(parsed, lines.duplicates)
-        day = F.to_date("window_start")  # in the session's time zone: UTC
-        extent = truth.agg(
-            F.count(F.lit(1)).alias("windows"), F.min(day).alias("first"), F.max(day).alias("last")
-        ).first()
-        run = BatchRun(
-            last_segment=last,
-            lines=counts["lines"],
-            events=counts["firsts"],
-            duplicates=counts["duplicates"],
-            dead_letters=counts["dead_letters"],
-            heartbeats=counts["heartbeats"],
-            days=days,
-            windows=extent["windows"],
-        )
-        lines.release()
-        for frame in (parsed, truth):
-            frame.unpersist()
-    run = BatchRun(**{**run.__dict__, "wall_seconds": cost.wall_seconds, "cpu_seconds": cost.cpu_seconds})
-    if days.everything:
-        written = (extent["first"], extent["last"]) if extent["windows"] else (None, None)
-    else:
-        written = (days.first, days.last)
-    record_run(tables, run, written)
-    return run
+    run = run_truth(spark, config, BILLING_TRUTH, days=days, refresh=refresh, last_segment=last_segment)
+    return _batch_run(run, days)
