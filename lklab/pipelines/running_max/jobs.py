@@ -20,16 +20,10 @@ def _conservation(lines: int, figures: dict) -> tuple[str, bool]:
 
 
 def generate(config, request: GenerateRequest) -> str:
+    from lklab.generator_params import from_request
     from lklab.pipelines.running_max.generator import ReadingParams, generate_readings
 
-    params = ReadingParams(
-        readings=request.events,
-        keys=request.accounts,
-        seed=request.seed,
-        segment_interval=request.segment_interval,
-        duplicate_rate=request.duplicate_rate,
-        malformed_rate=request.malformed_rate,
-    )
+    params = from_request(ReadingParams, request, readings="events", keys="accounts")
     made = generate_readings(params, config.lake, overwrite=request.overwrite)
     return (
         f"{made['readings']:,} readings, {made['duplicates']:,} resends, {made['malformed']:,} malformed lines: "
