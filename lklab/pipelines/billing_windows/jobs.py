@@ -237,12 +237,12 @@ def _refused() -> tuple[type[Exception], ...]:
 
 
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
+    return Jobs.of(
+        generate,
+        speed,
+        batch,
+        replay,
+        reconcile,
         refused=_refused(),
         takes=OPTIONS,  # every option beyond the common ones is billing's (the days, tolerances, JSON ...)
         prepare=prepare,

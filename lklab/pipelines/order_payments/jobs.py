@@ -106,17 +106,5 @@ def reconcile(spark, config, against: str) -> Outcome:
     return Outcome(render_text(found), unexplained=found.result.unexplained)
 
 
-def _refused() -> tuple[type[Exception], ...]:
-    return (ValueError,)
-
-
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
-        refused=_refused(),
-        describe=_describe,
-    )
+    return Jobs.of(generate, speed, batch, replay, reconcile, refused=(ValueError,), describe=_describe)

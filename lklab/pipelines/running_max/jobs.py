@@ -93,4 +93,4 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def jobs() -> Jobs:
-    return Jobs(generate=generate, speed=speed, batch=batch, replay=replay, reconcile=reconcile)
+    return Jobs.of(generate, speed, batch, replay, reconcile)

@@ -104,12 +104,4 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
-        check=_check,
-        describe=_describe,
-    )
+    return Jobs.of(generate, speed, batch, replay, reconcile, check=_check, describe=_describe)
