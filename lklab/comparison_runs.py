@@ -7,6 +7,8 @@ tables mean; what is the same is here:
 
 * ``log_to_compare``: the lake, its tables and the log's last segment (an empty log is refused
   with ``hint``, what to run first);
+* ``Comparing``: the comparison under way (session, settings, tables, plan), what each stream
+  setting's measurement takes;
 * ``setting_config``: the lab's settings at one stream setting (durations as written);
 * ``live_run``: a live stream under ``kappa/<name>/`` from nothing (tables and checkpoint left
   by an earlier comparison of that name removed), ``available_now``, with its cost;
@@ -39,6 +41,7 @@ from shared.tables import Tables
 
 __all__ = [
     "ComparisonPlan",
+    "Comparing",
     "SettingRun",
     "StreamRuns",
     "cost_scope",
@@ -88,6 +91,17 @@ class ComparisonPlan:
             Configuration("kappa", w, lateness) for w in self.watermark_delays for lateness in self.allowed_lateness
         ]
         return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
+
+
+@dataclass(frozen=True)
+class Comparing:
+    """A comparison under way: the Spark session it runs in, the lab's settings (before any stream
+    setting), the lake's tables (``log_to_compare``) and the plan it runs."""
+
+    spark: SparkSession
+    config: LabConfig
+    tables: Tables
+    plan: ComparisonPlan
 
 
 def log_to_compare(spark: SparkSession, config: LabConfig, hint: str) -> tuple[str, Tables, int]:
@@ -163,12 +177,11 @@ class SettingRun:
     reconciliation_cost: PathCost
 
 
-def run_setting(
-    spark: SparkSession, config: LabConfig, tables: Tables, plan, setting: Setting, step: Progress, runs: StreamRuns
-) -> SettingRun:
+def run_setting(on: Comparing, setting: Setting, step: Progress, runs: StreamRuns) -> SettingRun:
     """``setting``'s live stream to the log's end (under ``kappa/<plan>-w<W>-l<L>/``), its Kappa
     replay, the check that both wrote the same rows, and the live stream reconciled.
     ``RuntimeError`` naming the table when the live run and the replay disagree."""
+    spark, config, tables, plan = on.spark, on.config, on.tables, on.plan
     delay, lateness = setting
     name = f"{plan.name}-w{delay}-l{lateness}"
     run_config = setting_config(config, delay, lateness)

@@ -45,6 +45,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     cost_scope,
     each_setting,
@@ -150,16 +151,9 @@ def _rows_in(tables: Tables, name: str) -> int:
     return tables.read_arrow(name).num_rows if tables.exists(name) else 0
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    step: Callable[[str], None],
-) -> MeasuredStream:
-    run_config = setting_config(config, delay, lateness)
+def _stream(on: Comparing, delay: str, lateness: str, step: Callable[[str], None]) -> MeasuredStream:
+    spark, tables, plan = on.spark, on.tables, on.plan
+    run_config = setting_config(on.config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     replayed = replay_prefix(f"{name}-replay")
     step(f"live stream, {plan.segments_per_batch} segments per micro-batch")
@@ -168,7 +162,9 @@ def _stream(
     replay = run_replay(spark, run_config, f"{name}-replay", replace=True, history=True)
     require_same_rows(tables, live, replayed, f"stream W={delay} L={lateness}")
     step("reconcile the live stream against batch truth")
-    recon, recon_cost = timed(config, "reconciliation", lambda: reconcile(spark, run_config, against=f"kappa:{name}"))
+    recon, recon_cost = timed(
+        on.config, "reconciliation", lambda: reconcile(spark, run_config, against=f"kappa:{name}")
+    )
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
@@ -232,9 +228,8 @@ def run_comparison(
                 (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)),
                 (c.watermark_delay, c.allowed_lateness),
             )
-    streams = each_setting(
-        settings, progress, lambda delay, lateness, step: _stream(spark, config, tables, plan, delay, lateness, step)
-    )
+    on = Comparing(spark, config, tables, plan)
+    streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(on, delay, lateness, step))
 
     assessed = measuring(
         progress,

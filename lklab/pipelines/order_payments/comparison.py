@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     StreamRuns,
     cost_scope,
@@ -156,18 +157,9 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    clock: LogClock,
-    step: Progress,
-) -> MeasuredStream:
-    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
-    live, reconciled, run_config = runs.live, runs.reconciled, runs.config
+def _stream(on: Comparing, delay: str, lateness: str, clock: LogClock, step: Progress) -> MeasuredStream:
+    runs = run_setting(on, (delay, lateness), step, _RUNS)
+    live, reconciled, run_config, tables = runs.live, runs.reconciled, runs.config, on.tables
     ours = _row_sets(tables, live)
     metrics = tables.read_arrow(PAYMENTS_STREAM_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
@@ -177,7 +169,7 @@ def _stream(
     audit_csv = reconciled.audit_csv.resolve()
     audit = AuditFile(str(audit_csv), reconciled.audit_rows) if audit_csv.exists() else None
     return MeasuredStream(
-        check=StreamCheck(delay, lateness, plan.segments_per_batch, metrics.num_rows, len(served), audit),
+        check=StreamCheck(delay, lateness, on.plan.segments_per_batch, metrics.num_rows, len(served), audit),
         served=served,
         side_output={"late orders": late_kinds.count("order"), "late payments": late_kinds.count("payment")},
         late=frozenset(_lines(late)),
@@ -228,13 +220,13 @@ def run_payments_comparison(
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
 
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    clocks = {}
+    on, clocks = Comparing(spark, config, tables, plan), {}
 
     def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
         key = parse_duration(delay)
         if key not in clocks:  # the clock depends on the delay alone
             clocks[key] = LogClock(parsed, ClockSettings(key, config.watermark_interval))
-        return _stream(spark, config, tables, plan, delay, lateness, clocks[key], step)
+        return _stream(on, delay, lateness, clocks[key], step)
 
     streams = each_setting(settings, progress, measured)
 

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     StreamRuns,
     cost_scope,
@@ -117,17 +118,9 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    step: Progress,
-) -> MeasuredStream:
-    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
-    live, reconciled = runs.live, runs.reconciled
+def _stream(on: Comparing, delay: str, lateness: str, step: Progress) -> MeasuredStream:
+    runs = run_setting(on, (delay, lateness), step, _RUNS)
+    live, reconciled, tables = runs.live, runs.reconciled, on.tables
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
     served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
@@ -142,7 +135,7 @@ def _stream(
     adds = sum(late["adds_url"].to_pylist())
     batches, peak, final = _state_sizes(tables, live)
     return MeasuredStream(
-        check=StreamCheck(delay, lateness, plan.segments_per_batch, batches, windows.num_rows),
+        check=StreamCheck(delay, lateness, on.plan.segments_per_batch, batches, windows.num_rows),
         served=served,
         side_output={"new URL": adds, "URL already counted": late.num_rows - adds},
         late=frozenset(
@@ -277,10 +270,10 @@ def run_visitors_comparison(
     batch = run_visitors_batch(spark, config)
     batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    sizes = []
+    on, sizes = Comparing(spark, config, tables, plan), []
 
     def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
-        stream = _stream(spark, config, tables, plan, delay, lateness, step)
+        stream = _stream(on, delay, lateness, step)
         sizes.extend(_ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step))
         return stream
 
