@@ -57,6 +57,7 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
     PAYMENTS_ORPHANS,
+    PAYMENTS_ROWS,
     PAYMENTS_STREAM_METRICS,
     PAYMENTS_TRUTH_MATCHED,
     PAYMENTS_TRUTH_ORPHANS,
@@ -124,14 +125,7 @@ class LogClock:
 
 def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
     found = {}
-    for table in (
-        PAYMENTS_MATCHED,
-        PAYMENTS_UNPAID,
-        PAYMENTS_ORPHANS,
-        PAYMENTS_LATE_EVENTS,
-        PAYMENTS_DUPLICATES,
-        PAYMENTS_DEAD_LETTER,
-    ):
+    for table in PAYMENTS_ROWS:
         rows = tables.read_arrow(table.at(prefix)).drop_columns(["batch_id"])
         found[table.name] = set(tuple(r.values()) for r in rows.to_pylist())
     return found
