@@ -45,12 +45,9 @@ def _stream_outcome(tables, prefix: str, heading: str = "", tail: str = "") -> O
 
 
 def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
-    from lklab.live_stream import run_live
     from lklab.pipelines.running_max.stream import MAX_RULE
 
-    stream = run_live(
-        spark, config, MAX_RULE, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop
-    )
+    stream = MAX_RULE.run(spark, config, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop)
     return _stream_outcome(stream.tables, stream.sink.prefix)
 
 
