@@ -35,7 +35,6 @@ the later of the last recompute's landing and the end of every window served or 
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -50,8 +49,6 @@ from lklab.comparison_runs import (
     cost_scope,
     each_setting,
     live_run,
-    log_to_compare,
-    measuring,
     setting_config,
     timed,
 )
@@ -212,11 +209,10 @@ def run_comparison(
     spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
 ) -> Report:
     """Run every configuration of ``plan`` over ``config.lake``'s log and measure them."""
-    lake, tables, last = log_to_compare(spark, config, "generate or ingest one first")
-    configurations = plan.configurations()
-    started = time.monotonic()
+    on = Comparing.start(spark, config, plan, "generate or ingest one first")
+    configurations, tables, last = plan.configurations(), on.tables, on.last
 
-    log = _clocked_log(spark, config, lake, last, StreamSettings.of(config))
+    log = _clocked_log(spark, config, on.lake, last, StreamSettings.of(config))
     landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
     truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)
@@ -228,13 +224,10 @@ def run_comparison(
                 (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)),
                 (c.watermark_delay, c.allowed_lateness),
             )
-    on = Comparing(spark, config, tables, plan)
     streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(on, delay, lateness, step))
 
-    assessed = measuring(
+    assessed = on.measured(
         progress,
-        configurations,
-        started,
         lambda: assess(
             configurations,
             window=config.window,

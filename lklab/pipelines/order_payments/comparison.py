@@ -26,7 +26,6 @@ a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -40,8 +39,6 @@ from lklab.comparison_runs import (
     StreamRuns,
     cost_scope,
     each_setting,
-    log_to_compare,
-    measuring,
     run_setting,
     timed,
 )
@@ -199,13 +196,12 @@ def run_payments_comparison(
     spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
 ) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
-    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline order_payments' first")
-    started = time.monotonic()
-    configurations = plan.configurations()
+    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
+    configurations, tables = plan.configurations(), on.tables
     progress("batch truth from the complete log")
     batch, batch_cost = timed(config, "batch", lambda: run_payments_batch(spark, config))
     raw = (
-        raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+        raw_log(spark, on.lake, on.last, max_line_bytes=config.max_line_bytes)
         .toArrow()
         .sort_by([("segment", "ascending"), ("line_number", "ascending")])
     )
@@ -214,7 +210,7 @@ def run_payments_comparison(
     events = dict(zip(_lines(valid), micros(valid["event_time"]).tolist()))
 
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    on, clocks = Comparing(spark, config, tables, plan), {}
+    clocks = {}
 
     def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
         key = parse_duration(delay)
@@ -239,4 +235,4 @@ def run_payments_comparison(
         "cost_scope": cost_scope(config),
     }
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
-    return measuring(progress, configurations, started, report)
+    return on.measured(progress, report)

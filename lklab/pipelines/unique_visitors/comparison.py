@@ -29,7 +29,6 @@ must be the live run's own figures, and at every TTL the members counted must be
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -42,8 +41,6 @@ from lklab.comparison_runs import (
     StreamRuns,
     cost_scope,
     each_setting,
-    log_to_compare,
-    measuring,
     run_setting,
 )
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
@@ -259,18 +256,18 @@ def run_visitors_comparison(
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
     ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
     then the ``DEFAULT_STATE_TTLS`` other than it)."""
-    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline unique_visitors' first")
+    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline unique_visitors' first")
     ttls = tuple(state_ttls) or default_state_ttls(config.state_ttl)
     for ttl in ttls:
         parse_duration(ttl, name="state-ttl")
     config = dataclasses.replace(config, state_ttl=parse_duration(ttls[0]))
-    started = time.monotonic()
-    configurations = plan.configurations()
+    on = dataclasses.replace(on, config=config)  # every run at the TTL measured
+    configurations, tables = plan.configurations(), on.tables
     progress("batch truth from the complete log")
     batch = run_visitors_batch(spark, config)
-    batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, last)
+    batches = _micro_batches(_parsed_log(spark, config, on.lake), plan.segments_per_batch, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    on, sizes = Comparing(spark, config, tables, plan), []
+    sizes = []
 
     def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
         stream = _stream(on, delay, lateness, step)
@@ -302,4 +299,4 @@ def run_visitors_comparison(
     }
     batch_cost = PathCost("batch", batch.cpu_seconds, batch.wall_seconds)
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
-    return measuring(progress, configurations, started, report)
+    return on.measured(progress, report)
