@@ -5,14 +5,16 @@ each run a batch truth, then per stream setting ``(W, L)`` a live stream, a repl
 reconciliation, and measure every configuration. What differs is which jobs run and what their
 tables mean; what is the same is here:
 
-* ``log_to_compare``: the lake, its tables and the log's last segment (an empty log is refused
-  with ``hint``, what to run first);
+* ``Comparing``: the comparison under way (session, settings, plan, the lake's tables, the log's
+  last segment, when it started), what each stream setting's measurement takes;
+  ``Comparing.start`` refuses an empty log with ``hint``, what to run first, and
+  ``Comparing.measured`` is the measurement of every configuration between its two progress
+  lines;
 * ``setting_config``: the lab's settings at one stream setting (durations as written);
 * ``live_run``: a live stream under ``kappa/<name>/`` from nothing (tables and checkpoint left
   by an earlier comparison of that name removed), ``available_now``, with its cost;
 * ``timed``: any other path's run with its cost (``shared.compute_cost``);
 * ``each_setting``: one measured stream per setting, progress labelled ``W=.. L=..``;
-* ``measuring``: the measurement of every configuration between its two progress lines;
 * ``cost_scope``: which processes the costs count.
 """
 
@@ -39,13 +41,12 @@ from shared.tables import Tables
 
 __all__ = [
     "ComparisonPlan",
+    "Comparing",
     "SettingRun",
     "StreamRuns",
     "cost_scope",
     "each_setting",
     "live_run",
-    "log_to_compare",
-    "measuring",
     "run_setting",
     "setting_config",
     "timed",
@@ -90,14 +91,37 @@ class ComparisonPlan:
         return lambdas + kappas + ([Configuration("processing-time")] if self.processing_time else [])
 
 
-def log_to_compare(spark: SparkSession, config: LabConfig, hint: str) -> tuple[str, Tables, int]:
-    """(the lake's resolved path, its tables, the log's last segment); ``ValueError`` naming
-    ``hint`` when the log is empty."""
-    lake = str(Path(config.lake).resolve())
-    last = EventLog(lake).last_segment()
-    if last == 0:
-        raise ValueError(f"the log under {lake} is empty: {hint}")
-    return lake, Tables(spark, lake, config.table_engine), last
+@dataclass(frozen=True)
+class Comparing:
+    """A comparison under way: the Spark session it runs in, the lab's settings (before any stream
+    setting), the plan it runs, the lake (its resolved path) and its tables, the log's last
+    segment, and when it started (``time.monotonic()``)."""
+
+    spark: SparkSession
+    config: LabConfig
+    plan: ComparisonPlan
+    lake: str
+    tables: Tables
+    last: int
+    started: float
+
+    @classmethod
+    def start(cls, spark: SparkSession, config: LabConfig, plan: ComparisonPlan, hint: str) -> Comparing:
+        """The comparison of ``plan`` over ``config.lake``'s log, started now; ``ValueError``
+        naming ``hint`` (what to run first) when the log is empty."""
+        lake = str(Path(config.lake).resolve())
+        last = EventLog(lake).last_segment()
+        if last == 0:
+            raise ValueError(f"the log under {lake} is empty: {hint}")
+        return cls(spark, config, plan, lake, Tables(spark, lake, config.table_engine), last, time.monotonic())
+
+    def measured(self, progress: Progress, assess: Callable[[], T]) -> T:
+        """``assess()``, announced, and then timed from the start."""
+        configurations = len(self.plan.configurations())
+        progress(f"measuring {configurations} configurations on the processing-time clock")
+        assessed = assess()
+        progress(f"measured {configurations} configurations in {time.monotonic() - self.started:.0f}s")
+        return assessed
 
 
 def setting_config(config: LabConfig, delay: str, lateness: str) -> LabConfig:
@@ -163,12 +187,11 @@ class SettingRun:
     reconciliation_cost: PathCost
 
 
-def run_setting(
-    spark: SparkSession, config: LabConfig, tables: Tables, plan, setting: Setting, step: Progress, runs: StreamRuns
-) -> SettingRun:
+def run_setting(on: Comparing, setting: Setting, step: Progress, runs: StreamRuns) -> SettingRun:
     """``setting``'s live stream to the log's end (under ``kappa/<plan>-w<W>-l<L>/``), its Kappa
     replay, the check that both wrote the same rows, and the live stream reconciled.
     ``RuntimeError`` naming the table when the live run and the replay disagree."""
+    spark, config, tables, plan = on.spark, on.config, on.tables, on.plan
     delay, lateness = setting
     name = f"{plan.name}-w{delay}-l{lateness}"
     run_config = setting_config(config, delay, lateness)
@@ -203,14 +226,6 @@ def each_setting(
             measured[key] = measure(delay, lateness, step)
             settings_run.advance()
     return measured
-
-
-def measuring(progress: Progress, configurations: list, started: float, assess: Callable[[], T]) -> T:
-    """``assess()``, announced, and then timed from ``started`` (``time.monotonic``)."""
-    progress(f"measuring {len(configurations)} configurations on the processing-time clock")
-    assessed = assess()
-    progress(f"measured {len(configurations)} configurations in {time.monotonic() - started:.0f}s")
-    return assessed
 
 
 def cost_scope(config: LabConfig) -> str:

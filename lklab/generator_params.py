@@ -1,15 +1,41 @@
-"""The checks every log generator's parameters pass on construction.
+"""What every log generator's parameters share: how ``lklab generate``'s options fill them, and
+the checks they pass on construction.
 
-``lklab.pipelines.billing_windows.generator`` (billing), ``lklab.pipelines.unique_visitors.generator`` and ``lklab.pipelines.order_payments.generator``
-each take a frozen parameters object; these reject its bad values with a message naming the
-option as the command line spells it (``duplicate-rate``) and the value given.
+Each pipeline's generator (``lklab.pipelines.<name>.generator``) takes a frozen parameters
+dataclass. ``from_request`` fills it from the command's options (a
+``lklab.pipelines.contract.GenerateRequest``) by field name, so a pipeline's ``generate`` job
+names only the fields it calls otherwise (``views`` for ``events``). The ``require_*`` checks
+reject its bad values with a message naming the option as the command line spells it
+(``duplicate-rate``) and the value given.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TypeVar
+
 from lklab.scenarios import SCENARIOS, SECOND
 
-__all__ = ["require_counts", "require_fractions", "require_timing", "require_scenario_log"]
+__all__ = ["from_request", "require_counts", "require_fractions", "require_timing", "require_scenario_log"]
+
+P = TypeVar("P")
+
+
+def from_request(params_type: type[P], request: object, **renamed: str) -> P:
+    """``params_type`` with each field set to the request's field of the same name, or of the
+    name ``renamed`` maps it to (``views="events"``: the log's views are the request's events).
+    A field the request has nothing for keeps its default; the request's fields no parameter
+    takes (``overwrite``, ``accounts`` where there are none) are left out. A ``renamed`` key that
+    is no parameter, or a value that is no field of the request, is a ``TypeError``."""
+    wanted = [field.name for field in dataclasses.fields(params_type)]
+    given = {field.name for field in dataclasses.fields(request)}
+    wrong = sorted(
+        f"{name}={source!r}" for name, source in renamed.items() if name not in wanted or source not in given
+    )
+    if wrong:
+        raise TypeError(f"{params_type.__name__}: {', '.join(wrong)} names no parameter or no option of the request")
+    sources = {name: renamed.get(name, name) for name in wanted}
+    return params_type(**{name: getattr(request, source) for name, source in sources.items() if source in given})
 
 
 def require_counts(params: object, *names: str) -> None:

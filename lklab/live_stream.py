@@ -50,6 +50,7 @@ from shared.tables import Tables
 
 __all__ = [
     "StreamRule",
+    "METRICS_SUFFIX",
     "StepOutput",
     "LiveStream",
     "run_live",
@@ -146,46 +147,67 @@ def _never_open(state: Any, settings: Any) -> bool:
     return False
 
 
+def _no_settings(config: LabConfig) -> None:
+    return None
+
+
+# What a stream's table of one row per micro-batch is called, under its pipeline's prefix
+# (``stream_metrics``, ``payments_stream_metrics`` ...).
+METRICS_SUFFIX = "stream_metrics"
+
+
 @dataclass(frozen=True)
 class StreamRule:
     """What one pipeline's stream declares to the runner (the module docstring).
 
     ``what`` names the stream in messages; ``app_id`` is the live stream's commit id and lock;
     ``layout`` its tables in commit order, the state last. ``settings(config)``: the step's
-    settings; ``table_settings(config)``: what its tables record (the settings their rows depend
-    on). ``parse``: a Spark transform of the log's lines run inside the streaming query
+    settings (default: none, the step gets None); ``table_settings(config)``: what its tables
+    record (the settings their rows depend on). ``parse``: a Spark transform of the log's lines run inside the streaming query
     (``parse(lines, max_clock_skew=...)``; None: the raw lines are collected), and
     ``read(lines, config)`` what the collected lines become for the step (a ``segment`` column
     kept). ``empty_state()`` and ``state_from_table(rows)``: the state before the first
     micro-batch and as its table holds it. ``step(parsed, state, settings, batch_id, started)``:
     one micro-batch (``started``: its ``time.monotonic()`` start) as a ``StepOutput``.
     ``holds_open(state, settings)``: the state holds something the watermark has not made final
-    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch.
-    ``metrics``: its table of one row per micro-batch (``batch_id``, ``last_segment`` read, and
-    ``watermark_lag_seconds`` where it has a watermark), what ``lklab health`` reads; None: it
-    has none. ``whole_log(lines, config, **options)``: for a rule whose outcome over a whole log
-    can be computed in parallel, that computation (the log's parsed lines in, a
-    ``lklab.replay_runner.WholeLog`` out: the rows walking the log micro-batch by micro-batch
-    leaves), which a replay runs instead of the walk; None: a replay walks the log."""
+    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch
+    (default: ``lklab.<app_id>``). ``metrics``: its table of one row per micro-batch
+    (``batch_id``, ``last_segment`` read, and ``watermark_lag_seconds`` where it has a
+    watermark), what ``lklab health`` reads: the layout's table named ``...stream_metrics``
+    (``METRICS_SUFFIX``), None when it has none. ``whole_log(lines, config, **options)``: for a
+    rule whose outcome over a whole log can be computed in parallel, that computation (the log's
+    parsed lines in, a ``lklab.replay_runner.WholeLog`` out: the rows walking the log
+    micro-batch by micro-batch leaves), which a replay runs instead of the walk; None: a replay
+    walks the log.
+
+    ``run(spark, config, **options)`` runs it live (``run_live``)."""
 
     what: str
     app_id: str
     layout: tuple[SinkTable, ...]
-    settings: Callable[[LabConfig], Any]
     table_settings: Callable[[LabConfig], dict[str, str]]
     empty_state: Callable[[], Any]
     state_from_table: Callable[[pa.Table], Any]
     step: Callable[[pa.Table, Any, Any, int, float], StepOutput]
+    settings: Callable[[LabConfig], Any] = _no_settings
     parse: Callable | None = None
     read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
     holds_open: Callable[[Any, Any], bool] = _never_open
-    logger: str = "lklab.stream"  # where its micro-batch lines go
-    metrics: catalog.Table | None = None
+    logger: str = ""
     whole_log: Callable[..., Any] | None = None
 
+    @property
+    def metrics(self) -> catalog.Table | None:
+        return next((entry.table for entry in self.layout if entry.table.name.endswith(METRICS_SUFFIX)), None)
+
     def __post_init__(self) -> None:
-        if self.metrics is not None and self.metrics not in [entry.table for entry in self.layout]:
-            raise ValueError(f"{self.what}: metrics table {self.metrics.name} is not in its layout")
+        if not self.logger:
+            object.__setattr__(self, "logger", f"lklab.{self.app_id}")
+
+    def run(self, spark: SparkSession, config: LabConfig, **options: Any) -> LiveStream:
+        """Run the stream until the log is consumed (``available_now``) or ``stop`` is set
+        (``options``: ``run_live``'s)."""
+        return run_live(spark, config, self, **options)
 
 
 @dataclass

@@ -6,7 +6,10 @@ import json
 import numpy as np
 import pytest
 
+from lklab.generator_params import from_request
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.contract import GenerateRequest
+from lklab.pipelines.unique_visitors.generator import PageViewParams
 from shared.eventlog import EventLog
 
 
@@ -78,3 +81,14 @@ def test_bad_parameters_are_named():
         GeneratorParams(scenario="iot")
     with pytest.raises(ValueError, match="duplicate-rate must be between 0 and 1"):
         GeneratorParams(duplicate_rate=2)
+
+
+def test_params_are_filled_from_the_generate_options_by_name():
+    request = GenerateRequest("outage", 500, 3, 3_600_000_000, 9, 0.2, 0.05, 30_000_000, overwrite=True)
+    params = from_request(GeneratorParams, request)
+    assert (params.scenario, params.events, params.accounts, params.duplicate_rate) == ("outage", 500, 9, 0.2)
+    assert params.start == GeneratorParams().start  # no option sets it
+    views = from_request(PageViewParams, request, views="events", users="accounts")
+    assert (views.views, views.users, views.pages) == (500, 9, PageViewParams().pages)
+    with pytest.raises(TypeError, match="view='events' names no parameter"):
+        from_request(PageViewParams, request, view="events")

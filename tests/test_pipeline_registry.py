@@ -111,3 +111,18 @@ def test_a_job_takes_only_the_options_the_contract_names():
     assert set(REGISTRY["billing_windows"].jobs().takes) <= set(OPTIONS)
     with pytest.raises(ValueError, match="Jobs.takes: stop_after not among days"):
         Jobs(takes=("days", "stop_after"))
+
+
+def test_jobs_are_taken_by_the_names_of_their_functions():
+    from lklab.pipelines.contract import Jobs
+
+    def speed(spark, config, **options):
+        return None
+
+    def stream(spark, config):
+        return None
+
+    jobs = Jobs.of(speed, describe=lambda config: "settings")
+    assert (jobs.speed, jobs.commands(), jobs.describe(None)) == (speed, ("speed",), "settings")
+    with pytest.raises(ValueError, match="Jobs.of: stream not among generate, speed, batch, replay, reconcile"):
+        Jobs.of(stream)

@@ -70,6 +70,8 @@ Handler = Callable[[argparse.Namespace], int]
 EVERY_COMMAND = "*"
 # The commands whose work is a pipeline's own (ingest, health and maintenance are the lake's).
 PER_PIPELINE = ("generate", "speed", "batch", "replay", "reconcile", "compare")
+# The commands a pipeline's ``Jobs`` runs (``compare`` is its ``Comparison``).
+_JOB_COMMANDS = ("generate", "speed", "batch", "replay", "reconcile")
 # The flags a pipeline's job may take beyond the ones every pipeline's job of that command takes
 # (``Jobs.takes``), by the name the job receives them as: ``days`` is ``--date``/``--from``/``--to``
 # read as a ``shared.partitions.DayRange``; the others are the flags' values as parsed.
@@ -209,7 +211,10 @@ class Jobs:
     ``ValueError`` for bad input (exit 2). ``announce(command, config, options) -> str | None``:
     the progress line ``command`` starts with, before its Spark session (``compare`` too, its
     options ``name`` and ``configurations``); None: the command line's own. ``app``: what the
-    names of its Spark applications start with (``app-COMMAND``; empty: ``lklab-<name>``)."""
+    names of its Spark applications start with (``app-COMMAND``; empty: ``lklab-<name>``).
+
+    ``Jobs.of(generate, speed, ...)`` takes the jobs by their functions' names: a jobs module
+    names each job after its command."""
 
     generate: Callable[..., str] | None = None
     speed: Callable[..., Outcome] | None = None
@@ -228,6 +233,16 @@ class Jobs:
         unknown = sorted(set(self.takes) - set(OPTIONS))
         if unknown:
             raise ValueError(f"Jobs.takes: {', '.join(unknown)} not among {', '.join(OPTIONS)}")
+
+    @classmethod
+    def of(cls, *jobs: Callable[..., Any], **declared: Any) -> Jobs:
+        """The ``jobs``, each serving the command its function is named after (``def speed``: the
+        ``speed`` job), with the ``declared`` fields beyond them (``refused=``, ``describe=`` ...)."""
+        named = {job.__name__: job for job in jobs}
+        unknown = sorted(set(named) - set(_JOB_COMMANDS))
+        if unknown:
+            raise ValueError(f"Jobs.of: {', '.join(unknown)} not among {', '.join(_JOB_COMMANDS)}")
+        return cls(**named, **declared)
 
     def commands(self) -> tuple[str, ...]:
         return tuple(name for name in PER_PIPELINE if getattr(self, name, None) is not None)

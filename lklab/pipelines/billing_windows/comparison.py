@@ -35,7 +35,6 @@ the later of the last recompute's landing and the end of every window served or 
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -45,12 +44,11 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     cost_scope,
     each_setting,
     live_run,
-    log_to_compare,
-    measuring,
     setting_config,
     timed,
 )
@@ -150,16 +148,9 @@ def _rows_in(tables: Tables, name: str) -> int:
     return tables.read_arrow(name).num_rows if tables.exists(name) else 0
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    step: Callable[[str], None],
-) -> MeasuredStream:
-    run_config = setting_config(config, delay, lateness)
+def _stream(on: Comparing, delay: str, lateness: str, step: Callable[[str], None]) -> MeasuredStream:
+    spark, tables, plan = on.spark, on.tables, on.plan
+    run_config = setting_config(on.config, delay, lateness)
     name = f"{plan.name}-w{delay}-l{lateness}"
     replayed = replay_prefix(f"{name}-replay")
     step(f"live stream, {plan.segments_per_batch} segments per micro-batch")
@@ -168,7 +159,9 @@ def _stream(
     replay = run_replay(spark, run_config, f"{name}-replay", replace=True, history=True)
     require_same_rows(tables, live, replayed, f"stream W={delay} L={lateness}")
     step("reconcile the live stream against batch truth")
-    recon, recon_cost = timed(config, "reconciliation", lambda: reconcile(spark, run_config, against=f"kappa:{name}"))
+    recon, recon_cost = timed(
+        on.config, "reconciliation", lambda: reconcile(spark, run_config, against=f"kappa:{name}")
+    )
     history = tables.read_arrow(WINDOW_HISTORY.at(replayed))
     late = tables.read_arrow(LATE_EVENTS.at(live)) if tables.exists(LATE_EVENTS.at(live)) else None
     return MeasuredStream(
@@ -216,11 +209,10 @@ def run_comparison(
     spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
 ) -> Report:
     """Run every configuration of ``plan`` over ``config.lake``'s log and measure them."""
-    lake, tables, last = log_to_compare(spark, config, "generate or ingest one first")
-    configurations = plan.configurations()
-    started = time.monotonic()
+    on = Comparing.start(spark, config, plan, "generate or ingest one first")
+    configurations, tables, last = plan.configurations(), on.tables, on.last
 
-    log = _clocked_log(spark, config, lake, last, StreamSettings.of(config))
+    log = _clocked_log(spark, config, on.lake, last, StreamSettings.of(config))
     landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
     truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)
@@ -232,14 +224,10 @@ def run_comparison(
                 (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)),
                 (c.watermark_delay, c.allowed_lateness),
             )
-    streams = each_setting(
-        settings, progress, lambda delay, lateness, step: _stream(spark, config, tables, plan, delay, lateness, step)
-    )
+    streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(on, delay, lateness, step))
 
-    assessed = measuring(
+    assessed = on.measured(
         progress,
-        configurations,
-        started,
         lambda: assess(
             configurations,
             window=config.window,

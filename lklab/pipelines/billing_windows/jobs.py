@@ -121,18 +121,10 @@ def announce(command: str, config, options: Mapping[str, Any]) -> str | None:
 
 def _write_log(config, request: GenerateRequest) -> dict:
     """Write the scenario's log and manifest; the manifest."""
+    from lklab.generator_params import from_request
     from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
-    params = GeneratorParams(
-        scenario=request.scenario,
-        events=request.events,
-        seed=request.seed,
-        span=request.span,
-        accounts=request.accounts,
-        duplicate_rate=request.duplicate_rate,
-        malformed_rate=request.malformed_rate,
-        segment_interval=request.segment_interval,
-    )
+    params = from_request(GeneratorParams, request)
     manifest = generate(params, config.lake, overwrite=request.overwrite, progress=_log.info).manifest
     _log.info(
         f"log written: {manifest['lines']:,} lines in {manifest['segments']:,} segments under "
@@ -246,12 +238,12 @@ def _refused() -> tuple[type[Exception], ...]:
 
 
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
+    return Jobs.of(
+        generate,
+        speed,
+        batch,
+        replay,
+        reconcile,
         refused=_refused(),
         takes=OPTIONS,  # every option beyond the common ones is billing's (the days, tolerances, JSON ...)
         prepare=prepare,

@@ -29,15 +29,13 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
-from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
+from lklab.live_stream import StepOutput, StreamRule
 from lklab.pipelines.billing_windows.replay import whole_log
 from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
-from shared.config import LabConfig
 from shared.events import parse_events
 from shared.speed import StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
@@ -98,13 +96,6 @@ SPEED_RULE = StreamRule(
     step=_step,
     parse=parse_events,
     holds_open=_holds_open,
-    logger="lklab.speed",
-    metrics=STREAM_METRICS,
     whole_log=whole_log,  # a replay computes the whole log through Spark, by day and by key
 )
-
-
-def run_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
-    """Run the speed layer until the log is consumed (``available_now``) or ``stop`` is set
-    (``options``: ``run_live``'s)."""
-    return run_live(spark, config, SPEED_RULE, **options)
+run_speed = SPEED_RULE.run

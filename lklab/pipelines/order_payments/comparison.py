@@ -26,7 +26,6 @@ a match) or ``unpaid not reported`` / ``orphan not reported`` (late, or still pe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -35,12 +34,11 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     StreamRuns,
     cost_scope,
     each_setting,
-    log_to_compare,
-    measuring,
     run_setting,
     timed,
 )
@@ -56,6 +54,7 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
     PAYMENTS_ORPHANS,
+    PAYMENTS_ROWS,
     PAYMENTS_STREAM_METRICS,
     PAYMENTS_TRUTH_MATCHED,
     PAYMENTS_TRUTH_ORPHANS,
@@ -123,14 +122,7 @@ class LogClock:
 
 def _row_sets(tables: Tables, prefix: str) -> dict[str, set]:
     found = {}
-    for table in (
-        PAYMENTS_MATCHED,
-        PAYMENTS_UNPAID,
-        PAYMENTS_ORPHANS,
-        PAYMENTS_LATE_EVENTS,
-        PAYMENTS_DUPLICATES,
-        PAYMENTS_DEAD_LETTER,
-    ):
+    for table in PAYMENTS_ROWS:
         rows = tables.read_arrow(table.at(prefix)).drop_columns(["batch_id"])
         found[table.name] = set(tuple(r.values()) for r in rows.to_pylist())
     return found
@@ -156,18 +148,9 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    clock: LogClock,
-    step: Progress,
-) -> MeasuredStream:
-    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
-    live, reconciled, run_config = runs.live, runs.reconciled, runs.config
+def _stream(on: Comparing, delay: str, lateness: str, clock: LogClock, step: Progress) -> MeasuredStream:
+    runs = run_setting(on, (delay, lateness), step, _RUNS)
+    live, reconciled, run_config, tables = runs.live, runs.reconciled, runs.config, on.tables
     ours = _row_sets(tables, live)
     metrics = tables.read_arrow(PAYMENTS_STREAM_METRICS.at(live)).sort_by("batch_id")
     state = metrics["state_rows"].to_pylist()
@@ -177,7 +160,7 @@ def _stream(
     audit_csv = reconciled.audit_csv.resolve()
     audit = AuditFile(str(audit_csv), reconciled.audit_rows) if audit_csv.exists() else None
     return MeasuredStream(
-        check=StreamCheck(delay, lateness, plan.segments_per_batch, metrics.num_rows, len(served), audit),
+        check=StreamCheck(delay, lateness, on.plan.segments_per_batch, metrics.num_rows, len(served), audit),
         served=served,
         side_output={"late orders": late_kinds.count("order"), "late payments": late_kinds.count("payment")},
         late=frozenset(_lines(late)),
@@ -213,13 +196,12 @@ def run_payments_comparison(
     spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
 ) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
-    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline order_payments' first")
-    started = time.monotonic()
-    configurations = plan.configurations()
+    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
+    configurations, tables = plan.configurations(), on.tables
     progress("batch truth from the complete log")
     batch, batch_cost = timed(config, "batch", lambda: run_payments_batch(spark, config))
     raw = (
-        raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
+        raw_log(spark, on.lake, on.last, max_line_bytes=config.max_line_bytes)
         .toArrow()
         .sort_by([("segment", "ascending"), ("line_number", "ascending")])
     )
@@ -234,7 +216,7 @@ def run_payments_comparison(
         key = parse_duration(delay)
         if key not in clocks:  # the clock depends on the delay alone
             clocks[key] = LogClock(parsed, ClockSettings(key, config.watermark_interval))
-        return _stream(spark, config, tables, plan, delay, lateness, clocks[key], step)
+        return _stream(on, delay, lateness, clocks[key], step)
 
     streams = each_setting(settings, progress, measured)
 
@@ -253,4 +235,4 @@ def run_payments_comparison(
         "cost_scope": cost_scope(config),
     }
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
-    return measuring(progress, configurations, started, report)
+    return on.measured(progress, report)

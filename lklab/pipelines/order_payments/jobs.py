@@ -28,17 +28,11 @@ def _describe(config) -> str:
 def generate(config, request: GenerateRequest) -> str:
     import shutil
 
+    from lklab.generator_params import from_request
     from lklab.pipelines.order_payments.generator import OrderPaymentParams, generate_order_payments
     from shared.locks import whole_lake
 
-    params = OrderPaymentParams(
-        orders=request.events,
-        seed=request.seed,
-        span=request.span,
-        segment_interval=request.segment_interval,
-        retry_rate=request.duplicate_rate,
-        malformed_rate=request.malformed_rate,
-    )
+    params = from_request(OrderPaymentParams, request, orders="events", retry_rate="duplicate_rate")
     if request.overwrite:
         with whole_lake(config.lake):
             for part in ("log", "tables", "generator", "checkpoints", "reports"):
@@ -112,17 +106,5 @@ def reconcile(spark, config, against: str) -> Outcome:
     return Outcome(render_text(found), unexplained=found.result.unexplained)
 
 
-def _refused() -> tuple[type[Exception], ...]:
-    return (ValueError,)
-
-
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
-        refused=_refused(),
-        describe=_describe,
-    )
+    return Jobs.of(generate, speed, batch, replay, reconcile, refused=(ValueError,), describe=_describe)

@@ -29,17 +29,14 @@ from lklab.pipelines.order_payments.reconcile_rule import JoinReconciliation, Jo
 from lklab.pipelines.order_payments.state import join_state_from_table
 from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
 from lklab.pipelines.order_payments.tables import (
-    PAYMENTS_BATCH_DEAD_LETTER,
-    PAYMENTS_BATCH_DUPLICATES,
+    PAYMENTS_BATCH_TABLES,
     PAYMENTS_DEAD_LETTER,
     PAYMENTS_DUPLICATES,
     PAYMENTS_LATE_EVENTS,
     PAYMENTS_MATCHED,
     PAYMENTS_ORPHANS,
     PAYMENTS_STATE,
-    PAYMENTS_TRUTH_MATCHED,
-    PAYMENTS_TRUTH_ORPHANS,
-    PAYMENTS_TRUTH_UNPAID,
+    PAYMENTS_TABLES,
     PAYMENTS_UNPAID,
 )
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
@@ -63,19 +60,7 @@ class PaymentsReconciliation:
 
 
 def _compare(sides: Sides, run: str | None = None) -> PaymentsReconciliation:
-    truth = JoinSide(
-        sides.truth_segment,
-        *(
-            sides.truth(table)
-            for table in (
-                PAYMENTS_TRUTH_MATCHED,
-                PAYMENTS_TRUTH_UNPAID,
-                PAYMENTS_TRUTH_ORPHANS,
-                PAYMENTS_BATCH_DUPLICATES,
-                PAYMENTS_BATCH_DEAD_LETTER,
-            )
-        ),
-    )
+    truth = JoinSide(sides.truth_segment, *(sides.truth(table) for table in PAYMENTS_BATCH_TABLES))
     state = join_state_from_table(sides.stream(PAYMENTS_STATE))
     unpaid, late = sides.stream(PAYMENTS_UNPAID), sides.stream(PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
@@ -105,22 +90,8 @@ def _compare(sides: Sides, run: str | None = None) -> PaymentsReconciliation:
 PAYMENTS_RECONCILE = ReconcileRule(
     pipeline="order_payments",
     stream=PAYMENTS_RULE,
-    stream_tables=(
-        PAYMENTS_MATCHED,
-        PAYMENTS_UNPAID,
-        PAYMENTS_ORPHANS,
-        PAYMENTS_DUPLICATES,
-        PAYMENTS_DEAD_LETTER,
-        PAYMENTS_LATE_EVENTS,
-        PAYMENTS_STATE,
-    ),
-    truth_tables=(
-        PAYMENTS_TRUTH_MATCHED,
-        PAYMENTS_TRUTH_UNPAID,
-        PAYMENTS_TRUTH_ORPHANS,
-        PAYMENTS_BATCH_DUPLICATES,
-        PAYMENTS_BATCH_DEAD_LETTER,
-    ),
+    stream_tables=PAYMENTS_TABLES,
+    truth_tables=PAYMENTS_BATCH_TABLES,
     truth_position=lambda tables, **_: truth_position(tables),
     compare=_compare,
     # another bound pairs other events, other line settings read another log

@@ -29,9 +29,8 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
-from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
+from lklab.live_stream import StepOutput, StreamRule
 from lklab.pipelines.order_payments.metrics import join_metrics_row
 from lklab.pipelines.order_payments.parse import parse_order_lines
 from lklab.pipelines.order_payments.rule import JoinBatch, JoinSettings, join_step
@@ -119,12 +118,5 @@ PAYMENTS_RULE = StreamRule(
     step=_step,
     read=_read,
     holds_open=_holds_open,
-    logger="lklab.payments",
-    metrics=PAYMENTS_STREAM_METRICS,
 )
-
-
-def run_payments_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
-    """Run the join's stream until the log is consumed (``available_now``) or ``stop`` is set
-    (``options``: ``run_live``'s)."""
-    return run_live(spark, config, PAYMENTS_RULE, **options)
+run_payments_speed = PAYMENTS_RULE.run

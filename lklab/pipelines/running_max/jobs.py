@@ -20,16 +20,10 @@ def _conservation(lines: int, figures: dict) -> tuple[str, bool]:
 
 
 def generate(config, request: GenerateRequest) -> str:
+    from lklab.generator_params import from_request
     from lklab.pipelines.running_max.generator import ReadingParams, generate_readings
 
-    params = ReadingParams(
-        readings=request.events,
-        keys=request.accounts,
-        seed=request.seed,
-        segment_interval=request.segment_interval,
-        duplicate_rate=request.duplicate_rate,
-        malformed_rate=request.malformed_rate,
-    )
+    params = from_request(ReadingParams, request, readings="events", keys="accounts")
     made = generate_readings(params, config.lake, overwrite=request.overwrite)
     return (
         f"{made['readings']:,} readings, {made['duplicates']:,} resends, {made['malformed']:,} malformed lines: "
@@ -51,12 +45,9 @@ def _stream_outcome(tables, prefix: str, heading: str = "", tail: str = "") -> O
 
 
 def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
-    from lklab.live_stream import run_live
     from lklab.pipelines.running_max.stream import MAX_RULE
 
-    stream = run_live(
-        spark, config, MAX_RULE, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop
-    )
+    stream = MAX_RULE.run(spark, config, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop)
     return _stream_outcome(stream.tables, stream.sink.prefix)
 
 
@@ -99,4 +90,4 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def jobs() -> Jobs:
-    return Jobs(generate=generate, speed=speed, batch=batch, replay=replay, reconcile=reconcile)
+    return Jobs.of(generate, speed, batch, replay, reconcile)

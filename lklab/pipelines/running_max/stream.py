@@ -44,10 +44,6 @@ def _step(parsed: pa.Table, state: MaxState, settings: None, batch_id: int, star
     return StepOutput(rows, batch.state, figures)
 
 
-def _no_settings(config: LabConfig) -> None:
-    return None  # the rule has no settings of its own
-
-
 MAX_RULE = StreamRule(
     what="running_max stream",
     app_id="max-speed",
@@ -58,12 +54,10 @@ MAX_RULE = StreamRule(
         SinkTable(MAX_STREAM_METRICS),
         SinkTable(MAX_STATE, OVERWRITE),
     ),
-    settings=_no_settings,
     table_settings=line_settings,  # what makes a line a dead letter: the rows depend on nothing else
     empty_state=MaxState,
     state_from_table=state_from_table,
     step=_step,
     read=_read,
     logger="lklab.running_max",
-    metrics=MAX_STREAM_METRICS,
 )

@@ -29,7 +29,6 @@ must be the live run's own figures, and at every TTL the members counted must be
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -37,12 +36,11 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from lklab.comparison_runs import (
+    Comparing,
     ComparisonPlan,
     StreamRuns,
     cost_scope,
     each_setting,
-    log_to_compare,
-    measuring,
     run_setting,
 )
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
@@ -117,17 +115,9 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(
-    spark: SparkSession,
-    config: LabConfig,
-    tables: Tables,
-    plan: ComparisonPlan,
-    delay: str,
-    lateness: str,
-    step: Progress,
-) -> MeasuredStream:
-    runs = run_setting(spark, config, tables, plan, (delay, lateness), step, _RUNS)
-    live, reconciled = runs.live, runs.reconciled
+def _stream(on: Comparing, delay: str, lateness: str, step: Progress) -> MeasuredStream:
+    runs = run_setting(on, (delay, lateness), step, _RUNS)
+    live, reconciled, tables = runs.live, runs.reconciled, on.tables
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
     served = _served(tables.read_arrow(VISITORS_MEMBERS.at(live)))
@@ -142,7 +132,7 @@ def _stream(
     adds = sum(late["adds_url"].to_pylist())
     batches, peak, final = _state_sizes(tables, live)
     return MeasuredStream(
-        check=StreamCheck(delay, lateness, plan.segments_per_batch, batches, windows.num_rows),
+        check=StreamCheck(delay, lateness, on.plan.segments_per_batch, batches, windows.num_rows),
         served=served,
         side_output={"new URL": adds, "URL already counted": late.num_rows - adds},
         late=frozenset(
@@ -266,21 +256,21 @@ def run_visitors_comparison(
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
     ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
     then the ``DEFAULT_STATE_TTLS`` other than it)."""
-    lake, tables, last = log_to_compare(spark, config, "run 'lklab generate --pipeline unique_visitors' first")
+    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline unique_visitors' first")
     ttls = tuple(state_ttls) or default_state_ttls(config.state_ttl)
     for ttl in ttls:
         parse_duration(ttl, name="state-ttl")
     config = dataclasses.replace(config, state_ttl=parse_duration(ttls[0]))
-    started = time.monotonic()
-    configurations = plan.configurations()
+    on = dataclasses.replace(on, config=config)  # every run at the TTL measured
+    configurations, tables = plan.configurations(), on.tables
     progress("batch truth from the complete log")
     batch = run_visitors_batch(spark, config)
-    batches = _micro_batches(_parsed_log(spark, config, lake), plan.segments_per_batch, last)
+    batches = _micro_batches(_parsed_log(spark, config, on.lake), plan.segments_per_batch, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     sizes = []
 
     def measured(delay: str, lateness: str, step: Progress) -> MeasuredStream:
-        stream = _stream(spark, config, tables, plan, delay, lateness, step)
+        stream = _stream(on, delay, lateness, step)
         sizes.extend(_ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step))
         return stream
 
@@ -309,4 +299,4 @@ def run_visitors_comparison(
     }
     batch_cost = PathCost("batch", batch.cpu_seconds, batch.wall_seconds)
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
-    return measuring(progress, configurations, started, report)
+    return on.measured(progress, report)

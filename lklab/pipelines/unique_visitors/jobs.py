@@ -25,18 +25,10 @@ def _describe(config) -> str:
 
 
 def generate(config, request: GenerateRequest) -> str:
+    from lklab.generator_params import from_request
     from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
 
-    params = PageViewParams(
-        scenario=request.scenario,
-        views=request.events,
-        seed=request.seed,
-        span=request.span,
-        users=request.accounts,
-        duplicate_rate=request.duplicate_rate,
-        malformed_rate=request.malformed_rate,
-        segment_interval=request.segment_interval,
-    )
+    params = from_request(PageViewParams, request, views="events", users="accounts")
     made = generate_page_views(params, config.lake, overwrite=request.overwrite)
     return (
         f"{made['views']:,} page views, {made['duplicates']:,} resends, {sum(made['dead_letters'].values()):,} "
@@ -112,12 +104,4 @@ def reconcile(spark, config, against: str) -> Outcome:
 
 
 def jobs() -> Jobs:
-    return Jobs(
-        generate=generate,
-        speed=speed,
-        batch=batch,
-        replay=replay,
-        reconcile=reconcile,
-        check=_check,
-        describe=_describe,
-    )
+    return Jobs.of(generate, speed, batch, replay, reconcile, check=_check, describe=_describe)

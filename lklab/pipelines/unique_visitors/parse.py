@@ -107,12 +107,7 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     readable = F.col("_whole") & F.col("_utf8")
     v = F.try_parse_json(F.when(readable, line))
     located = shaped.select(
-        "segment",
-        "line_number",
-        "raw_line",
-        "line_bytes",
-        "_whole",
-        "_utf8",
+        "*",
         v.isNull().alias("_not_json"),
         F.when(v.isNull() & readable, repeated_key(F.json_object_keys(line))).alias("_repeated_key"),
         *[F.try_variant_get(v, f"$.{name}", "variant").alias(f"_v_{name}") for name in (*_FIELDS, HEARTBEAT_FIELD)],
@@ -121,12 +116,7 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     text = {name: F.try_variant_get(F.col(f"_v_{name}"), "$", "string") for name in _FIELDS}
     beat = F.col(f"_v_{HEARTBEAT_FIELD}")
     typed = located.select(
-        "segment",
-        "line_number",
-        "raw_line",
-        "line_bytes",
-        "_whole",
-        "_utf8",
+        *shaped.columns,
         "_not_json",
         "_repeated_key",
         *[kind[name].alias(f"_k_{name}") for name in _FIELDS],

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.live_stream import LiveStream, StepOutput, StreamRule, run_live
+from lklab.live_stream import StepOutput, StreamRule
 from lklab.pipelines.unique_visitors.metrics import visitor_metrics_row
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.rule import WINDOW_KEY
@@ -153,8 +153,8 @@ VISITORS_RULE = StreamRule(
     read=_read,
     holds_open=_holds_open,
     logger="lklab.visitors",
-    metrics=VISITORS_STREAM_METRICS,
 )
+run_visitors_speed = VISITORS_RULE.run
 
 
 # The replay's micro-batches: its step rebuilds the seen set and the state each micro-batch, so a
@@ -168,9 +168,3 @@ def replay_visitors(spark: SparkSession, config: LabConfig, name: str, *, replac
     micro-batches of about ``REPLAY_BATCH_BYTES`` of log: its rows are a live run's, batch ids aside."""
     per_batch = segments_per_batch_of(config.lake, REPLAY_BATCH_BYTES)
     return replay_on_executors(spark, config, VISITORS_RULE, name, replace=replace, segments_per_batch=per_batch)
-
-
-def run_visitors_speed(spark: SparkSession, config: LabConfig, **options) -> LiveStream:
-    """Run the ``unique_visitors`` stream until the log is consumed (``available_now``) or ``stop`` is set
-    (``options``: ``run_live``'s)."""
-    return run_live(spark, config, VISITORS_RULE, **options)
