@@ -322,3 +322,12 @@ def test_the_statuses_agree_with_datacompy(inputs, lklab_here):
     }
     assert theirs == ours == {"match": 3, "value_mismatch": 1, "missing_in_stream": 1, "extra_in_stream": 1}
     assert compare.intersect_rows["kwh_match"].sum() == 3  # m3: null on both sides is equal there too
+
+    # With a tolerance: datacompy compares Decimal objects exactly, so it gets kwh as floats
+    # (0.701 - 0.700 is 0.0010000000000000009 there: a tolerance of 0.0015 keeps clear of it).
+    within = json.loads(lklab_here(*tables(*inputs, "--json", "--abs-tol", "0.0015"))[1])["statuses"]
+    for frame in (truth, stream):
+        frame["kwh"] = frame["kwh"].astype("float64")
+    tolerant = datacompy.PandasCompare(truth, stream, join_columns=KEYS.split(","), abs_tol=0.0015)
+    assert tolerant.count_matching_rows() == within["match"] == 4
+    assert len(tolerant.intersect_rows) - 4 == within["value_mismatch"] == 0
