@@ -8,7 +8,9 @@ The truth and the stream each hold one row per key (``keys``: the columns that n
     missing_in_stream  only the truth holds it
     extra_in_stream    only the stream holds it
 
-Measures compare exactly (decimals as decimals) and null-safely: a null equals only a null. A
+Measures compare exactly (decimals as decimals) and null-safely: a null equals only a null. With
+a ``Tolerance`` two non-null values also count as equal when ``|stream - truth| <= abs_tol +
+rel_tol * |truth|`` (``reconciliation.tolerance``); a key is a match when every measure is. A
 key held twice by one side is a ``DuplicateKeys`` error naming it, never summed. Nothing is
 collected but the counts.
 """
@@ -20,6 +22,8 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from reconciliation.tolerance import Tolerance
 
 __all__ = ["STATUSES", "DuplicateKeys", "keyed_diff", "status_counts"]
 
@@ -37,9 +41,22 @@ def _check_unique(side: DataFrame, keys: Sequence[str], name: str) -> None:
         raise DuplicateKeys(f"the {name} holds key {key} {repeated[0]['count']} times; a key names one row")
 
 
-def keyed_diff(truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str]) -> DataFrame:
+def _equal(truth: Column, stream: Column, tolerance: Tolerance | None) -> Column:
+    """Null-safe equality, widened by ``tolerance`` for two non-null values."""
+    if tolerance is None or tolerance.exact:
+        return truth.eqNullSafe(stream)
+    return truth.eqNullSafe(stream) | F.coalesce(tolerance.amounts_match(stream, truth), F.lit(False))
+
+
+def keyed_diff(
+    truth: DataFrame,
+    stream: DataFrame,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    tolerance: Tolerance | None = None,
+) -> DataFrame:
     """One row per key of either side: the keys, ``truth_<m>``, ``stream_<m>``, ``delta_<m>``
-    for each measure, and ``status`` (the module docstring)."""
+    for each measure, and ``status`` (the module docstring; None: exact)."""
     for side, name in ((truth, "truth"), (stream, "stream")):
         _check_unique(side, keys, name)
 
@@ -49,7 +66,9 @@ def keyed_diff(truth: DataFrame, stream: DataFrame, keys: Sequence[str], measure
 
     joined = side(truth, "truth").join(side(stream, "stream"), list(keys), "full_outer")
     equal: Column = reduce(
-        lambda a, b: a & b, [F.col(f"truth_{m}").eqNullSafe(F.col(f"stream_{m}")) for m in measures], F.lit(True)
+        lambda a, b: a & b,
+        [_equal(F.col(f"truth_{m}"), F.col(f"stream_{m}"), tolerance) for m in measures],
+        F.lit(True),
     )
     status = (
         F.when(F.col("_truth").isNull(), "extra_in_stream")

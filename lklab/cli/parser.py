@@ -239,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         "reconcile",
         f"Diff a stream against {BATCH_TRUTH.name}, explain every gap, fold the late side output back in "
         "(exit 3 when the unexplained gap exceeds the threshold).",
-        "lklab reconcile --date 2026-01-05 --against kappa:lateness-1h --json-out recon.json",
+        "lklab reconcile --date 2026-01-05 --against kappa:lateness-1h --json-out recon.json\n"
+        "  lklab reconcile --truth-table truth/ --stream-table stream.parquet "
+        "--keys window_start,meter --measures kwh --json-out recon.json",
     )
     _common(reconcile)
     _add_days(reconcile)
@@ -259,6 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reconcile.add_argument("--json", action="store_true", help="print the JSON summary instead of text")
     reconcile.add_argument("--json-out", help="also write the JSON summary to this file")
+    tables = reconcile.add_argument_group("any two tables")
+    tables.description = (
+        "diff two keyed tables the lab did not write (Delta or Parquet, by any engine) instead of a "
+        "pipeline's stream: all four flags together; --abs-tol, --rel-tol and --max-unexplained then "
+        "apply to every measure"
+    )
+    tables.add_argument("--truth-table", metavar="PATH", help="the reference: a Delta table's folder or Parquet")
+    tables.add_argument("--stream-table", metavar="PATH", help="the table compared with it: Delta or Parquet")
+    tables.add_argument("--keys", help="comma-separated columns naming one row on each side")
+    tables.add_argument("--measures", help="comma-separated number columns compared per key")
 
     health = _command(
         sub,

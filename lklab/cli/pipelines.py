@@ -5,7 +5,8 @@ looked up in the one registry, ``lklab.pipelines.REGISTRY``. Every pipeline, the
 included, is served alike: a command the pipeline lists in its ``jobs`` runs through
 ``lklab.cli.pipeline_jobs`` (``compare`` runs ``lklab.cli.compare`` for a pipeline that declares
 a ``Comparison``); a pipeline's command it declares no job for is refused (exit 2, naming the
-ones it has). The lake's commands (``ingest``, ``health``, ``maintain``) and ``demo`` (the
+ones it has). ``reconcile`` given two tables (``--truth-table``, ``--stream-table``) diffs them
+instead, whichever pipeline is selected (``lklab.cli.table_reconcile``). The lake's commands (``ingest``, ``health``, ``maintain``) and ``demo`` (the
 default pipeline's comparison over a scenario it generates) have handlers of their own.
 
 **Flags that do not apply.** The commands share one parser, so a command accepts flags that one
@@ -90,6 +91,11 @@ def pipeline_handler(args: argparse.Namespace) -> Handler | None:
     """The handler of ``args.command`` for the pipeline configured (None: a command that is not a
     pipeline's, served by its own handler), once the flags it has no use for are refused."""
     pipeline = selected_pipeline(args)
+    if args.command == "reconcile":
+        from lklab.cli.table_reconcile import compares_tables, reconcile_tables
+
+        if compares_tables(args):  # two tables the lab did not write: no pipeline's job runs
+            return partial(reconcile_tables, pipeline=pipeline)
     refuse_inapplicable(args, pipeline)
     if args.command not in PER_PIPELINE:
         return None
