@@ -39,11 +39,11 @@ recon_runs = table_asset(RECON_RUNS)  # reconciliation's record of each run
 replay_runs = table_asset(catalog.REPLAY_RUNS)  # kappa_replay's record of each replay
 
 # Every pipeline's that declares DAGs (``Pipeline.dags``, made by ``lklab.pipeline_dags``): its
-# nightly batch writes its truth tables, its reconcile the tables it declares (order_payments' and
-# running_max's write none), by table name.
+# batch writes its truth tables, its reconcile and its replay the tables they declare
+# (order_payments' and running_max's reconcile writes none), by table name.
 PIPELINE_ASSETS = {
     table.name: table_asset(table)
     for pipeline in REGISTRY.values()
     if pipeline.dags is not None
-    for table in (*pipeline.dags.truth, *pipeline.dags.reconciled)
+    for table in (*pipeline.dags.truth, *pipeline.dags.reconciled, *pipeline.dags.replayed)
 }

@@ -1,6 +1,9 @@
-"""The DAGs of every pipeline that declares them (``Pipeline.dags``: ``unique_visitors``,
-``order_payments``, ``running_max``): one shape each, written once, made for a pipeline by
-``nightly_dag(name)`` and ``replay_dag(name)``.
+"""The DAGs of every pipeline (``Pipeline.dags``): one shape each, written once, made for a
+pipeline by ``nightly_dag(name)`` or, for a pipeline whose truth is recomputed day by day
+(``by_day``: ``billing_windows``), ``truth_dag(name)`` and ``reconcile_dag(name)``; and
+``replay_dag(name)``. A DAG's id is ``<pipeline>_<shape>`` unless the pipeline names it
+(``dag_ids``: billing's keep their first names, ``batch_recompute``, ``reconciliation``,
+``kappa_replay``).
 
 * ``<pipeline>_nightly``, daily at the pipeline's own time (UTC). ``recompute_truth`` runs
   ``spark_jobs/batch_job.py --pipeline P``: the truth over the whole log, replacing the last one
@@ -9,6 +12,12 @@
   of their last committed micro-batch, against that truth. Reconcile exits 3 when a difference
   is unexplained, a *breach*: the task fails at once, without retries, ``BREACH`` and the job's
   verdict in its failure message (``lklab.spark_task``); any other failure is a crash, retried.
+* ``<pipeline>_truth``, daily at the pipeline's time: ``recompute_truth`` runs
+  ``spark_jobs/batch_job.py --pipeline P --date {{ ds }}``, the truth of the run's logical date
+  (a rerun reads the position recorded for that date); its success is an event on the truth's
+  assets, which schedules ``<pipeline>_reconcile``: ``days_covered`` lists the days of the
+  triggering events, and ``reconcile`` runs ``reconcile_job.py --pipeline P --date DAY --against
+  speed --json`` once per day (mapped), a breach failing that day's task at once.
 * ``<pipeline>_replay``, manual: ``replay`` runs ``spark_jobs/replay_job.py --pipeline P --name
   RUN`` with the run's stream settings, into the ``kappa/RUN/`` tables, replacing an earlier
   replay of that name; ``lklab reconcile --pipeline P --against kappa:RUN`` compares it.
@@ -27,14 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, CronTriggerTimetable, Param, task
 
 from lklab import assets
 from lklab.pipelines import find
-from lklab.spark_task import spark_job
+from lklab.spark_task import mapped_spark_job, spark_job
 from shared import catalog
 
-__all__ = ["PipelineDags", "nightly_dag", "replay_dag", "BREACH"]
+__all__ = ["PipelineDags", "nightly_dag", "replay_dag", "truth_dag", "reconcile_dag", "BREACH"]
 
 BREACH = 3  # reconcile_job's exit code for these pipelines: a difference is unexplained
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,6 +63,9 @@ class PipelineDags:
     reconcile_writes: str
     batch_tables: tuple[catalog.Table, ...]
     replay_settings: tuple[tuple[str, str], ...]
+    replayed: tuple[Asset, ...] = ()
+    by_day: bool = False
+    dag_ids: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, name: str) -> PipelineDags:
@@ -71,7 +83,14 @@ class PipelineDags:
             reconcile_writes=spec.reconcile_writes,
             batch_tables=spec.batch_tables,
             replay_settings=spec.replay_settings,
+            replayed=tuple(assets.PIPELINE_ASSETS[t.name] for t in spec.replayed),
+            by_day=spec.by_day,
+            dag_ids=tuple(spec.dag_ids.items()),
         )
+
+    def dag_id(self, shape: str) -> str:
+        """The id of the pipeline's DAG of ``shape`` (``nightly``, ``truth``, ``reconcile``, ``replay``)."""
+        return dict(self.dag_ids).get(shape, f"{self.pipeline}_{shape}")
 
     @property
     def selects(self) -> list[str]:
@@ -79,11 +98,15 @@ class PipelineDags:
         return ["--pipeline", self.pipeline]
 
 
-def _nightly_doc(spec: PipelineDags) -> str:
+def _at(spec: PipelineDags) -> str:
     minute, hour = spec.nightly_at.split()[:2]
-    return f"""`{spec.pipeline}_nightly`: {spec.computes}, the truth recomputed from the whole log, then the speed layer reconciled with it.
+    return f"{int(hour):02d}:{int(minute):02d} UTC"
 
-Daily at {int(hour):02d}:{int(minute):02d} UTC, one run at a time.
+
+def _nightly_doc(spec: PipelineDags) -> str:
+    return f"""`{spec.dag_id("nightly")}`: {spec.computes}, the truth recomputed from the whole log, then the speed layer reconciled with it.
+
+Daily at {_at(spec)}, one run at a time.
 
 1. `recompute_truth`: `spark_jobs/batch_job.py {" ".join(spec.selects)}` replaces {", ".join(f"`{t.name}`" for t in spec.batch_tables)} from every segment of the log; no date, so a retry or a rerun computes the same tables again.
 2. `reconcile`: `spark_jobs/reconcile_job.py {" ".join(spec.selects)} --against speed` compares the speed layer's tables (as of its last committed micro-batch) with that truth, explains each difference by the side outputs, and {spec.reconcile_writes}.
@@ -94,7 +117,7 @@ A difference nothing explains makes reconcile exit {BREACH}: a breach, which fai
 
 def _replay_doc(spec: PipelineDags) -> str:
     settings = ", ".join(f"`{name}`" for name, _ in spec.replay_settings)
-    return f"""`{spec.pipeline}_replay`: a Kappa replay of the {spec.pipeline} stream over the whole log, under a name of its own.
+    return f"""`{spec.dag_id("replay")}`: a Kappa replay of the {spec.pipeline} stream over the whole log, under a name of its own.
 
 Manual. `replay`: `spark_jobs/replay_job.py {" ".join(spec.selects)} --name <run_name> --replace` with the params {settings}, into tables `kappa/<run_name>/...` (replacing an earlier replay of that name, so a retry computes the same tables again). `lklab reconcile {" ".join(spec.selects)} --against kappa:<run_name>` compares it with the truth. `lklab.pipeline_dags` makes this DAG.
 """
@@ -104,7 +127,7 @@ def nightly_dag(name: str) -> DAG:
     """``<name>_nightly``: ``recompute_truth >> reconcile``."""
     spec = PipelineDags.of(name)
     with DAG(
-        f"{spec.pipeline}_nightly",
+        spec.dag_id("nightly"),
         schedule=CronTriggerTimetable(spec.nightly_at, timezone="UTC"),
         start_date=START,
         catchup=False,
@@ -151,7 +174,7 @@ def replay_dag(name: str) -> DAG:
         )
         settings += [f"--{name}", f"{{{{ params.{param} }}}}"]
     with DAG(
-        f"{spec.pipeline}_replay",
+        spec.dag_id("replay"),
         schedule=None,
         start_date=START,
         catchup=False,
@@ -165,6 +188,96 @@ def replay_dag(name: str) -> DAG:
             "replay_job",
             [*spec.selects, "--name", "{{ params.run_name }}", *settings, "--replace"],
             name=f"lklab-{spec.pipeline}-replay",
+            outlets=list(spec.replayed),
             execution_timeout=timedelta(hours=4),
         )
     return replay
+
+
+def _truth_doc(spec: PipelineDags) -> str:
+    return f"""`{spec.dag_id("truth")}`: {spec.computes}; the truth, one UTC day per run.
+
+Daily at {_at(spec)}, one run at a time. `recompute_truth`: `spark_jobs/batch_job.py {" ".join(spec.selects)} --date {{{{ ds }}}}` recomputes {", ".join(f"`{t.name}`" for t in spec.batch_tables)} for the run's logical date (the day its data interval starts), through the `spark_default` connection (local Spark, or a standalone cluster when it says `spark://host:7077`). A rerun for the same date reads the log position recorded for that date and replaces that date's rows, so retries and clears are idempotent. Success emits an event on {", ".join(f"`{a.name}`" for a in spec.truth)}, which schedules `{spec.dag_id("reconcile")}`. `lklab.pipeline_dags` makes this DAG.
+"""
+
+
+def _reconcile_doc(spec: PipelineDags) -> str:
+    return f"""`{spec.dag_id("reconcile")}`: the speed layer against the {spec.pipeline} truth, for every day a recompute covered.
+
+Scheduled on {", ".join(f"`{a.name}`" for a in spec.truth)}. `days_covered` lists the days of the run's events (``lklab.batch_events``: each event's `days` extra, or the logical date of the run that emitted it; a run without events, manual or `airflow dags test`, covers its own logical date), and `reconcile` runs once per day (dynamic task mapping, one day at a time): `spark_jobs/reconcile_job.py {" ".join(spec.selects)} --date DAY --against speed --json` compares the speed layer's tables (as of its last committed micro-batch) with the truth, explains each difference by the side outputs, {spec.reconcile_writes}, and prints its summary as JSON into the task's log.
+
+A breach, an unexplained gap beyond the `max_unexplained` param (the job exits {BREACH}), fails that day's task at once, without retries, its failure message opening with `BREACH` and quoting the job's verdict: a rerun would find the same gap. A crash (any other failure) is retried. `lklab.pipeline_dags` makes this DAG.
+"""
+
+
+def truth_dag(name: str) -> DAG:
+    """``<name>_truth`` (a ``by_day`` pipeline's): ``recompute_truth`` for the run's logical date."""
+    spec = PipelineDags.of(name)
+    with DAG(
+        spec.dag_id("truth"),
+        schedule=CronDataIntervalTimetable(spec.nightly_at, timezone="UTC"),
+        start_date=START,
+        catchup=False,
+        # One run at a time: runs write the same table, and each run's asset event then reaches
+        # the reconcile DAG on its own.
+        max_active_runs=1,
+        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
+        tags=["lklab", "lambda", "spark", spec.pipeline],
+        doc_md=_truth_doc(spec),
+    ) as truth:
+        spark_job(
+            "recompute_truth",
+            "batch_job",
+            [*spec.selects, "--date", "{{ ds }}"],
+            name=f"lklab-{spec.pipeline}-batch",
+            outlets=list(spec.truth),
+            execution_timeout=timedelta(hours=2),
+        )
+    return truth
+
+
+def reconcile_dag(name: str) -> DAG:
+    """``<name>_reconcile`` (a ``by_day`` pipeline's): scheduled on its truth, ``reconcile`` once
+    per day the triggering recomputes covered."""
+    spec = PipelineDags.of(name)
+    with DAG(
+        spec.dag_id("reconcile"),
+        schedule=list(spec.truth),
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
+        params={
+            "max_unexplained": Param(
+                "0",
+                type="string",
+                pattern=r"^\d+(\.\d+)?$",
+                description="largest unexplained difference (money, per currency) before a day's task fails as a breach",
+            ),
+        },
+        tags=["lklab", "lambda", "reconciliation", "spark", spec.pipeline],
+        doc_md=_reconcile_doc(spec),
+    ) as reconcile:
+        selects = spec.selects
+
+        @task
+        def days_covered(triggering_asset_events=None, dag_run=None, params=None) -> list[list[str]]:
+            from lklab.batch_events import days_to_reconcile
+
+            return [
+                [*selects, "--date", day.isoformat(), "--against", "speed", "--json"]
+                + ["--max-unexplained", params["max_unexplained"]]
+                for day in days_to_reconcile(triggering_asset_events, dag_run.logical_date)
+            ]
+
+        mapped_spark_job(
+            "reconcile",
+            "reconcile_job",
+            days_covered(),
+            name=f"lklab-{spec.pipeline}-reconcile",
+            breach_exit_code=BREACH,
+            outlets=list(spec.reconciled),
+            execution_timeout=timedelta(hours=1),
+            max_active_tis_per_dagrun=1,
+        )
+    return reconcile

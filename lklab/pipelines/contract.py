@@ -257,7 +257,12 @@ class DagSpec:
     ``truth``: the tables the batch writes that others are scheduled on (assets);
     ``reconciled``: the tables the reconcile writes; ``reconcile_writes``: what it writes, in
     words, for the DAG's doc; ``batch_tables``: everything the batch replaces (for the doc).
-    ``replay_settings``: the stream settings a replay takes as params, with their defaults."""
+    ``replay_settings``: the stream settings a replay takes as params, with their defaults;
+    ``replayed``: the tables a replay writes that are assets (its run history, say).
+    ``by_day``: the truth is recomputed one UTC day per run (``<name>_truth``, ``--date``) and the
+    stream reconciled for every day a recompute covered (``<name>_reconcile``, scheduled on the
+    truth), instead of both over the whole log nightly (``<name>_nightly``). ``dag_ids``: DAG ids
+    other than ``<name>_<shape>``, by shape (``nightly``, ``truth``, ``reconcile``, ``replay``)."""
 
     nightly_at: str
     truth: tuple[Any, ...]
@@ -265,6 +270,9 @@ class DagSpec:
     reconcile_writes: str
     reconciled: tuple[Any, ...] = ()
     replay_settings: tuple[tuple[str, str], ...] = (("watermark-delay", "1m"), ("allowed-lateness", "0s"))
+    replayed: tuple[Any, ...] = ()
+    by_day: bool = False
+    dag_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

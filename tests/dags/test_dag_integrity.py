@@ -28,7 +28,7 @@ PARSE_CPU_SECONDS = 0.5
 BROKEN_CONFIG = 'window-size = "2m"\nthis is not TOML\n'
 
 SHAPES = {
-    "batch_recompute": {"recompute_batch_truth": set()},
+    "batch_recompute": {"recompute_truth": set()},
     "reconciliation": {"days_covered": {"reconcile"}, "reconcile": set()},
     "kappa_replay": {"replay": set()},
     "speed_layer_health": {"check_stream_metrics": set()},
@@ -51,7 +51,7 @@ SHAPES = {
 }
 FILE_NAMES = {"reconciliation": "reconciliation_days.py"}
 SPARK_JOBS = {
-    ("batch_recompute", "recompute_batch_truth"): "batch_job.py",
+    ("batch_recompute", "recompute_truth"): "batch_job.py",
     ("reconciliation", "reconcile"): "reconcile_job.py",
     ("kappa_replay", "replay"): "replay_job.py",
     ("lambda_kappa_experiment", "speed_layer"): "speed_job.py",
@@ -419,15 +419,19 @@ def test_days_covered_gives_each_day_its_reconcile_arguments(dagbag):
     days_covered = dagbag.dags["reconciliation"].get_task("days_covered").python_callable
     manual_run = SimpleNamespace(logical_date=datetime(2026, 1, 5, tzinfo=UTC))
     assert days_covered(triggering_asset_events={}, dag_run=manual_run, params={"max_unexplained": "0.5"}) == [
-        ["--date", "2026-01-05", "--against", "speed", "--json", "--max-unexplained", "0.5"],
+        ["--pipeline", "billing_windows", "--date", "2026-01-05", "--against", "speed", "--json"]
+        + ["--max-unexplained", "0.5"],
     ]
     assert dagbag.dags["reconciliation"].params["max_unexplained"] == "0"
 
 
 def test_templated_arguments(dagbag):
     args = lambda dag_id, task_id: dagbag.dags[dag_id].get_task(task_id).application_args
-    assert args("batch_recompute", "recompute_batch_truth") == ["--date", "{{ ds }}"]
+    # every task names its pipeline: the configured one never decides what runs
+    assert args("batch_recompute", "recompute_truth") == ["--pipeline", "billing_windows", "--date", "{{ ds }}"]
     assert args("kappa_replay", "replay") == [
+        "--pipeline",
+        "billing_windows",
         "--name",
         "{{ params.run_name }}",
         "--watermark-delay",

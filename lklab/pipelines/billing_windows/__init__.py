@@ -12,7 +12,9 @@ registry.
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, Pipeline
+from lklab.pipelines.contract import Comparison, DagSpec, Pipeline
+from reconciliation.tables import RECON_RUNS
+from shared import catalog
 
 __all__ = ["PIPELINE"]
 
@@ -55,6 +57,17 @@ def _publish(report, directory):
 
 PIPELINE = Pipeline(
     name="billing_windows",
+    dags=DagSpec(
+        nightly_at="0 0 * * *",  # the day before is complete at midnight UTC
+        truth=(catalog.BATCH_TRUTH,),
+        batch_tables=(catalog.BATCH_TRUTH, catalog.BATCH_DUPLICATES, catalog.BATCH_DEAD_LETTER),
+        reconcile_writes="writes recon_runs, recon_diffs, corrected_aggregates and recon_corrections",
+        reconciled=(RECON_RUNS,),
+        replayed=(catalog.REPLAY_RUNS,),
+        by_day=True,
+        # the lab's first DAGs keep their names
+        dag_ids={"truth": "batch_recompute", "reconcile": "reconciliation", "replay": "kappa_replay"},
+    ),
     stream=_stream,
     computes="windowed sums: exact money per account, currency and event-time window",
     jobs=_jobs,
