@@ -303,10 +303,9 @@ def _declaration(name: str, section: dict[str, Any], defaults: LabConfig) -> Dec
     window_kind = section.get("window-kind", defaults.window_kind)
     if window_kind not in WINDOW_KINDS:
         raise _refuse(name, f"window-kind: {window_kind!r} is not valid; valid: {', '.join(WINDOW_KINDS)}")
+    size, slide, gap = setting("window-size"), setting("window-slide"), setting("session-gap")
     try:
-        window = window_spec(
-            window_kind, size=setting("window-size"), slide=setting("window-slide"), gap=setting("session-gap")
-        )
+        window = window_spec(window_kind, size=size, slide=slide, gap=gap)
     except ValueError as err:
         raise _refuse(name, str(err)) from None
     stream = {key.replace("-", "_"): setting(key) for key in _STREAM_KEYS}
