@@ -32,12 +32,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
+from lklab.pipelines.declared.field_rules import FieldRule, field_rules
+from lklab.pipelines.declared.measures import Measure, measure_of
 from shared.config import (
     DECLARED_KIND,
     SECTIONS,
@@ -52,10 +51,8 @@ from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
 
 __all__ = [
     "KINDS",
-    "MEASURE_TYPES",
     "RESERVED_COLUMNS",
     "DECLARATION_KEYS",
-    "FIELD_RULE_KEYS",
     "DeclarationError",
     "Measure",
     "FieldRule",
@@ -66,7 +63,6 @@ __all__ = [
 ]
 
 KINDS = ("windowed",)
-MEASURE_TYPES = ('"long"', '"decimal(p,s)" with precision p 1..38 and scale s 0..p')
 # Columns the lab's rows of a declared pipeline hold under these names: a key or a measure
 # cannot take one. The event id and the times are held as ``event_id``, ``event_time`` and
 # ``ingest_time`` whatever their fields are called, so a field may carry its own column's name.
@@ -98,44 +94,11 @@ _STREAM_KEYS = (
     "max-line-bytes",
 )
 DECLARATION_KEYS = (*_REQUIRED, "ingest-time", *_WINDOW_KEYS, *_STREAM_KEYS, "measures", "fields")
-FIELD_RULE_KEYS = ("values", "min", "max")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DECIMAL_TYPE = re.compile(r"decimal\(\s*([0-9]+)\s*,\s*([0-9]+)\s*\)")
-_MAX_PRECISION = 38  # Spark's and Arrow's decimal128
 
 
 class DeclarationError(ConfigError):
     """A declared pipeline is wrong; the message names its section, the key and what is valid."""
-
-
-@dataclass(frozen=True)
-class Measure:
-    """A number summed exactly per key and window: ``long`` (a whole number in 64 bits) or
-    ``decimal`` with ``precision`` digits, ``scale`` of them after the point."""
-
-    name: str
-    type: str  # "long" | "decimal"
-    precision: int = 19
-    scale: int = 0
-
-    @property
-    def arrow_type(self) -> pa.DataType:
-        return pa.int64() if self.type == "long" else pa.decimal128(self.precision, self.scale)
-
-    @property
-    def declared(self) -> str:
-        """The type as a declaration writes it."""
-        return "long" if self.type == "long" else f"decimal({self.precision},{self.scale})"
-
-
-@dataclass(frozen=True)
-class FieldRule:
-    """What a field's values may be: one of ``values`` (a key, compared as the text it is kept
-    as), at least ``min`` and at most ``max`` (a measure, compared exactly). None: no limit."""
-
-    values: tuple[str, ...] | None = None
-    min: Decimal | None = None
-    max: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -178,79 +141,6 @@ def _field_name(pipeline: str, key: str, value: Any) -> str:
     return value
 
 
-def _measure(pipeline: str, name: str, text: Any) -> Measure:
-    where = f"measures.{name}"
-    _field_name(pipeline, where, name)
-    if text == "long":
-        return Measure(name, "long")
-    match = _DECIMAL_TYPE.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise _refuse(pipeline, f"{where}: {text!r} is not a measure type; valid: {', '.join(MEASURE_TYPES)}")
-    precision, scale = int(match.group(1)), int(match.group(2))
-    if not 1 <= precision <= _MAX_PRECISION or scale > precision:
-        raise _refuse(
-            pipeline,
-            f"{where}: {text!r} is out of range; valid: precision 1..{_MAX_PRECISION} and scale 0..precision",
-        )
-    return Measure(name, "decimal", precision, scale)
-
-
-def _bound(pipeline: str, where: str, value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise InvalidOperation
-        bound = Decimal(str(value))  # a TOML float as written (str gives its shortest form)
-        if not bound.is_finite():
-            raise InvalidOperation
-    except InvalidOperation:
-        raise _refuse(
-            pipeline, f"{where}: {value!r} is not a number; valid: a TOML number or a decimal string"
-        ) from None
-    return bound
-
-
-def _rules(pipeline: str, raw: Any, keys: tuple[str, ...], measures: tuple[Measure, ...]) -> dict[str, FieldRule]:
-    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-        raise _refuse(pipeline, f"fields: holds one table per field, [{SECTIONS}.{pipeline}.fields.FIELD]")
-    measure_names = tuple(m.name for m in measures)
-    rules: dict[str, FieldRule] = {}
-    for name, section in raw.items():
-        where = f"fields.{name}"
-        if name not in (*keys, *measure_names):
-            raise _refuse(
-                pipeline, f"{where}: {name!r} is neither a key nor a measure; valid: {', '.join(keys + measure_names)}"
-            )
-        unknown = sorted(set(section) - set(FIELD_RULE_KEYS))
-        if unknown:
-            raise _refuse(
-                pipeline, f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(FIELD_RULE_KEYS)}"
-            )
-        values = section.get("values")
-        if name in keys:
-            if "min" in section or "max" in section:
-                raise _refuse(pipeline, f"{where}: min and max are a measure's; valid for a key: values")
-            if values is not None and (
-                not isinstance(values, list)
-                or not values
-                or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values)
-            ):
-                raise _refuse(pipeline, f"{where}.values: {values!r} is not valid; valid: a non-empty list of strings")
-            rules[name] = FieldRule(values=None if values is None else tuple(str(v) for v in values))
-            continue
-        if values is not None:
-            raise _refuse(pipeline, f"{where}: values is a key's; valid for a measure: min, max")
-        low, high = (
-            _bound(pipeline, f"{where}.min", section.get("min")),
-            _bound(pipeline, f"{where}.max", section.get("max")),
-        )
-        if low is not None and high is not None and low > high:
-            raise _refuse(pipeline, f"{where}: min {low} is above max {high}; valid: min <= max")
-        rules[name] = FieldRule(min=low, max=high)
-    return rules
-
-
 def _declaration(name: str, section: dict[str, Any], defaults: LabConfig) -> Declaration:
     unknown = sorted(set(section) - set(DECLARATION_KEYS))
     if unknown:
@@ -271,7 +161,12 @@ def _declaration(name: str, section: dict[str, Any], defaults: LabConfig) -> Dec
     raw_measures = section.get("measures", {})
     if not isinstance(raw_measures, dict):
         raise _refuse(name, f'measures: holds one type per field, [{SECTIONS}.{name}.measures] FIELD = "long"')
-    measures = tuple(_measure(name, field_name, text) for field_name, text in raw_measures.items())
+    for field_name in raw_measures:
+        _field_name(name, f"measures.{field_name}", field_name)
+    try:
+        measures = tuple(measure_of(field_name, text) for field_name, text in raw_measures.items())
+    except ValueError as err:
+        raise _refuse(name, str(err)) from None
 
     roles = [("event-id", event_id), ("event-time", event_time)]
     roles += [("ingest-time", ingest_time)] if ingest_time is not None else []
@@ -309,6 +204,10 @@ def _declaration(name: str, section: dict[str, Any], defaults: LabConfig) -> Dec
     except ValueError as err:
         raise _refuse(name, str(err)) from None
     stream = {key.replace("-", "_"): setting(key) for key in _STREAM_KEYS}
+    try:
+        rules = field_rules(section.get("fields", {}), keys, tuple(m.name for m in measures), f"{SECTIONS}.{name}")
+    except ValueError as err:
+        raise _refuse(name, str(err)) from None
     return Declaration(
         name=name,
         kind=section["kind"],
@@ -318,7 +217,7 @@ def _declaration(name: str, section: dict[str, Any], defaults: LabConfig) -> Dec
         keys=keys,
         measures=measures,
         window=window,
-        rules=_rules(name, section.get("fields", {}), keys, measures),
+        rules=rules,
         **stream,
     )
 

@@ -37,7 +37,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lklab.pipelines.declared.declaration import Declaration, Measure
+from lklab.pipelines.declared.declaration import Declaration
+from lklab.pipelines.declared.measures import Measure
 from shared.line_checks import dead_letter_row, event_clock, iso_micros, read_event_line, reject_reasons
 from shared.line_rows import event_schema, parsed_schema, parsed_table
 from shared.spark_arrow import per_partition
