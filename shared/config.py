@@ -13,6 +13,10 @@ that pipeline alone); its keys are the same settings, ``pipeline`` aside. The fi
 else ``$LKLAB_CONFIG``, else ``./lklab.toml`` when it exists. ``load_config`` validates
 everything once and raises ``ConfigError`` with a message naming the bad value and the
 valid ones.
+
+A section with a ``kind`` key is not settings but a pipeline declared in the file
+(``DECLARED_KIND``; ``lklab.pipelines.declared`` reads and validates it from
+``read_config_file``): ``load_config`` leaves it alone and takes no setting from it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,19 @@ from typing import Any
 from shared.durations import format_duration, parse_duration
 from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
 
-__all__ = ["LabConfig", "ConfigError", "load_config", "with_settings", "SETTINGS", "SECTIONS", "TABLE_ENGINES"]
+__all__ = [
+    "LabConfig",
+    "ConfigError",
+    "load_config",
+    "with_settings",
+    "setting_value",
+    "config_file_of",
+    "read_config_file",
+    "SETTINGS",
+    "SECTIONS",
+    "DECLARED_KIND",
+    "TABLE_ENGINES",
+]
 
 TABLE_ENGINES = ("auto", "deltalake", "delta-spark")
 
@@ -126,7 +142,14 @@ def _coerce(name: str, value: Any) -> Any:
     return value
 
 
+def setting_value(key: str, value: Any) -> Any:
+    """A setting's value as ``LabConfig`` holds it (``key`` as a user writes it, e.g.
+    ``watermark-delay``: durations in microseconds), or ``ConfigError`` naming what is valid."""
+    return _coerce(key.replace("-", "_"), value)
+
+
 SECTIONS = "pipelines"  # the file's table of per-pipeline sections
+DECLARED_KIND = "kind"  # a section with this key declares a pipeline (lklab.pipelines.declared)
 
 
 def _unknown(keys, valid, where: str) -> None:
@@ -135,24 +158,44 @@ def _unknown(keys, valid, where: str) -> None:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(valid)}")
 
 
-def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The file's settings, and its sections by pipeline name."""
+def _toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from None
+
+
+def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The file's settings, and its sections of settings by pipeline name (declared pipelines left out)."""
+    data = _toml(path)
     sections = data.pop(SECTIONS, {})
     _unknown(data, (*SETTINGS, SECTIONS), f"configuration file {path}")
     if not isinstance(sections, dict) or not all(isinstance(v, dict) for v in sections.values()):
         raise ConfigError(f"configuration file {path}: [{SECTIONS}] holds one table per pipeline, [{SECTIONS}.NAME]")
+    sections = {name: section for name, section in sections.items() if DECLARED_KIND not in section}
     for name, section in sections.items():
         _unknown(
             section, [key for key in SETTINGS if key != "pipeline"], f"configuration file {path}, [{SECTIONS}.{name}]"
         )
     return data, sections
+
+
+def config_file_of(config_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The configuration file in use: ``config_file``, else ``$LKLAB_CONFIG``, else
+    ``./lklab.toml`` when it exists (None: no file)."""
+    environ = os.environ if environ is None else environ
+    if config_file is None:
+        config_file = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
+    return None if config_file is None else Path(config_file)
+
+
+def read_config_file(config_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> dict:
+    """The configuration file in use (``config_file_of``) as TOML gives it, unvalidated ({}: no file)."""
+    path = config_file_of(config_file, environ)
+    return {} if path is None else _toml(path)
 
 
 def load_config(
@@ -162,8 +205,7 @@ def load_config(
 ) -> LabConfig:
     """Merge defaults, file, environment (``LKLAB_*``) and ``overrides`` (flags; None = unset)."""
     environ = os.environ if environ is None else environ
-    if config_file is None:
-        config_file = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
+    config_file = config_file_of(config_file, environ)
     raw: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
     if config_file is not None:

@@ -43,6 +43,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -240,12 +241,16 @@ def _lone_surrogate(value: object) -> bool:
     return False
 
 
-def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejection | None, str | None]:
+def read_line(
+    line: bytes, line_bytes: int | None = None, *, exact_numbers: bool = False
+) -> tuple[object, Rejection | None, str | None]:
     """One line through the ``LINE_REASONS`` checks, in Python: ``(value, rejection, text)``.
 
     ``line``: the bytes the reader kept; ``line_bytes``: the whole line's length (None: ``line``
     is whole). ``value`` is the parsed JSON object (None when rejected), ``text`` what
     ``raw_line`` becomes in a dead letter when it is not text as it stands (None: it is).
+    With ``exact_numbers``, a JSON number with a fraction or an exponent is a ``Decimal`` of the
+    digits as written (``12.345``, ``1E+3``), not the nearest float.
     """
     if line_bytes is not None and len(line) != line_bytes:
         return None, ("line_too_long", _TOO_LONG.format(line_bytes)), line.decode("utf-8", errors="replace")
@@ -256,7 +261,11 @@ def read_line(line: bytes, line_bytes: int | None = None) -> tuple[object, Rejec
     if text.strip(" ") == "":
         return None, ("empty_line", None), None
     repeats: list[str] = []
-    decoder = json.JSONDecoder(parse_constant=_not_json, object_pairs_hook=lambda pairs: _read_object(pairs, repeats))
+    decoder = json.JSONDecoder(
+        parse_float=Decimal if exact_numbers else None,
+        parse_constant=_not_json,
+        object_pairs_hook=lambda pairs: _read_object(pairs, repeats),
+    )
     try:
         # as Spark's parser reads a line: JSON whitespace, one value, and whatever follows it ignored
         value, _ = decoder.raw_decode(text, len(text) - len(text.lstrip(_JSON_SPACE)))
@@ -279,7 +288,9 @@ def dead_letter_row(reason: str, detail: str | None = None, text: str | None = N
     return {"reject_reason": reason, "reject_detail": detail, HEARTBEAT_FIELD: False, "raw_text": text}
 
 
-def read_event_line(line: bytes, line_bytes: int | None = None) -> tuple[dict | None, int | None, dict | None]:
+def read_event_line(
+    line: bytes, line_bytes: int | None = None, *, exact_numbers: bool = False
+) -> tuple[dict | None, int | None, dict | None]:
     """A line through what every line gets before its format's own checks, in Python:
     ``(value, ingest_time, settled)``.
 
@@ -287,9 +298,10 @@ def read_event_line(line: bytes, line_bytes: int | None = None) -> tuple[dict | 
     letter of ``read_line``, a heartbeat (``{"heartbeat": true, "ingest_time": ...}``), or a
     heartbeat's dead letter (``missing_field`` or ``invalid_ingest_time``, detail
     ``ingest_time``). Otherwise ``value`` is the line's JSON object and ``ingest_time`` its
-    ``ingest_time`` in microseconds (None when absent or not a time: ``event_clock`` tells).
+    ``ingest_time`` in microseconds (None when absent or not a time: ``event_clock`` tells);
+    ``exact_numbers`` as ``read_line``'s.
     """
-    value, rejection, text = read_line(line, line_bytes)
+    value, rejection, text = read_line(line, line_bytes, exact_numbers=exact_numbers)
     if rejection is not None:
         return None, None, dead_letter_row(*rejection, text)
     ingest = value.get("ingest_time")

@@ -78,12 +78,14 @@ def test_no_code_outside_a_pipeline_package_branches_on_the_pipeline():
 
 
 def test_every_registered_pipeline_is_kept_independent_by_the_import_contract():
+    """The registered pipelines, and the package of the pipelines declared in a file."""
     import configparser
 
     contracts = configparser.ConfigParser()
     contracts.read(REPO / ".importlinter")
     listed = contracts["importlinter:contract:pipelines"]["modules"].split()
-    assert sorted(listed) == sorted(f"lklab.pipelines.{name}" for name in REGISTRY)
+    packages = [*REGISTRY, "declared"]
+    assert sorted(listed) == sorted(f"lklab.pipelines.{name}" for name in packages)
 
 
 def test_every_pipeline_the_default_included_runs_its_commands_through_the_same_handlers(tmp_path):

@@ -12,6 +12,7 @@ from lklab.cli.health import cmd_health
 from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
+from lklab.cli.pipeline_init import cmd_init
 from lklab.pipelines import DEFAULT, REGISTRY
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
@@ -302,4 +303,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     maintain.add_argument("--json", action="store_true", help="print what was done as JSON")
     maintain.set_defaults(handler=cmd_maintain)
+
+    init = _command(
+        sub,
+        "init",
+        "Propose a declared pipeline ([pipelines.NAME] in the TOML file) from a sample of your JSON-lines "
+        "events, with a comment on what to check beside each guess.",
+        "lklab init --pipeline meter_kwh --sample readings.jsonl --config meters.toml",
+    )
+    init.add_argument("--pipeline", required=True, help="the name of the pipeline declared")
+    init.add_argument("--sample", required=True, metavar="FILE", help="JSON-lines events, one object a line")
+    init.add_argument(
+        "--config", metavar="OUT", help="write the proposal to this new file (refused if it exists; default: print it)"
+    )
+    init.add_argument(
+        "--lines", type=int, default=1000, help="read at most this many lines of the sample (default 1000)"
+    )
+    # it names a pipeline that does not exist yet and reads no configuration: no pipeline's handler
+    init.set_defaults(handler=cmd_init, declares=True)
     return parser

@@ -17,6 +17,11 @@ pipeline's own ``inapplicable`` rules, ``COMMON`` (true of every pipeline), and 
 pipeline's settings (``--state-ttl`` means nothing to a pipeline that does not declare it). A
 flag counts as given when its value differs from the parser's default. Settings from a file or
 the environment are shared by every pipeline and are not checked.
+
+**Declared pipelines** (``[pipelines.NAME]`` sections with a ``kind``,
+``lklab.pipelines.declared``) are validated by every command that reads the file
+(``check_declarations``, exit 2 naming the key); no command runs one yet. ``lklab init``, which
+drafts one, reads no configuration and has a handler of its own.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from lklab.pipelines import REGISTRY, UnknownPipeline, find
 from lklab.pipelines.contract import PER_PIPELINE, Handler, Inapplicable, Pipeline
 from shared.config import ConfigError, load_config
 
-__all__ = ["pipeline_handler", "COMMON", "refuse_inapplicable", "selected_pipeline"]
+__all__ = ["pipeline_handler", "COMMON", "refuse_inapplicable", "selected_pipeline", "check_declarations"]
 
 COMMON = (
     Inapplicable(
@@ -78,6 +83,17 @@ def refuse_inapplicable(args: argparse.Namespace, pipeline: Pipeline) -> None:
                     )
 
 
+def check_declarations(args: argparse.Namespace) -> dict:
+    """The pipelines declared in the configuration file in use, by name; a bad declaration is a
+    ``UsageError`` naming its key, whatever the command (a file is right or wrong as a whole)."""
+    from lklab.pipelines.declared.declaration import load_declarations
+
+    try:
+        return load_declarations(args.config)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+
+
 def selected_pipeline(args: argparse.Namespace) -> Pipeline:
     """The pipeline ``args`` (or the configuration) names, a name the registry lacks refused."""
     try:  # only the pipeline: the command validates its other settings itself (compare sweeps lists)
@@ -90,6 +106,9 @@ def selected_pipeline(args: argparse.Namespace) -> Pipeline:
 def pipeline_handler(args: argparse.Namespace) -> Handler | None:
     """The handler of ``args.command`` for the pipeline configured (None: a command that is not a
     pipeline's, served by its own handler), once the flags it has no use for are refused."""
+    if getattr(args, "declares", False):
+        return None
+    check_declarations(args)
     pipeline = selected_pipeline(args)
     if args.command == "reconcile":
         from lklab.cli.table_reconcile import compares_tables, reconcile_tables
