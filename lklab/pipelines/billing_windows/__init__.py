@@ -2,12 +2,13 @@
 
 The lab's first pipeline and its default. Its rule is the engine's windowed aggregation
 (``shared.events``, ``shared.speed``, ``shared.stream_windows``, ``shared.batch_chain``); this
-package holds its jobs: ``speed`` (its ``StreamRule``), ``batch`` (the truth, day by day),
-``replay`` (the Kappa replay on the executors), ``comparison`` with ``assessment`` and
-``measure`` (``lklab compare``), ``generator`` and ``truth`` (the scenarios and their NumPy
-oracle), ``summary`` and ``agreement``; its reconciliation is ``reconciliation.reconcile``.
-``jobs`` declares what its commands run, as every pipeline does; ``PIPELINE`` declares it to the
-registry.
+package holds what it declares to the runners: ``speed`` (its ``StreamRule``, with a parallel
+``whole_log`` for the replay), ``batch`` (its ``TruthRule``: the truth, day by day), ``replay``
+(the whole-log computation and ``replay_runs``), ``reconcile`` (its ``ReconcileRule``, whose
+rule is ``reconciliation.reconcile``); ``comparison`` with ``assessment`` and ``measure``
+(``lklab compare``), ``generator`` and ``truth`` (the scenarios and their NumPy oracle),
+``summary`` and ``agreement``. ``jobs`` declares what its commands run, as every pipeline does;
+``PIPELINE`` declares it to the registry, its DAGs included (made by ``lklab.pipeline_dags``).
 """
 
 from __future__ import annotations
