@@ -66,6 +66,29 @@ def cli_in_this_process():
         records.propagate = propagate
 
 
+@pytest.fixture
+def lklab_here(monkeypatch, capsys):
+    """``lklab ARGS`` as ``lklab.cli.main`` in this process, run from ``cwd`` with ``env`` added
+    to the environment (both put back afterwards): a ``CompletedProcess`` with its exit code and
+    what it printed on stdout and stderr. A command that runs Spark uses the session running here
+    (``command_session``), when a test has started one (the ``spark`` fixture)."""
+    import subprocess
+
+    from lklab.cli import main
+
+    def call(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as patched, cli_in_this_process():
+            if cwd is not None:
+                patched.chdir(cwd)
+            os.environ.update(env or {})
+            code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lklab", *args], code, out, err)
+
+    return call
+
+
 def event_line(**fields) -> str:
     """A valid event line; keyword arguments override (None removes a field)."""
     base = {
