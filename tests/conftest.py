@@ -43,6 +43,11 @@ def spark(tmp_path_factory):
     from shared.spark_session import spark_session
 
     session = spark_session(LabConfig(lake=tmp_path_factory.mktemp("lake"), table_engine="deltalake"), "lklab-tests")
+    # One shuffle partition per core of local[2] (the lab's default is 4): the tests' frames are
+    # small, and a per-key step (shared.spark_arrow.per_key repartitions to this number, which
+    # adaptive execution leaves as it is) runs one wave of Python tasks instead of two. No row
+    # depends on it; the jobs the tests start as processes keep the lab's setting.
+    session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
 
