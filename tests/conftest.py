@@ -43,6 +43,11 @@ def spark(tmp_path_factory):
     from shared.spark_session import spark_session
 
     session = spark_session(LabConfig(lake=tmp_path_factory.mktemp("lake"), table_engine="deltalake"), "lklab-tests")
+    # One shuffle partition per core of local[2] (the lab's default is 4): the tests' frames are
+    # small, and a per-key step (shared.spark_arrow.per_key repartitions to this number, which
+    # adaptive execution leaves as it is) runs one wave of Python tasks instead of two. No row
+    # depends on it; the jobs the tests start as processes keep the lab's setting.
+    session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
 
@@ -64,6 +69,29 @@ def cli_in_this_process():
         records.handlers[:] = handlers
         records.setLevel(level)
         records.propagate = propagate
+
+
+@pytest.fixture
+def lklab_here(monkeypatch, capsys):
+    """``lklab ARGS`` as ``lklab.cli.main`` in this process, run from ``cwd`` with ``env`` added
+    to the environment (both put back afterwards): a ``CompletedProcess`` with its exit code and
+    what it printed on stdout and stderr. A command that runs Spark uses the session running here
+    (``command_session``), when a test has started one (the ``spark`` fixture)."""
+    import subprocess
+
+    from lklab.cli import main
+
+    def call(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as patched, cli_in_this_process():
+            if cwd is not None:
+                patched.chdir(cwd)
+            os.environ.update(env or {})
+            code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lklab", *args], code, out, err)
+
+    return call
 
 
 def event_line(**fields) -> str:

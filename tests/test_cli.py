@@ -27,27 +27,6 @@ def lklab(*args, cwd=None, env=None):
     )
 
 
-@pytest.fixture
-def lklab_here(monkeypatch, capsys):
-    """``lklab ARGS`` as ``lklab.cli.main`` in this process, run from ``cwd`` with ``env`` added
-    to the environment (both put back afterwards): a ``CompletedProcess`` with its exit code and
-    what it printed on stdout and stderr."""
-    from lklab.cli import main
-    from tests.conftest import cli_in_this_process
-
-    def call(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        with monkeypatch.context() as patched, cli_in_this_process():
-            if cwd is not None:
-                patched.chdir(cwd)
-            os.environ.update(env or {})
-            code = main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["lklab", *args], code, out, err)
-
-    return call
-
-
 @pytest.mark.parametrize(
     "command", ["demo", "compare", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health"]
 )

@@ -10,7 +10,6 @@ import dataclasses
 import io
 import json
 import shutil
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -186,11 +185,13 @@ def test_reconcile_explains_every_difference_and_audits_unpaid_orders_and_late_p
 
 
 @pytest.mark.slow
-def test_the_cli_end_to_end(tmp_path):
-    from tests.processes import REPO, run, venv_env
+def test_the_cli_end_to_end(spark, tmp_path, lklab_here):
+    """Each command is ``lklab.cli.main`` called here, in the tests' Spark session (``lklab_here``):
+    the commands' output and exit codes, not a process start, are checked (the crash test below
+    runs ``lklab speed`` processes of this pipeline)."""
+    from tests.processes import REPO
 
     lake = tmp_path / "lake"
-    env = venv_env({"PYTHONPATH": str(REPO), "LKLAB_TABLE_ENGINE": "deltalake"})
     common = ["--lake", str(lake), "--pipeline", "order_payments"]
     steps = [
         ["generate", "--events", "150", "--span", "2h", "--segment-interval", "10m"],
@@ -200,7 +201,7 @@ def test_the_cli_end_to_end(tmp_path):
     ]
     outputs = []
     for step in steps:
-        done = run([sys.executable, "-m", "lklab.cli", *step, *common], env=env, timeout=400, cwd=REPO)
+        done = lklab_here(*step, *common, cwd=REPO, env={"LKLAB_TABLE_ENGINE": "deltalake"})
         assert done.returncode == 0, f"{step} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
         outputs.append(done.stdout)
     assert "conserved" in outputs[2] and "(agrees)" in outputs[2]

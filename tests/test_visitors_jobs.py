@@ -1,7 +1,7 @@
 """The ``unique_visitors`` jobs on one small generated log: the speed layer whatever the
 micro-batch cuts, across a restart and across SIGKILLs at its crash points (on a tiny log), the replay equal to it, the
 batch truth equal to the oracle, reconciliation proving corrected == truth once, and the CLI end
-to end. Then a quiet log: the always-on stream's heartbeat makes its windows final."""
+to end (its commands called in this process). Then a quiet log: the always-on stream's heartbeat makes its windows final."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.eventlog import EventLog
 from shared.tables import Tables
-from tests.processes import REPO, VENV_BIN, run, venv_env
 from tests.visitor_lines import at, seconds_of, url
 
 SECOND = 1_000_000
@@ -138,8 +137,11 @@ def test_batch_truth_is_the_oracle_and_reconciliation_proves_the_stream_once(spa
     assert (again.run_id, again.written, tables.version(corrected)) == (reconciled.run_id, False, version)
 
 
-def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
-    env = venv_env({"PYTHONPATH": str(REPO)})
+def test_the_cli_generates_streams_recomputes_and_reconciles(spark, tmp_path, lklab_here):
+    """Each command is ``lklab.cli.main`` called here, in the tests' Spark session (``lklab_here``):
+    what is checked is what the commands write, print and return, not how a process starts (the
+    crash test below runs ``lklab speed`` processes of this pipeline; ``tests/test_process_exit.py``
+    checks that a process ends with ``main``'s code)."""
     common = ["--pipeline", "unique_visitors", "--lake", str(tmp_path / "lake")]
     commands = [
         ["generate", "--events", "120", "--seed", "5", "--span", "5m", "--accounts", "10"],
@@ -148,7 +150,7 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
         ["reconcile"],
     ]
     for command in commands:
-        done = run([str(VENV_BIN / "lklab"), *command, *common], env=env, timeout=600)
+        done = lklab_here(*command, *common)
         assert done.returncode == 0, (
             f"{command} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
         )
@@ -161,7 +163,7 @@ def test_the_cli_generates_streams_recomputes_and_reconciles(tmp_path):
     DeltaTable(str(members_path)).delete(
         f"user_id = '{member['user_id']}' AND url = '{member['url']}' AND window_start = '{member['window_start'].isoformat()}'"
     )
-    done = run([str(VENV_BIN / "lklab"), "reconcile", *common], env=env, timeout=600)
+    done = lklab_here("reconcile", *common)
     assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-4000:]
     assert "lklab reconcile: UNEXPLAINED: 1 differences" in done.stderr
 
