@@ -99,7 +99,10 @@ class DeclaredBatch:
 
     @property
     def figures(self) -> dict:
-        return {k: v for k, v in self.metrics.to_pylist()[0].items() if k != "batch_id"}
+        """The metrics row as the stream's log line reports it (the watermark as ISO-8601 text)."""
+        row = self.metrics.to_pylist()[0]
+        watermark = row.pop("watermark")
+        return {**{k: v for k, v in row.items() if k != "batch_id"}, "watermark": watermark and watermark.isoformat()}
 
 
 def _zero(measure) -> int | Decimal:
