@@ -13,6 +13,7 @@ from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.pipeline_init import cmd_init
+from lklab.cli.tables import cmd_tables
 from lklab.pipelines import DEFAULT, REGISTRY
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
@@ -287,6 +288,17 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--max-watermark-lag", default="15m", help="watermark lag beyond this is lagging (default 15m)")
     health.add_argument("--json", action="store_true", help="print the check as JSON")
     health.set_defaults(handler=cmd_health)
+
+    listing = _command(
+        sub,
+        "tables",
+        "Where each of a pipeline's tables is (--pipeline): by role (truth, stream, late, duplicates, "
+        "dead_letters ...) for a declared pipeline, by name for the others.",
+        "lklab tables --pipeline meter_kwh --config meters.toml --json",
+    )
+    _common(listing, windows=False)
+    listing.add_argument("--json", action="store_true", help="print them as a JSON object, role -> path")
+    listing.set_defaults(handler=cmd_tables)
 
     maintain = _command(
         sub,

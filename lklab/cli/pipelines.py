@@ -20,8 +20,10 @@ the environment are shared by every pipeline and are not checked.
 
 **Declared pipelines** (``[pipelines.NAME]`` sections with a ``kind``,
 ``lklab.pipelines.declared``) are validated by every command that reads the file
-(``check_declarations``, exit 2 naming the key); no command runs one yet. ``lklab init``, which
-drafts one, reads no configuration and has a handler of its own.
+(``check_declarations``, exit 2 naming the key; a declared name that is also a registered one is
+refused), and ``--pipeline NAME`` finds them beside the registered ones
+(``lklab.pipelines.declared.pipeline.pipeline_of``). ``lklab init``, which drafts one, reads no
+configuration and has a handler of its own.
 """
 
 from __future__ import annotations
@@ -89,17 +91,33 @@ def check_declarations(args: argparse.Namespace) -> dict:
     from lklab.pipelines.declared.declaration import load_declarations
 
     try:
-        return load_declarations(args.config)
+        found = load_declarations(args.config)
     except ConfigError as err:
         raise UsageError(str(err)) from None
+    taken = sorted(set(found) & set(REGISTRY))
+    if taken:
+        raise UsageError(
+            f"[pipelines.{taken[0]}] declares a pipeline named like a registered one; valid: any name but "
+            f"{', '.join(REGISTRY)}"
+        )
+    return found
 
 
 def selected_pipeline(args: argparse.Namespace) -> Pipeline:
-    """The pipeline ``args`` (or the configuration) names, a name the registry lacks refused."""
+    """The pipeline ``args`` (or the configuration) names: a registered one, else one the
+    configuration file declares; any other name refused, naming the valid ones."""
+    declared = check_declarations(args)
     try:  # only the pipeline: the command validates its other settings itself (compare sweeps lists)
         name = load_config(args.config, {"pipeline": getattr(args, "pipeline", None)}).pipeline
+        if name in declared:
+            from lklab.pipelines.declared.pipeline import pipeline_of
+
+            return pipeline_of(declared[name])
         return find(name)
-    except (ConfigError, UnknownPipeline) as err:
+    except UnknownPipeline:
+        valid = ", ".join([*REGISTRY, *declared])
+        raise UsageError(f"pipeline: {name!r} is not valid; valid: {valid}") from None
+    except (ConfigError, ValueError) as err:
         raise UsageError(str(err)) from None
 
 
@@ -108,7 +126,6 @@ def pipeline_handler(args: argparse.Namespace) -> Handler | None:
     pipeline's, served by its own handler), once the flags it has no use for are refused."""
     if getattr(args, "declares", False):
         return None
-    check_declarations(args)
     pipeline = selected_pipeline(args)
     if args.command == "reconcile":
         from lklab.cli.table_reconcile import compares_tables, reconcile_tables

@@ -26,7 +26,9 @@ What a pipeline declares:
   ``lklab speed`` prints the records of its ``logger`` as machine records;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
 * ``dags``: what its nightly and replay DAGs need beyond their shape (``DagSpec``; None: it has
-  none), made by ``lklab.pipeline_dags``.
+  none), made by ``lklab.pipeline_dags``;
+* ``tables``: its tables by role (``truth``, ``stream``, ``late`` ...), as a function returning
+  them (None: ``lklab tables`` lists its stream's layout and its batch's tables by name).
 
 Every pipeline is served the same way, the default one (``lklab.pipelines.DEFAULT``) included.
 A job that needs more than the flags every pipeline's job takes names the command's other
@@ -287,6 +289,7 @@ class Pipeline:
     stream: Callable[[], Any] = field(default=lambda: None)
     compare: Comparison | None = None
     dags: DagSpec | None = None
+    tables: Callable[[], Mapping[str, Any]] | None = None
 
     def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:
         """Why the first flag ``given`` that ``command`` has no use for on this pipeline is refused (None: none)."""

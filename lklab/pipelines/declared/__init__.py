@@ -4,7 +4,9 @@ lab's TOML file instead of written as a package (docs/declared-pipelines.md).
 ``declaration`` reads and validates a ``[pipelines.NAME]`` section with a ``kind`` (its
 ``measures`` and its ``field_rules`` each in a module of their own); ``parse``
 turns log lines into the lab's parsed rows by the declaration; ``proposal`` drafts a
-declaration from a sample of lines (``lklab init``). The jobs (stream, batch, replay,
-reconcile) are not built on them yet. Like every pipeline's package, this one imports no
-other pipeline's.
+declaration from a sample of lines (``lklab init``). The jobs are built on them: ``tables``
+(named after the pipeline, shaped by the declaration), ``rule`` (the stream's step in Arrow),
+``stream`` (its ``StreamRule``), ``truth`` (its ``TruthRule``), ``reconcile`` (its
+``ReconcileRule``), ``jobs`` and ``pipeline`` (``pipeline_of``: the ``Pipeline`` the command
+line runs). Like every pipeline's package, this one imports no other pipeline's.
 """

@@ -1,0 +1,139 @@
+"""A declared pipeline's stream for the live runner (``lklab.live_stream``) and the replay.
+
+``stream_rule(d)`` is the ``StreamRule``: lines collected raw and parsed in Arrow by the
+declaration (``parse.parse_declared_lines``), ``rule.declared_step`` against the state carried
+from the micro-batch before, and the sink's layout: the dead letters, duplicates and late rows
+appended, the windows merged by ``(window_start, window_end, keys)``, the metrics, then the
+state (the commit point). Every callable is a ``functools.partial`` of a module-level function
+over the ``Declaration`` (a frozen value), so the rule pickles: the replay ships it to the
+executor that walks the log.
+
+``settings_of(d)``: what its tables record, the settings their rows depend on, all of them
+the declaration's; ``config_of(d, config)``: a command's configuration with the declaration's
+windows and stream settings in it (the log's readers take ``max-line-bytes`` from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from lklab.live_stream import StepOutput, StreamRule
+from lklab.pipelines.declared.declaration import Declaration
+from lklab.pipelines.declared.parse import parse_declared_lines
+from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, state_from_table, state_table
+from lklab.pipelines.declared.tables import tables_of
+from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from shared.config import LabConfig
+from shared.durations import format_duration
+
+__all__ = ["stream_rule", "settings_of", "truth_settings_of", "config_of", "app_id_of"]
+
+_STREAM_SETTINGS = ("watermark_delay", "watermark_interval", "allowed_lateness", "dedup_horizon")
+_LINE_SETTINGS = ("max_clock_skew", "max_line_bytes")
+
+
+def app_id_of(d: Declaration) -> str:
+    return f"{d.name}-speed"
+
+
+def config_of(d: Declaration, config: LabConfig) -> LabConfig:
+    """``config`` with the declaration's windows, stream and line settings."""
+    window = d.window
+    return dataclasses.replace(
+        config,
+        window_kind=window.kind,
+        window_size=getattr(window, "size", config.window_size),
+        window_slide=getattr(window, "slide", None),
+        session_gap=getattr(window, "gap", config.session_gap),
+        heartbeat_interval=d.heartbeat_interval,
+        **{name: getattr(d, name) for name in (*_STREAM_SETTINGS, *_LINE_SETTINGS)},
+    )
+
+
+def _what_is_read(d: Declaration) -> str:
+    """The declaration's fields, keys, measures and rules: a line's fate depends on them."""
+    rules = {name: {k: str(v) for k, v in vars(rule).items() if v is not None} for name, rule in d.rules.items()}
+    return json.dumps(
+        {
+            "event-id": d.event_id,
+            "event-time": d.event_time,
+            "ingest-time": d.ingest_time,
+            "keys": list(d.keys),
+            "measures": {m.name: m.declared for m in d.measures},
+            "fields": rules,
+        },
+        sort_keys=True,
+    )
+
+
+def truth_settings_of(d: Declaration) -> dict[str, str]:
+    """What the truth's tables record: the declaration read, the windows and the line settings."""
+    return {
+        "declaration": _what_is_read(d),
+        "window": d.window.describe(),
+        **{name.replace("_", "-"): str(getattr(d, name)) for name in _LINE_SETTINGS},
+    }
+
+
+def settings_of(d: Declaration, config: LabConfig | None = None) -> dict[str, str]:
+    """What the stream's tables record: the truth's settings and the stream's own (durations
+    as a user writes them)."""
+    stream = {name.replace("_", "-"): format_duration(getattr(d, name)) for name in _STREAM_SETTINGS}
+    return {**truth_settings_of(d), **stream}
+
+
+def _read(d: Declaration, lines: pa.Table, config: LabConfig) -> pa.Table:
+    return parse_declared_lines(d, lines)
+
+
+def _step(d: Declaration, parsed: pa.Table, state: DeclaredState, settings: Any, batch_id: int, started: float):
+    batch = declared_step(d, parsed, state, batch_id)
+    t = tables_of(d)
+    rows = {
+        t.dead_letter: batch.dead_letters,
+        t.duplicates: batch.duplicates,
+        t.late: batch.late,
+        t.windows: batch.windows,
+        t.stream_metrics: batch.metrics,
+        t.stream_state: state_table(d, batch.state),
+    }
+    return StepOutput(rows, batch.state, batch.figures)
+
+
+def _holds_open(state: DeclaredState, settings: Any) -> bool:
+    return bool(state.windows)
+
+
+def _table_settings(d: Declaration, config: LabConfig) -> dict[str, str]:
+    return settings_of(d)
+
+
+def stream_rule(d: Declaration) -> StreamRule:
+    """The ``StreamRule`` of the pipeline ``d`` declares (``ValueError`` for session windows)."""
+    fixed_windows(d)
+    t = tables_of(d)
+    window_keys = ("window_start", "window_end", *d.keys)
+    return StreamRule(
+        what=f"{d.name} stream",
+        app_id=app_id_of(d),
+        layout=(
+            SinkTable(t.dead_letter),
+            SinkTable(t.duplicates),
+            SinkTable(t.late),
+            SinkTable(t.windows, MERGE, window_keys),
+            SinkTable(t.stream_metrics),
+            SinkTable(t.stream_state, OVERWRITE),
+        ),
+        table_settings=partial(_table_settings, d),
+        empty_state=DeclaredState,
+        state_from_table=partial(state_from_table, d),
+        step=partial(_step, d),
+        read=partial(_read, d),
+        holds_open=_holds_open,
+        logger=f"lklab.{d.name}",
+    )

@@ -1,0 +1,94 @@
+"""A declared pipeline's batch truth: every window's count and exact sums over the whole log.
+
+Through the truth runner (``lklab.truth_runner``): the lines parsed as the stream parses them
+(``parse.parse_declared``, per partition on the executors), the dead letters kept, the first
+copy of each event id in log order ``(segment, line_number)`` kept and the later ones sent to
+the duplicates (``payload_conflict`` when keys, measures or event time differ), the windows
+assigned by Spark (``WindowSpec.assign_frame``), then ``event_count`` and each measure's sum
+per ``(window_start, window_end, keys)``: a decimal's as ``decimal(38, s)``, a long's as
+``bigint``. No watermark: the truth counts every first copy, late or not, which is what the
+stream's windows plus its late side output add up to. It shares no code with the stream's step
+(``rule.declared_step``) beyond the parse. It replaces ``NAME_truth``, ``NAME_batch_duplicates``
+and ``NAME_batch_dead_letter``; its commits are tagged ``(NAME-batch, last segment read)``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from lklab.pipelines.declared.declaration import Declaration
+from lklab.pipelines.declared.parse import parse_declared
+from lklab.pipelines.declared.rule import fixed_windows
+from lklab.pipelines.declared.stream import truth_settings_of
+from lklab.pipelines.declared.tables import sum_type, tables_of
+from lklab.truth_runner import TruthOutput, TruthRule
+from shared.config import LabConfig
+
+__all__ = ["DeclaredTruth", "batch_app_of"]
+
+
+def batch_app_of(d: Declaration) -> str:
+    return f"{d.name}-batch"
+
+
+def _spark_type(measure) -> str:
+    kind = sum_type(measure)
+    return "bigint" if measure.type == "long" else f"decimal({kind.precision},{kind.scale})"
+
+
+class DeclaredTruth(TruthRule):
+    """The ``TruthRule`` of the pipeline a ``Declaration`` declares (the module docstring)."""
+
+    def __init__(self, declaration: Declaration) -> None:
+        fixed_windows(declaration)
+        self.declaration = declaration
+        self.pipeline = declaration.name
+        t = tables_of(declaration)
+        self.tables = t.batch
+        self.app_id = batch_app_of(declaration)
+
+    def settings(self, config: LabConfig) -> dict[str, str]:
+        return truth_settings_of(self.declaration)
+
+    def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig, **options) -> TruthOutput:
+        d = self.declaration
+        t = tables_of(d)
+        measures = [m.name for m in d.measures]
+        payload = (*d.keys, *measures, "event_time")
+        parsed = parse_declared(raw, d).persist()
+        events = parsed.where("reject_reason IS NULL AND NOT heartbeat")
+        in_log_order = Window.partitionBy("event_id").orderBy("segment", "line_number")
+        ranked = events.select(
+            "*",
+            F.row_number().over(in_log_order).alias("copy"),
+            F.first("segment").over(in_log_order).alias("first_segment"),
+            F.first("line_number").over(in_log_order).alias("first_line_number"),
+            F.struct(*(F.first(c).over(in_log_order) for c in payload)).alias("first_payload"),
+        ).persist()
+        firsts = ranked.where("copy = 1")
+        sums = [F.sum(m.name).cast(_spark_type(m)).alias(m.name) for m in d.measures]
+        truth = (
+            d.window.assign_frame(firsts)
+            .groupBy("window_start", "window_end", *d.keys)
+            .agg(F.count(F.lit(1)).alias("event_count"), *sums)
+        )
+        duplicates = ranked.where("copy > 1").withColumn(
+            "payload_conflict", F.struct(*payload) != F.col("first_payload")
+        )
+        dead_letters = parsed.where("reject_reason IS NOT NULL")
+
+        def figures(_tables) -> dict[str, int]:
+            counts = parsed.agg(
+                F.count(F.lit(1)).alias("lines"),
+                F.count_if(F.col("reject_reason").isNotNull()).alias("dead_letters"),
+                F.count_if(F.col("reject_reason").isNull() & F.col("heartbeat")).alias("heartbeats"),
+            ).first()
+            copies = ranked.agg(F.count_if(F.col("copy") == 1), F.count_if(F.col("copy") > 1)).first()
+            return {**counts.asDict(), "events": copies[0], "duplicates": copies[1]}
+
+        return TruthOutput(
+            rows={t.truth: truth, t.batch_duplicates: duplicates, t.batch_dead_letter: dead_letters},
+            figures=figures,
+            persisted=(parsed, ranked),
+        )

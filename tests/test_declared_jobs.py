@@ -1,0 +1,350 @@
+"""A declared pipeline (``meter_kwh``, a TOML section, no code) through every runner: ``lklab
+ingest``, ``speed``, ``batch``, ``replay``, ``reconcile`` and ``tables`` with ``--pipeline
+meter_kwh``, in process, in the tests' Spark session, on a hand-made log of meter readings with
+exact expected rows. Every line lands in exactly one place, every measure's total is conserved
+(truth = stream + late), the replay is the live run, and the reconcile explains each gap by its
+late events."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from lklab.cli import main
+from lklab.pipelines.declared.declaration import declarations
+from lklab.pipelines.declared.parse import parse_declared_lines
+from lklab.pipelines.declared.rule import DeclaredState, declared_step
+from lklab.pipelines.declared.tables import tables_of
+from shared.tables import Tables
+from tests.conftest import cli_in_this_process
+
+DECLARATION = """
+[pipelines.meter_kwh]
+kind = "windowed"
+event-id = "reading_id"
+event-time = "read_at"
+ingest-time = "received_at"
+keys = ["meter", "region"]
+window-size = "5m"
+watermark-delay = "2m"
+
+[pipelines.meter_kwh.measures]
+kwh = "decimal(18,3)"
+pulses = "long"
+
+[pipelines.meter_kwh.fields.region]
+values = ["north", "south"]
+"""
+
+
+def reading(reading_id: str, meter: str, region: str, read_at: str, kwh, pulses: int, received_at: str) -> str:
+    return json.dumps(
+        {
+            "reading_id": reading_id,
+            "meter": meter,
+            "region": region,
+            "read_at": f"2026-01-05T10:{read_at}Z",
+            "kwh": kwh,
+            "pulses": pulses,
+            "received_at": f"2026-01-05T10:{received_at}Z",
+        }
+    )
+
+
+SEGMENTS = [
+    [
+        reading("r01", "m1", "north", "00:30", "1.250", 10, "00:31"),
+        reading("r02", "m2", "south", "01:00", "0.500", 4, "01:02"),
+        reading("r03", "m1", "north", "02:00", "2.000", 16, "02:01"),
+        reading("r04", "m2", "south", "03:30", "0.750", 6, "03:31"),
+        reading("r05", "m1", "north", "04:10", "1.000", 8, "04:12"),
+    ],
+    [
+        reading("r06", "m1", "north", "05:20", "0.250", 2, "05:21"),
+        reading("r03", "m1", "north", "02:00", "2.000", 16, "05:40"),  # a resend: a duplicate
+        reading("r07", "m2", "south", "06:00", "abc", 5, "06:01"),  # a bad measure: a dead letter
+        reading("r08", "m2", "south", "07:30", "1.500", 12, "07:31"),
+        reading("r09", "m1", "north", "08:00", "0.125", 1, "08:02"),
+    ],
+    [
+        reading("r10", "m1", "north", "09:00", "0.500", 4, "09:01"),
+        reading("r11", "m2", "south", "10:30", "2.250", 18, "10:31"),
+        '{"heartbeat": true, "ingest_time": "2026-01-05T10:11:00Z"}',
+        # watermark 10:10:30 - 2m = 10:08:30 >= 10:05, the end of its window: late
+        reading("r12", "m2", "south", "04:00", "0.300", 3, "11:05"),
+        reading("r13", "m1", "north", "11:40", "1.000", 8, "11:41"),
+    ],
+    [
+        reading("r14", "m1", "north", "12:00", "0.750", 6, "12:01"),
+        reading("r15", "m3", "north", "13:00", "3.000", 24, "13:02"),
+        reading("r16", "m2", "south", "14:59", "0.050", 1, "15:00"),
+        # watermark 10:14:59 - 2m = 10:12:59 >= 10:10, the end of its window: late
+        reading("r17", "m1", "north", "06:30", "0.400", 3, "15:10"),
+        reading("r18", "m1", "north", "14:00", "0.600", 5, "15:20"),
+    ],
+]
+
+
+def w(start: str) -> tuple[str, str]:
+    minute = int(start)
+    return f"10:{minute:02d}", f"10:{minute + 5:02d}"
+
+
+# (window, meter, region): count, kwh, pulses
+STREAM = {
+    (*w("00"), "m1", "north"): (3, Decimal("4.250"), 34),  # r01 r03 r05 (r03's resend counts once)
+    (*w("00"), "m2", "south"): (2, Decimal("1.250"), 10),  # r02 r04 (r12 late)
+    (*w("05"), "m1", "north"): (3, Decimal("0.875"), 7),  # r06 r09 r10 (r17 late)
+    (*w("05"), "m2", "south"): (1, Decimal("1.500"), 12),  # r08 (r07 a dead letter)
+    (*w("10"), "m1", "north"): (3, Decimal("2.350"), 19),  # r13 r14 r18
+    (*w("10"), "m2", "south"): (2, Decimal("2.300"), 19),  # r11 r16
+    (*w("10"), "m3", "north"): (1, Decimal("3.000"), 24),  # r15
+}
+LATE = [  # (event, window, watermark it was judged by)
+    ("r12", *w("00"), "m2", "south", Decimal("0.300"), 3, "10:08:30"),
+    ("r17", *w("05"), "m1", "north", Decimal("0.400"), 3, "10:12:59"),
+]
+TRUTH = {
+    **STREAM,
+    (*w("00"), "m2", "south"): (3, Decimal("1.550"), 13),
+    (*w("05"), "m1", "north"): (4, Decimal("1.275"), 10),
+}
+
+
+def declaration():
+    return declarations(tomllib.loads(DECLARATION))["meter_kwh"]
+
+
+def hhmm(value) -> str:
+    return f"{value:%H:%M}" if value.second == 0 else f"{value:%H:%M:%S}"
+
+
+def window_rows(table: pa.Table) -> dict:
+    return {
+        (hhmm(r["window_start"]), hhmm(r["window_end"]), r["meter"], r["region"]): (
+            r["event_count"],
+            r["kwh"],
+            r["pulses"],
+        )
+        for r in table.to_pylist()
+    }
+
+
+def late_rows(table: pa.Table) -> list:
+    return sorted(
+        (
+            r["event_id"],
+            hhmm(r["window_start"]),
+            hhmm(r["window_end"]),
+            r["meter"],
+            r["region"],
+            r["kwh"],
+            r["pulses"],
+            hhmm(r["watermark"]),
+        )
+        for r in table.to_pylist()
+    )
+
+
+def raw(segments) -> pa.Table:
+    rows = [
+        {"segment": s, "line_number": n, "raw_line": line, "line_bytes": None}
+        for s, lines in enumerate(segments, start=1)
+        for n, line in enumerate(lines, start=1)
+    ]
+    schema = pa.schema([("segment", pa.int64()), ("line_number", pa.int64()), ("raw_line", pa.string())])
+    return pa.Table.from_pylist(rows, schema.append(pa.field("line_bytes", pa.int64())))
+
+
+def walk(cuts: list[list[int]]) -> tuple[dict, list, dict]:
+    """The step over the log, one micro-batch per group of segments in ``cuts``."""
+    d = declaration()
+    state, windows, late, counts = DeclaredState(), {}, [], {}
+    parsed = parse_declared_lines(d, raw(SEGMENTS))
+    for batch_id, segments in enumerate(cuts):
+        lines = parsed.filter(pa.compute.is_in(parsed["segment"], pa.array(segments, pa.int64())))
+        batch = declared_step(d, lines, state, batch_id)
+        state = batch.state
+        windows.update(window_rows(batch.windows))
+        late += late_rows(batch.late)
+        for k, v in batch.figures.items():
+            if isinstance(v, int) and k not in ("first_segment", "last_segment"):
+                counts[k] = counts.get(k, 0) + v
+    return windows, sorted(late), counts
+
+
+@pytest.mark.parametrize("cuts", [[[1], [2], [3], [4]], [[1, 2, 3, 4]], [[1, 2], [3, 4]], [[1], [2, 3, 4]]])
+def test_the_step_is_the_same_whatever_the_cut(cuts):
+    windows, late, counts = walk(cuts)
+    assert windows == STREAM
+    assert late == sorted(LATE)
+    assert counts == {
+        "input_lines": 20,
+        "events": 15,
+        "late_events": 2,
+        "duplicates": 1,
+        "dead_letters": 1,
+        "heartbeats": 1,
+    }
+
+
+def test_session_windows_are_refused_with_the_kinds_that_run():
+    from lklab.pipelines.declared.pipeline import pipeline_of
+
+    session = DECLARATION.replace('window-size = "5m"', 'window-kind = "session"\nsession-gap = "5m"')
+    with pytest.raises(ValueError, match="window-kind must be tumbling or sliding, not session"):
+        pipeline_of(declarations(tomllib.loads(session))["meter_kwh"])
+
+
+@pytest.fixture(scope="module")
+def lab(spark, tmp_path_factory):
+    """The log ingested (one file a segment) and every job run once, in the tests' session."""
+    import os
+
+    home = tmp_path_factory.mktemp("meters")
+    config = home / "meters.toml"
+    config.write_text(DECLARATION)
+    lake = home / "lake"
+    files = []
+    for number, lines in enumerate(SEGMENTS, start=1):
+        path = home / f"readings-{number}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        files.append(str(path))
+    codes, printed = {}, {}
+    saved = {k: os.environ.pop(k) for k in ("LKLAB_PIPELINE", "LKLAB_CONFIG", "LKLAB_LAKE") if k in os.environ}
+    common = ["--pipeline", "meter_kwh", "--config", str(config), "--lake", str(lake)]
+
+    def run(name, *args):
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with cli_in_this_process(), contextlib.redirect_stdout(out):
+            engine = ["--table-engine", "deltalake"] if args[0] not in ("ingest", "tables") else []
+            codes[name] = main([*args, *common, *engine])
+        printed[name] = out.getvalue()
+
+    try:
+        run("ingest", "ingest", *files)
+        run("speed", "speed", "--available-now")
+        run("batch", "batch")
+        versions = [_versions(lake)]
+        run("batch again", "batch")
+        versions.append(_versions(lake))
+        run("replay", "replay", "--name", "again")
+        run("reconcile", "reconcile")
+        run("reconcile replay", "reconcile", "--against", "kappa:again")
+        run("tables", "tables", "--json")
+    finally:
+        os.environ.update(saved)
+    return lake, codes, printed, versions
+
+
+def _versions(lake) -> dict:
+    from deltalake import DeltaTable
+
+    return {t.name: DeltaTable(str(lake / "tables" / t.name)).version() for t in tables_of(declaration()).batch}
+
+
+def read(spark, lake, name) -> pa.Table:
+    return Tables(spark, lake, "deltalake").read_arrow(name)
+
+
+def test_every_job_runs(lab):
+    _, codes, printed, _ = lab
+    assert codes == dict.fromkeys(codes, 0), printed
+    assert (
+        "20 lines = 15 events + 2 late events + 1 duplicates + 1 dead letters + 1 heartbeats (conserved)"
+        in (printed["speed"])
+    )
+    assert "20 lines = 17 events + 1 duplicates + 1 dead letters + 1 heartbeats (conserved)" in printed["batch"]
+
+
+def test_truth_stream_and_late_rows(spark, lab):
+    lake = lab[0]
+    t = tables_of(declaration())
+    assert window_rows(read(spark, lake, t.truth.name)) == TRUTH
+    assert window_rows(read(spark, lake, t.windows.name)) == STREAM
+    assert late_rows(read(spark, lake, t.late.name)) == sorted(LATE)
+    (duplicate,) = read(spark, lake, t.duplicates.name).to_pylist()
+    assert (duplicate["event_id"], duplicate["first_segment"], duplicate["first_line_number"]) == ("r03", 1, 3)
+    # the raw line as the log holds it: ``lklab ingest`` stamped its ingest_time
+    assert not duplicate["payload_conflict"] and duplicate["raw_line"].startswith(
+        SEGMENTS[1][1][:-1] + ', "ingest_time"'
+    )
+    (dead,) = read(spark, lake, t.dead_letter.name).to_pylist()
+    assert (dead["reject_reason"], dead["reject_detail"]) == ("invalid_measure", "kwh")
+    assert dead["raw_line"].startswith(SEGMENTS[1][2][:-1])
+    batch_dead = read(spark, lake, t.batch_dead_letter.name).to_pylist()
+    assert [(r["segment"], r["line_number"]) for r in batch_dead] == [(2, 3)]
+
+
+def test_every_measure_is_conserved(spark, lab):
+    lake = lab[0]
+    t = tables_of(declaration())
+    truth, stream, late = (read(spark, lake, name).to_pylist() for name in (t.truth.name, t.windows.name, t.late.name))
+    for measure in ("kwh", "pulses"):
+        assert sum(r[measure] for r in truth) == sum(r[measure] for r in stream) + sum(r[measure] for r in late)
+    assert sum(r["event_count"] for r in truth) == sum(r["event_count"] for r in stream) + len(late) == 17
+    metrics = sorted(read(spark, lake, t.stream_metrics.name).to_pylist(), key=lambda m: m["batch_id"])
+    assert [m["batch_id"] for m in metrics] == [0, 1, 2, 3]
+    parts = ("events", "late_events", "duplicates", "dead_letters", "heartbeats")
+    assert all(m["input_lines"] == sum(m[p] for p in parts) for m in metrics)
+
+
+def test_the_replay_is_the_live_run(spark, lab):
+    lake = lab[0]
+    for table in tables_of(declaration()).stream:
+        live, replayed = read(spark, lake, table.name), read(spark, lake, table.at("kappa/again/"))
+        columns = live.schema.names
+        order = [(c, "ascending") for c in columns if c not in ("watermark_lag_seconds",)]
+        assert replayed.select(columns).sort_by(order).equals(live.sort_by(order)), table.name
+
+
+def test_the_reconcile_explains_the_gap_by_the_late_events(lab):
+    printed = lab[2]
+    for name, against in (("reconcile", "speed"), ("reconcile replay", "kappa:again")):
+        assert printed[name].splitlines() == [
+            f"meter_kwh: {against} (segments 1..4) against the truth (segments 1..4): windows match 5, "
+            "value_mismatch 2, missing_in_stream 0, extra_in_stream 0",
+            "totals: truth event_count 17, kwh 16.225, pulses 131; stream event_count 15, kwh 15.525, pulses 125; "
+            "late event_count 2, kwh 0.700, pulses 6",
+            "explained: 2 windows by their late events (truth = stream + late), 0 by segments the stream has not "
+            "read yet",
+            "unexplained: 0 windows",
+        ]
+
+
+def test_a_rerun_of_the_batch_changes_nothing(lab):
+    first, again = lab[3]
+    assert again == first  # every commit is tagged with the last segment read: the rerun commits nothing
+
+
+def test_tables_prints_where_each_table_is(lab):
+    lake, _, printed, _ = lab
+    where = json.loads(printed["tables"])
+    assert where["truth"] == str((lake / "tables" / "meter_kwh_truth").resolve())
+    assert where["stream"] == str((lake / "tables" / "meter_kwh_windows").resolve())
+    assert {"late", "duplicates", "dead_letters", "stream_metrics", "stream_state"} <= set(where)
+
+
+def test_a_declared_name_taken_by_a_registered_pipeline_is_refused(tmp_path, capsys):
+    config = tmp_path / "lklab.toml"
+    config.write_text(DECLARATION.replace("meter_kwh", "running_max"))
+    with cli_in_this_process():
+        code = main(["batch", "--pipeline", "running_max", "--config", str(config), "--lake", str(tmp_path)])
+    assert code == 2
+    assert "[pipelines.running_max] declares a pipeline named like a registered one" in capsys.readouterr().err
+
+
+def test_generate_is_refused_naming_ingest(tmp_path, capsys):
+    config = tmp_path / "lklab.toml"
+    config.write_text(DECLARATION)
+    with cli_in_this_process():
+        code = main(["generate", "--pipeline", "meter_kwh", "--config", str(config), "--lake", str(tmp_path)])
+    assert code == 2
+    assert "lklab ingest --pipeline meter_kwh FILE..." in capsys.readouterr().err
