@@ -159,6 +159,13 @@ class ReplayRun:
     cpu_seconds: float
     cost_scope: str
 
+    def cost(self) -> str:
+        """What it read and cost, as a replay's outcome says it."""
+        return (
+            f"{self.segments:,} segments in {self.wall_seconds:.1f} s wall, {self.cpu_seconds:.1f} CPU seconds "
+            f"({self.cost_scope})"
+        )
+
 
 def _ipc(rows: pa.Table | pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()

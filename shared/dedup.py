@@ -40,6 +40,7 @@ from shared.events import EVENT_SCHEMA, UTC_MICROS
 from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
+    "parsed_counts",
     "PAYLOAD_COLUMNS",
     "MARK_FIELDS",
     "mark_duplicates_table",
@@ -219,12 +220,7 @@ def line_counts(parsed: DataFrame, duplicates: DataFrame) -> dict[str, int]:
     events are not read again. A run conserves its lines when ``lines == firsts + duplicates +
     dead_letters + heartbeats``: every line is exactly one of an event, a heartbeat and a dead
     letter."""
-    lines = parsed.agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count_if("heartbeat").alias("heartbeats"),
-        F.count("reject_reason").alias("dead_letters"),
-        F.count_if(F.col("reject_reason").isNull() & ~F.col("heartbeat")).alias("events"),
-    ).first()
+    lines = parsed_counts(parsed)
     repeats = duplicates.count()
     return {
         "lines": lines["lines"],
@@ -233,6 +229,22 @@ def line_counts(parsed: DataFrame, duplicates: DataFrame) -> dict[str, int]:
         "firsts": lines["events"] - repeats,
         "duplicates": repeats,
     }
+
+
+def parsed_counts(parsed: DataFrame) -> dict[str, int]:
+    """What parsing made of the lines (``parsed``: a parser's rows, with ``heartbeat`` and
+    ``reject_reason``), in one pass: ``lines``, ``heartbeats``, ``dead_letters`` and valid
+    ``events`` (every copy of an event included)."""
+    return (
+        parsed.agg(
+            F.count(F.lit(1)).alias("lines"),
+            F.count_if("heartbeat").alias("heartbeats"),
+            F.count("reject_reason").alias("dead_letters"),
+            F.count_if(F.col("reject_reason").isNull() & ~F.col("heartbeat")).alias("events"),
+        )
+        .first()
+        .asDict()
+    )
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,7 @@ def replay(d: Declaration, spark, config, name: str, *, replace: bool) -> Outcom
         Tables(spark, config.lake, config.table_engine),
         run.prefix,
         f"replay {name}: ",
-        f"; {run.segments:,} segments in {run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds "
-        f"({run.cost_scope})",
+        f"; {run.cost()}",
     )
 
 

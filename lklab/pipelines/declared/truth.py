@@ -24,6 +24,7 @@ from lklab.pipelines.declared.stream import truth_settings_of
 from lklab.pipelines.declared.tables import sum_type, tables_of
 from lklab.truth_runner import TruthOutput, TruthRule
 from shared.config import LabConfig
+from shared.dedup import parsed_counts
 
 __all__ = ["DeclaredTruth", "batch_app_of"]
 
@@ -79,13 +80,13 @@ class DeclaredTruth(TruthRule):
         dead_letters = parsed.where("reject_reason IS NOT NULL")
 
         def figures(_tables) -> dict[str, int]:
-            counts = parsed.agg(
-                F.count(F.lit(1)).alias("lines"),
-                F.count_if(F.col("reject_reason").isNotNull()).alias("dead_letters"),
-                F.count_if(F.col("reject_reason").isNull() & F.col("heartbeat")).alias("heartbeats"),
-            ).first()
+            counts = parsed_counts(parsed)
             copies = ranked.agg(F.count_if(F.col("copy") == 1), F.count_if(F.col("copy") > 1)).first()
-            return {**counts.asDict(), "events": copies[0], "duplicates": copies[1]}
+            return {
+                **{k: counts[k] for k in ("lines", "dead_letters", "heartbeats")},
+                "events": copies[0],
+                "duplicates": copies[1],
+            }
 
         return TruthOutput(
             rows={t.truth: truth, t.batch_duplicates: duplicates, t.batch_dead_letter: dead_letters},

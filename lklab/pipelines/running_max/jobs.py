@@ -61,8 +61,7 @@ def replay(spark, config, name: str, *, replace: bool) -> Outcome:
         Tables(spark, config.lake, config.table_engine),
         run.prefix,
         f"replay {name}: ",
-        f"; {run.segments:,} segments in {run.wall_seconds:.1f} s wall, {run.cpu_seconds:.1f} CPU seconds "
-        f"({run.cost_scope})",
+        f"; {run.cost()}",
     )
 
 

@@ -20,6 +20,7 @@ from lklab.pipelines.running_max.parse import PARSED_SCHEMA, parse_readings
 from lklab.pipelines.running_max.tables import MAX_BATCH_DEAD_LETTER, MAX_BATCH_DUPLICATES, MAX_TRUTH
 from lklab.truth_runner import TruthOutput, TruthRule
 from shared.config import LabConfig
+from shared.dedup import parsed_counts
 from shared.spark_arrow import per_partition
 from shared.table_settings import line_settings
 
@@ -60,13 +61,13 @@ class MaxTruth(TruthRule):
         dead_letters = parsed.where("reject_reason IS NOT NULL")
 
         def figures(_tables) -> dict[str, int]:
-            counts = parsed.agg(
-                F.count(F.lit(1)).alias("lines"),
-                F.count_if(F.col("reject_reason").isNotNull()).alias("dead_letters"),
-                F.count_if(F.col("reject_reason").isNull() & F.col("heartbeat")).alias("heartbeats"),
-            ).first()
+            counts = parsed_counts(parsed)
             copies = ranked.agg(F.count_if(F.col("copy") == 1).alias("readings"), F.count_if(F.col("copy") > 1)).first()
-            return {**counts.asDict(), "readings": copies[0], "duplicates": copies[1]}
+            return {
+                **{k: counts[k] for k in ("lines", "dead_letters", "heartbeats")},
+                "readings": copies[0],
+                "duplicates": copies[1],
+            }
 
         return TruthOutput(
             rows={MAX_TRUTH: truth, MAX_BATCH_DUPLICATES: duplicates, MAX_BATCH_DEAD_LETTER: dead_letters},
