@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tomllib
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -200,48 +201,64 @@ def test_session_windows_are_refused_with_the_kinds_that_run():
         pipeline_of(declarations(tomllib.loads(session))["meter_kwh"])
 
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "meters"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "bring-your-own-events.md"
+
+
+def page_block(marker: str) -> list[str]:
+    """The lines of the page's block between ``<!-- marker:start -->`` and its end, fences dropped."""
+    text = PAGE.read_text()
+    block = text.split(f"<!-- {marker}:start -->")[1].split(f"<!-- {marker}:end -->")[0]
+    return [line for line in block.strip().splitlines() if not line.startswith("```")]
+
+
+def test_the_example_ships_this_files_log_and_declaration():
+    """``examples/meters`` holds the lines and the declaration these tests check."""
+    shipped = [(EXAMPLE / f"readings-{n}.jsonl").read_text().splitlines() for n in range(1, 5)]
+    assert shipped == SEGMENTS
+    assert tomllib.loads((EXAMPLE / "meters.toml").read_text())["pipelines"] == tomllib.loads(DECLARATION)["pipelines"]
+
+
 @pytest.fixture(scope="module")
 def lab(spark, tmp_path_factory):
-    """The log ingested (one file a segment) and every job run once, in the tests' session."""
+    """The commands of docs/bring-your-own-events.md run as written, in the tests' session, in a
+    copy of ``examples/meters``: (lake, exit codes, what each printed, batch_truth's versions
+    after each batch). A command run a second time is named ``<command> again``."""
+    import contextlib
+    import io
     import os
+    import shlex
+    import shutil
 
-    home = tmp_path_factory.mktemp("meters")
-    config = home / "meters.toml"
-    config.write_text(DECLARATION)
-    lake = home / "lake"
-    files = []
-    for number, lines in enumerate(SEGMENTS, start=1):
-        path = home / f"readings-{number}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
-        files.append(str(path))
-    codes, printed = {}, {}
+    home = tmp_path_factory.mktemp("meters") / "meters"
+    shutil.copytree(EXAMPLE, home)
+    lake = home / "meters-lake"
+    codes, printed, versions = {}, {}, []
     saved = {k: os.environ.pop(k) for k in ("LKLAB_PIPELINE", "LKLAB_CONFIG", "LKLAB_LAKE") if k in os.environ}
-    common = ["--pipeline", "meter_kwh", "--config", str(config), "--lake", str(lake)]
-
-    def run(name, *args):
-        import contextlib
-        import io
-
-        out = io.StringIO()
-        with cli_in_this_process(), contextlib.redirect_stdout(out):
-            engine = ["--table-engine", "deltalake"] if args[0] not in ("ingest", "tables") else []
-            codes[name] = main([*args, *common, *engine])
-        printed[name] = out.getvalue()
-
+    here = Path.cwd()
+    os.chdir(home)
     try:
-        run("ingest", "ingest", *files)
-        run("speed", "speed", "--available-now")
-        run("batch", "batch")
-        versions = [_versions(lake)]
-        run("batch again", "batch")
-        versions.append(_versions(lake))
-        run("replay", "replay", "--name", "again")
-        run("reconcile", "reconcile")
-        run("reconcile replay", "reconcile", "--against", "kappa:again")
-        run("tables", "tables", "--json")
+        for line in page_block("meters"):
+            args = shlex.split(line, comments=True)
+            assert args[0] == "lklab", line
+            name = args[1] if args[1] not in codes else f"{args[1]} again"
+            out = io.StringIO()
+            with cli_in_this_process(), contextlib.redirect_stdout(out):
+                codes[name] = main(args[1:])
+            printed[name] = out.getvalue()
+            if args[1] == "batch":
+                versions.append(_versions(lake))
     finally:
+        os.chdir(here)
         os.environ.update(saved)
     return lake, codes, printed, versions
+
+
+def test_the_page_shows_what_its_commands_print(lab):
+    _, _, printed, _ = lab
+    shown = "".join(printed.values())
+    missing = [line for line in page_block("meters-output") if line not in shown]
+    assert not missing, missing
 
 
 def _versions(lake) -> dict:
@@ -307,7 +324,7 @@ def test_the_replay_is_the_live_run(spark, lab):
 
 def test_the_reconcile_explains_the_gap_by_the_late_events(lab):
     printed = lab[2]
-    for name, against in (("reconcile", "speed"), ("reconcile replay", "kappa:again")):
+    for name, against in (("reconcile", "speed"), ("reconcile again", "kappa:again")):
         assert printed[name].splitlines() == [
             f"meter_kwh: {against} (segments 1..4) against the truth (segments 1..4): windows match 5, "
             "value_mismatch 2, missing_in_stream 0, extra_in_stream 0",
