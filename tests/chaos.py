@@ -157,7 +157,7 @@ def _restore(snapshot: Path, lake: Path) -> None:
 def _finish(lake: Path, job: str, here: bool = False) -> None:
     """Run ``job`` on the chaos lake to the end: as a process, or ``here`` (``_run_here``)."""
     code, errors = _run_here(lake, job) if here else _run(lake, job)
-    if job == "replay" and code == 2 and "already exists" in errors:
+    if job == "replay" and code == 2 and "pass --replace" in errors:  # ReplayExists
         return  # an attempt not killed in time had recorded the replay: done
     if code != 0:
         raise RuntimeError(f"lklab {job} exited {code} on the chaos lake:\n{errors[-3000:]}")
