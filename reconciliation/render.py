@@ -20,16 +20,17 @@ from reconciliation.result import Reconciliation
 from reconciliation.tables import CORRECTED_AGGREGATES, RECON_CORRECTIONS
 from shared.catalog import BATCH_TRUTH
 
-__all__ = ["render_text", "render_json", "as_dict", "grouped", "signed", "rate"]
+__all__ = ["render_text", "render_json", "as_dict", "grouped", "plain", "signed", "rate"]
 
 
-def _plain(value):
+def plain(value):
+    """``value`` ready for JSON: decimals as exact strings, inside dicts and lists too."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -51,11 +52,11 @@ def as_dict(result: Reconciliation) -> dict:
         "unexplained_events": result.unexplained_events,
         "corrections": result.corrections,
         "currencies": [],
-        "largest_gaps": [_plain(asdict(gap)) for gap in result.largest_gaps],
+        "largest_gaps": [plain(asdict(gap)) for gap in result.largest_gaps],
         "tables": result.tables,
     }
     for c in result.currencies:
-        item = _plain(asdict(c))
+        item = plain(asdict(c))
         item.update(
             windows_matched=c.windows_matched,
             exact_match_rate=c.exact_match_rate,

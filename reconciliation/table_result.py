@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from reconciliation.render import grouped, render_text, signed
+from reconciliation.render import grouped, plain, render_text, signed
 
 if TYPE_CHECKING:  # only annotations: rendering needs neither Spark nor delta-rs
     from reconciliation.foreign_tables import ForeignTable
@@ -86,16 +86,6 @@ class TableReconciliation:
         return found
 
 
-def _plain(value):
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def as_dict(result: TableReconciliation) -> dict:
     """The JSON document: decimals as exact strings, keys' values as text."""
     return {
@@ -112,7 +102,7 @@ def as_dict(result: TableReconciliation) -> dict:
         "rows": {"truth": result.truth_rows, "stream": result.stream_rows},
         "statuses": dict(result.statuses),
         "measures": {
-            f.measure: _plain(
+            f.measure: plain(
                 {
                     "truth_total": f.truth_total,
                     "stream_total": f.stream_total,
@@ -126,7 +116,7 @@ def as_dict(result: TableReconciliation) -> dict:
         },
         "unexplained": {
             "keys": result.unexplained_keys,
-            "measures": {f.measure: _plain(f.unexplained_abs_delta) for f in result.figures},
+            "measures": {f.measure: plain(f.unexplained_abs_delta) for f in result.figures},
         },
         "pipeline": result.pipeline,
         "explained_by": None,
@@ -134,7 +124,7 @@ def as_dict(result: TableReconciliation) -> dict:
             {
                 "key": gap.key,
                 "status": gap.status,
-                "measures": {m: _plain({"truth": t, "stream": s, "delta": d}) for m, (t, s, d) in gap.values.items()},
+                "measures": {m: plain({"truth": t, "stream": s, "delta": d}) for m, (t, s, d) in gap.values.items()},
             }
             for gap in result.largest_gaps
         ],
