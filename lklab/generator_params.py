@@ -12,11 +12,18 @@ reject its bad values with a message naming the option as the command line spell
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
-from lklab.scenarios import SCENARIOS, SECOND
+from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND
 
-__all__ = ["from_request", "require_counts", "require_fractions", "require_timing", "require_scenario_log"]
+__all__ = [
+    "ScenarioLogParams",
+    "from_request",
+    "require_counts",
+    "require_fractions",
+    "require_timing",
+    "require_scenario_log",
+]
 
 P = TypeVar("P")
 
@@ -67,3 +74,25 @@ def require_scenario_log(params: object, *counts: str) -> None:
     require_counts(params, *counts)
     require_fractions(params, "duplicate_rate", "malformed_rate")
     require_timing(params)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioLogParams:
+    """The parameters of every log drawn from one of ``lklab.scenarios``: which scenario, the seed,
+    the span of event time from ``start`` (microseconds), the rates of exact resends and malformed
+    lines, and how much ingest time one segment holds. A pipeline's parameters extend it with
+    what it draws (``events`` and ``accounts``, ``views``, ``users`` and ``pages``), name those
+    counts in ``counts`` for the checks, and redeclare a field to give it another default."""
+
+    counts: ClassVar[tuple[str, ...]] = ()
+
+    scenario: str = "billing"
+    seed: int = 7
+    start: int = EPOCH_START
+    span: int = 6 * 3600 * SECOND
+    duplicate_rate: float = 0.01
+    malformed_rate: float = 0.001
+    segment_interval: int = 60 * SECOND
+
+    def __post_init__(self) -> None:
+        require_scenario_log(self, *self.counts)

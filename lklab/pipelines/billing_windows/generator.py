@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from lklab.generator_params import require_scenario_log
+from lklab.generator_params import ScenarioLogParams
 from lklab.progress import progress as track
 from lklab.scenarios import EPOCH_START, SECOND, arrival_delays
 from reconciliation.result import nearest_rank
@@ -62,21 +63,14 @@ MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
 
 
 @dataclass(frozen=True)
-class GeneratorParams:
-    """What to generate. Times are microseconds; rates are fractions of ``events``."""
+class GeneratorParams(ScenarioLogParams):
+    """What to generate (``ScenarioLogParams`` and the events' counts). Times are microseconds;
+    rates are fractions of ``events``."""
 
-    scenario: str = "billing"
+    counts: ClassVar[tuple[str, ...]] = ("events", "accounts")
+
     events: int = 100_000
-    seed: int = 7
-    start: int = EPOCH_START
-    span: int = 6 * 3600 * SECOND
     accounts: int = 40
-    duplicate_rate: float = 0.01
-    malformed_rate: float = 0.001
-    segment_interval: int = 60 * SECOND
-
-    def __post_init__(self) -> None:
-        require_scenario_log(self, "events", "accounts")
 
 
 @dataclass(frozen=True)

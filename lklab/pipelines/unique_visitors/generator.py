@@ -23,11 +23,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from lklab.generator_params import require_scenario_log
-from lklab.scenarios import EPOCH_START, SECOND, arrival_delays
+from lklab.generator_params import ScenarioLogParams
+from lklab.scenarios import arrival_delays
 from shared import generated_log
 from shared.eventlog import EventLog
 from shared.locks import whole_lake
@@ -54,22 +55,18 @@ MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
 
 
 @dataclass(frozen=True)
-class PageViewParams:
-    """What to generate. Times are microseconds; rates are fractions of ``views``."""
+class PageViewParams(ScenarioLogParams):
+    """What to generate (``ScenarioLogParams`` and the views' counts). Times are microseconds;
+    rates are fractions of ``views``."""
+
+    counts: ClassVar[tuple[str, ...]] = ("views", "users", "pages")
 
     scenario: str = "clickstream"
-    views: int = 20_000
     seed: int = 11
-    start: int = EPOCH_START
-    span: int = 6 * 3600 * SECOND
+    malformed_rate: float = 0.002
+    views: int = 20_000
     users: int = 200
     pages: int = 300
-    duplicate_rate: float = 0.01
-    malformed_rate: float = 0.002
-    segment_interval: int = 60 * SECOND
-
-    def __post_init__(self) -> None:
-        require_scenario_log(self, "views", "users", "pages")
 
 
 @dataclass(frozen=True)
