@@ -50,6 +50,7 @@ from shared.tables import Tables
 
 __all__ = [
     "StreamRule",
+    "StateKind",
     "METRICS_SUFFIX",
     "StepOutput",
     "LiveStream",
@@ -151,6 +152,19 @@ def _no_settings(config: LabConfig) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class StateKind:
+    """What the runners need of a stream's state, whatever it holds: ``empty()``, the state
+    before the first micro-batch; ``from_table(rows)``, the state as its table (the layout's
+    last) holds it, which a process starting or a micro-batch found committed resumes from;
+    ``holds_open(state, settings)``, whether it holds something the watermark has not made
+    final, which a heartbeat on a quiet log can move on (default: never)."""
+
+    empty: Callable[[], Any]
+    from_table: Callable[[pa.Table], Any]
+    holds_open: Callable[[Any, Any], bool] = _never_open
+
+
 # What a stream's table of one row per micro-batch is called, under its pipeline's prefix
 # (``stream_metrics``, ``payments_stream_metrics`` ...).
 METRICS_SUFFIX = "stream_metrics"
@@ -166,11 +180,9 @@ class StreamRule:
     record (the settings their rows depend on). ``parse``: a Spark transform of the log's lines run inside the streaming query
     (``parse(lines, max_clock_skew=...)``; None: the raw lines are collected), and
     ``read(lines, config)`` what the collected lines become for the step (a ``segment`` column
-    kept). ``empty_state()`` and ``state_from_table(rows)``: the state before the first
-    micro-batch and as its table holds it. ``step(parsed, state, settings, batch_id, started)``:
-    one micro-batch (``started``: its ``time.monotonic()`` start) as a ``StepOutput``.
-    ``holds_open(state, settings)``: the state holds something the watermark has not made final
-    (what a heartbeat can move on). ``logger``: the logger of its one JSON line per micro-batch
+    kept). ``state``: what the state is to the runners (a ``StateKind``).
+    ``step(parsed, state, settings, batch_id, started)``: one micro-batch (``started``: its
+    ``time.monotonic()`` start) as a ``StepOutput``. ``logger``: the logger of its one JSON line per micro-batch
     (default: ``lklab.<app_id>``). ``metrics``: its table of one row per micro-batch
     (``batch_id``, ``last_segment`` read, and ``watermark_lag_seconds`` where it has a
     watermark), what ``lklab health`` reads: the layout's table named ``...stream_metrics``
@@ -186,13 +198,11 @@ class StreamRule:
     app_id: str
     layout: tuple[SinkTable, ...]
     table_settings: Callable[[LabConfig], dict[str, str]]
-    empty_state: Callable[[], Any]
-    state_from_table: Callable[[pa.Table], Any]
+    state: StateKind
     step: Callable[[pa.Table, Any, Any, int, float], StepOutput]
     settings: Callable[[LabConfig], Any] = _no_settings
     parse: Callable | None = None
     read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
-    holds_open: Callable[[Any, Any], bool] = _never_open
     logger: str = ""
     whole_log: Callable[..., Any] | None = None
 
@@ -239,13 +249,13 @@ class LiveStream:
 
     @property
     def holds_open_state(self) -> bool:
-        return self._carried is not None and self.rule.holds_open(self._carried[1], self.settings)
+        return self._carried is not None and self.rule.state.holds_open(self._carried[1], self.settings)
 
     def _resume(self, batch_id: int) -> Any:
         if self._carried is not None and self._carried[0] == batch_id:
             return self._carried[1]
         rows = self.sink.read_state()
-        return self.rule.empty_state() if rows is None else self.rule.state_from_table(rows)
+        return self.rule.state.empty() if rows is None else self.rule.state.from_table(rows)
 
     @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:

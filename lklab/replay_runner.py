@@ -12,7 +12,7 @@ through the driver:
 2. **Walk, in one task.** The lines are shuffled into one partition and sorted by ``segment``,
    ``line_number`` (Spark's sort spills to disk), and one ``mapInArrow`` task walks them in log
    order, a micro-batch (``segments_per_batch`` segments) at a time: ``rule.read``, then
-   ``rule.step`` against the state carried from the micro-batch before (``rule.empty_state()``
+   ``rule.step`` against the state carried from the micro-batch before (``rule.state.empty()``
    first), as ``LiveStream.process`` does. Each micro-batch's rows of each output table leave
    the task as Arrow IPC payloads (``WALK_SCHEMA``: table, batch id, part, payload), written to
    the executors' disks (``persist``); the tables written as a snapshot (``overwrite``: the
@@ -200,7 +200,7 @@ def walk(
 
     def run(lines: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         settings = rule.settings(config)
-        state = rule.empty_state()
+        state = rule.state.empty()
         schemas: dict[int, pa.Schema] = {}
         snapshots: dict[int, pa.Table] = {}  # the overwrite tables' rows of the last micro-batch
         seen_schema: pa.Schema | None = None  # the lines' as Spark hands them

@@ -243,7 +243,7 @@ def _toy_read(lines, config):
 
 
 def _toy_rule():
-    from lklab.live_stream import StreamRule
+    from lklab.live_stream import StateKind, StreamRule
     from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 
     return StreamRule(
@@ -252,8 +252,7 @@ def _toy_rule():
         layout=(SinkTable(TOY_LATEST, MERGE, ("key",)), SinkTable(TOY_STATE, OVERWRITE)),
         settings=lambda config: None,
         table_settings=lambda config: {},
-        empty_state=lambda: 0,
-        state_from_table=lambda rows: rows["batches"][0].as_py(),
+        state=StateKind(lambda: 0, lambda rows: rows["batches"][0].as_py()),
         step=_toy_step,
         read=_toy_read,
     )

@@ -30,7 +30,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.live_stream import StepOutput, StreamRule
+from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.billing_windows.replay import whole_log
 from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
 from shared import catalog
@@ -91,11 +91,9 @@ SPEED_RULE = StreamRule(
     ),
     settings=StreamSettings.of,
     table_settings=stream_settings,
-    empty_state=StreamState.empty,
-    state_from_table=state_from_table,
+    state=StateKind(StreamState.empty, state_from_table, _holds_open),
     step=_step,
     parse=parse_events,
-    holds_open=_holds_open,
     whole_log=whole_log,  # a replay computes the whole log through Spark, by day and by key
 )
 run_speed = SPEED_RULE.run

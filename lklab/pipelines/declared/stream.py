@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lklab.live_stream import StepOutput, StreamRule
+from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, state_from_table, state_table
@@ -130,10 +130,8 @@ def stream_rule(d: Declaration) -> StreamRule:
             SinkTable(t.stream_state, OVERWRITE),
         ),
         table_settings=partial(_table_settings, d),
-        empty_state=DeclaredState,
-        state_from_table=partial(state_from_table, d),
+        state=StateKind(DeclaredState, partial(state_from_table, d), _holds_open),
         step=partial(_step, d),
         read=partial(_read, d),
-        holds_open=_holds_open,
         logger=f"lklab.{d.name}",
     )

@@ -30,7 +30,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.live_stream import StepOutput, StreamRule
+from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.order_payments.metrics import join_metrics_row
 from lklab.pipelines.order_payments.parse import parse_order_lines
 from lklab.pipelines.order_payments.rule import JoinBatch, JoinSettings, join_step
@@ -113,10 +113,8 @@ PAYMENTS_RULE = StreamRule(
     layout=LAYOUT,
     settings=join_settings,
     table_settings=interval_join_settings,
-    empty_state=JoinState.empty,
-    state_from_table=join_state_from_table,
+    state=StateKind(JoinState.empty, join_state_from_table, _holds_open),
     step=_step,
     read=_read,
-    holds_open=_holds_open,
 )
 run_payments_speed = PAYMENTS_RULE.run

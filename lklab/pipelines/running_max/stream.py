@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lklab.live_stream import StepOutput, StreamRule
+from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.running_max.parse import parse_readings
 from lklab.pipelines.running_max.rule import MaxState, max_step, state_from_table, state_table
 from lklab.pipelines.running_max.tables import (
@@ -55,8 +55,7 @@ MAX_RULE = StreamRule(
         SinkTable(MAX_STATE, OVERWRITE),
     ),
     table_settings=line_settings,  # what makes a line a dead letter: the rows depend on nothing else
-    empty_state=MaxState,
-    state_from_table=state_from_table,
+    state=StateKind(MaxState, state_from_table),
     step=_step,
     read=_read,
     logger="lklab.running_max",

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.live_stream import StepOutput, StreamRule
+from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.unique_visitors.metrics import visitor_metrics_row
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
 from lklab.pipelines.unique_visitors.rule import WINDOW_KEY
@@ -146,12 +146,10 @@ VISITORS_RULE = StreamRule(
     layout=LAYOUT,
     settings=visitor_settings,
     table_settings=visitors_table_settings,
-    empty_state=VisitorState.empty,
-    state_from_table=state_from_table,
+    state=StateKind(VisitorState.empty, state_from_table, _holds_open),
     step=_step,
     parse=parse_page_views,
     read=_read,
-    holds_open=_holds_open,
     logger="lklab.visitors",
 )
 run_visitors_speed = VISITORS_RULE.run
