@@ -40,7 +40,7 @@ from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, CronTriggerTimeta
 
 from lklab import assets
 from lklab.pipelines import find
-from lklab.spark_task import mapped_spark_job, spark_job
+from lklab.spark_task import LabSparkSubmitOperator, mapped_spark_job, spark_job
 from shared import catalog
 
 __all__ = ["PipelineDags", "nightly_dag", "replay_dag", "truth_dag", "reconcile_dag", "BREACH"]
@@ -123,28 +123,45 @@ Manual. `replay`: `spark_jobs/replay_job.py {" ".join(spec.selects)} --name <run
 """
 
 
+def _dag(
+    spec: PipelineDags, shape: str, schedule, doc_md: str, kinds: tuple[str, ...], retries: int = 2, **more
+) -> DAG:
+    """The pipeline's DAG of ``shape``, as every one of them is made: from ``START``, no catch-up,
+    owned by ``lklab``, a failed task retried ``retries`` times 2 minutes apart, tagged ``lklab``,
+    its ``kinds`` (``lambda``, ``kappa``, ``reconciliation``), ``spark`` and the pipeline; ``more``:
+    what this shape adds (``max_active_runs``, ``params``)."""
+    return DAG(
+        spec.dag_id(shape),
+        schedule=schedule,
+        start_date=START,
+        catchup=False,
+        default_args={"owner": "lklab", "retries": retries, "retry_delay": timedelta(minutes=2)},
+        tags=["lklab", *kinds, "spark", spec.pipeline],
+        doc_md=doc_md,
+        **more,
+    )
+
+
+def _recompute_truth(spec: PipelineDags, arguments: list[str]) -> LabSparkSubmitOperator:
+    """The ``recompute_truth`` task: ``spark_jobs/batch_job.py`` with ``arguments``, its success an
+    event on the truth's assets."""
+    return spark_job(
+        "recompute_truth",
+        "batch_job",
+        arguments,
+        name=f"lklab-{spec.pipeline}-batch",
+        outlets=list(spec.truth),
+        execution_timeout=timedelta(hours=2),
+    )
+
+
 def nightly_dag(name: str) -> DAG:
     """``<name>_nightly``: ``recompute_truth >> reconcile``."""
     spec = PipelineDags.of(name)
-    with DAG(
-        spec.dag_id("nightly"),
-        schedule=CronTriggerTimetable(spec.nightly_at, timezone="UTC"),
-        start_date=START,
-        catchup=False,
-        # One run at a time: both tasks replace or append to the same tables.
-        max_active_runs=1,
-        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
-        tags=["lklab", "lambda", "spark", spec.pipeline],
-        doc_md=_nightly_doc(spec),
-    ) as nightly:
-        truth = spark_job(
-            "recompute_truth",
-            "batch_job",
-            spec.selects,
-            name=f"lklab-{spec.pipeline}-batch",
-            outlets=list(spec.truth),
-            execution_timeout=timedelta(hours=2),
-        )
+    schedule = CronTriggerTimetable(spec.nightly_at, timezone="UTC")
+    # One run at a time: both tasks replace or append to the same tables.
+    with _dag(spec, "nightly", schedule, _nightly_doc(spec), ("lambda",), max_active_runs=1) as nightly:
+        truth = _recompute_truth(spec, spec.selects)
         reconcile = spark_job(
             "reconcile",
             "reconcile_job",
@@ -173,16 +190,7 @@ def replay_dag(name: str) -> DAG:
             default, type="string", pattern=DURATION, description=f"the replay's {name}, e.g. 30s, 5m"
         )
         settings += [f"--{name}", f"{{{{ params.{param} }}}}"]
-    with DAG(
-        spec.dag_id("replay"),
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        default_args={"owner": "lklab", "retries": 1, "retry_delay": timedelta(minutes=2)},
-        params=params,
-        tags=["lklab", "kappa", "spark", spec.pipeline],
-        doc_md=_replay_doc(spec),
-    ) as replay:
+    with _dag(spec, "replay", None, _replay_doc(spec), ("kappa",), retries=1, params=params) as replay:
         spark_job(
             "replay",
             "replay_job",
@@ -213,26 +221,11 @@ A breach, an unexplained gap beyond the `max_unexplained` param (the job exits {
 def truth_dag(name: str) -> DAG:
     """``<name>_truth`` (a ``by_day`` pipeline's): ``recompute_truth`` for the run's logical date."""
     spec = PipelineDags.of(name)
-    with DAG(
-        spec.dag_id("truth"),
-        schedule=CronDataIntervalTimetable(spec.nightly_at, timezone="UTC"),
-        start_date=START,
-        catchup=False,
-        # One run at a time: runs write the same table, and each run's asset event then reaches
-        # the reconcile DAG on its own.
-        max_active_runs=1,
-        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
-        tags=["lklab", "lambda", "spark", spec.pipeline],
-        doc_md=_truth_doc(spec),
-    ) as truth:
-        spark_job(
-            "recompute_truth",
-            "batch_job",
-            [*spec.selects, "--date", "{{ ds }}"],
-            name=f"lklab-{spec.pipeline}-batch",
-            outlets=list(spec.truth),
-            execution_timeout=timedelta(hours=2),
-        )
+    schedule = CronDataIntervalTimetable(spec.nightly_at, timezone="UTC")
+    # One run at a time: runs write the same table, and each run's asset event then reaches the
+    # reconcile DAG on its own.
+    with _dag(spec, "truth", schedule, _truth_doc(spec), ("lambda",), max_active_runs=1) as truth:
+        _recompute_truth(spec, [*spec.selects, "--date", "{{ ds }}"])
     return truth
 
 
@@ -240,23 +233,17 @@ def reconcile_dag(name: str) -> DAG:
     """``<name>_reconcile`` (a ``by_day`` pipeline's): scheduled on its truth, ``reconcile`` once
     per day the triggering recomputes covered."""
     spec = PipelineDags.of(name)
-    with DAG(
-        spec.dag_id("reconcile"),
-        schedule=list(spec.truth),
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        default_args={"owner": "lklab", "retries": 2, "retry_delay": timedelta(minutes=2)},
-        params={
-            "max_unexplained": Param(
-                "0",
-                type="string",
-                pattern=r"^\d+(\.\d+)?$",
-                description="largest unexplained difference (money, per currency) before a day's task fails as a breach",
-            ),
-        },
-        tags=["lklab", "lambda", "reconciliation", "spark", spec.pipeline],
-        doc_md=_reconcile_doc(spec),
+    params = {
+        "max_unexplained": Param(
+            "0",
+            type="string",
+            pattern=r"^\d+(\.\d+)?$",
+            description="largest unexplained difference (money, per currency) before a day's task fails as a breach",
+        ),
+    }
+    kinds = ("lambda", "reconciliation")
+    with _dag(
+        spec, "reconcile", list(spec.truth), _reconcile_doc(spec), kinds, max_active_runs=1, params=params
     ) as reconcile:
         selects = spec.selects
 

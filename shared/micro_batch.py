@@ -4,7 +4,8 @@ The steps of the three pipelines (``shared.speed.stream_step``, ``lklab.pipeline
 ``visitors_step``, ``lklab.pipelines.order_payments.rule.join_step``) read a micro-batch's lines in log order
 and send each somewhere: a dead letter (it could not be parsed or validated), a duplicate (a
 later copy of an event already seen), or the pipeline's own outputs. ``MicroBatch`` holds what
-they share; each step's result adds its outputs and its state after the batch.
+they share, the step's state after the batch included (what the next batch starts from); each
+step's result adds its outputs.
 
 A stream's metrics table has one row per micro-batch: ``metrics_schema`` lays out the columns
 every pipeline's has (the batch, the segments it read, its line counts, its watermarks) around
@@ -16,23 +17,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from shared.events import UTC_MICROS
 
-__all__ = ["BATCH_ID", "MicroBatch", "duplicate_schema", "metrics_row", "metrics_schema"]
+__all__ = ["BATCH_ID", "MicroBatch", "StepState", "duplicate_schema", "metrics_row", "metrics_schema"]
 
 BATCH_ID = pa.field("batch_id", pa.int64(), nullable=False)
 
 
+class StepState(Protocol):
+    """What every step's state says of itself: ``rows``, the size it grows with (remembered
+    first copies plus whatever the pipeline holds)."""
+
+    @property
+    def rows(self) -> int: ...
+
+
+S = TypeVar("S", bound=StepState)
+
+
 @dataclass(frozen=True)
-class MicroBatch:
+class MicroBatch(Generic[S]):
     """The lines of one micro-batch: how many (``heartbeats`` of them carry no event), the
     watermark its first line was judged by (``watermark``) and ``W*`` in force after its last
-    (``next_watermark``), in microseconds (None: unknown, no event time seen yet), and its
-    ``dead_letters`` and ``duplicates`` rows."""
+    (``next_watermark``), in microseconds (None: unknown, no event time seen yet), its
+    ``dead_letters`` and ``duplicates`` rows, and the step's ``state`` after it (the pipeline's
+    own kind of ``StepState``)."""
 
     input_lines: int
     heartbeats: int
@@ -40,6 +54,12 @@ class MicroBatch:
     next_watermark: int | None
     dead_letters: pa.Table
     duplicates: pa.Table
+    state: S
+
+    @property
+    def state_rows(self) -> int:
+        """The state's rows after the batch."""
+        return self.state.rows
 
 
 def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:

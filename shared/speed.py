@@ -143,7 +143,7 @@ def duplicate_rows(duplicates: pa.Table) -> pa.Table:
 
 
 @dataclass(frozen=True)
-class StreamBatch(MicroBatch):
+class StreamBatch(MicroBatch[StreamState]):
     """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
     ``outcomes``: one row per first copy (``late``
@@ -155,7 +155,6 @@ class StreamBatch(MicroBatch):
     outcomes: pa.Table
     window_changes: pa.Table
     history: pa.Table | None
-    state: StreamState
 
     @property
     def max_event_time(self) -> int | None:

@@ -112,7 +112,7 @@ def batch_figures(batch_id: int, parsed: pa.Table, batch: StreamBatch, duration_
         next_watermark=batch.next_watermark,
         max_event_time=batch.max_event_time,
         latest_ingest=_largest(micros(parsed["ingest_time"].drop_null())),
-        state_rows=batch.state.rows,
+        state_rows=batch.state_rows,
         on_time_amounts=money_by_currency(outcomes.filter(pc.invert(late))),
         late_amounts=money_by_currency(outcomes.filter(late)),
         duplicate_amounts=money_by_currency(batch.duplicates),

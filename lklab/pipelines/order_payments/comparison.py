@@ -33,15 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import (
-    Comparing,
-    ComparisonPlan,
-    StreamRuns,
-    cost_scope,
-    each_setting,
-    run_setting,
-    timed,
-)
+from lklab import comparison_runs
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.order_payments.batch import run_payments_batch
 from lklab.pipelines.order_payments.parse import parse_order_lines
@@ -140,7 +132,7 @@ def _served(tables: Tables, prefix: str, clock: LogClock, settings: JoinSettings
     return timelines(changes)
 
 
-_RUNS = StreamRuns(
+_RUNS = comparison_runs.StreamRuns(
     live=run_payments_speed,
     replay=lambda spark, config, name: replay_on_executors(spark, config, PAYMENTS_RULE, name, replace=True),
     rows=_row_sets,
@@ -148,8 +140,10 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(on: Comparing, delay: str, lateness: str, clock: LogClock, step: Progress) -> MeasuredStream:
-    runs = run_setting(on, (delay, lateness), step, _RUNS)
+def _stream(
+    on: comparison_runs.Comparing, delay: str, lateness: str, clock: LogClock, step: Progress
+) -> MeasuredStream:
+    runs = comparison_runs.run_setting(on, (delay, lateness), step, _RUNS)
     live, reconciled, run_config, tables = runs.live, runs.reconciled, runs.config, on.tables
     ours = _row_sets(tables, live)
     metrics = tables.read_arrow(PAYMENTS_STREAM_METRICS.at(live)).sort_by("batch_id")
@@ -193,13 +187,18 @@ def _outputs(tables: Tables, streams: dict, bound: int, events: dict) -> Outputs
 
 
 def run_payments_comparison(
-    spark: SparkSession, config: LabConfig, plan: ComparisonPlan, *, source: str, progress: Progress = lambda _: None
+    spark: SparkSession,
+    config: LabConfig,
+    plan: comparison_runs.ComparisonPlan,
+    *,
+    source: str,
+    progress: Progress = lambda _: None,
 ) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
-    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
+    on = comparison_runs.Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
     configurations, tables = plan.configurations(), on.tables
     progress("batch truth from the complete log")
-    batch, batch_cost = timed(config, "batch", lambda: run_payments_batch(spark, config))
+    batch, batch_cost = comparison_runs.timed(config, "batch", lambda: run_payments_batch(spark, config))
     raw = (
         raw_log(spark, on.lake, on.last, max_line_bytes=config.max_line_bytes)
         .toArrow()
@@ -218,7 +217,7 @@ def run_payments_comparison(
             clocks[key] = LogClock(parsed, ClockSettings(key, config.watermark_interval))
         return _stream(on, delay, lateness, clocks[key], step)
 
-    streams = each_setting(settings, progress, measured)
+    streams = comparison_runs.each_setting(settings, progress, measured)
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])
@@ -232,7 +231,7 @@ def run_payments_comparison(
             batch.lines, batch.orders + batch.payments, batch.duplicates, batch.dead_letters, batch.heartbeats
         ),
         "state_sizes": (),
-        "cost_scope": cost_scope(config),
+        "cost_scope": comparison_runs.cost_scope(config),
     }
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
     return on.measured(progress, report)

@@ -28,6 +28,7 @@ def _describe(config) -> str:
 def generate(config, request: GenerateRequest) -> str:
     import shutil
 
+    from lklab.generate_job import log_written
     from lklab.generator_params import from_request
     from lklab.pipelines.order_payments.generator import OrderPaymentParams, generate_order_payments
     from shared.locks import whole_lake
@@ -40,8 +41,7 @@ def generate(config, request: GenerateRequest) -> str:
     made = generate_order_payments(params, config.lake).manifest
     return (
         f"{made['orders']:,} orders, {made['payments']:,} payments, {made['retries']:,} retries, "
-        f"{sum(made['dead_letters'].values()):,} malformed lines: {made['lines']:,} lines in "
-        f"{made['segments']:,} segments -> {config.lake / 'log'}"
+        f"{sum(made['dead_letters'].values()):,} malformed lines: {log_written(made, config.lake)}"
     )
 
 

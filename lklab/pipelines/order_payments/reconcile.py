@@ -23,22 +23,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lklab.pipelines.order_payments import tables as payment_tables
 from lklab.pipelines.order_payments.audit import payments_audit_csv
 from lklab.pipelines.order_payments.batch import truth_position
 from lklab.pipelines.order_payments.reconcile_rule import JoinReconciliation, JoinSide, reconcile_join
 from lklab.pipelines.order_payments.state import join_state_from_table
 from lklab.pipelines.order_payments.stream import PAYMENTS_RULE
-from lklab.pipelines.order_payments.tables import (
-    PAYMENTS_BATCH_TABLES,
-    PAYMENTS_DEAD_LETTER,
-    PAYMENTS_DUPLICATES,
-    PAYMENTS_LATE_EVENTS,
-    PAYMENTS_MATCHED,
-    PAYMENTS_ORPHANS,
-    PAYMENTS_STATE,
-    PAYMENTS_TABLES,
-    PAYMENTS_UNPAID,
-)
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.render import render_text
 from shared.table_settings import LINE_KEYS
@@ -60,16 +50,16 @@ class PaymentsReconciliation:
 
 
 def _compare(sides: Sides, run: str | None = None) -> PaymentsReconciliation:
-    truth = JoinSide(sides.truth_segment, *(sides.truth(table) for table in PAYMENTS_BATCH_TABLES))
-    state = join_state_from_table(sides.stream(PAYMENTS_STATE))
-    unpaid, late = sides.stream(PAYMENTS_UNPAID), sides.stream(PAYMENTS_LATE_EVENTS)
+    truth = JoinSide(sides.truth_segment, *(sides.truth(table) for table in payment_tables.PAYMENTS_BATCH_TABLES))
+    state = join_state_from_table(sides.stream(payment_tables.PAYMENTS_STATE))
+    unpaid, late = sides.stream(payment_tables.PAYMENTS_UNPAID), sides.stream(payment_tables.PAYMENTS_LATE_EVENTS)
     stream = JoinSide(
         sides.read_through,
-        sides.stream(PAYMENTS_MATCHED),
+        sides.stream(payment_tables.PAYMENTS_MATCHED),
         unpaid,
-        sides.stream(PAYMENTS_ORPHANS),
-        sides.stream(PAYMENTS_DUPLICATES),
-        sides.stream(PAYMENTS_DEAD_LETTER),
+        sides.stream(payment_tables.PAYMENTS_ORPHANS),
+        sides.stream(payment_tables.PAYMENTS_DUPLICATES),
+        sides.stream(payment_tables.PAYMENTS_DEAD_LETTER),
         late,
         pa.concat_tables([state.orders, state.payments]),
     )
@@ -90,8 +80,8 @@ def _compare(sides: Sides, run: str | None = None) -> PaymentsReconciliation:
 PAYMENTS_RECONCILE = ReconcileRule(
     pipeline="order_payments",
     stream=PAYMENTS_RULE,
-    stream_tables=PAYMENTS_TABLES,
-    truth_tables=PAYMENTS_BATCH_TABLES,
+    stream_tables=payment_tables.PAYMENTS_TABLES,
+    truth_tables=payment_tables.PAYMENTS_BATCH_TABLES,
     truth_position=lambda tables, **_: truth_position(tables),
     compare=_compare,
     # another bound pairs other events, other line settings read another log

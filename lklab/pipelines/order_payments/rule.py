@@ -322,7 +322,7 @@ def batch_interval_join(first_copies: DataFrame, bound: int) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class JoinBatch(MicroBatch):
+class JoinBatch(MicroBatch[JoinState]):
     """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
     ``matched``: pairs met in this batch; ``unpaid`` / ``orphans``:
@@ -333,11 +333,6 @@ class JoinBatch(MicroBatch):
     matched: pa.Table
     unpaid: pa.Table
     orphans: pa.Table
-    state: JoinState
-
-    @property
-    def state_rows(self) -> int:
-        return self.state.rows
 
 
 def _with(table: pa.Table, **columns) -> pa.Table:

@@ -28,11 +28,12 @@ __all__ = [
 # The order-payment interval join (``lklab.pipelines.order_payments.rule``): its stream tables (under a run
 # prefix like the others), its batch truth, and the stream's one-table state.
 
-PAYMENTS_MATCHED = Table("payments_matched", "lklab.pipelines.order_payments.rule:MATCHED_SCHEMA")
-PAYMENTS_UNPAID = Table("payments_unpaid", "lklab.pipelines.order_payments.rule:UNPAID_SCHEMA")
-PAYMENTS_ORPHANS = Table("payments_orphans", "lklab.pipelines.order_payments.rule:ORPHAN_SCHEMA")
-PAYMENTS_LATE_EVENTS = Table("payments_late_events", "lklab.pipelines.order_payments.rule:LATE_JOIN_SCHEMA")
-PAYMENTS_DUPLICATES = Table("payments_duplicates", "lklab.pipelines.order_payments.rule:JOIN_DUPLICATE_SCHEMA")
+_RULE = "lklab.pipelines.order_payments.rule"
+PAYMENTS_MATCHED = Table("payments_matched", f"{_RULE}:MATCHED_SCHEMA")
+PAYMENTS_UNPAID = Table("payments_unpaid", f"{_RULE}:UNPAID_SCHEMA")
+PAYMENTS_ORPHANS = Table("payments_orphans", f"{_RULE}:ORPHAN_SCHEMA")
+PAYMENTS_LATE_EVENTS = Table("payments_late_events", f"{_RULE}:LATE_JOIN_SCHEMA")
+PAYMENTS_DUPLICATES = Table("payments_duplicates", f"{_RULE}:JOIN_DUPLICATE_SCHEMA")
 PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
 PAYMENTS_STREAM_METRICS = Table("payments_stream_metrics", "lklab.pipelines.order_payments.metrics:JOIN_METRICS_SCHEMA")
 PAYMENTS_STATE = Table("payments_state", "lklab.pipelines.order_payments.state:JOIN_STATE_SCHEMA")
@@ -49,12 +50,10 @@ PAYMENTS_ROWS = (
 PAYMENTS_TABLES = (*PAYMENTS_ROWS, PAYMENTS_STREAM_METRICS, PAYMENTS_STATE)
 PAYMENTS_OUTPUTS = PAYMENTS_TABLES[:-1]  # what a reconciliation reads (the state is the commit point)
 
-PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", "lklab.pipelines.order_payments.rule:MATCH_SCHEMA")
+PAYMENTS_TRUTH_MATCHED = Table("payments_truth_matched", f"{_RULE}:MATCH_SCHEMA")
 PAYMENTS_TRUTH_UNPAID = Table("payments_truth_unpaid", "lklab.pipelines.order_payments.parse:ORDER_EVENT_SCHEMA")
 PAYMENTS_TRUTH_ORPHANS = Table("payments_truth_orphans", "lklab.pipelines.order_payments.parse:ORDER_EVENT_SCHEMA")
-PAYMENTS_BATCH_DUPLICATES = Table(
-    "payments_batch_duplicates", "lklab.pipelines.order_payments.rule:JOIN_DUPLICATE_SCHEMA", without=("batch_id",)
-)
+PAYMENTS_BATCH_DUPLICATES = Table("payments_batch_duplicates", f"{_RULE}:JOIN_DUPLICATE_SCHEMA", without=("batch_id",))
 PAYMENTS_BATCH_DEAD_LETTER = Table(
     "payments_batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",)
 )

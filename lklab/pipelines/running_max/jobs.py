@@ -20,15 +20,12 @@ def _conservation(lines: int, figures: dict) -> tuple[str, bool]:
 
 
 def generate(config, request: GenerateRequest) -> str:
-    from lklab.generator_params import from_request
+    from lklab.generate_job import generated_log, log_written
     from lklab.pipelines.running_max.generator import ReadingParams, generate_readings
 
-    params = from_request(ReadingParams, request, readings="events", keys="accounts")
-    made = generate_readings(params, config.lake, overwrite=request.overwrite)
-    return (
-        f"{made['readings']:,} readings, {made['duplicates']:,} resends, {made['malformed']:,} malformed lines: "
-        f"{made['lines']:,} lines in {made['segments']:,} segments -> {config.lake / 'log'}"
-    )
+    made = generated_log(config, request, ReadingParams, generate_readings, readings="events", keys="accounts")
+    counts = f"{made['readings']:,} readings, {made['duplicates']:,} resends, {made['malformed']:,} malformed lines"
+    return f"{counts}: {log_written(made, config.lake)}"
 
 
 def _stream_outcome(tables, prefix: str, heading: str = "", tail: str = "") -> Outcome:

@@ -35,14 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from lklab.comparison_runs import (
-    Comparing,
-    ComparisonPlan,
-    StreamRuns,
-    cost_scope,
-    each_setting,
-    run_setting,
-)
+from lklab import comparison_runs
 from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, setting_of
 from lklab.pipelines.unique_visitors.batch import run_visitors_batch
 from lklab.pipelines.unique_visitors.parse import PARSED_SCHEMA, parse_page_views
@@ -107,7 +100,7 @@ def _served(members: pa.Table) -> dict[tuple, tuple]:
 
 
 _DROPPED = ((VISITORS_WINDOWS, ("updated_batch_id",)), (VISITORS_MEMBERS, ("batch_id",)))
-_RUNS = StreamRuns(
+_RUNS = comparison_runs.StreamRuns(
     live=run_visitors_speed,
     replay=lambda spark, config, name: replay_visitors(spark, config, name, replace=True),
     rows=lambda tables, prefix: {table.name: _rows(tables, prefix, table, *drop) for table, drop in _DROPPED},
@@ -115,8 +108,8 @@ _RUNS = StreamRuns(
 )
 
 
-def _stream(on: Comparing, delay: str, lateness: str, step: Progress) -> MeasuredStream:
-    runs = run_setting(on, (delay, lateness), step, _RUNS)
+def _stream(on: comparison_runs.Comparing, delay: str, lateness: str, step: Progress) -> MeasuredStream:
+    runs = comparison_runs.run_setting(on, (delay, lateness), step, _RUNS)
     live, reconciled, tables = runs.live, runs.reconciled, on.tables
     verdicts, compared = reconciled.result.verdicts(), reconciled.result.windows
 
@@ -203,7 +196,7 @@ def _member_keys(members: pa.Table) -> set[tuple]:
 def _ttl_sizes(
     config: LabConfig,
     tables: Tables,
-    plan: ComparisonPlan,
+    plan: comparison_runs.ComparisonPlan,
     batches: list[pa.Table],
     setting: tuple[str, str],
     ttls: tuple[str, ...],
@@ -247,7 +240,7 @@ def _ttl_sizes(
 def run_visitors_comparison(
     spark: SparkSession,
     config: LabConfig,
-    plan: ComparisonPlan,
+    plan: comparison_runs.ComparisonPlan,
     *,
     state_ttls: tuple[str, ...] = (),
     source: str,
@@ -256,7 +249,7 @@ def run_visitors_comparison(
     """Run every configuration of ``plan`` over ``config.lake``'s page-view log and measure them.
     ``state_ttls``: durations as written; the first is the one measured (default: ``config``'s,
     then the ``DEFAULT_STATE_TTLS`` other than it)."""
-    on = Comparing.start(spark, config, plan, "run 'lklab generate --pipeline unique_visitors' first")
+    on = comparison_runs.Comparing.start(spark, config, plan, "run 'lklab generate --pipeline unique_visitors' first")
     ttls = tuple(state_ttls) or default_state_ttls(config.state_ttl)
     for ttl in ttls:
         parse_duration(ttl, name="state-ttl")
@@ -274,7 +267,7 @@ def run_visitors_comparison(
         sizes.extend(_ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step))
         return stream
 
-    streams = each_setting(settings, progress, measured)
+    streams = comparison_runs.each_setting(settings, progress, measured)
 
     outputs = _outputs(tables, streams)
     state = state_from_table(
@@ -295,7 +288,7 @@ def run_visitors_comparison(
         "state_unit": "member entries (window, user, URL) held",
         "log": LogSummary(batch.lines, batch.views, batch.duplicates, batch.dead_letters, batch.heartbeats),
         "state_sizes": tuple(sizes),
-        "cost_scope": cost_scope(config),
+        "cost_scope": comparison_runs.cost_scope(config),
     }
     batch_cost = PathCost("batch", batch.cpu_seconds, batch.wall_seconds)
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)

@@ -25,15 +25,13 @@ def _describe(config) -> str:
 
 
 def generate(config, request: GenerateRequest) -> str:
-    from lklab.generator_params import from_request
+    from lklab.generate_job import generated_log, log_written
     from lklab.pipelines.unique_visitors.generator import PageViewParams, generate_page_views
 
-    params = from_request(PageViewParams, request, views="events", users="accounts")
-    made = generate_page_views(params, config.lake, overwrite=request.overwrite)
-    return (
-        f"{made['views']:,} page views, {made['duplicates']:,} resends, {sum(made['dead_letters'].values()):,} "
-        f"malformed lines: {made['lines']:,} lines in {made['segments']:,} segments -> {config.lake / 'log'}"
-    )
+    made = generated_log(config, request, PageViewParams, generate_page_views, views="events", users="accounts")
+    malformed = sum(made["dead_letters"].values())
+    counts = f"{made['views']:,} page views, {made['duplicates']:,} resends, {malformed:,} malformed lines"
+    return f"{counts}: {log_written(made, config.lake)}"
 
 
 def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:

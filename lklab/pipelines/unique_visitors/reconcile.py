@@ -21,21 +21,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lklab.pipelines.unique_visitors import tables as visitor_tables
 from lklab.pipelines.unique_visitors.batch import BATCH_APP
 from lklab.pipelines.unique_visitors.reconcile_rule import DistinctReconciliation, reconcile_distinct
 from lklab.pipelines.unique_visitors.speed import VISITORS_RULE
-from lklab.pipelines.unique_visitors.tables import (
-    VISITORS_BATCH_DUPLICATES,
-    VISITORS_CORRECTED,
-    VISITORS_DEAD_LETTER,
-    VISITORS_DUPLICATES,
-    VISITORS_LATE_EVENTS,
-    VISITORS_MEMBERS,
-    VISITORS_STREAM_TABLES,
-    VISITORS_TRUTH,
-    VISITORS_TRUTH_MEMBERS,
-    VISITORS_WINDOWS,
-)
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
 from reconciliation.render import render_text
 from shared.tables import Tables
@@ -57,33 +46,37 @@ class VisitorsReconciliation:
 
 def _compare(sides: Sides) -> VisitorsReconciliation:
     result = reconcile_distinct(
-        sides.stream(VISITORS_WINDOWS),
-        sides.stream(VISITORS_MEMBERS),
-        sides.stream(VISITORS_LATE_EVENTS),
-        sides.truth(VISITORS_TRUTH_MEMBERS),
+        sides.stream(visitor_tables.VISITORS_WINDOWS),
+        sides.stream(visitor_tables.VISITORS_MEMBERS),
+        sides.stream(visitor_tables.VISITORS_LATE_EVENTS),
+        sides.truth(visitor_tables.VISITORS_TRUTH_MEMBERS),
         read_through=sides.read_through,
-        dead_letters=sides.stream(VISITORS_DEAD_LETTER),
-        stream_duplicates=sides.stream(VISITORS_DUPLICATES),
-        batch_duplicates=sides.truth(VISITORS_BATCH_DUPLICATES)
-        if VISITORS_BATCH_DUPLICATES.name in sides.truth_versions
+        dead_letters=sides.stream(visitor_tables.VISITORS_DEAD_LETTER),
+        stream_duplicates=sides.stream(visitor_tables.VISITORS_DUPLICATES),
+        batch_duplicates=sides.truth(visitor_tables.VISITORS_BATCH_DUPLICATES)
+        if visitor_tables.VISITORS_BATCH_DUPLICATES.name in sides.truth_versions
         else None,
     )
-    truth_version = sides.truth_versions[VISITORS_TRUTH_MEMBERS.name]
+    truth_version = sides.truth_versions[visitor_tables.VISITORS_TRUTH_MEMBERS.name]
     run_id = f"{sides.against}: truth v{truth_version}, stream batch {sides.batch}"
-    written = _record(sides.tables, VISITORS_CORRECTED.at(sides.prefix), run_id, result)
+    written = _record(sides.tables, visitor_tables.VISITORS_CORRECTED.at(sides.prefix), run_id, result)
     return VisitorsReconciliation(sides.against, run_id, sides.read_through, written, result)
 
 
 def _truth_position(tables: Tables, **_) -> int | None:
     """The last segment the committed truth read (None: no truth yet)."""
-    return tables.committed_version(VISITORS_TRUTH_MEMBERS.name, BATCH_APP)
+    return tables.committed_version(visitor_tables.VISITORS_TRUTH_MEMBERS.name, BATCH_APP)
 
 
 VISITORS_RECONCILE = ReconcileRule(
     pipeline="unique_visitors",
     stream=VISITORS_RULE,
-    stream_tables=VISITORS_STREAM_TABLES,
-    truth_tables=(VISITORS_TRUTH, VISITORS_TRUTH_MEMBERS, VISITORS_BATCH_DUPLICATES),
+    stream_tables=visitor_tables.VISITORS_STREAM_TABLES,
+    truth_tables=(
+        visitor_tables.VISITORS_TRUTH,
+        visitor_tables.VISITORS_TRUTH_MEMBERS,
+        visitor_tables.VISITORS_BATCH_DUPLICATES,
+    ),
     truth_position=_truth_position,
     compare=_compare,
     agreed=("window-kind", "window-size", "window-slide", "session-gap"),
@@ -113,7 +106,9 @@ def _record(tables: Tables, name: str, run_id: str, result: DistinctReconciliati
     )
     rows = rows.append_column("run_id", pa.array([run_id] * rows.num_rows, pa.string()))
     version = tables.version(name) + 1 if tables.exists(name) else 0
-    tables.append(name, rows.cast(VISITORS_CORRECTED.schema), app_id="visitors-reconcile", version=version)
+    tables.append(
+        name, rows.cast(visitor_tables.VISITORS_CORRECTED.schema), app_id="visitors-reconcile", version=version
+    )
     return True
 
 
@@ -122,7 +117,7 @@ def _render_visitors(reconciled: VisitorsReconciliation) -> str:
     result = reconciled.result
     verdicts = result.verdicts()
     lines = [
-        f"unique_visitors: {reconciled.against} against {VISITORS_TRUTH.name} ({reconciled.run_id}; read through segment {reconciled.read_through})",
+        f"unique_visitors: {reconciled.against} against {visitor_tables.VISITORS_TRUTH.name} ({reconciled.run_id}; read through segment {reconciled.read_through})",
         (
             f"{result.windows.num_rows:,} (window, user) rows compared: {verdicts['match']:,} matching, "
             f"{verdicts['late']:,} explained by the late side output, {verdicts['differs']:,} differing"
@@ -138,5 +133,5 @@ def _render_visitors(reconciled: VisitorsReconciliation) -> str:
     else:
         lines.append("proven: corrected (served members + late side output) == truth for every window")
     written = "rows written" if reconciled.written else "this run was already recorded, nothing written"
-    lines.append(f"{VISITORS_CORRECTED.name}: {written}")
+    lines.append(f"{visitor_tables.VISITORS_CORRECTED.name}: {written}")
     return "\n".join(lines)

@@ -118,7 +118,7 @@ class VisitorSettings:
 
 
 @dataclass(frozen=True)
-class VisitorBatch(MicroBatch):
+class VisitorBatch(MicroBatch[VisitorState]):
     """Where the lines of one micro-batch went (``MicroBatch``), and the state after it.
 
     ``windows``: one row per window whose count or status changed (``VISITOR_WINDOW_SCHEMA``);
@@ -130,7 +130,6 @@ class VisitorBatch(MicroBatch):
     members: pa.Table
     windows: pa.Table
     outcomes: pa.Table
-    state: VisitorState
 
     @property
     def state_entries(self) -> int:
