@@ -17,6 +17,7 @@ from typing import ClassVar, TypeVar
 from lklab.scenarios import EPOCH_START, SCENARIOS, SECOND
 
 __all__ = [
+    "LogParams",
     "ScenarioLogParams",
     "from_request",
     "require_counts",
@@ -77,22 +78,35 @@ def require_scenario_log(params: object, *counts: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ScenarioLogParams:
-    """The parameters of every log drawn from one of ``lklab.scenarios``: which scenario, the seed,
-    the span of event time from ``start`` (microseconds), the rates of exact resends and malformed
-    lines, and how much ingest time one segment holds. A pipeline's parameters extend it with
-    what it draws (``events`` and ``accounts``, ``views``, ``users`` and ``pages``), name those
-    counts in ``counts`` for the checks, and redeclare a field to give it another default."""
+class LogParams:
+    """The parameters of every generated log: the seed, the rate of malformed lines and how much
+    ingest time (microseconds) one segment holds. A pipeline's parameters extend it with what it
+    draws, name in ``counts`` the fields that must be at least 1 and in ``fractions`` the shares
+    and rates (between 0 and 1) checked on construction, and redeclare a field to give it
+    another default."""
 
     counts: ClassVar[tuple[str, ...]] = ()
+    fractions: ClassVar[tuple[str, ...]] = ("malformed_rate",)
+
+    seed: int = 7
+    malformed_rate: float = 0.001
+    segment_interval: int = 60 * SECOND
+
+    def __post_init__(self) -> None:
+        require_counts(self, *self.counts)
+        require_fractions(self, *self.fractions)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioLogParams(LogParams):
+    """The parameters of every log drawn from one of ``lklab.scenarios``: which scenario, the span
+    of event time from ``start`` (microseconds) and the rate of exact resends, besides
+    ``LogParams``'."""
 
     scenario: str = "billing"
-    seed: int = 7
     start: int = EPOCH_START
     span: int = 6 * 3600 * SECOND
     duplicate_rate: float = 0.01
-    malformed_rate: float = 0.001
-    segment_interval: int = 60 * SECOND
 
     def __post_init__(self) -> None:
         require_scenario_log(self, *self.counts)

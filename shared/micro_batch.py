@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from shared.events import UTC_MICROS
 
-__all__ = ["BATCH_ID", "MicroBatch", "StepState", "duplicate_schema", "metrics_row", "metrics_schema"]
+__all__ = ["BATCH_ID", "MicroBatch", "StepRows", "StepState", "duplicate_schema", "metrics_row", "metrics_schema"]
 
 BATCH_ID = pa.field("batch_id", pa.int64(), nullable=False)
 
@@ -38,6 +38,19 @@ class StepState(Protocol):
 
 
 S = TypeVar("S", bound=StepState)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StepRows(Generic[T]):
+    """The rows every step writes of one micro-batch besides its own outputs: its ``duplicates``
+    and ``dead_letters``, its ``metrics`` (one row), and the ``state`` after it, for a step whose
+    result carries its metrics row as a table (a step's result adds its outputs)."""
+
+    duplicates: pa.Table
+    dead_letters: pa.Table
+    metrics: pa.Table
+    state: T
 
 
 @dataclass(frozen=True)

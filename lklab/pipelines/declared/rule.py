@@ -46,6 +46,7 @@ from lklab.pipelines.declared.tables import (
 )
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
 from shared.log_clock import by_line, event_times, micros_or_unknown
+from shared.micro_batch import StepRows
 from shared.speed import DEAD_LETTER_SCHEMA
 from shared.windows import FixedWindows
 
@@ -86,16 +87,12 @@ class DeclaredState:
 
 
 @dataclass(frozen=True)
-class DeclaredBatch:
-    """One micro-batch's rows: the windows it changed (their totals), the late side output, the
-    duplicates, the dead letters, its metrics row, and the state after it."""
+class DeclaredBatch(StepRows[DeclaredState]):
+    """One micro-batch's rows: the windows it changed (their totals) and the late side output,
+    and what every step returns (duplicates, dead letters, its metrics row, the state after it)."""
 
     windows: pa.Table
     late: pa.Table
-    duplicates: pa.Table
-    dead_letters: pa.Table
-    metrics: pa.Table
-    state: DeclaredState
 
     @property
     def figures(self) -> dict:

@@ -30,10 +30,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from lklab.generator_params import require_counts, require_fractions
+from lklab.generator_params import LogParams
 from lklab.scenarios import EPOCH_START, HOUR, MINUTE, SECOND
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
@@ -63,11 +64,22 @@ MALFORMED_KINDS: dict[str, tuple[str, Callable[[dict], str]]] = {
 
 
 @dataclass(frozen=True)
-class OrderPaymentParams:
-    """What to generate. Times are microseconds; shares and rates are fractions."""
+class OrderPaymentParams(LogParams):
+    """What to generate, besides ``LogParams``'. Times are microseconds; shares and rates are fractions."""
 
+    counts: ClassVar[tuple[str, ...]] = ("orders",)
+    fractions: ClassVar[tuple[str, ...]] = (
+        "unpaid_share",
+        "split_share",
+        "foreign_share",
+        "slow_share",
+        "retry_rate",
+        "offline_share",
+        "malformed_rate",
+    )
+
+    malformed_rate: float = 0.002
     orders: int = 10_000
-    seed: int = 7
     start: int = EPOCH_START
     span: int = 6 * HOUR
     unpaid_share: float = 0.05
@@ -77,21 +89,9 @@ class OrderPaymentParams:
     retry_rate: float = 0.03
     offline_share: float = 0.02
     outage_length: int = HOUR
-    malformed_rate: float = 0.002
-    segment_interval: int = MINUTE
 
     def __post_init__(self) -> None:
-        require_counts(self, "orders")
-        require_fractions(
-            self,
-            "unpaid_share",
-            "split_share",
-            "foreign_share",
-            "slow_share",
-            "retry_rate",
-            "offline_share",
-            "malformed_rate",
-        )
+        super().__post_init__()
         if self.span < SECOND or self.segment_interval < 1000 or self.outage_length < 0:
             raise ValueError("span must be at least 1s, segment-interval at least 1ms, outage-length not negative")
 

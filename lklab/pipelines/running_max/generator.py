@@ -13,10 +13,11 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from lklab.generator_params import require_counts, require_fractions
+from lklab.generator_params import LogParams
 from lklab.scenarios import EPOCH_START, SECOND
 from shared.eventlog import EventLog, format_timestamp
 from shared.generated_log import append_segments, ingest_segments
@@ -26,18 +27,17 @@ __all__ = ["ReadingParams", "generate_readings"]
 
 
 @dataclass(frozen=True)
-class ReadingParams:
+class ReadingParams(LogParams):
+    """What to generate, besides ``LogParams``': ``readings`` over ``keys``, one every ``step``
+    microseconds, and the rate of exact resends."""
+
+    counts: ClassVar[tuple[str, ...]] = ("readings", "keys")
+    fractions: ClassVar[tuple[str, ...]] = ("duplicate_rate", "malformed_rate")
+
     readings: int = 1_000
     keys: int = 10
-    seed: int = 7
     step: int = SECOND
-    segment_interval: int = 60 * SECOND
     duplicate_rate: float = 0.01
-    malformed_rate: float = 0.001
-
-    def __post_init__(self) -> None:
-        require_counts(self, "readings", "keys")
-        require_fractions(self, "duplicate_rate", "malformed_rate")
 
 
 def _time(micros: int) -> str:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from lklab.pipelines.running_max.parse import PARSED_SCHEMA
 from shared.events import HEARTBEAT_FIELD
+from shared.micro_batch import StepRows
 from shared.speed import DEAD_LETTER_SCHEMA
 
 __all__ = [
@@ -89,14 +90,10 @@ class MaxState:
 
 
 @dataclass(frozen=True)
-class MaxBatch:
-    """One micro-batch's results: the keys it changed, its duplicates, dead letters, metrics and the state after it."""
+class MaxBatch(StepRows[MaxState]):
+    """One micro-batch's results: the keys it changed (``changes``), and what every step returns."""
 
     changes: pa.Table
-    duplicates: pa.Table
-    dead_letters: pa.Table
-    metrics: pa.Table
-    state: MaxState
 
     @property
     def conserved(self) -> bool:
