@@ -21,7 +21,7 @@ milliseconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ __all__ = [
     "append_segments",
     "save_columns",
     "load_columns",
+    "EventColumns",
 ]
 
 # kind -> (the reason the validator must give, how to spoil a good line's record)
@@ -94,6 +95,17 @@ def append_segments(
     for segment in segments:
         log.append((lines[i] for i in segment.tolist()), stamp=False)
         appended()
+
+
+@dataclass(frozen=True)
+class EventColumns:
+    """The real (valid, unique) events of a generated log as equally long columns: what every
+    event has, its ``event_ids`` and its ``event_times`` and ``ingest_times`` (microseconds); a
+    pipeline's columns add the rest of its events' fields."""
+
+    event_ids: np.ndarray
+    event_times: np.ndarray
+    ingest_times: np.ndarray
 
 
 def save_columns(path: str | Path, columns: Any) -> None:

@@ -30,6 +30,7 @@ from shared import generated_log
 from shared.catalog import REPLAY_ROOT
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
+from shared.generated_log import EventColumns
 from shared.locks import whole_lake
 
 __all__ = [
@@ -74,16 +75,14 @@ class GeneratorParams(ScenarioLogParams):
 
 
 @dataclass(frozen=True)
-class GeneratedEvents:
-    """The real (valid, unique) events, as columns."""
+class GeneratedEvents(EventColumns):
+    """The real (valid, unique) events, as columns: ``EventColumns`` and their accounts, currencies,
+    types and amounts (minor units)."""
 
-    event_ids: np.ndarray
     accounts: np.ndarray
     currencies: np.ndarray
     event_types: np.ndarray
     amount_minor: np.ndarray
-    event_times: np.ndarray
-    ingest_times: np.ndarray
 
 
 @dataclass(frozen=True)

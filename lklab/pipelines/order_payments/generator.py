@@ -38,7 +38,14 @@ from lklab.generator_params import LogParams
 from lklab.scenarios import EPOCH_START, HOUR, MINUTE, SECOND
 from shared.currencies import MINOR_UNITS
 from shared.eventlog import EventLog
-from shared.generated_log import append_segments, ingest_segments, load_columns, save_columns, spoiled_lines
+from shared.generated_log import (
+    EventColumns,
+    append_segments,
+    ingest_segments,
+    load_columns,
+    save_columns,
+    spoiled_lines,
+)
 from shared.locks import whole_lake
 
 __all__ = [
@@ -97,17 +104,14 @@ class OrderPaymentParams(LogParams):
 
 
 @dataclass(frozen=True)
-class OrderPaymentEvents:
+class OrderPaymentEvents(EventColumns):
     """The real (valid, unique) events as columns: ``kinds`` order | payment, amounts in the
     currency's minor units, times in microseconds."""
 
-    event_ids: np.ndarray
     kinds: np.ndarray
     order_ids: np.ndarray
     currencies: np.ndarray
     amount_minor: np.ndarray
-    event_times: np.ndarray
-    ingest_times: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from lklab.generator_params import ScenarioLogParams
 from lklab.scenarios import arrival_delays
 from shared import generated_log
 from shared.eventlog import EventLog
+from shared.generated_log import EventColumns
 from shared.locks import whole_lake
 
 __all__ = [
@@ -70,14 +71,11 @@ class PageViewParams(ScenarioLogParams):
 
 
 @dataclass(frozen=True)
-class GeneratedViews:
-    """The real (valid, unique) views, as columns; times in microseconds."""
+class GeneratedViews(EventColumns):
+    """The real (valid, unique) views, as columns: ``EventColumns`` and their users and URLs."""
 
-    event_ids: np.ndarray
     users: np.ndarray
     urls: np.ndarray
-    event_times: np.ndarray
-    ingest_times: np.ndarray
 
 
 def _zipf(rng: np.random.Generator, size: int, count: int, exponent: float) -> np.ndarray:
