@@ -1,10 +1,15 @@
 # Set-up and everyday commands. Everything installs into ./.venv on first use.
 #   make demo       generate a scenario and run the main job on embedded defaults
-#   make test       the whole test suite (what CI runs)
+#   make test       the whole test suite (what CI runs), one test process per core
 #   make test-fast  the suite without the slow integration tests
+#   TEST_WORKERS=0 make test   the suite in this one process (pytest-xdist off)
 #   make docs       build the documentation site (mkdocs.yml, docs/) into build/site
 VENV ?= .venv
 PYTHON ?= python3
+# Test processes (pytest-xdist): each takes whole test files, so a module's fixtures run once,
+# and has its own Spark session. 2 is this project's machines' core count.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -24,10 +29,10 @@ demo: install
 	$(BIN)/lklab demo
 
 test: install
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: install
 	$(BIN)/python benchmarks/generate_bench.py

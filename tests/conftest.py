@@ -1,4 +1,11 @@
-"""One SparkSession for the whole run; small helpers to build log lines and raw frames."""
+"""One SparkSession per test process; small helpers to build log lines and raw frames.
+
+``make test`` runs the suite in one process per core (pytest-xdist, ``--dist loadfile``: each
+process takes whole test files, so a module's fixtures are built once); each process starts the
+session once, for every test it runs. The processes share nothing else: every lake is a
+temporary directory of the test's, and every server a test starts listens on a port the OS
+picks (``tests.processes.free_port``).
+"""
 
 from __future__ import annotations
 
