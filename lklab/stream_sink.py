@@ -24,7 +24,7 @@ merge by keys, or overwrite), the state table last.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -37,7 +37,7 @@ from shared.eventlog import format_timestamp
 from shared.table_settings import record, require
 from shared.tables import Tables
 
-__all__ = ["APPEND", "MERGE", "OVERWRITE", "SinkTable", "StreamSink"]
+__all__ = ["APPEND", "MERGE", "OVERWRITE", "SinkTable", "StreamSink", "stream_layout"]
 
 APPEND, MERGE, OVERWRITE = "append", "merge", "overwrite"
 
@@ -58,6 +58,28 @@ class SinkTable:
             raise ValueError(f"write: {self.write!r} is not valid; valid: {APPEND}, {MERGE}, {OVERWRITE}")
         if (self.write == MERGE) != bool(self.keys):
             raise ValueError(f"{self.table.name}: keys go with write='{MERGE}' and only with it")
+
+
+def stream_layout(
+    tables: Sequence[catalog.Table],
+    *,
+    merged: Mapping[catalog.Table, tuple[str, ...]] | None = None,
+    snapshots: Collection[catalog.Table] = (),
+) -> tuple[SinkTable, ...]:
+    """A stream's layout from its tables in commit order (``tables``, as its pipeline lists
+    them): the last, the state, is overwritten, as is each of ``snapshots``; each table of
+    ``merged`` is merged by the keys it maps to; every other table is appended."""
+    merged = merged or {}
+    unknown = [table.name for table in (*merged, *snapshots) if table not in tables[:-1]]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not among the stream's tables before its state")
+
+    def entry(table: catalog.Table) -> SinkTable:
+        if table in merged:
+            return SinkTable(table, MERGE, merged[table])
+        return SinkTable(table, OVERWRITE if table in snapshots else APPEND)
+
+    return (*(entry(table) for table in tables[:-1]), SinkTable(tables[-1], OVERWRITE))
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lklab.stream_sink import APPEND, MERGE, OVERWRITE, SinkTable, StreamSink
+from lklab.stream_sink import APPEND, MERGE, OVERWRITE, SinkTable, StreamSink, stream_layout
 from shared.catalog import Table
 from shared.table_settings import recorded
 from shared.tables import Tables
@@ -21,6 +21,18 @@ TOTAL_SCHEMA = pa.schema(
 )
 STATE_SCHEMA = pa.schema([pa.field("clock", pa.int64())])
 LAYOUT = (SinkTable(EVENTS), SinkTable(TOTALS, MERGE, ("key",)), SinkTable(STATE, OVERWRITE))
+SNAPSHOT = Table("sink_snapshot", "tests.test_stream_sink:STATE_SCHEMA")
+
+
+def test_a_layout_from_the_tables_in_commit_order_appends_all_but_the_merged_and_the_snapshots():
+    assert stream_layout((EVENTS, TOTALS, STATE), merged={TOTALS: ("key",)}) == LAYOUT
+    assert stream_layout((EVENTS, SNAPSHOT, STATE), snapshots=(SNAPSHOT,)) == (
+        SinkTable(EVENTS),
+        SinkTable(SNAPSHOT, OVERWRITE),
+        SinkTable(STATE, OVERWRITE),
+    )
+    with pytest.raises(ValueError, match="sink_state, sink_snapshot: not among the stream's tables before its state"):
+        stream_layout((EVENTS, STATE), merged={STATE: ("clock",)}, snapshots=(SNAPSHOT,))
 
 
 def rows(events, totals, clock):

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.billing_windows.replay import whole_log
-from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from lklab.stream_sink import stream_layout
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
@@ -81,14 +81,7 @@ SPEED_RULE = StreamRule(
     what="speed layer",
     app_id="speed",
     # What a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
-    layout=(
-        SinkTable(DEAD_LETTER),
-        SinkTable(DUPLICATE_EVENTS),
-        SinkTable(LATE_EVENTS),
-        SinkTable(SPEED_AGGREGATES, MERGE, WINDOW_KEY),
-        SinkTable(STREAM_METRICS),
-        SinkTable(STREAM_STATE, OVERWRITE),
-    ),
+    layout=stream_layout(catalog.SPEED_TABLES, merged={SPEED_AGGREGATES: WINDOW_KEY}),
     settings=StreamSettings.of,
     table_settings=stream_settings,
     state=StateKind(StreamState.empty, state_from_table, _holds_open),

@@ -27,7 +27,7 @@ from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, state_from_table, state_table
 from lklab.pipelines.declared.tables import tables_of
-from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from lklab.stream_sink import stream_layout
 from shared.config import LabConfig
 from shared.durations import format_duration
 
@@ -121,14 +121,7 @@ def stream_rule(d: Declaration) -> StreamRule:
     return StreamRule(
         what=f"{d.name} stream",
         app_id=app_id_of(d),
-        layout=(
-            SinkTable(t.dead_letter),
-            SinkTable(t.duplicates),
-            SinkTable(t.late),
-            SinkTable(t.windows, MERGE, window_keys),
-            SinkTable(t.stream_metrics),
-            SinkTable(t.stream_state, OVERWRITE),
-        ),
+        layout=stream_layout(t.stream, merged={t.windows: window_keys}),
         table_settings=partial(_table_settings, d),
         state=StateKind(DeclaredState, partial(state_from_table, d), _holds_open),
         step=partial(_step, d),

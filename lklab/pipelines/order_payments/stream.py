@@ -46,7 +46,7 @@ from lklab.pipelines.order_payments.tables import (
     PAYMENTS_TABLES,
     PAYMENTS_UNPAID,
 )
-from lklab.stream_sink import OVERWRITE, SinkTable
+from lklab.stream_sink import stream_layout
 from shared import catalog
 from shared.config import LabConfig
 from shared.table_settings import interval_join_settings
@@ -75,7 +75,7 @@ def join_settings(config: LabConfig) -> JoinSettings:
 
 
 # What a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
-LAYOUT = (*(SinkTable(table) for table in PAYMENTS_TABLES[:-1]), SinkTable(PAYMENTS_STATE, OVERWRITE))
+LAYOUT = stream_layout(PAYMENTS_TABLES)
 
 
 def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:

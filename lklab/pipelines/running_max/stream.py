@@ -19,8 +19,9 @@ from lklab.pipelines.running_max.tables import (
     MAX_STATE,
     MAX_STREAM,
     MAX_STREAM_METRICS,
+    MAX_STREAM_TABLES,
 )
-from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from lklab.stream_sink import stream_layout
 from shared.config import LabConfig
 from shared.table_settings import line_settings
 
@@ -47,13 +48,7 @@ def _step(parsed: pa.Table, state: MaxState, settings: None, batch_id: int, star
 MAX_RULE = StreamRule(
     what="running_max stream",
     app_id="max-speed",
-    layout=(
-        SinkTable(MAX_DEAD_LETTER),
-        SinkTable(MAX_DUPLICATES),
-        SinkTable(MAX_STREAM, MERGE, ("key",)),
-        SinkTable(MAX_STREAM_METRICS),
-        SinkTable(MAX_STATE, OVERWRITE),
-    ),
+    layout=stream_layout(MAX_STREAM_TABLES, merged={MAX_STREAM: ("key",)}),
     table_settings=line_settings,  # what makes a line a dead letter: the rows depend on nothing else
     state=StateKind(MaxState, state_from_table),
     step=_step,

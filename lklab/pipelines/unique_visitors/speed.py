@@ -41,12 +41,13 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_LATE_EVENTS,
     VISITORS_MEMBERS,
     VISITORS_SEEN,
+    VISITORS_SPEED_TABLES,
     VISITORS_STATE,
     VISITORS_STREAM_METRICS,
     VISITORS_WINDOWS,
 )
 from lklab.replay_runner import ReplayRun, replay_on_executors, segments_per_batch_of
-from lklab.stream_sink import MERGE, OVERWRITE, SinkTable
+from lklab.stream_sink import stream_layout
 from shared import catalog
 from shared.config import LabConfig
 from shared.table_settings import stream_settings
@@ -87,16 +88,8 @@ def visitors_table_settings(config: LabConfig) -> dict[str, str]:
 
 
 # The tables a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
-LAYOUT = (
-    SinkTable(VISITORS_DEAD_LETTER),
-    SinkTable(VISITORS_DUPLICATES),
-    SinkTable(VISITORS_LATE_EVENTS),
-    SinkTable(VISITORS_MEMBERS),
-    SinkTable(VISITORS_WINDOWS, MERGE, WINDOW_KEY),  # a served row is never deleted
-    SinkTable(VISITORS_STREAM_METRICS),
-    SinkTable(VISITORS_SEEN, OVERWRITE),
-    SinkTable(VISITORS_STATE, OVERWRITE),
-)
+# A served window's row is never deleted; the seen set is a snapshot, as the state.
+LAYOUT = stream_layout(VISITORS_SPEED_TABLES, merged={VISITORS_WINDOWS: WINDOW_KEY}, snapshots=(VISITORS_SEEN,))
 COMMIT_ORDER = tuple(entry.table for entry in LAYOUT)
 
 
