@@ -33,6 +33,7 @@ from .model import (
     Report,
     StreamRun,
 )
+from .publish import publish
 from .summary_json import report_from_json, to_json
 
 __all__ = [
@@ -82,22 +83,14 @@ class ReportFiles:
     account_totals_csv: Path
 
 
-def _publish(path: Path, text: str) -> Path:
-    """Write ``text`` next to ``path`` and rename it into place, so readers never see half a file."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-    return path
-
-
 def write_report(report: Report, out_dir: str | os.PathLike, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> ReportFiles:
     """Render ``report`` into ``out_dir`` (created if missing; existing files replaced)."""
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     return ReportFiles(
-        audit_csv=_publish(directory / "late_events_audit.csv", audit_csv(report.audit)),
-        account_totals_csv=_publish(directory / "late_events_by_account.csv", account_totals_csv(report.audit)),
-        summary_json=_publish(directory / "summary.json", to_json(report)),
-        summary_md=_publish(directory / "summary.md", render_markdown(report)),
-        html=_publish(directory / "report.html", render_html(report, audit_rows_shown)),
+        audit_csv=publish(directory / "late_events_audit.csv", audit_csv(report.audit)),
+        account_totals_csv=publish(directory / "late_events_by_account.csv", account_totals_csv(report.audit)),
+        summary_json=publish(directory / "summary.json", to_json(report)),
+        summary_md=publish(directory / "summary.md", render_markdown(report)),
+        html=publish(directory / "report.html", render_html(report, audit_rows_shown)),
     )

@@ -13,17 +13,9 @@ import base64
 import os
 
 from . import formats
+from . import pipeline_tables as sections
 from .html import TEMPLATES
 from .pipeline_model import PipelineReport
-from .pipeline_tables import (
-    audit_links,
-    clock_sentence,
-    log_sentence,
-    side_by_side,
-    state_by_ttl,
-    stream_checks,
-    verdict_line,
-)
 
 __all__ = ["render_pipeline_html"]
 
@@ -34,10 +26,14 @@ def render_pipeline_html(report: PipelineReport, error_plot: bytes, directory: s
     return TEMPLATES.get_template("pipeline_report.html.j2").render(
         report=report,
         formats=formats,
-        log_sentence=log_sentence(report),
-        clock_sentence=clock_sentence(report),
-        tables={"side_by_side": side_by_side(report), "state": state_by_ttl(report), "streams": stream_checks(report)},
-        verdict_lines=[verdict_line(report, r) for r in report.results],
-        audits=audit_links(report, directory),
+        log_sentence=sections.log_sentence(report),
+        clock_sentence=sections.clock_sentence(report),
+        tables={
+            "side_by_side": sections.side_by_side(report),
+            "state": sections.state_by_ttl(report),
+            "streams": sections.stream_checks(report),
+        },
+        verdict_lines=[sections.verdict_line(report, r) for r in report.results],
+        audits=sections.audit_links(report, directory),
         error_plot="data:image/png;base64," + base64.b64encode(error_plot).decode("ascii"),
     )

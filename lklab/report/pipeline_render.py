@@ -32,6 +32,7 @@ from .pipeline_tables import (
     stream_checks,
     verdict_line,
 )
+from .publish import publish
 
 __all__ = [
     "PipelineReportFiles",
@@ -186,21 +187,14 @@ class PipelineReportFiles:
     error_plot: Path
 
 
-def _publish(path: Path, data: bytes) -> Path:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
-    return path
-
-
 def write_pipeline_report(report: PipelineReport, out_dir: str | os.PathLike) -> PipelineReportFiles:
     """Render ``report`` into ``out_dir`` (created if missing; existing files replaced)."""
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     plot = error_plot_png(report)
     return PipelineReportFiles(
-        summary_md=_publish(directory / "summary.md", render_pipeline_markdown(report, directory).encode()),
-        summary_json=_publish(directory / "summary.json", pipeline_json(report).encode()),
-        error_plot=_publish(directory / "error_over_time.png", plot),
-        html=_publish(directory / "report.html", render_pipeline_html(report, plot, directory).encode()),
+        summary_md=publish(directory / "summary.md", render_pipeline_markdown(report, directory)),
+        summary_json=publish(directory / "summary.json", pipeline_json(report)),
+        error_plot=publish(directory / "error_over_time.png", plot),
+        html=publish(directory / "report.html", render_pipeline_html(report, plot, directory)),
     )
