@@ -74,10 +74,6 @@ def join_settings(config: LabConfig) -> JoinSettings:
     )
 
 
-# What a micro-batch commits (``lklab.stream_sink``): the outputs side by side, the state last.
-LAYOUT = stream_layout(PAYMENTS_TABLES)
-
-
 def _outputs(step: JoinBatch, metrics: pa.Table) -> dict[catalog.Table, pa.Table]:
     return {
         PAYMENTS_MATCHED: step.matched,
@@ -110,7 +106,7 @@ def _holds_open(state: JoinState, settings: JoinSettings) -> bool:
 PAYMENTS_RULE = StreamRule(
     what="order_payments stream",
     app_id=SPEED_APP,
-    layout=LAYOUT,
+    layout=stream_layout(PAYMENTS_TABLES),  # every output appended, the state last
     settings=join_settings,
     table_settings=interval_join_settings,
     state=StateKind(JoinState.empty, join_state_from_table, _holds_open),
