@@ -1,6 +1,9 @@
 """Compaction and VACUUM of the lake's always-on tables, keeping time travel within a retention.
 
-Every pipeline's live stream (``Pipeline.stream``: its ``StreamRule``) commits to its tables every micro-batch and reconciliation appends to its history every run: each commit leaves a small Parquet file, and each rewrite leaves the files it
+Every pipeline's live stream (``Pipeline.stream``: its ``StreamRule``; the registered pipelines'
+and those the configuration file declares, ``always_on_tables``) commits to its tables every
+micro-batch and reconciliation appends to its history every run (of the lab's streams and of
+two tables given, ``lklab reconcile --truth-table``): each commit leaves a small Parquet file, and each rewrite leaves the files it
 replaced behind for time travel. Maintenance does two things to every always-on table:
 
 * **Compaction** (delta-rs ``optimize.compact``): small files are rewritten into bigger ones in
@@ -41,6 +44,7 @@ replaced meanwhile.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,7 +52,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from reconciliation.tables import RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS
+from reconciliation.tables import RECON_CORRECTIONS, RECON_DIFFS, RECON_RUNS, TABLE_RECON_DIFFS, TABLE_RECON_RUNS
 from shared import catalog
 from shared.durations import UNITS, format_duration, parse_duration
 from shared.locks import LockHeld, hold, stream_role, writer
@@ -56,6 +60,8 @@ from shared.locks import LockHeld, hold, stream_role, writer
 __all__ = [
     "ALWAYS_ON_TABLES",
     "AlwaysOnTable",
+    "always_on_tables",
+    "configured_tables",
     "DEFAULT_RETENTION",
     "LakeMaintenance",
     "TableMaintenance",
@@ -77,19 +83,42 @@ class AlwaysOnTable:
     rewritten_by: str | None = None
 
 
-def _always_on_tables() -> tuple[AlwaysOnTable, ...]:
-    """Every registered pipeline's live-stream tables (those it merges or overwrites every
-    micro-batch rewritten under its stream's lock), then the reconciliation's history."""
-    from lklab.pipelines import REGISTRY
+def always_on_tables(pipelines: Iterable) -> tuple[AlwaysOnTable, ...]:
+    """The live-stream tables of ``pipelines`` (``Pipeline``s; those a stream merges or overwrites
+    every micro-batch rewritten under its stream's lock), then the reconciliations' history."""
     from lklab.stream_sink import APPEND
 
     streams = []
-    for pipeline in REGISTRY.values():
+    for pipeline in pipelines:
         rule = pipeline.stream()
         if rule is not None:
             lock = stream_role("", rule.app_id)
             streams += [AlwaysOnTable(e.table.name, None if e.write == APPEND else lock) for e in rule.layout]
-    return (*streams, *(AlwaysOnTable(table.name) for table in (RECON_RUNS, RECON_DIFFS, RECON_CORRECTIONS)))
+    history = (RECON_RUNS, RECON_DIFFS, RECON_CORRECTIONS, TABLE_RECON_RUNS, TABLE_RECON_DIFFS)
+    return (*streams, *(AlwaysOnTable(table.name) for table in history))
+
+
+def _always_on_tables() -> tuple[AlwaysOnTable, ...]:
+    from lklab.pipelines import REGISTRY
+
+    return always_on_tables(REGISTRY.values())
+
+
+def configured_tables(config_file: str | Path | None = None) -> tuple[AlwaysOnTable, ...]:
+    """The always-on tables of the registered pipelines and of those the configuration file in
+    use declares (``config_file``, else ``$LKLAB_CONFIG``, else ``./lklab.toml``; a declaration
+    with session windows has no stream, so no table of this kind)."""
+    from lklab.pipelines import REGISTRY
+    from lklab.pipelines.declared.declaration import load_declarations
+    from lklab.pipelines.declared.pipeline import pipeline_of
+
+    declared = []
+    for declaration in load_declarations(config_file).values():
+        try:
+            declared.append(pipeline_of(declaration))
+        except ValueError:
+            pass
+    return always_on_tables([*REGISTRY.values(), *declared])
 
 
 ALWAYS_ON_TABLES = _always_on_tables()
@@ -151,9 +180,15 @@ def retention_hours(text: str, *, enforce_retention_duration: bool = True) -> in
 
 
 def maintain_lake(
-    lake: str | Path | None = None, retention: str = DEFAULT_RETENTION, *, enforce_retention_duration: bool = True
+    lake: str | Path | None = None,
+    retention: str = DEFAULT_RETENTION,
+    *,
+    enforce_retention_duration: bool = True,
+    tables: Sequence[AlwaysOnTable] | None = None,
 ) -> LakeMaintenance:
-    """Compact and VACUUM every always-on table of ``lake`` (default: the configured lake).
+    """Compact and VACUUM every always-on table of ``lake`` (default: the configured lake):
+    ``tables``, by default ``configured_tables()`` (the registered pipelines', the declared ones',
+    the reconciliations' history).
 
     Raises ``LockHeld`` when another maintenance runs or the lake is being replaced.
     """
@@ -165,12 +200,13 @@ def maintain_lake(
     if not lake.is_dir():
         raise ValueError(f"lake {lake}: no such directory (LKLAB_LAKE or --lake names the lake)")
     hours = retention_hours(retention, enforce_retention_duration=enforce_retention_duration)
+    tables = configured_tables() if tables is None else tables
     started = time.monotonic()
     done, missing = [], []
     with writer(lake, "maintenance"):
         root = catalog.tables_root(lake)
-        present = [t for t in ALWAYS_ON_TABLES if DeltaTable.is_deltatable(str(root / t.name))]
-        missing = [t.name for t in ALWAYS_ON_TABLES if t not in present]
+        present = [t for t in tables if DeltaTable.is_deltatable(str(root / t.name))]
+        missing = [t.name for t in tables if t not in present]
         for role in dict.fromkeys(t.rewritten_by for t in present):
             group = [t for t in present if t.rewritten_by == role]
             with ExitStack() as stack:
@@ -181,7 +217,7 @@ def maintain_lake(
                     except LockHeld as held:
                         skipped = f"its writer is running ({held})"
                 done += [_maintain_table(root / t.name, hours, skipped) for t in group]
-    order = [t.name for t in ALWAYS_ON_TABLES]
+    order = [t.name for t in tables]
     return LakeMaintenance(
         lake=str(lake),
         retention=format_duration(hours * UNITS["h"]),

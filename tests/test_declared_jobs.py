@@ -349,6 +349,17 @@ def test_tables_prints_where_each_table_is(lab):
     assert {"late", "duplicates", "dead_letters", "stream_metrics", "stream_state"} <= set(where)
 
 
+def test_maintenance_compacts_the_declared_pipelines_stream_tables(lab):
+    """``lklab maintain`` ran last: the declared stream's tables, each written once per
+    micro-batch, are compacted to one file, as every registered pipeline's are."""
+    lake, _, printed, _ = lab
+    t = tables_of(declaration())
+    lines = {line.split(":")[0].strip(): line for line in printed["maintain"].splitlines()}
+    for table in (t.windows, t.late, t.duplicates, t.dead_letter, t.stream_metrics, t.stream_state):
+        assert table.name in lines, printed["maintain"]
+    assert "4 -> 1 files" in lines[t.stream_metrics.name], lines[t.stream_metrics.name]
+
+
 def test_a_declared_name_taken_by_a_registered_pipeline_is_refused(tmp_path, capsys):
     config = tmp_path / "lklab.toml"
     config.write_text(DECLARATION.replace("meter_kwh", "running_max"))

@@ -264,7 +264,7 @@ def test_the_always_on_tables_are_every_pipelines_stream_and_the_reconciliation_
     assert len(names) == len(set(names))
     assert set(names) == (
         set(SPEED_TABLES)
-        | {"recon_runs", "recon_diffs", "recon_corrections"}
+        | {"recon_runs", "recon_diffs", "recon_corrections", "table_recon_runs", "table_recon_diffs"}
         | {t.name for t in VISITORS_SPEED_TABLES}
         | {t.name for t in PAYMENTS_TABLES}
         | {t.name for t in MAX_STREAM_TABLES}
