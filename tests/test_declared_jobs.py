@@ -376,3 +376,28 @@ def test_generate_is_refused_naming_ingest(tmp_path, capsys):
         code = main(["generate", "--pipeline", "meter_kwh", "--config", str(config), "--lake", str(tmp_path)])
     assert code == 2
     assert "lklab ingest --pipeline meter_kwh FILE..." in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "given, refused",
+    [
+        (["--watermark-delay", "5m"], "--watermark-delay does not apply to 'batch' on the meter_kwh pipeline"),
+        ({"LKLAB_WATERMARK_DELAY": "5m"}, "LKLAB_WATERMARK_DELAY does not apply to 'batch' on the meter_kwh pipeline"),
+        ({"LKLAB_WINDOW_SIZE": "1h"}, "LKLAB_WINDOW_SIZE does not apply to 'batch' on the meter_kwh pipeline"),
+    ],
+)
+def test_a_setting_the_declaration_holds_is_refused_as_a_flag_and_as_a_variable(
+    tmp_path, capsys, monkeypatch, given, refused
+):
+    """The windows and stream settings are the declaration's: a flag or an environment variable
+    setting one is refused (exit 2) rather than left unread, saying where to change it."""
+    config = tmp_path / "lklab.toml"
+    config.write_text(DECLARATION)
+    flags = given if isinstance(given, list) else []
+    for name, value in ({} if isinstance(given, list) else given).items():
+        monkeypatch.setenv(name, value)
+    with cli_in_this_process():
+        code = main(["batch", "--pipeline", "meter_kwh", "--config", str(config), "--lake", str(tmp_path), *flags])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert refused in err and "edit [pipelines.meter_kwh]" in err

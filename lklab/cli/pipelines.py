@@ -29,6 +29,7 @@ configuration and has a handler of its own.
 from __future__ import annotations
 
 import argparse
+import os
 from functools import partial
 
 from lklab.cli.console import UsageError
@@ -73,8 +74,14 @@ def _rules(pipeline: Pipeline) -> tuple[Inapplicable, ...]:
     return (*pipeline.inapplicable, *COMMON, *others)
 
 
+def _variable(flag: str) -> str:
+    """The environment variable of the setting ``flag`` sets (``--watermark-delay``: ``LKLAB_WATERMARK_DELAY``)."""
+    return "LKLAB_" + flag.removeprefix("--").replace("-", "_").upper()
+
+
 def refuse_inapplicable(args: argparse.Namespace, pipeline: Pipeline) -> None:
-    """Raise ``UsageError`` for the first flag given that ``args.command`` on ``pipeline`` has no use for."""
+    """Raise ``UsageError`` for the first flag given that ``args.command`` on ``pipeline`` has no
+    use for (or its environment variable set, where the rule says so)."""
     for rule in _rules(pipeline):
         if rule.applies(args.command):
             for flag in rule.flags:
@@ -82,6 +89,11 @@ def refuse_inapplicable(args: argparse.Namespace, pipeline: Pipeline) -> None:
                     raise UsageError(
                         f"{flag} does not apply to '{args.command}' on the {pipeline.name} pipeline: {rule.reason}; "
                         "drop the flag"
+                    )
+                if rule.environment and os.environ.get(_variable(flag)):
+                    raise UsageError(
+                        f"{_variable(flag)} does not apply to '{args.command}' on the {pipeline.name} pipeline: "
+                        f"{rule.reason}; unset it"
                     )
 
 

@@ -122,11 +122,14 @@ class Setting:
 
 @dataclass(frozen=True)
 class Inapplicable:
-    """``flags`` mean nothing to ``commands`` (``"*"``: every command) of the pipeline, because ``reason``."""
+    """``flags`` mean nothing to ``commands`` (``"*"``: every command) of the pipeline, because
+    ``reason``. With ``environment``, the settings' environment variables (``--watermark-delay``:
+    ``LKLAB_WATERMARK_DELAY``) are refused as the flags are, rather than left unread."""
 
     flags: tuple[str, ...]
     commands: tuple[str, ...]
     reason: str
+    environment: bool = False
 
     def applies(self, command: str) -> bool:
         return EVERY_COMMAND in self.commands or command in self.commands

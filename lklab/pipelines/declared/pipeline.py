@@ -4,7 +4,8 @@
 and windows), its stream (``stream.stream_rule``), its tables by role (``lklab tables``) and its jobs (``jobs.jobs_of``): ``speed``,
 ``batch``, ``replay`` and ``reconcile`` run through the same handlers and runners as the
 registered pipelines'. It has no comparison and no DAGs yet. The windows and stream settings are
-the declaration's: the flags that would set them are refused, saying where to change them.
+the declaration's: the flags that would set them, and their environment variables, are refused,
+saying where to change them.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def pipeline_of(d: Declaration) -> Pipeline:
                 DECLARED_FLAGS,
                 ("*",),
                 f"a declared pipeline's windows and stream settings are its declaration's: edit [{SECTIONS}.{d.name}]",
+                environment=True,
             ),
         ),
         jobs=partial(_jobs, d),
