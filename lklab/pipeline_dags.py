@@ -33,20 +33,23 @@ import ``airflow.sdk`` themselves: Airflow's safe mode skips a file that never m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, CronTriggerTimetable, Param, task
 
 from lklab import assets
-from lklab.pipelines import find
+from lklab.pipelines import REGISTRY, find
+from lklab.pipelines.declared.names import BATCH_ROLES, declared_names, table_name
 from lklab.spark_task import LabSparkSubmitOperator, mapped_spark_job, spark_job
 from shared import catalog
 
-__all__ = ["PipelineDags", "nightly_dag", "replay_dag", "truth_dag", "reconcile_dag", "BREACH"]
+__all__ = ["PipelineDags", "nightly_dag", "replay_dag", "truth_dag", "reconcile_dag", "declared_dags", "BREACH"]
 
 BREACH = 3  # reconcile_job's exit code for these pipelines: a difference is unexplained
 START = datetime(2026, 1, 1, tzinfo=UTC)
+DECLARED_NIGHTLY_AT = "0 4 * * *"  # a declared pipeline's nightly run, UTC
 RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 DURATION = r"^\d+(ms|s|m|h|d)$|^0$"
 
@@ -88,6 +91,24 @@ class PipelineDags:
             dag_ids=tuple(spec.dag_ids.items()),
         )
 
+    @classmethod
+    def declared(cls, name: str) -> PipelineDags:
+        """The DAG declaration of the pipeline ``[pipelines.name]`` declares: its names only
+        (``lklab.pipelines.declared.names``), the declaration itself read by its tasks when they
+        run. Nightly at 04:00 UTC, after every registered pipeline's and the maintenance; a replay
+        takes no settings (a declared stream's are its declaration's)."""
+        batch = tuple(catalog.Table(table_name(name, role), f"declared:{name}") for role in BATCH_ROLES)
+        return cls(
+            pipeline=name,
+            computes=f"the windows [pipelines.{name}] declares",
+            nightly_at=DECLARED_NIGHTLY_AT,
+            truth=(assets.table_asset(batch[0]),),
+            reconciled=(),
+            reconcile_writes="prints the keyed diff of stream and truth and what explains it (no table)",
+            batch_tables=batch,
+            replay_settings=(),
+        )
+
     def dag_id(self, shape: str) -> str:
         """The id of the pipeline's DAG of ``shape`` (``nightly``, ``truth``, ``reconcile``, ``replay``)."""
         return dict(self.dag_ids).get(shape, f"{self.pipeline}_{shape}")
@@ -96,6 +117,25 @@ class PipelineDags:
     def selects(self) -> list[str]:
         """The arguments naming the pipeline, first in every task's command line."""
         return ["--pipeline", self.pipeline]
+
+
+def _spec(pipeline: str | PipelineDags) -> PipelineDags:
+    """``pipeline``'s DAG declaration: a registered pipeline's name, or the declaration itself."""
+    return pipeline if isinstance(pipeline, PipelineDags) else PipelineDags.of(pipeline)
+
+
+def declared_dags(environ: Mapping[str, str] | None = None) -> dict[str, DAG]:
+    """``<name>_nightly`` and ``<name>_replay`` of every pipeline the configuration file in use
+    declares (``lklab.pipelines.declared.names.declared_names``), by DAG id; none for a name a
+    registered pipeline has (its commands refuse the file)."""
+    dags = {}
+    for name in declared_names(environ):
+        if name in REGISTRY:
+            continue
+        spec = PipelineDags.declared(name)
+        for dag in (nightly_dag(spec), replay_dag(spec)):
+            dags[dag.dag_id] = dag
+    return dags
 
 
 def _at(spec: PipelineDags) -> str:
@@ -155,9 +195,9 @@ def _recompute_truth(spec: PipelineDags, arguments: list[str]) -> LabSparkSubmit
     )
 
 
-def nightly_dag(name: str) -> DAG:
+def nightly_dag(name: str | PipelineDags) -> DAG:
     """``<name>_nightly``: ``recompute_truth >> reconcile``."""
-    spec = PipelineDags.of(name)
+    spec = _spec(name)
     schedule = CronTriggerTimetable(spec.nightly_at, timezone="UTC")
     # One run at a time: both tasks replace or append to the same tables.
     with _dag(spec, "nightly", schedule, _nightly_doc(spec), ("lambda",), max_active_runs=1) as nightly:
@@ -175,9 +215,9 @@ def nightly_dag(name: str) -> DAG:
     return nightly
 
 
-def replay_dag(name: str) -> DAG:
+def replay_dag(name: str | PipelineDags) -> DAG:
     """``<name>_replay``: one ``replay`` task, params ``run_name`` and the pipeline's replay settings."""
-    spec = PipelineDags.of(name)
+    spec = _spec(name)
     params = {
         "run_name": Param(
             type="string", pattern=RUN_NAME, description="names the replay's tables: kappa/<run_name>/..."
@@ -220,7 +260,7 @@ A breach, an unexplained gap beyond the `max_unexplained` param (the job exits {
 
 def truth_dag(name: str) -> DAG:
     """``<name>_truth`` (a ``by_day`` pipeline's): ``recompute_truth`` for the run's logical date."""
-    spec = PipelineDags.of(name)
+    spec = _spec(name)
     schedule = CronDataIntervalTimetable(spec.nightly_at, timezone="UTC")
     # One run at a time: runs write the same table, and each run's asset event then reaches the
     # reconcile DAG on its own.
@@ -232,7 +272,7 @@ def truth_dag(name: str) -> DAG:
 def reconcile_dag(name: str) -> DAG:
     """``<name>_reconcile`` (a ``by_day`` pipeline's): scheduled on its truth, ``reconcile`` once
     per day the triggering recomputes covered."""
-    spec = PipelineDags.of(name)
+    spec = _spec(name)
     params = {
         "max_unexplained": Param(
             "0",

@@ -569,3 +569,43 @@ def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(spark, tmp_
     assert "proven: corrected (served members + late side output) == truth for every window" in output
 
     assert dag_run_states(home) == {"unique_visitors_nightly": ["success"]}
+
+
+def test_a_declared_pipelines_nightly_recomputes_its_truth_and_reconciles(spark, tmp_path_factory, tmp_path):
+    """One run of ``meter_kwh_nightly``, the DAG ``dags/declared_pipelines.py`` makes for the
+    pipeline ``examples/meters/meters.toml`` declares (``$LKLAB_CONFIG``), over the example's
+    log and live stream (``lklab ingest`` and ``speed`` in this process): its jobs read the
+    declaration when they run, and print the figures of ``docs/bring-your-own-events.md``."""
+    from lklab.cli import main
+    from tests.conftest import cli_in_this_process
+
+    home = airflow_home(tmp_path_factory.getbasetemp(), tmp_path / "home")
+    meters = shutil.copytree(REPO / "examples" / "meters", tmp_path / "meters")
+    config, lake = meters / "meters.toml", tmp_path / "lake"
+    env = {**airflow_env(home, lake), "LKLAB_CONFIG": str(config)}
+    selects = ["--pipeline", "meter_kwh", "--config", str(config), "--lake", str(lake)]
+    with cli_in_this_process():
+        readings = [str(path) for path in sorted(meters.glob("readings-*.jsonl"))]
+        assert main(["ingest", *selects, *readings]) == 0
+        assert main(["speed", *selects, "--available-now"]) == 0
+
+    done = run([AIRFLOW, "dags", "test", "meter_kwh_nightly", README_DAY.isoformat()], env=env, timeout=600)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    assert task_attempts(home, "meter_kwh_nightly") == {
+        ("recompute_truth", -1): ("success", 1, 0),
+        ("reconcile", -1): ("success", 1, 0),
+    }
+    assert submitted(output) == [
+        ("batch_job.py", "--pipeline meter_kwh"),
+        ("reconcile_job.py", "--pipeline meter_kwh --against speed"),
+    ]
+    assert "20 lines = 17 events + 1 duplicates + 1 dead letters + 1 heartbeats (conserved)" in output
+    assert (
+        "meter_kwh: speed (segments 1..4) against the truth (segments 1..4): windows match 5, value_mismatch 2, "
+        "missing_in_stream 0, extra_in_stream 0" in output
+    )
+    assert "unexplained: 0 windows" in output
+    assert table(lake, "meter_kwh_truth").num_rows == 7
+    assert dag_run_states(home) == {"meter_kwh_nightly": ["success"]}

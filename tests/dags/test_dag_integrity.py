@@ -213,8 +213,9 @@ def test_dag_files_parse_in_well_under_a_second(parses, capsys):
         print()
         for name, parse in parses.items():
             print(f"parse {name}: {parse['wall']:.3f}s wall, {parse['cpu']:.3f}s CPU")
-    # each file is named after its DAG, but the one whose name would shadow the reconciliation package
-    assert set(parses) == {FILE_NAMES.get(dag_id, f"{dag_id}.py") for dag_id in SHAPES}
+    # each file is named after its DAG, but the one whose name would shadow the reconciliation
+    # package, and the one making the declared pipelines' DAGs (their ids are the configuration's)
+    assert set(parses) == {FILE_NAMES.get(dag_id, f"{dag_id}.py") for dag_id in SHAPES} | {"declared_pipelines.py"}
     # CPU time, not wall time: on a busy machine the wall clock also counts other processes' turns.
     slow = {name: round(parse["cpu"], 3) for name, parse in parses.items() if parse["cpu"] >= PARSE_CPU_SECONDS}
     assert not slow, f"DAG files taking {PARSE_CPU_SECONDS}s of CPU or more to parse: {slow}"
@@ -527,3 +528,62 @@ def test_no_dag_file_shadows_a_package_of_the_lab():
     place by every DAG that imports that package, directly or through ``lklab``."""
     packages = {path.parent.name for path in REPO.glob("*/__init__.py")}
     assert "reconciliation" in packages and not {path.stem for path in DAG_FILES} & packages
+
+
+MY_CONFIG = """
+[pipelines.meter_kwh]
+kind = "windowed"
+event-id = "reading_id"
+event-time = "read_at"
+keys = ["meter"]
+window-size = "5m"
+
+[pipelines.running_max]   # a registered pipeline's name: its commands refuse the file
+kind = "windowed"
+event-id = "id"
+event-time = "t"
+keys = ["k"]
+window-size = "5m"
+
+[pipelines.unique_visitors]   # settings of a registered pipeline, no kind: it declares nothing
+watermark-delay = "2m"
+"""
+
+
+def test_a_declared_pipeline_gets_a_nightly_and_a_replay_dag_from_the_configuration(
+    airflow_home, tmp_path, monkeypatch
+):
+    """``dags/declared_pipelines.py`` makes ``<name>_nightly`` and ``<name>_replay`` for each
+    pipeline the configuration file declares, from its name alone; they survive serialization."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk import CronTriggerTimetable
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    config = tmp_path / "lklab.toml"
+    config.write_text(MY_CONFIG)
+    monkeypatch.setenv("LKLAB_CONFIG", str(config))
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == set(SHAPES) | {"meter_kwh_nightly", "meter_kwh_replay"}
+    nightly, replay = bag.dags["meter_kwh_nightly"], bag.dags["meter_kwh_replay"]
+    assert {t.task_id: t.downstream_task_ids for t in nightly.tasks} == {
+        "recompute_truth": {"reconcile"},
+        "reconcile": set(),
+    }
+    assert [t.task_id for t in replay.tasks] == ["replay"]
+    assert nightly.get_task("recompute_truth").application_args == ["--pipeline", "meter_kwh"]
+    assert nightly.get_task("reconcile").application_args == ["--pipeline", "meter_kwh", "--against", "speed"]
+    assert replay.get_task("replay").application_args == [
+        "--pipeline",
+        "meter_kwh",
+        "--name",
+        "{{ params.run_name }}",
+        "--replace",
+    ]
+    assert set(replay.params) == {"run_name"}  # its stream's settings are its declaration's
+    assert [a.name for a in nightly.get_task("recompute_truth").outlets] == ["meter_kwh_truth"]
+    assert isinstance(nightly.timetable, CronTriggerTimetable) and nightly.timetable.expression == "0 4 * * *"
+    assert nightly.max_active_runs == 1 and replay.timetable.can_be_scheduled is False
+    assert "`spark_jobs/batch_job.py --pipeline meter_kwh` replaces `meter_kwh_truth`" in nightly.doc_md
+    for dag in (nightly, replay):
+        assert DagSerialization.from_dict(DagSerialization.to_dict(dag)).dag_id == dag.dag_id

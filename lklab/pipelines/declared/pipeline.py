@@ -3,7 +3,8 @@
 ``pipeline_of(d)`` gives it its name, what it computes (from the declaration: its keys, measures
 and windows), its stream (``stream.stream_rule``), its tables by role (``lklab tables``) and its jobs (``jobs.jobs_of``): ``speed``,
 ``batch``, ``replay`` and ``reconcile`` run through the same handlers and runners as the
-registered pipelines'. It has no comparison and no DAGs yet. The windows and stream settings are
+registered pipelines'. It has no comparison yet; its DAGs are made from its name alone
+(``lklab.pipeline_dags.PipelineDags.declared``). The windows and stream settings are
 the declaration's: the flags that would set them, and their environment variables, are refused,
 saying where to change them.
 """

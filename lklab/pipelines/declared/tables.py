@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lklab.pipelines.declared.declaration import Declaration
+from lklab.pipelines.declared.names import table_name
 from shared.catalog import Table
 from shared.events import UTC_MICROS
 from shared.line_rows import EVENT_CLOCK, EVENT_ID, LINE_POSITION, RAW_LINE
@@ -180,8 +181,8 @@ class DeclaredTables:
 def tables_of(d: Declaration) -> DeclaredTables:
     """The tables of the pipeline ``d`` declares."""
 
-    def table(suffix: str, schema: pa.Schema) -> DeclaredTable:
-        return DeclaredTable(f"{d.name}_{suffix}", f"declared:{d.name}", arrow=schema)
+    def table(role: str, schema: pa.Schema) -> DeclaredTable:
+        return DeclaredTable(table_name(d.name, role), f"declared:{d.name}", arrow=schema)
 
     return DeclaredTables(
         windows=table("windows", window_schema(d)),

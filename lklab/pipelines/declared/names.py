@@ -1,0 +1,56 @@
+"""The names of a declared pipeline's tables, and of the pipelines a configuration file declares,
+known without reading a declaration: what a DAG file may know when it is parsed.
+
+A declared pipeline ``NAME`` keeps each table under ``NAME_<role>`` (``TABLE_ROLES``):
+``lklab.pipelines.declared.tables`` gives them their schemas from the declaration, and the DAGs
+(``lklab.pipeline_dags.declared_dags``) their assets from these names alone. ``declared_names``
+reads only the section names of the configuration file in use (``[pipelines.NAME]``), with
+``tomllib``: a file that is not TOML declares none here, and the commands that read it refuse it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["TABLE_ROLES", "BATCH_ROLES", "table_name", "declared_names"]
+
+# Every table of a declared pipeline, by role: the stream's (commit order, the state last), then
+# the batch's.
+TABLE_ROLES = (
+    "dead_letter",
+    "duplicates",
+    "late",
+    "windows",
+    "stream_metrics",
+    "stream_state",
+    "truth",
+    "batch_duplicates",
+    "batch_dead_letter",
+)
+BATCH_ROLES = ("truth", "batch_duplicates", "batch_dead_letter")
+
+
+def table_name(pipeline: str, role: str) -> str:
+    """The table of ``role`` (one of ``TABLE_ROLES``) of the declared pipeline ``pipeline``."""
+    if role not in TABLE_ROLES:
+        raise ValueError(f"role: {role!r} is not valid; valid: {', '.join(TABLE_ROLES)}")
+    return f"{pipeline}_{role}"
+
+
+def declared_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The names of the pipelines the configuration file in use declares, in the file's order:
+    ``$LKLAB_CONFIG``, else ``./lklab.toml`` when it exists (``shared.config.config_file_of``'s
+    rule, without ``--config``, which no DAG has). None when there is no such file or it is not
+    TOML."""
+    environ = os.environ if environ is None else environ
+    path = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
+    if path is None or not Path(path).is_file():
+        return ()
+    try:
+        sections = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("pipelines", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+        return ()
+    return tuple(name for name, section in sections.items() if isinstance(section, dict) and "kind" in section)
