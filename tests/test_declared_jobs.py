@@ -3,7 +3,8 @@ ingest``, ``speed``, ``batch``, ``replay``, ``reconcile`` and ``tables`` with ``
 meter_kwh``, in process, in the tests' Spark session, on a hand-made log of meter readings with
 exact expected rows. Every line lands in exactly one place, every measure's total is conserved
 (truth = stream + late), the replay is the live run, and the reconcile explains each gap by its
-late events."""
+late events. A live stream killed with SIGKILL at its crash points, then restarted, commits the
+rows of one never killed."""
 
 from __future__ import annotations
 
@@ -401,3 +402,64 @@ def test_a_setting_the_declaration_holds_is_refused_as_a_flag_and_as_a_variable(
     err = capsys.readouterr().err
     assert code == 2
     assert refused in err and "edit [pipelines.meter_kwh]" in err
+
+
+# A log whose second micro-batch writes every table of the stream: a resend (a duplicate), a bad
+# measure (a dead letter), a reading late for its window (watermark 10:08 - 2m = 10:06 >= 10:05)
+# and one counted in its window, after five readings in the first.
+CRASH_LOG = [
+    [*SEGMENTS[0], reading("r09", "m1", "north", "08:00", "0.125", 1, "08:02")],
+    [
+        SEGMENTS[1][1],
+        SEGMENTS[1][2],
+        reading("r12", "m2", "south", "04:00", "0.300", 3, "09:05"),
+        reading("r08", "m2", "south", "07:30", "1.500", 12, "09:06"),
+    ],
+]
+
+
+def committed_rows(spark, lake) -> dict[str, list[dict]]:
+    """Every table the declared stream commits, its metrics and state included, batch ids kept."""
+    tables = Tables(spark, lake, "deltalake")
+    return {
+        table.name: sorted(
+            tables.read_arrow(table.name).to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values())
+        )
+        for table in tables_of(declaration()).stream
+    }
+
+
+@pytest.mark.slow
+def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, tmp_path):
+    """``lklab speed --pipeline meter_kwh`` killed at crash points of micro-batch 1 in turn (the
+    first, the last and one drawn between: ``tests/crash_runs.py``), each process going on from
+    the one before, then a clean run: every table the stream commits equals an uninterrupted
+    run's, batch ids and all."""
+    from lklab.crash_points import batch_points
+    from shared.eventlog import EventLog
+    from tests.crash_runs import kill_at_each, sampled_points
+
+    config = tmp_path / "lklab.toml"
+    config.write_text(DECLARATION)
+    clean, crashes = tmp_path / "clean", tmp_path / "crashes"
+    for lake in (clean, crashes):
+        for lines in CRASH_LOG:
+            EventLog(lake).append(lines, stamp=False)
+    speed = lambda lake: main(
+        ["speed", "--pipeline", "meter_kwh", "--config", str(config), "--lake", str(lake), "--available-now"]
+    )
+    with cli_in_this_process():
+        assert speed(clean) == 0
+    expected = committed_rows(spark, clean)
+    stream = tables_of(declaration()).stream
+    # batch 1 writes every output: the rows of those that keep a batch id, r08's window in the windows
+    written = {name: {row.get("batch_id") for row in rows} for name, rows in expected.items()}
+    t = tables_of(declaration())
+    assert all(1 in written[table.name] for table in stream[:-1] if table != t.windows), written
+    assert ("m2", "10:05") in {(r["meter"], hhmm(r["window_start"])) for r in expected[t.windows.name]}
+    points = batch_points(1, [table.name for table in stream])
+    seed, sample = sampled_points(points, 1)
+    kill_at_each(crashes, "meter_kwh", ["--config", str(config)], sample, seed)
+    with cli_in_this_process():
+        assert speed(crashes) == 0, seed
+    assert committed_rows(spark, crashes) == expected, seed
