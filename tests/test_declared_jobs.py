@@ -350,6 +350,22 @@ def test_tables_prints_where_each_table_is(lab):
     assert {"late", "duplicates", "dead_letters", "stream_metrics", "stream_state"} <= set(where)
 
 
+def test_tables_against_a_replay_prints_where_its_stream_tables_are(lab, capsys):
+    lake = lab[0]
+    config = lake.parent / "meters.toml"
+    argv = ["tables", "--pipeline", "meter_kwh", "--config", str(config), "--lake", str(lake), "--json"]
+    with cli_in_this_process():
+        assert main([*argv, "--against", "kappa:again"]) == 0
+        where = json.loads(capsys.readouterr().out)
+        assert main([*argv, "--against", "kappa"]) == 2
+    root = (lake / "tables").resolve()
+    assert where["stream"] == str(root / "kappa" / "again" / "meter_kwh_windows")
+    assert where["late"] == str(root / "kappa" / "again" / "meter_kwh_late")
+    assert where["truth"] == str(root / "meter_kwh_truth")  # the batch's tables are nobody's replay
+    assert all(Path(path, "_delta_log").is_dir() for path in where.values()), where
+    assert "--against 'kappa': use 'speed' or 'kappa:<RUN>'" in capsys.readouterr().err
+
+
 def test_maintenance_compacts_the_declared_pipelines_stream_tables(lab):
     """``lklab maintain`` ran last: the declared stream's tables, each written once per
     micro-batch, are compacted to one file, as every registered pipeline's are."""

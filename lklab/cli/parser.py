@@ -298,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(listing, windows=False)
     listing.add_argument("--json", action="store_true", help="print them as a JSON object, role -> path")
+    listing.add_argument(
+        "--against",
+        default="speed",
+        help="whose stream tables: speed (the live stream's) | kappa:RUN (a replay's, under kappa/RUN/); default speed",
+    )
     listing.set_defaults(handler=cmd_tables)
 
     maintain = _command(
