@@ -67,8 +67,9 @@ def parsed_table(raw: pa.Table, parse: Callable[[bytes, int | None], dict], sche
     ``raw_line`` where there is one. A field ``parse`` leaves out is null; ``heartbeat`` false."""
     lines = raw["raw_line"].cast(pa.binary()).to_pylist()
     lengths = raw["line_bytes"].to_pylist() if "line_bytes" in raw.column_names else [None] * raw.num_rows
-    rows = [parse(line, length) for line, length in zip(lines, lengths)]
-    texts = pa.array([row.get("raw_text") for row in rows], pa.string())  # a line that is not text as it stands
+    # Arrow reads the dicts into a struct, field by field in C++: no Python list per column
+    rows = pa.array([parse(line, length) for line, length in zip(lines, lengths)], _row_type(schema))
+    texts = rows.field(_RAW_TEXT.name)  # a line that is not text as it stands
     columns = {
         "segment": raw["segment"],
         "line_number": raw["line_number"],
@@ -76,8 +77,19 @@ def parsed_table(raw: pa.Table, parse: Callable[[bytes, int | None], dict], sche
     }
     for field in schema:
         if field.name not in columns:
-            values = [row.get(field.name) for row in rows]
-            if field.name == HEARTBEAT_FIELD:
-                values = [bool(v) for v in values]
-            columns[field.name] = pa.array(values, pa.int64() if field.type == UTC_MICROS else field.type)
+            column = rows.field(field.name)
+            columns[field.name] = pc.fill_null(column, False) if field.name == HEARTBEAT_FIELD else column
     return pa.table(columns).select(schema.names).cast(schema)
+
+
+_FROM_RAW = frozenset(("segment", "line_number", "raw_line"))
+_RAW_TEXT = pa.field("raw_text", pa.string())
+
+
+def _row_type(schema: pa.Schema) -> pa.StructType:
+    """The struct a parser's dicts are read into: ``schema``'s fields that do not come from the
+    raw line (times as int64 microseconds), and ``raw_text``."""
+    fields = [
+        pa.field(f.name, pa.int64() if f.type == UTC_MICROS else f.type) for f in schema if f.name not in _FROM_RAW
+    ]
+    return pa.struct([*fields, _RAW_TEXT])
