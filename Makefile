@@ -6,12 +6,12 @@
 #   make docs       build the documentation site (mkdocs.yml, docs/) into build/site
 VENV ?= .venv
 PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
 # Test processes (pytest-xdist): each takes whole test files, so a module's fixtures run once,
 # and has its own Spark session. 2 is this project's machines' core count.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
-BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-fast bench docs clean
 
