@@ -60,3 +60,35 @@ def test_a_pipeline_importing_another_breaks_their_independence(tmp_path):
     assert done.returncode == 1
     assert "Contracts: 1 kept, 1 broken." in done.stdout
     assert "lklab.pipelines.order_payments.rule -> lklab.pipelines.unique_visitors.state" in done.stdout
+
+
+LAYER = {"dags": 0, "spark_jobs": 0, "lklab": 1, "reconciliation": 2, "shared": 3}
+
+
+def test_every_tables_schema_string_points_down_the_layers_or_into_its_own_pipeline():
+    """A table names the module of its rows' schema as a string (``shared.catalog.Table.rows``,
+    imported when the schema is asked for), an import the contract above cannot see: it keeps
+    the same rule. A table declared in a layer names a module of that layer or one below; a
+    pipeline's table names no other pipeline's module."""
+    import importlib
+    import pkgutil
+
+    from shared.catalog import Table
+
+    modules = ["shared.catalog", "reconciliation.tables"]
+    modules += [f"lklab.pipelines.{m.name}.tables" for m in pkgutil.iter_modules([str(REPO / "lklab" / "pipelines")])]
+    checked, wrong = 0, []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        for table in (value for value in vars(module).values() if type(value) is Table):
+            target = table.rows.split(":")[0]
+            checked += 1
+            if LAYER[target.split(".")[0]] < LAYER[name.split(".")[0]]:
+                wrong.append(f"{name}: {table.name} -> {target}")
+            own = name.rsplit(".", 1)[0]
+            if target.startswith("lklab.pipelines.") and not target.startswith(own + "."):
+                wrong.append(f"{name}: {table.name} -> {target}")
+    assert checked > 40 and wrong == []
