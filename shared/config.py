@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from shared.config_file import config_file_of
 from shared.durations import format_duration, parse_duration
 from shared.windows import WINDOW_KINDS, WindowSpec, window_spec
 
@@ -181,15 +182,6 @@ def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             section, [key for key in SETTINGS if key != "pipeline"], f"configuration file {path}, [{SECTIONS}.{name}]"
         )
     return data, sections
-
-
-def config_file_of(config_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
-    """The configuration file in use: ``config_file``, else ``$LKLAB_CONFIG``, else
-    ``./lklab.toml`` when it exists (None: no file)."""
-    environ = os.environ if environ is None else environ
-    if config_file is None:
-        config_file = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
-    return None if config_file is None else Path(config_file)
 
 
 def read_config_file(config_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> dict:

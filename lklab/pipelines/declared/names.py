@@ -10,10 +10,10 @@ reads only the section names of the configuration file in use (``[pipelines.NAME
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
+
+from shared.config_file import config_file_of
 
 __all__ = ["TABLE_ROLES", "BATCH_ROLES", "table_name", "declared_names"]
 
@@ -41,16 +41,14 @@ def table_name(pipeline: str, role: str) -> str:
 
 
 def declared_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The names of the pipelines the configuration file in use declares, in the file's order:
-    ``$LKLAB_CONFIG``, else ``./lklab.toml`` when it exists (``shared.config.config_file_of``'s
-    rule, without ``--config``, which no DAG has). None when there is no such file or it is not
-    TOML."""
-    environ = os.environ if environ is None else environ
-    path = environ.get("LKLAB_CONFIG") or ("lklab.toml" if Path("lklab.toml").is_file() else None)
-    if path is None or not Path(path).is_file():
+    """The names of the pipelines the configuration file in use declares, in the file's order
+    (``shared.config_file.config_file_of``: ``$LKLAB_CONFIG``, else ``./lklab.toml``; a DAG has no
+    ``--config``); no name when there is no such file or it is not TOML."""
+    path = config_file_of(environ=environ)
+    if path is None or not path.is_file():
         return ()
     try:
-        sections = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("pipelines", {})
+        sections = tomllib.loads(path.read_text(encoding="utf-8")).get("pipelines", {})
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
         return ()
     return tuple(name for name, section in sections.items() if isinstance(section, dict) and "kind" in section)
