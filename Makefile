@@ -17,6 +17,7 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11, 5) <= sys.version_info[:3] < (3, 12))' || { echo "Python 3.11.5 or a newer 3.11 is required (the pinned requirements need it); $(PYTHON) is $$($(PYTHON) -V 2>&1): set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
