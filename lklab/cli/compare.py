@@ -3,7 +3,7 @@ declares its ``Comparison`` (``lklab.pipelines.contract``), and its report under
 ``<lake>/reports/NAME/``.
 
 The sweep: comma-separated ``--watermark-delay`` and ``--allowed-lateness`` (defaults
-``DEFAULT_DELAYS`` and ``DEFAULT_LATENESS``), and the pipeline's own settings named in its
+``DEFAULT_DELAYS`` and ``DEFAULT_LATENESS``, or the pipeline's ``Comparison.sweep``), and the pipeline's own settings named in its
 ``Comparison.sweeps`` (``unique_visitors``' ``--state-ttl``: its state sizes only). With
 ``--scenario`` (``lklab demo`` always, on the default pipeline) the pipeline's ``generate`` job
 first writes that scenario over the lake, where its ``Comparison.generates``; elsewhere
@@ -31,9 +31,10 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def _sweep(args: argparse.Namespace) -> tuple[str, str]:
+def _sweep(args: argparse.Namespace, defaults: tuple[str, str] | None) -> tuple[str, str]:
     """Take the swept lists off ``args`` so the configuration sees single values only."""
-    delays, lateness = args.watermark_delay or DEFAULT_DELAYS, args.allowed_lateness or DEFAULT_LATENESS
+    default_delays, default_lateness = defaults or (DEFAULT_DELAYS, DEFAULT_LATENESS)
+    delays, lateness = args.watermark_delay or default_delays, args.allowed_lateness or default_lateness
     args.watermark_delay = args.allowed_lateness = None
     return delays, lateness
 
@@ -88,8 +89,8 @@ def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
     if scenario and comparison.generates is None:
         generating = [p.name for p in REGISTRY.values() if p.compare is not None and p.compare.generates is not None]
         raise UsageError(
-            f"--scenario generates a log for {' or '.join(generating)} only; for {pipeline.name} run "
-            f"'lklab generate --pipeline {pipeline.name}' first, then compare"
+            f"--scenario generates a log for {' or '.join(generating)} only; {pipeline.name} is compared on the "
+            f"lake's log as it is: write it first with {comparison.writes_log or repr(f'lklab generate --pipeline {pipeline.name}')}"
         )
     sweeps: dict[str, tuple[str, ...]] = {}
     for key in comparison.sweeps:
@@ -98,7 +99,7 @@ def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
         if values:
             sweeps[key] = values
             setattr(args, dest, None)
-    delays, lateness = _sweep(args)
+    delays, lateness = _sweep(args, comparison.sweep)
     config = compare_config(args, pipeline)
     if scenario:
         _regenerate(args, pipeline, config)

@@ -155,7 +155,10 @@ class Comparison:
     ``publish(report, directory) -> (text, unhealthy)``: writes the report's files under
     ``directory`` and returns what to print, and whether a configuration left a difference
     unexplained (exit 3); None: the report is a ``lklab.report.pipeline_model.PipelineReport``,
-    written and summed up by the command line (``lklab.report.pipeline_render``)."""
+    written and summed up by the command line (``lklab.report.pipeline_render``).
+    ``sweep``: the watermark delays and allowed lateness swept when no flag gives them
+    (comma-separated, as written; None: the command line's defaults). ``writes_log``: the command
+    that writes the log it compares on, as a user types it (empty: ``lklab generate``)."""
 
     run: Callable[..., Any]
     sweeps: tuple[str, ...] = ()
@@ -164,6 +167,8 @@ class Comparison:
     generates: Callable[[Any], str | None] | None = None
     processing_time: bool = False
     publish: Callable[[Any, Any], tuple[str, bool]] | None = None
+    sweep: tuple[str, str] | None = None
+    writes_log: str = ""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 ``pipeline_of(d)`` gives it its name, what it computes (from the declaration: its keys, measures
 and windows), its stream (``stream.stream_rule``), its tables by role (``lklab tables``) and its jobs (``jobs.jobs_of``): ``speed``,
 ``batch``, ``replay`` and ``reconcile`` run through the same handlers and runners as the
-registered pipelines'. It has no comparison yet; its DAGs are made from its name alone
+registered pipelines'. ``lklab compare`` sweeps its watermark delay and allowed lateness
+(``comparison``; by default the declaration's own delay, without and with lateness); its DAGs are made from its name alone
 (``lklab.pipeline_dags.PipelineDags.declared``). The windows and stream settings are
 the declaration's: the flags that would set them, and their environment variables, are refused,
 saying where to change them.
@@ -13,26 +14,28 @@ from __future__ import annotations
 
 from functools import partial
 
-from lklab.pipelines.contract import Inapplicable, Pipeline
+from lklab.pipelines.contract import Comparison, Inapplicable, Pipeline
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 from shared.config import SECTIONS
+from shared.durations import format_duration
 
-__all__ = ["pipeline_of", "DECLARED_FLAGS"]
+__all__ = ["pipeline_of", "DECLARED_FLAGS", "SWEPT_FLAGS"]
 
+SWEPT_FLAGS = ("--watermark-delay", "--allowed-lateness")  # compare sweeps them; elsewhere the declaration's
 DECLARED_FLAGS = (
     "--window-kind",
     "--window-size",
     "--window-slide",
     "--session-gap",
-    "--watermark-delay",
     "--watermark-interval",
-    "--allowed-lateness",
     "--dedup-horizon",
     "--heartbeat-interval",
     "--max-clock-skew",
     "--max-line-bytes",
 )
+# Every command but compare: the lake's and every pipeline job.
+_NOT_SWEPT = ("demo", "generate", "ingest", "batch", "speed", "replay", "reconcile", "health", "tables", "maintain")
 
 
 def _computes(d: Declaration) -> str:
@@ -44,6 +47,18 @@ def _jobs(d: Declaration):
     from lklab.pipelines.declared.jobs import jobs_of
 
     return jobs_of(d)
+
+
+def _compare(d: Declaration, spark, config, plan, sweeps, source, progress):
+    from lklab.pipelines.declared.comparison import run_declared_comparison
+
+    return run_declared_comparison(d, spark, config, plan, source=source, progress=progress)
+
+
+def _sweep(d: Declaration) -> tuple[str, str]:
+    """The declaration's watermark delay; no allowed lateness, then the declaration's (or one window's length)."""
+    lateness = d.allowed_lateness or getattr(d.window, "size", 0)
+    return format_duration(d.watermark_delay), ",".join(dict.fromkeys(["0", format_duration(lateness)]))
 
 
 def _stream(d: Declaration):
@@ -75,17 +90,17 @@ def pipeline_of(d: Declaration) -> Pipeline:
     from lklab.pipelines.declared.rule import fixed_windows
 
     fixed_windows(d)
+    edit = f"a declared pipeline's windows and stream settings are its declaration's: edit [{SECTIONS}.{d.name}]"
     return Pipeline(
         name=d.name,
         computes=_computes(d),
         inapplicable=(
             *WHOLE_LOG_RULES,
-            Inapplicable(
-                DECLARED_FLAGS,
-                ("*",),
-                f"a declared pipeline's windows and stream settings are its declaration's: edit [{SECTIONS}.{d.name}]",
-                environment=True,
-            ),
+            Inapplicable(DECLARED_FLAGS, ("*",), edit, environment=True),
+            Inapplicable(SWEPT_FLAGS, _NOT_SWEPT, f"{edit} ('lklab compare' sweeps them)", environment=True),
+        ),
+        compare=Comparison(
+            run=partial(_compare, d), sweep=_sweep(d), writes_log=f"'lklab ingest --pipeline {d.name} FILE...'"
         ),
         jobs=partial(_jobs, d),
         stream=partial(_stream, d),
