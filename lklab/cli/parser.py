@@ -190,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(ingest, windows=False)
     ingest.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines file(s), appended in the order given")
+    ingest.add_argument(
+        "--strict",
+        action="store_true",
+        help="append nothing when most lines of a file would be dead letters (exit 2)",
+    )
     ingest.set_defaults(handler=cmd_ingest)
 
     batch = _command(

@@ -27,6 +27,8 @@ What a pipeline declares:
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
 * ``dags``: what its nightly and replay DAGs need beyond their shape (``DagSpec``; None: it has
   none), made by ``lklab.pipeline_dags``;
+* ``lines``: what its lines look like (``LineFormat``), as a function returning it: ``lklab
+  ingest`` checks a file against it before appending it;
 * ``tables``: its tables by role (``truth``, ``stream``, ``late`` ...), as a function returning
   them (None: ``lklab tables`` lists its stream's layout and its batch's tables by name).
 
@@ -59,6 +61,7 @@ __all__ = [
     "GenerateRequest",
     "Jobs",
     "DagSpec",
+    "LineFormat",
     "Pipeline",
     "Handler",
     "EVERY_COMMAND",
@@ -286,6 +289,22 @@ class DagSpec:
 
 
 @dataclass(frozen=True)
+class LineFormat:
+    """What a pipeline's lines look like, for ``lklab ingest`` to say what a file holds before it
+    is appended (``lklab.line_preview``). ``fields``: the fields every event line needs, as a user
+    writes them; ``check(raw, config)``: the lines (``segment``, ``line_number``, ``raw_line``,
+    ``line_bytes``) to rows with ``raw_line``, ``reject_reason``, ``reject_detail`` and
+    ``heartbeat``, in Arrow, no Spark; ``exact``: ``check`` is the pipeline's own parser (else
+    only the checks every line gets, the fields and the event time); ``max_line_bytes``: where
+    the pipeline's readers cut a line (None: the configuration's)."""
+
+    fields: tuple[str, ...]
+    check: Callable[[Any, Any], Any]
+    exact: bool
+    max_line_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """One pipeline, as the command line, the report and the DAGs see it (the module docstring)."""
 
@@ -298,6 +317,7 @@ class Pipeline:
     compare: Comparison | None = None
     dags: DagSpec | None = None
     tables: Callable[[], Mapping[str, Any]] | None = None
+    lines: Callable[[], LineFormat] | None = None
 
     def refusal(self, command: str, given: Callable[[str], bool]) -> str | None:
         """Why the first flag ``given`` that ``command`` has no use for on this pipeline is refused (None: none)."""

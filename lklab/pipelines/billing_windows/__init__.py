@@ -32,6 +32,15 @@ def _stream():
     return SPEED_RULE
 
 
+def _lines():
+    """Its lines, for ``lklab ingest``: the checks every line gets, its fields and its event time
+    (its parser, ``shared.events``, runs in Spark)."""
+    from lklab.line_preview import fields_only
+    from shared.events import REQUIRED_FIELDS
+
+    return fields_only(REQUIRED_FIELDS)
+
+
 def _compare(spark, config, plan, sweeps, source, progress):
     from lklab.pipelines.billing_windows import jobs
 
@@ -58,6 +67,7 @@ def _publish(report, directory):
 
 PIPELINE = Pipeline(
     name="billing_windows",
+    lines=_lines,
     dags=DagSpec(
         nightly_at="0 0 * * *",  # the day before is complete at midnight UTC
         truth=(catalog.BATCH_TRUTH,),

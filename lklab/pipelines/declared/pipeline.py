@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from lklab.pipelines.contract import Comparison, Inapplicable, Pipeline
+from lklab.pipelines.contract import Comparison, Inapplicable, LineFormat, Pipeline
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 from shared.config import SECTIONS
@@ -61,6 +61,15 @@ def _sweep(d: Declaration) -> tuple[str, str]:
     return format_duration(d.watermark_delay), ",".join(dict.fromkeys(["0", format_duration(lateness)]))
 
 
+def _lines(d: Declaration) -> LineFormat:
+    from lklab.pipelines.declared.parse import parse_declared_lines
+
+    fields = (d.event_id, *d.keys, *(m.name for m in d.measures), d.event_time)  # the ingest time may be stamped
+    return LineFormat(
+        fields, lambda raw, config: parse_declared_lines(d, raw), exact=True, max_line_bytes=d.max_line_bytes
+    )
+
+
 def _stream(d: Declaration):
     from lklab.pipelines.declared.stream import stream_rule
 
@@ -105,4 +114,5 @@ def pipeline_of(d: Declaration) -> Pipeline:
         jobs=partial(_jobs, d),
         stream=partial(_stream, d),
         tables=partial(_tables, d),
+        lines=partial(_lines, d),
     )

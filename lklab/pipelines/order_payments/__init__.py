@@ -28,6 +28,7 @@ def _compare(spark, config, plan, sweeps, source, progress):
 
 PIPELINE = Pipeline(
     name="order_payments",
+    lines=called("lklab.pipelines.order_payments.parse:line_format"),
     stream=imported("lklab.pipelines.order_payments.stream:PAYMENTS_RULE"),
     computes="the interval join of orders and payments (matched, unpaid, orphans)",
     settings=(Setting("join-bound", "a payment matches an order up to this long after it (default 15m)"),),

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lklab.pipelines.contract import LineFormat
 from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.events import AMOUNT_PRECISION, AMOUNT_SCALE, HEARTBEAT_FIELD
@@ -45,6 +46,7 @@ from shared.line_rows import LINE_POSITION, RAW_LINE, event_schema, parsed_schem
 from shared.spark_arrow import per_partition
 
 __all__ = [
+    "line_format",
     "KINDS",
     "ORDER",
     "PAYMENT",
@@ -142,6 +144,11 @@ def parse_order_line(
         "reject_detail": None,
         HEARTBEAT_FIELD: False,
     }
+
+
+def line_format() -> LineFormat:
+    """Its lines, for ``lklab ingest``: checked by this parser."""
+    return LineFormat(REQUIRED_FIELDS, lambda raw, config: parse_order_lines(raw, config.max_clock_skew), exact=True)
 
 
 def parse_order_lines(raw: pa.Table, max_clock_skew: int = LabConfig.max_clock_skew) -> pa.Table:

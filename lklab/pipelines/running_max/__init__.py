@@ -10,7 +10,7 @@ a runner that knows no pipeline: ``lklab.live_stream``, ``lklab.replay_runner``,
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import DagSpec, Inapplicable, Pipeline
+from lklab.pipelines.contract import DagSpec, Inapplicable, Pipeline, called
 from lklab.pipelines.running_max.tables import MAX_BATCH_TABLES, MAX_TRUTH
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 
@@ -31,6 +31,7 @@ def _stream():
 
 PIPELINE = Pipeline(
     name="running_max",
+    lines=called("lklab.pipelines.running_max.parse:line_format"),
     stream=_stream,
     computes="the maximum reading per key (the smallest pipeline: docs/adding-a-pipeline.md)",
     inapplicable=(

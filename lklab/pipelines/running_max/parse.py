@@ -19,10 +19,11 @@ from functools import partial
 
 import pyarrow as pa
 
+from lklab.pipelines.contract import LineFormat
 from shared.line_checks import dead_letter_row, event_clock, read_event_line, require_skew
 from shared.line_rows import EVENT_CLOCK, EVENT_ID, LINE_POSITION, PARSE_OUTCOME, RAW_LINE, parsed_table
 
-__all__ = ["PARSED_SCHEMA", "parse_readings", "parse_reading"]
+__all__ = ["PARSED_SCHEMA", "parse_readings", "parse_reading", "line_format"]
 
 _TEXT_FIELDS = ("event_id", "key")
 PARSED_SCHEMA = pa.schema(
@@ -56,6 +57,12 @@ def parse_reading(line: bytes, line_bytes: int | None, max_clock_skew: int) -> d
         return dead_letter_row(*rejection)
     fields = {name: value[name] for name in (*_TEXT_FIELDS, "value")}
     return {**fields, "event_time": event_time, "ingest_time": ingest_time, "reject_reason": None}
+
+
+def line_format() -> LineFormat:
+    """Its lines, for ``lklab ingest``: checked by this parser."""
+    fields = (*_TEXT_FIELDS, "value", "event_time")
+    return LineFormat(fields, lambda raw, config: parse_readings(raw, config.max_clock_skew), exact=True)
 
 
 def parse_readings(raw: pa.Table, max_clock_skew: int) -> pa.Table:

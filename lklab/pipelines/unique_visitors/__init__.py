@@ -31,6 +31,7 @@ def _check(config) -> None:
 
 PIPELINE = Pipeline(
     name="unique_visitors",
+    lines=called("lklab.pipelines.unique_visitors.parse:line_format"),
     stream=imported("lklab.pipelines.unique_visitors.speed:VISITORS_RULE"),
     computes="distinct URLs per user and window",
     settings=(Setting("state-ttl", "how long a URL seen by a user stays in the stream's state (default 24h)"),),

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lklab.pipelines.contract import LineFormat
 from shared.config import LabConfig
 from shared.dedup import first_copies, mark_duplicates
 from shared.events import (
@@ -52,6 +53,7 @@ from shared.line_checks import (
 from shared.line_rows import event_schema, parsed_schema
 
 __all__ = [
+    "line_format",
     "REQUIRED_FIELDS",
     "PAYLOAD_COLUMNS",
     "REJECT_REASONS",
@@ -84,6 +86,14 @@ _ISO_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9
 
 def _timestamp(text: Column) -> Column:
     return F.when(text.rlike(_ISO_TIMESTAMP), F.try_to_timestamp(text))
+
+
+def line_format() -> LineFormat:
+    """Its lines, for ``lklab ingest``: the checks every line gets, its fields and its event time
+    (its parser runs in Spark)."""
+    from lklab.line_preview import fields_only
+
+    return fields_only(REQUIRED_FIELDS)
 
 
 def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew) -> DataFrame:
