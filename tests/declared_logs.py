@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
-from lklab.pipelines.declared.rule import DeclaredState, declared_step
+from lklab.pipelines.declared.rule import DeclaredState, declared_step, state_from_table, state_table
 from lklab.pipelines.declared.tables import METRIC_COUNTS, tables_of
 from shared.log_clock import by_line
 
@@ -71,15 +71,17 @@ class StreamRows:
         return self.windows, without(self.late), without(self.duplicates), without(self.dead_letters), self.counts
 
 
-def walk(d: Declaration, parsed: pa.Table, cuts: Sequence[int] = ()) -> StreamRows:
-    """``declared_step`` over ``parsed`` (in log order), a micro-batch ending before each of ``cuts``."""
+def walk(d: Declaration, parsed: pa.Table, cuts: Sequence[int] = (), *, restart: bool = False) -> StreamRows:
+    """``declared_step`` over ``parsed`` (in log order), a micro-batch ending before each of
+    ``cuts``; with ``restart``, the state between micro-batches is the one a restarted stream
+    reads back from its committed rows (``state_table``, then ``state_from_table``)."""
     parsed = by_line(parsed)
     bounds = sorted({0, *(c for c in cuts if 0 < c < parsed.num_rows), parsed.num_rows})
     state, windows, late, duplicates, dead_letters = DeclaredState(), {}, [], [], []
     counts = dict.fromkeys(METRIC_COUNTS, 0)
     for batch_id, (start, end) in enumerate(zip(bounds, bounds[1:])):
         batch = declared_step(d, parsed.slice(start, end - start), state, batch_id)
-        state = batch.state
+        state = state_from_table(d, state_table(d, batch.state)) if restart else batch.state
         for row in batch.windows.to_pylist():
             key = (row["window_start"], row["window_end"], *(row[k] for k in d.keys))
             windows[key] = [row["event_count"], *(row[m.name] for m in d.measures)]
@@ -92,8 +94,10 @@ def walk(d: Declaration, parsed: pa.Table, cuts: Sequence[int] = ()) -> StreamRo
     return StreamRows(windows, late, duplicates, dead_letters, counts, len(bounds) - 1)
 
 
-def stream_of(d: Declaration, segments: Sequence[Sequence[str]], cuts: Sequence[int] = ()) -> StreamRows:
-    return walk(d, parse_declared_lines(d, raw_lines(segments)), cuts)
+def stream_of(
+    d: Declaration, segments: Sequence[Sequence[str]], cuts: Sequence[int] = (), *, restart: bool = False
+) -> StreamRows:
+    return walk(d, parse_declared_lines(d, raw_lines(segments)), cuts, restart=restart)
 
 
 @dataclass(frozen=True)

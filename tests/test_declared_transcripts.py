@@ -15,7 +15,8 @@ tick, so a segment's lines are judged by the largest event time of the segments 
 the delay. The log ends with a heartbeat segment one second after the last.
 
 The stream path is ``declared_step`` over the log cut into micro-batches in every way segment
-boundaries allow, and one line per micro-batch: the rows must be the same for every cut. The
+boundaries allow, and one line per micro-batch, each also with a restart at every cut: the rows
+must be the same for every cut. The
 batch path is ``DeclaredTruth`` through the truth runner over the same log in a lake. Every
 truth window is the stream's plus its late rows.
 """
@@ -153,6 +154,8 @@ def test_the_stream_writes_the_transcripts_rows_whatever_the_cut(transcript):
         stream = stream_of(d, segments, cut)
         assert stream.batches == len(cut) + 1
         assert stream.comparable() == whole.comparable(), cut
+        # a restart at every cut: the state read back from the rows it was committed as
+        assert stream_of(d, segments, cut, restart=True).comparable() == whole.comparable(), cut
 
 
 def test_the_truth_writes_the_transcripts_windows_and_is_the_stream_plus_its_late_rows(spark, tmp_path, transcript):
