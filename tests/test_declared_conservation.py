@@ -339,3 +339,30 @@ def test_the_truth_is_the_stream_plus_its_late_rows_and_a_rerun_changes_nothing(
     assert versions() == before
     assert truth_windows(d, again.truth) == truth
     assert again.figures == batch.figures
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OverflowError,
+    reason="a long's window sum past 64 bits: each reading is within 64 bits (so no dead letter), but "
+    "declared_step's int64 sum overflows and the micro-batch raises; the truth's bigint sum fails the "
+    "same way (ARITHMETIC_OVERFLOW under ANSI): the log cannot be read past these lines",
+)
+def test_two_valid_readings_whose_long_sum_passes_64_bits_land_somewhere():
+    d = DECLARED["tumbling"]
+    readings = [
+        json.dumps(
+            {
+                d.event_id: event_id,
+                d.event_time: iso(BASE + 3 * SECOND),
+                "meter": "m1",
+                "kwh": "1.00",
+                "pulses": 2**62,  # within 64 bits: the parse takes it
+                "ingest_time": iso(BASE + INGEST * SECOND),
+            }
+        )
+        for event_id in ("a", "b")
+    ]
+    stream = stream_of(d, [readings])
+    assert stream.counts["input_lines"] == 2
+    assert sum(v for k, v in stream.counts.items() if k != "input_lines") == 2
