@@ -414,3 +414,47 @@ def test_a_key_is_explained_by_the_one_smallest_set_that_adds_up_exactly():
     assert judged.explained_by == {"late": 1, "unread": 1, "copies": 1}
     assert (judged.explained_keys, judged.combined_keys, judged.unexplained_keys) == (2, 1, 3)
     assert judged.unexplained_abs_delta == {"event_count": 3, "kwh": Decimal("0.701")}
+
+
+def test_the_log_gives_each_reason_its_exact_amounts_per_window():
+    """The amounts the matching above is given, from the log alone (no Spark): a dead letter is
+    placed only when its id, keys, measures and event time can still be read (e05: a region not
+    allowed); e14 (kwh not a number) and e15 (more decimals than decimal(18,3) holds) cannot be."""
+    import tomllib
+
+    from lklab.pipelines.declared.declaration import declarations
+    from lklab.pipelines.declared.foreign_gaps import gap_reasons
+
+    unplaceable = [
+        reading("e14", "m1", "north", "06:30", "abc", "11:30"),
+        reading("e15", "m1", "north", "06:40", "1.2345", "11:40"),
+    ]
+    lines = [
+        {"segment": s, "line_number": n, "raw_line": line, "line_bytes": None}
+        for s, segment in enumerate([*SEGMENTS[:2], SEGMENTS[2] + unplaceable, SEGMENTS[3]], start=1)
+        for n, line in enumerate(segment, start=1)
+    ]
+    raw = pa.Table.from_pylist(
+        lines,
+        pa.schema(
+            {"segment": pa.int64(), "line_number": pa.int64(), "raw_line": pa.string(), "line_bytes": pa.int64()}
+        ),
+    )
+    found = gap_reasons(declarations(tomllib.loads(DECLARATION))["meter_kwh"], raw, 4, 3)
+
+    def at(minute: int, meter: str, region: str) -> tuple:
+        start = int(dt.datetime(2026, 1, 5, 10, minute, tzinfo=dt.UTC).timestamp()) * 1_000_000
+        return (start, start + 300_000_000, meter, region)
+
+    amounts = {r.name: {k: (v["event_count"], v["kwh"]) for k, v in r.amounts.items()} for r in found.reasons}
+    assert amounts == {
+        "late_events": {at(0, "m2", "south"): (1, Decimal("0.300")), at(0, "m5", "south"): (1, Decimal("0.200"))},
+        "duplicates": {at(0, "m1", "north"): (1, Decimal("2.000"))},
+        "dead_letters": {at(5, "m3", "east"): (1, Decimal("0.700"))},
+        "unread_segments": {
+            at(10, "m1", "north"): (1, Decimal("0.600")),
+            at(10, "m4", "north"): (1, Decimal("0.400")),
+            at(0, "m5", "south"): (1, Decimal("0.450")),
+        },
+    }
+    assert found.key_columns == ("window_start", "window_end", "meter", "region")
