@@ -70,14 +70,16 @@ class GapReason:
 @dataclass(frozen=True)
 class GapReasons:
     """The reasons a source gives, in the order they are tried and reported. ``key_columns``:
-    the columns whose values, in that order, make a reason's key; ``source``: JSON-ready facts
-    about where the reasons come from (they make part of the run's identity); ``describe``: the
-    same in words."""
+    the columns whose values, in that order, make a reason's key (``instants``: those of them
+    that hold a moment, matched as UTC microseconds); ``source``: JSON-ready facts about where
+    the reasons come from (they make part of the run's identity); ``describe``: the same in
+    words."""
 
     describe: str
     source: dict
     key_columns: tuple[str, ...]
     reasons: tuple[GapReason, ...]
+    instants: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:

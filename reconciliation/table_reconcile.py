@@ -15,8 +15,8 @@ counts as a match: for every measure, ``|stream - truth| <= abs_tol + rel_tol * 
 * ``table_recon_runs``: one row per run, its inputs and figures.
 
 Given ``reasons`` (``reconciliation.gap_reasons``: amounts per key found outside both tables, a
-pipeline's log say), every key that differs is judged by them: a timestamp key is matched as UTC
-microseconds (one without a time zone is refused: it names no instant), any other key as its text;
+pipeline's log say), every key that differs is judged by them: a key the reasons hold as an instant
+is matched as UTC microseconds (refused unless a timestamp with a time zone), any other as its text;
 a float measure is refused (it cannot equal an exact amount). The unexplained figures then count
 only the keys no reason explains; ``table_recon_diffs`` still holds every key that differs.
 
@@ -150,15 +150,16 @@ def _largest_gaps(gaps: DataFrame, measures: Sequence[str], shown: int) -> list[
     ]
 
 
-def _matched(column: str, kind: T.DataType) -> Column:
-    if isinstance(kind, T.TimestampNTZType):
+def _matched(column: str, kind: T.DataType, instant: bool) -> Column:
+    if not instant:
+        return F.col(column).cast("string")
+    if not isinstance(kind, T.TimestampType):
+        without = " without a time zone" if isinstance(kind, T.TimestampNTZType) else f" but {kind.simpleString()}"
         raise ForeignTableError(
-            f"key {column!r} is a timestamp without a time zone: it names no instant to match the log's "
-            "windows with; write it with a zone (UTC)"
+            f"key {column!r} is not a timestamp{without}: it names no instant to match the explaining "
+            "reasons' keys with; write it as a timestamp with a zone (UTC)"
         )
-    if isinstance(kind, T.TimestampType):
-        return F.unix_micros(F.col(column))
-    return F.col(column).cast("string")
+    return F.unix_micros(F.col(column))
 
 
 def _explain(gaps: DataFrame, measures: Sequence[str], reasons: GapReasons) -> GapExplanation:
@@ -171,7 +172,9 @@ def _explain(gaps: DataFrame, measures: Sequence[str], reasons: GapReasons) -> G
                     f"measure {m!r} is {types[f'{side}_{m}'].simpleString()} in the {side} table: a float cannot "
                     "equal the exact amounts that explain a gap; cast it to a decimal"
                 )
-    matched = [_matched(c, types[c]).alias(f"_match_{i}") for i, c in enumerate(reasons.key_columns)]
+    matched = [
+        _matched(c, types[c], c in reasons.instants).alias(f"_match_{i}") for i, c in enumerate(reasons.key_columns)
+    ]
     rows = gaps.where("_differs").select(*matched, "_key", "status", *[f"gap_{m}" for m in measures]).collect()
     differing = [
         DifferingKey(

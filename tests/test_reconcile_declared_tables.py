@@ -363,6 +363,17 @@ def test_a_float_measure_cannot_be_explained_exactly(reconcile, tmp_path):
     assert code == 2 and "measure 'kwh' is double in the truth table: a float cannot equal" in err
 
 
+def test_a_window_bound_that_is_not_an_instant_is_refused(reconcile, tmp_path):
+    text = SCHEMA.set(0, pa.field("window_start", pa.string()))
+    paths = []
+    for name, windows in (("truth", TRUTH), ("stream", STREAM)):
+        frame = pd.DataFrame(rows(windows)).assign(window_start=lambda f: f["window_start"].astype(str))
+        frame.to_parquet(tmp_path / f"{name}.parquet", schema=text, index=False)
+        paths.append(tmp_path / f"{name}.parquet")
+    code, _, err = reconcile("--pipeline", "meter_kwh", truth=paths[0], stream=paths[1])
+    assert code == 2 and "key 'window_start' is not a timestamp but string: it names no instant" in err
+
+
 def test_a_registered_pipeline_is_named_and_explains_nothing(reconcile):
     code, out, _ = reconcile("--pipeline", "unique_visitors", "--max-unexplained", "10")
     assert code == 0

@@ -125,9 +125,11 @@ def _declared(args: argparse.Namespace, pipeline: Pipeline, keys, measures):
             )
         return None, 0
     from lklab.pipelines.declared.foreign_gaps import check_columns
+    from lklab.pipelines.declared.rule import fixed_windows
     from shared.eventlog import EventLog
 
     try:
+        fixed_windows(declaration)  # the rule walked over the log runs tumbling and sliding windows
         check_columns(declaration, keys, measures)
     except ValueError as err:
         raise UsageError(str(err)) from None

@@ -197,6 +197,7 @@ def gap_reasons(d: Declaration, raw: pa.Table, last_segment: int, read_through: 
         ),
         source=source,
         key_columns=key_columns(d),
+        instants=("window_start", "window_end"),
         reasons=tuple(
             GapReason(name, direction, meaning, dict(found[name])) for name, (direction, meaning) in REASONS.items()
         ),
