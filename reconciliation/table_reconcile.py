@@ -14,13 +14,21 @@ counts as a match: for every measure, ``|stream - truth| <= abs_tol + rel_tol * 
   to exact value as text, a null kept);
 * ``table_recon_runs``: one row per run, its inputs and figures.
 
+Given ``reasons`` (``reconciliation.gap_reasons``: amounts per key found outside both tables, a
+pipeline's log say), every key that differs is judged by them: a key the reasons hold as an instant
+is matched as UTC microseconds (refused unless a timestamp with a time zone), any other as its text;
+a float measure is refused (it cannot equal an exact amount). The unexplained figures then count
+only the keys no reason explains; ``table_recon_diffs`` still holds every key that differs.
+
 ``run_id`` is derived from the inputs (both tables' fingerprints: Delta version, or each Parquet
-file's size and modification time; keys, measures, tolerances). Both appends are tagged
-``recon-<run_id>``, so a rerun on unchanged inputs commits nothing.
+file's size and modification time; keys, measures, tolerances; and, given reasons, their
+source: the log's segments and what was read of it). Both appends are tagged ``recon-<run_id>``,
+so a rerun on unchanged inputs commits nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -29,8 +37,10 @@ from collections.abc import Sequence
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from reconciliation.foreign_tables import ForeignTable, ForeignTableError, check_sides, read_columns
+from reconciliation.gap_reasons import DifferingKey, GapExplanation, GapReasons, explain
 from reconciliation.keyed_diff import STATUSES, DuplicateKeys, keyed_diff
 from reconciliation.table_result import KeyGap, MeasureFigures, TableReconciliation, as_dict
 from reconciliation.tables import TABLE_RECON_DIFFS, TABLE_RECON_RUNS
@@ -62,7 +72,12 @@ RUNS_SCHEMA = pa.schema(
 
 
 def run_id(
-    truth: ForeignTable, stream: ForeignTable, keys: Sequence[str], measures: Sequence[str], tolerance: Tolerance
+    truth: ForeignTable,
+    stream: ForeignTable,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    tolerance: Tolerance,
+    explained_with: dict | None = None,
 ) -> str:
     key = {
         "truth": truth.fingerprint,
@@ -71,6 +86,8 @@ def run_id(
         "measures": list(measures),
         "tolerance": [str(tolerance.abs_tol), str(tolerance.rel_tol)],
     }
+    if explained_with is not None:  # absent otherwise: a run without reasons keeps its id
+        key["explained_with"] = explained_with
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -133,6 +150,44 @@ def _largest_gaps(gaps: DataFrame, measures: Sequence[str], shown: int) -> list[
     ]
 
 
+def _matched(column: str, kind: T.DataType, instant: bool) -> Column:
+    if not instant:
+        return F.col(column).cast("string")
+    if not isinstance(kind, T.TimestampType):
+        without = " without a time zone" if isinstance(kind, T.TimestampNTZType) else f" but {kind.simpleString()}"
+        raise ForeignTableError(
+            f"key {column!r} is not a timestamp{without}: it names no instant to match the explaining "
+            "reasons' keys with; write it as a timestamp with a zone (UTC)"
+        )
+    return F.unix_micros(F.col(column))
+
+
+def _explain(gaps: DataFrame, measures: Sequence[str], reasons: GapReasons) -> GapExplanation:
+    """Every differing key judged by ``reasons`` (collected on the driver)."""
+    types = {f.name: f.dataType for f in gaps.schema.fields}
+    for m in measures:
+        for side in ("truth", "stream"):
+            if isinstance(types[f"{side}_{m}"], (T.FloatType, T.DoubleType)):
+                raise ForeignTableError(
+                    f"measure {m!r} is {types[f'{side}_{m}'].simpleString()} in the {side} table: a float cannot "
+                    "equal the exact amounts that explain a gap; cast it to a decimal"
+                )
+    matched = [
+        _matched(c, types[c], c in reasons.instants).alias(f"_match_{i}") for i, c in enumerate(reasons.key_columns)
+    ]
+    rows = gaps.where("_differs").select(*matched, "_key", "status", *[f"gap_{m}" for m in measures]).collect()
+    differing = [
+        DifferingKey(
+            tuple(row[f"_match_{i}"] for i in range(len(matched))),
+            json.loads(row["_key"]),
+            row["status"],
+            {m: row[f"gap_{m}"] for m in measures},
+        )
+        for row in rows
+    ]
+    return explain(differing, reasons, measures)
+
+
 def compute(
     spark: SparkSession,
     truth: ForeignTable,
@@ -143,10 +198,12 @@ def compute(
     *,
     tables: Tables,
     pipeline: str | None = None,
+    reasons: GapReasons | None = None,
     gaps_shown: int = 5,
 ) -> tuple[TableReconciliation, DataFrame]:
     """The run's result and its ``table_recon_diffs`` rows (``ForeignTableError``: inputs that
-    cannot be compared, a duplicated key among them)."""
+    cannot be compared, a duplicated key among them); ``reasons``: what explains a differing key
+    (None: nothing does)."""
     columns = [*keys, *measures]
     repeated = sorted({c for c in columns if columns.count(c) > 1})
     if repeated:
@@ -162,8 +219,17 @@ def compute(
         raise ForeignTableError(f"{side}: {err}") from None
     gaps = _gaps(diff, keys, measures)
     statuses, figures = _figures(gaps, measures)
+    explanation = None if reasons is None else _explain(gaps, measures, reasons)
+    if explanation is not None:
+        figures = [
+            # "0 * figure +": a decimal keeps its column's scale when nothing is left unexplained
+            dataclasses.replace(
+                f, unexplained_abs_delta=0 * f.unexplained_abs_delta + explanation.unexplained_abs_delta[f.measure]
+            )
+            for f in figures
+        ]
     result = TableReconciliation(
-        run_id=run_id(truth, stream, keys, measures, tolerance),
+        run_id=run_id(truth, stream, keys, measures, tolerance, None if reasons is None else reasons.source),
         truth=truth,
         stream=stream,
         keys=tuple(keys),
@@ -175,6 +241,7 @@ def compute(
         figures=tuple(figures),
         largest_gaps=tuple(_largest_gaps(gaps, measures, gaps_shown)),
         pipeline=pipeline,
+        explanation=explanation,
         tables={t.name: str(tables.path(t.name)) for t in (TABLE_RECON_DIFFS, TABLE_RECON_RUNS)},
     )
     rows = gaps.where("_differs").select(

@@ -4,7 +4,9 @@ and its renderings: the text a person reads first and the JSON document.
 Deltas are ``stream - truth``, per key and measure, with a null (or a key absent from a side)
 counted as zero, so ``delta_total == stream_total - truth_total``. Measures keep their type: a
 decimal stays a ``Decimal`` (written as an exact string in JSON), an integer an ``int``. Without
-a pipeline's log to explain them, every key that differs is unexplained.
+reasons to explain them (``reconciliation.gap_reasons``: a declared pipeline's log, say), every key
+that differs is unexplained; with them, the unexplained figures count only the keys no reason
+explains, and ``explained_by`` counts per reason the keys it explains (alone or combined).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from reconciliation.render import grouped, plain, render_text, signed
 
 if TYPE_CHECKING:  # only annotations: rendering needs neither Spark nor delta-rs
     from reconciliation.foreign_tables import ForeignTable
+    from reconciliation.gap_reasons import GapExplanation, KeyVerdict
     from reconciliation.tolerance import Tolerance
 
 __all__ = ["MeasureFigures", "KeyGap", "TableReconciliation", "as_dict", "render_json"]
@@ -67,9 +70,12 @@ class TableReconciliation:
     largest_gaps: tuple[KeyGap, ...]
     pipeline: str | None
     tables: dict[str, str]
+    explanation: GapExplanation | None = None
 
     @property
     def unexplained_keys(self) -> int:
+        if self.explanation is not None:
+            return self.explanation.unexplained_keys
         return sum(n for status, n in self.statuses.items() if status != "match")
 
     def breaches(self, max_unexplained: Decimal) -> list[str]:
@@ -82,7 +88,7 @@ class TableReconciliation:
             if Decimal(str(f.unexplained_abs_delta)) > max_unexplained
         ]
         if not found and max_unexplained == 0 and self.unexplained_keys:
-            found.append(f"{grouped(self.unexplained_keys)} keys differ and none is explained")
+            found.append(f"{grouped(self.unexplained_keys)} keys differ unexplained")
         return found
 
 
@@ -119,7 +125,8 @@ def as_dict(result: TableReconciliation) -> dict:
             "measures": {f.measure: plain(f.unexplained_abs_delta) for f in result.figures},
         },
         "pipeline": result.pipeline,
-        "explained_by": None,
+        "explained_by": None if result.explanation is None else dict(result.explanation.explained_by),
+        "explanation": None if result.explanation is None else _explanation(result.explanation),
         "largest_gaps": [
             {
                 "key": gap.key,
@@ -129,6 +136,24 @@ def as_dict(result: TableReconciliation) -> dict:
             for gap in result.largest_gaps
         ],
         "tables": result.tables,
+    }
+
+
+def _verdict(verdict: KeyVerdict) -> dict:
+    shown = {"key": verdict.key, "status": verdict.status, "delta": plain(verdict.delta)}
+    shown["explained_by"] = list(verdict.reasons)
+    if verdict.candidates:
+        shown["candidates"] = [list(c) for c in verdict.candidates]
+    return shown
+
+
+def _explanation(explanation: GapExplanation) -> dict:
+    return {
+        "source": explanation.source,
+        "explained_keys": explanation.explained_keys,
+        "combined_keys": explanation.combined_keys,
+        "unexplained_keys": explanation.unexplained_keys,
+        "keys": [_verdict(v) for v in explanation.keys],
     }
 
 
@@ -163,15 +188,37 @@ def _render(result: TableReconciliation) -> str:
         for gap in result.largest_gaps:
             deltas = ", ".join(f"{m} {signed(d)}" for m, (_, _, d) in gap.values.items())
             lines.append(f"    {_key(gap.key)} {gap.status}: {deltas}")
+    if result.explanation is not None:
+        lines += _explained_lines(result.explanation)
     unexplained = ", ".join(f"{f.measure} {grouped(f.unexplained_abs_delta)}" for f in result.figures)
     lines.append(f"  unexplained: {grouped(result.unexplained_keys)} keys; sum |delta| {unexplained}")
-    if result.pipeline:
+    if result.explanation is not None:
+        lines += [f"    {_shown(v)}" for v in result.explanation.keys if not v.explained]
+    elif result.pipeline:
         lines.append(
-            f"  explanation from the {result.pipeline} pipeline's log is not available for foreign tables yet: "
-            "every differing key counts as unexplained"
+            f"  the {result.pipeline} pipeline is not declared: only a declared pipeline's log explains the gaps "
+            "of tables the lab did not write; every differing key counts as unexplained"
         )
     lines.append(f"  rows in {', '.join(result.tables)} (run {result.run_id})")
     return "\n".join(lines)
+
+
+def _shown(verdict: KeyVerdict) -> str:
+    deltas = ", ".join(f"{m} {signed(d)}" for m, d in verdict.delta.items())
+    why = " + ".join(verdict.reasons)
+    if verdict.candidates:
+        why = "either " + " or ".join(" + ".join(c) for c in verdict.candidates) + ": ambiguous"
+    return f"{_key(verdict.key)} {verdict.status}: {deltas}" + (f" ({why})" if why else "")
+
+
+def _explained_lines(explanation: GapExplanation) -> list[str]:
+    counts = ", ".join(f"{name.replace('_', ' ')} {grouped(n)}" for name, n in explanation.explained_by.items())
+    combined = f", {grouped(explanation.combined_keys)} by a combination" if explanation.combined_keys else ""
+    return [
+        f"  explained by {explanation.describe}:",
+        f"    {grouped(explanation.explained_keys)} keys{combined}; keys per reason: {counts}",
+        *(f"    {_shown(v)}" for v in explanation.keys if v.explained),
+    ]
 
 
 def _total(value: Number | None) -> str:

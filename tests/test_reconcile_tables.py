@@ -293,12 +293,14 @@ def test_usage_errors_exit_2(lklab_here, tmp_path, args, message):
     assert code == 2 and message in err
 
 
-def test_a_pipeline_is_accepted_but_explains_nothing_yet(inputs, lklab_here):
+def test_a_registered_pipeline_is_named_but_explains_nothing(inputs, lklab_here):
+    """Only a declared pipeline's log explains (tests/test_reconcile_declared_tables.py)."""
     code, out, _ = lklab_here(*tables(*inputs, "--pipeline", "unique_visitors", "--max-unexplained", "10"))
     assert code == 0
-    assert "explanation from the unique_visitors pipeline's log is not available for foreign tables yet" in out
+    assert "the unique_visitors pipeline is not declared: only a declared pipeline's log explains the gaps" in out
     document = json.loads(lklab_here(*tables(*inputs, "--pipeline", "unique_visitors", "--json"))[1])
     assert document["pipeline"] == "unique_visitors" and document["explained_by"] is None
+    assert document["explanation"] is None and document["unexplained"]["keys"] == 3
 
 
 def test_the_statuses_agree_with_datacompy(inputs, lklab_here):

@@ -278,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--stream-table", metavar="PATH", help="the table compared with it: Delta or Parquet")
     tables.add_argument("--keys", help="comma-separated columns naming one row on each side")
     tables.add_argument("--measures", help="comma-separated number columns compared per key")
+    tables.add_argument(
+        "--stream-read-through",
+        type=int,
+        metavar="SEGMENT",
+        help="with --pipeline of a declared pipeline: the last log segment the stream table had read "
+        "(its gaps from later segments are then explained)",
+    )
 
     health = _command(
         sub,

@@ -8,8 +8,16 @@ time settings, a pipeline's own settings) mean nothing here and are refused, nev
 text (or with ``--json`` the JSON document, also written to ``--json-out``) goes to stdout; exit 3
 after an ``UNEXPLAINED GAP`` line on stderr when, for some measure, the sum of ``|delta|`` over
 the keys that differ exceeds ``--max-unexplained`` (at 0, the default: any key that differs).
-``--pipeline`` is accepted and named in the output, but a pipeline's log does not explain a
-foreign table's gaps yet (``explained_by``: null).
+
+``--pipeline NAME`` naming a pipeline declared in the configuration file explains the gaps from
+its log in the lab's lake (``lklab.pipelines.declared.foreign_gaps``, matched by
+``reconciliation.gap_reasons``): ``--keys`` must then be ``window_start``, ``window_end`` and the
+declaration's keys, ``--measures`` ``event_count`` and its measures (any order; exit 2 naming the
+column otherwise), the log must hold a segment, and ``--stream-read-through SEGMENT`` (0 up to the
+log's last segment) says how far the stream had read. A registered pipeline is named in the output
+but explains nothing (its log's events are not the foreign tables' windows): every differing key
+is unexplained and ``explained_by`` is null. ``--stream-read-through`` without a declared pipeline
+is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from lklab.pipelines.contract import Pipeline
 
 __all__ = ["compares_tables", "reconcile_tables"]
 
-_TABLE_FLAGS = ("truth_table", "stream_table", "keys", "measures")
+_TABLE_FLAGS = ("truth_table", "stream_table", "keys", "measures", "stream_read_through")
 _WHY_NOT = {
     "against": "the stream compared is --stream-table",
     "date": "the tables are compared whole",
@@ -104,6 +112,40 @@ def _inputs(args: argparse.Namespace):
     return tables, _columns(args.keys, "--keys"), _columns(args.measures, "--measures"), tolerance, threshold
 
 
+def _declared(args: argparse.Namespace, pipeline: Pipeline, keys, measures):
+    """The declaration ``--pipeline`` names (None: no pipeline given, or a registered one), its
+    columns checked, and the log's last segment (``UsageError``: what does not fit)."""
+    from lklab.cli.pipelines import check_declarations
+
+    declaration = check_declarations(args).get(pipeline.name) if args.pipeline else None
+    if declaration is None:
+        if args.stream_read_through is not None:
+            raise UsageError(
+                "--stream-read-through needs --pipeline NAME of a declared pipeline: the segments are its log's"
+            )
+        return None, 0
+    from lklab.pipelines.declared.foreign_gaps import check_columns
+    from lklab.pipelines.declared.rule import fixed_windows
+    from shared.eventlog import EventLog
+
+    try:
+        fixed_windows(declaration)  # the rule walked over the log runs tumbling and sliding windows
+        check_columns(declaration, keys, measures)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    lake = config_from(args).lake
+    last = EventLog(lake).last_segment()
+    if last == 0:
+        raise UsageError(
+            f"the lake {lake} holds no log: the {declaration.name} pipeline's log explains the gaps; "
+            "append it with lklab ingest"
+        )
+    through = args.stream_read_through
+    if through is not None and not 0 <= through <= last:
+        raise UsageError(f"--stream-read-through {through}: the log has segments 1..{last}; valid: 0..{last}")
+    return declaration, last
+
+
 def reconcile_tables(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """The handler of ``lklab reconcile`` given two tables (the module docstring)."""
     from reconciliation.foreign_tables import ForeignTableError
@@ -113,10 +155,18 @@ def reconcile_tables(args: argparse.Namespace, pipeline: Pipeline) -> int:
     from shared.tables import Tables
 
     (truth, stream), keys, measures, tolerance, threshold = _inputs(args)
+    declaration, last_segment = _declared(args, pipeline, keys, measures)
     config = config_from(args)
     progress(f"reconciling {stream.describe()} against {truth.describe()} on {', '.join(keys)}")
     with spark_for(config, "lklab-reconcile-tables", ForeignTableError) as spark:
         tables = Tables(spark, config.lake, config.table_engine)
+        reasons = None
+        if declaration is not None:
+            from lklab.pipelines.declared.foreign_gaps import gap_reasons, log_lines
+
+            progress(f"reading the {declaration.name} pipeline's log (segments 1..{last_segment}) for the gaps")
+            lines = log_lines(spark, str(config.lake), declaration, last_segment)
+            reasons = gap_reasons(declaration, lines, last_segment, args.stream_read_through)
         result, rows = compute(
             spark,
             truth,
@@ -126,6 +176,7 @@ def reconcile_tables(args: argparse.Namespace, pipeline: Pipeline) -> int:
             tolerance,
             tables=tables,
             pipeline=pipeline.name if args.pipeline else None,
+            reasons=reasons,
         )
         if not commit(tables, result, rows):
             progress(f"run {result.run_id} is already in the lake: nothing written")

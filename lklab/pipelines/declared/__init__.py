@@ -8,5 +8,6 @@ declaration from a sample of lines (``lklab init``). The jobs are built on them:
 (named after the pipeline, shaped by the declaration), ``rule`` (the stream's step in Arrow),
 ``stream`` (its ``StreamRule``), ``truth`` (its ``TruthRule``), ``reconcile`` (its
 ``ReconcileRule``), ``jobs`` and ``pipeline`` (``pipeline_of``: the ``Pipeline`` the command
-line runs). Like every pipeline's package, this one imports no other pipeline's.
+line runs); ``foreign_gaps`` explains from the log the gaps between two tables the lab did not
+write. Like every pipeline's package, this one imports no other pipeline's.
 """
