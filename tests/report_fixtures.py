@@ -79,7 +79,8 @@ def _recon(against: str) -> ReconciliationSummary:
     return ReconciliationSummary(against=against, unexplained_windows=0, unexplained_money={})
 
 
-LATE_MONEY = {"USD": D("30.000001"), "JPY": D("1500")}
+LATE_MONEY = {"USD": D("30.000001"), "JPY": D("1500")}  # |25.000001| + |-5|, 1500: _LATE_ARRIVALS
+LATE_NET = {"USD": D("20.000001"), "JPY": D("1500")}
 FIRST = (D("12.5"), D("70.25"), D("300"))
 
 RESULTS = (
@@ -92,7 +93,7 @@ RESULTS = (
         ),
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("50400"), D("86000"), D("86400")), 1, 0, 950),
         end=_end(40, TRUTH_MONEY),
-        late=LateSummary(3, LATE_MONEY, 0, {}),
+        late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
         costs=(PathCost("speed", 40.5, 60.25), PathCost("batch", 12.0, 8.5), PathCost("reconciliation", 20.25, 22.0)),
         state_rows_max=120,
         reconciliation=_recon("kappa:t-w10s-l0"),
@@ -106,7 +107,7 @@ RESULTS = (
         ),
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("12.5"), D("120"), D("200")), 1, 2, 950),
         end=_end(38, {"USD": D("1970.000001"), "JPY": D("108000")}),
-        late=LateSummary(3, LATE_MONEY, 0, {}),
+        late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
         costs=(PathCost("streaming", 40.5, 60.25), PathCost("replay", 20.125, 15.5)),
         state_rows_max=120,
         reconciliation=_recon("kappa:t-w10s-l0"),
@@ -120,7 +121,7 @@ RESULTS = (
         ),
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("40"), D("3600"), D("3600")), 1, 0, 950),
         end=_end(40, TRUTH_MONEY),
-        late=LateSummary(0, {}, 3, LATE_MONEY),
+        late=LateSummary(0, {}, 3, LATE_MONEY, absorbed_net=LATE_NET),
         costs=(PathCost("streaming", 50.75, 70.0), PathCost("replay", 24.5, 18.0)),
         state_rows_max=900,
         reconciliation=_recon("kappa:t-w10s-l1h"),
@@ -135,7 +136,9 @@ RESULTS = (
             (D("60"), D("130"), D("360")), (D("85.125"), D("98"), D("120")), (D("60"), D("130"), D("400")), 3, 1, 990
         ),
         end=_end(39, {"USD": D("1998.00"), "JPY": D("114000")}),
-        late=LateSummary(2, {"USD": D("0.5"), "JPY": D("300")}, 0, {}),
+        late=LateSummary(
+            2, {"USD": D("0.5"), "JPY": D("300")}, 0, {}, side_output_net={"USD": D("-0.5"), "JPY": D("300")}
+        ),
         costs=(PathCost("streaming", 36.0, 56.0), PathCost("replay", 20.125, 15.25)),
         state_rows_max=130,
         reconciliation=_recon("kappa:t-w1m-l0"),

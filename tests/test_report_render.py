@@ -99,23 +99,21 @@ def test_side_by_side_figures_and_winners(page):
         n("higher"),
         n("Lambda W=10s L=0, Kappa W=10s L=1h"),
     ]
-    # 1970.000001 / 2000 is judged and shown at four places: 98.50%
-    assert rows["money served of truth at the end (USD)"][:5] == [
-        w("100.00%"),
+    # 1970.000001 / 2000 is judged and shown at four places: 98.50%; a net total hides errors
+    # that cancel (the baseline serves 100.00% with 5 windows wrong): it wins no star
+    served = "net money served, share of the truth's net at the end ({}; errors of opposite sign cancel)"
+    assert rows[served.format("USD")] == [
+        n("100.00%"),
         n("98.50%"),
-        w("100.00%"),
+        n("100.00%"),
         n("99.90%"),
-        w("100.00%"),
+        n("100.00%"),
+        n(""),
+        n("not judged"),
     ]
-    assert rows["money served of truth at the end (JPY)"][:5] == [
-        w("100.00%"),
-        n("90.00%"),
-        w("100.00%"),
-        n("95.00%"),
-        w("100.00%"),
-    ]
+    assert rows[served.format("JPY")][:5] == [n("100.00%"), n("90.00%"), n("100.00%"), n("95.00%"), n("100.00%")]
     # the baseline has no side output at all: not zero, not applicable
-    assert rows["late money to side output (USD)"] == [
+    assert rows["late money to side output, absolute (USD)"] == [
         n("30.000001"),
         n("30.000001"),
         w("0.00"),
@@ -124,7 +122,15 @@ def test_side_by_side_figures_and_winners(page):
         n("lower"),
         n("Kappa W=10s L=1h"),
     ]
-    assert rows["late money to side output (JPY)"][:5] == [n("1,500"), n("1,500"), w("0"), n("300"), n("—")]
+    # net: 25.000001 - 5, as the finance audit sums it; no better or worse
+    assert rows["late money to side output, net (USD)"][:5] == [
+        n("20.000001"),
+        n("20.000001"),
+        n("0.00"),
+        n("-0.50"),
+        n("—"),
+    ]
+    assert rows["late money to side output, absolute (JPY)"][:5] == [n("1,500"), n("1,500"), w("0"), n("300"), n("—")]
     assert rows["money wrong at the end (USD)"][:5] == [w("0.00"), n("2.50"), w("0.00"), n("0.001234"), n("10.50")]
     # a three-way tie; a currency absent from the last point counts as zero
     assert rows["money wrong at the end (JPY)"][:5] == [w("0"), n("1,200"), w("0"), w("0"), n("300")]

@@ -135,9 +135,9 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(
             (
                 "correctness",
-                f"money served of truth at the end ({currency})",
+                f"net money served, share of the truth's net at the end ({currency}; errors of opposite sign cancel)",
                 "ratio",
-                "higher",
+                None,
                 lambda r, c=currency: _money_ratio(
                     r.end.served_money.get(c, Decimal(0)), r.end.truth_money.get(c, Decimal(0))
                 ),
@@ -169,10 +169,19 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(
             (
                 "correctness",
-                f"late money to side output ({currency})",
+                f"late money to side output, absolute ({currency})",
                 currency,
                 "lower",
                 lambda r, c=currency: r.late.side_output_money.get(c, Decimal(0)) if r.late else None,
+            )
+        )
+        rows.append(
+            (
+                "correctness",
+                f"late money to side output, net ({currency})",
+                currency,
+                None,
+                lambda r, c=currency: r.late.side_output_net.get(c, Decimal(0)) if r.late else None,
             )
         )
     rows.append(
@@ -182,10 +191,19 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(
             (
                 "correctness",
-                f"late money absorbed ({currency})",
+                f"late money absorbed, absolute ({currency})",
                 currency,
                 None,
                 lambda r, c=currency: r.late.absorbed_money.get(c, Decimal(0)) if r.late else None,
+            )
+        )
+        rows.append(
+            (
+                "correctness",
+                f"late money absorbed, net ({currency})",
+                currency,
+                None,
+                lambda r, c=currency: r.late.absorbed_net.get(c, Decimal(0)) if r.late else None,
             )
         )
     unexplained = lambda r: r.reconciliation.unexplained_money if r.reconciliation else {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
@@ -124,7 +124,9 @@ class ErrorPoint:
 
 @dataclass(frozen=True)
 class LateSummary:
-    """Late events and their gross money (sum of ``|amount|``, per currency); distinct events.
+    """Late events, distinct, and their money per currency: absolute (``..._money``: the sum of
+    ``|amount|``, how much money arrived late whatever its sign) and net (``..._net``: the signed
+    sum, what it does to the totals; the finance audit's figure).
 
     ``side_output``: behind the watermark beyond the allowed lateness, written to
     ``late_events`` and left out of the stream's windows. ``absorbed``: late updates the stream
@@ -135,10 +137,14 @@ class LateSummary:
     side_output_money: Mapping[str, Decimal]
     absorbed_events: int
     absorbed_money: Mapping[str, Decimal]
+    side_output_net: Mapping[str, Decimal] = field(default_factory=dict)
+    absorbed_net: Mapping[str, Decimal] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        freeze(self, "side_output_money", check_per_currency(self.side_output_money, "side_output_money"))
-        freeze(self, "absorbed_money", check_per_currency(self.absorbed_money, "absorbed_money"))
+        for name in ("side_output_money", "absorbed_money"):
+            freeze(self, name, check_per_currency(getattr(self, name), name))
+        for name in ("side_output_net", "absorbed_net"):
+            freeze(self, name, {c: Decimal(v) for c, v in getattr(self, name).items()})
 
 
 @dataclass(frozen=True)

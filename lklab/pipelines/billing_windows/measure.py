@@ -361,13 +361,22 @@ def late_rows(rows: pa.Table, configuration: str, disposition: str) -> list[Late
 
 
 def late_summary(side_output: Sequence[LateBillingEvent], absorbed: Sequence[LateBillingEvent]) -> LateSummary:
-    """Distinct events of each kind and the sum of their ``|amount|`` per currency."""
+    """Distinct events of each kind and their money per currency, absolute and net."""
 
-    def gross(events: Sequence[LateBillingEvent]) -> tuple[int, dict[str, Decimal]]:
-        distinct = {e.event_id: e for e in events}
+    def totals(events: Sequence[LateBillingEvent], of) -> dict[str, Decimal]:
         money: dict[str, Decimal] = {}
-        for event in distinct.values():
-            money[event.currency] = money.get(event.currency, Decimal(0)) + abs(event.amount)
-        return len(distinct), money
+        for event in {e.event_id: e for e in events}.values():
+            money[event.currency] = money.get(event.currency, Decimal(0)) + of(event.amount)
+        return money
 
-    return LateSummary(*gross(side_output), *gross(absorbed))
+    def distinct(events: Sequence[LateBillingEvent]) -> int:
+        return len({e.event_id for e in events})
+
+    return LateSummary(
+        distinct(side_output),
+        totals(side_output, abs),
+        distinct(absorbed),
+        totals(absorbed, abs),
+        side_output_net=totals(side_output, lambda amount: amount),
+        absorbed_net=totals(absorbed, lambda amount: amount),
+    )
