@@ -194,14 +194,6 @@ def test_the_step_is_the_same_whatever_the_cut(cuts):
     }
 
 
-def test_session_windows_are_refused_with_the_kinds_that_run():
-    from lklab.pipelines.declared.pipeline import pipeline_of
-
-    session = DECLARATION.replace('window-size = "5m"', 'window-kind = "session"\nsession-gap = "5m"')
-    with pytest.raises(ValueError, match="window-kind must be tumbling or sliding, not session"):
-        pipeline_of(declarations(tomllib.loads(session))["meter_kwh"])
-
-
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "meters"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "bring-your-own-events.md"
 

@@ -70,11 +70,7 @@ def _tables(d: Declaration) -> dict:
 
 
 def pipeline_of(d: Declaration) -> Pipeline:
-    """The ``Pipeline`` of the pipeline ``d`` declares (``ValueError`` for session windows: its
-    jobs run tumbling and sliding windows)."""
-    from lklab.pipelines.declared.rule import fixed_windows
-
-    fixed_windows(d)
+    """The ``Pipeline`` of the pipeline ``d`` declares."""
     return Pipeline(
         name=d.name,
         computes=_computes(d),
