@@ -32,14 +32,15 @@ from lklab.truth_runner import TruthOutput, TruthRule
 from shared.config import LabConfig
 from shared.dedup import parsed_counts
 
-__all__ = ["DeclaredTruth", "batch_app_of"]
+__all__ = ["DeclaredTruth", "batch_app_of", "spark_type"]
 
 
 def batch_app_of(d: Declaration) -> str:
     return f"{d.name}-batch"
 
 
-def _spark_type(measure) -> str:
+def spark_type(measure) -> str:
+    """A measure's sum as a Spark SQL type: ``bigint`` for a long, ``decimal(38, s)`` for a decimal."""
     kind = sum_type(measure)
     return "bigint" if measure.type == "long" else f"decimal({kind.precision},{kind.scale})"
 
@@ -97,7 +98,7 @@ class DeclaredTruth(TruthRule):
             F.struct(*(F.first(c).over(in_log_order) for c in payload)).alias("first_payload"),
         ).persist()
         firsts = ranked.where("copy = 1")
-        sums = [F.sum(m.name).cast(_spark_type(m)).alias(m.name) for m in d.measures]
+        sums = [F.sum(m.name).cast(spark_type(m)).alias(m.name) for m in d.measures]
         truth = d.window.pick(fixed=_fixed_windows, merging=_sessions)(d, firsts, sums)
         duplicates = ranked.where("copy > 1").withColumn(
             "payload_conflict", F.struct(*payload) != F.col("first_payload")
