@@ -23,9 +23,8 @@ from lklab.pipelines.declared.declaration import declarations
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.rule import DeclaredState, declared_step, state_from_table, state_table
 from lklab.pipelines.declared.tables import tables_of
-from shared.tables import Tables
 from tests.conftest import cli_in_this_process
-from tests.test_declared_jobs import late_rows, raw, reading, window_rows
+from tests.test_declared_jobs import late_rows, measures_conserved, raw, read, reading, replay_is_live, window_rows
 
 DECLARATION = """
 [pipelines.meter_sessions]
@@ -234,10 +233,6 @@ def lab(spark, tmp_path_factory):
     return lake, codes, printed
 
 
-def read(spark, lake, name) -> pa.Table:
-    return Tables(spark, lake, "deltalake").read_arrow(name)
-
-
 def test_every_job_runs_and_every_line_is_in_one_place(lab):
     _, codes, printed = lab
     assert codes == dict.fromkeys(codes, 0), printed
@@ -260,21 +255,11 @@ def test_the_truth_is_sparks_sessions_and_the_stream_its_own(spark, lab):
 
 
 def test_every_measure_is_conserved(spark, lab):
-    lake = lab[0]
-    t = tables_of(declaration())
-    truth, stream, late = (read(spark, lake, name).to_pylist() for name in (t.truth.name, t.windows.name, t.late.name))
-    for measure in ("kwh", "pulses"):
-        assert sum(r[measure] for r in truth) == sum(r[measure] for r in stream) + sum(r[measure] for r in late)
-    assert sum(r["event_count"] for r in truth) == sum(r["event_count"] for r in stream) + len(late) == 11
+    assert measures_conserved(spark, lab[0], declaration()) == 11
 
 
 def test_the_replay_is_the_live_run(spark, lab):
-    lake = lab[0]
-    for table in tables_of(declaration()).stream:
-        live, replayed = read(spark, lake, table.name), read(spark, lake, table.at("kappa/again/"))
-        columns = live.schema.names
-        order = [(c, "ascending") for c in columns if c not in ("watermark_lag_seconds",)]
-        assert replayed.select(columns).sort_by(order).equals(live.sort_by(order)), table.name
+    replay_is_live(spark, lab[0], declaration())
 
 
 def test_the_reconcile_explains_the_sessions_a_late_reading_would_have_merged(lab):
