@@ -7,10 +7,10 @@ one in force after it (``_w_after``, see ``shared.clock``), and the windows held
   *late* when ``_w >= window_end + allowed_lateness``: the side output gets it. Otherwise it
   counts; when ``_w >= window_end`` it is a *late update* of a window already final. No pair's
   decision depends on another's, so the totals are sums of the pairs that count.
-* **Sessions** (per ``account_id, currency``), line by line: an event that overlaps a held
-  session joins it (merging every session it bridges) even if its own would-be session
-  ``[t, t + gap)`` has closed; otherwise it is late when ``_w >= t + gap + allowed_lateness``,
-  else it opens a session. A session is held while ``_w < window_end + allowed_lateness``; one
+* **Sessions** (per ``account_id, currency``), line by line (``shared.session_join``): an
+  event that overlaps a held session joins it (merging every session it bridges) even if its
+  own would-be session ``[t, t + gap)`` has closed; otherwise it is late when
+  ``_w >= t + gap + allowed_lateness``, else it opens a session. A session is held while ``_w < window_end + allowed_lateness``; one
   no longer held is final and keeps its row, and a later event cannot join it.
 
 A window is ``final`` once the watermark after a line has reached its end. ``window_step``
@@ -41,6 +41,7 @@ from shared.aggregation import (
 from shared.clock import NO_TIME, Advances
 from shared.events import EVENT_COLUMNS, EVENT_SCHEMA, UTC_MICROS
 from shared.money import from_micros, running_sums, to_micros
+from shared.session_join import join_session
 from shared.watermark import (
     LATENESS_TYPE,
     is_final,
@@ -517,18 +518,17 @@ class _Sessions:
         times, money = micros(events["event_time"]), to_micros(events["amount"])
         keys = list(zip(events["account_id"].to_pylist(), events["currency"].to_pylist()))
         for i, key in enumerate(keys):
-            t, w = int(times[i]), int(mark[i])
-            candidates = active.get(key, [])
-            if w != NO_TIME:  # the watermark never goes back: a session no longer held never is again
-                candidates = active[key] = [s for s in candidates if w < s.end + lateness]
-            touching = [s for s in candidates if t < s.end and t + gap > s.start]
-            if not touching and w != NO_TIME and w >= t + gap + lateness:
+            # the watermark never goes back: a session no longer held never is again
+            joined = join_session(active.get(key, []), int(times[i]), int(mark[i]), gap, lateness)
+            if joined.late:
+                active[key] = joined.held
                 late[i] = True
                 continue
+            touching = joined.touching
             merged = _Version(
                 key=key,
-                start=min([t, *(s.start for s in touching)]),
-                end=max([t + gap, *(s.end for s in touching)]),
+                start=joined.start,
+                end=joined.end,
                 count=1 + sum(s.count for s in touching),
                 micros=int(money[i]) + sum(s.micros for s in touching),
                 batch=int(batch[i]),
@@ -538,7 +538,7 @@ class _Sessions:
             )
             for old in touching:
                 old.replaced = int(line[i])
-            active[key] = [s for s in candidates if s.replaced == NO_TIME] + [merged]
+            active[key] = [*joined.apart, merged]
             versions.append(merged)
         return self._result(events, late, versions)
 

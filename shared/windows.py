@@ -27,7 +27,7 @@ What differs between the kinds lives on the kinds, so no other module asks which
 * ``late_windows(late)``: the windows a side-output row adds its event to when it is folded
   back in. A fixed window's late row names its window; a session's late event forms its own
   session ``[t, t + gap)``, one per line, to be merged with the ones it touches.
-* ``merged(rows)``: window rows of a key relabelled with the bounds of the window they end up
+* ``merged(rows, keys)``: window rows of a key relabelled with the bounds of the window they end up
   in (fixed windows: unchanged; sessions: overlapping intervals merged into one).
 * ``require_fixed(why)``: the window itself, or a ``ValueError`` for sessions (a rule that only
   has meaning per fixed window says ``why``).
@@ -38,7 +38,7 @@ What differs between the kinds lives on the kinds, so no other module asks which
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -119,7 +119,7 @@ class _FixedWindows:
         """Side-output rows, one per (event, window): the windows are the ones they name."""
         return late
 
-    def merged(self, rows: DataFrame) -> DataFrame:
+    def merged(self, rows: DataFrame, keys: Sequence[str] = KEY_COLUMNS) -> DataFrame:
         """Fixed windows never merge: ``rows`` as they are."""
         return rows
 
@@ -236,13 +236,13 @@ class SessionWindows:
             }
         )
 
-    def merged(self, rows: DataFrame) -> DataFrame:
-        """Per key, rows whose ``[window_start, window_end)`` overlap (directly or through others)
-        get the bounds of their union: the session they form together."""
-        ordered = Window.partitionBy(*KEY_COLUMNS).orderBy("window_start", "window_end")
+    def merged(self, rows: DataFrame, keys: Sequence[str] = KEY_COLUMNS) -> DataFrame:
+        """Per key (the columns ``keys``), rows whose ``[window_start, window_end)`` overlap
+        (directly or through others) get the bounds of their union: the session they form together."""
+        ordered = Window.partitionBy(*keys).orderBy("window_start", "window_end")
         reach = F.max(F.unix_micros("window_end")).over(ordered.rowsBetween(Window.unboundedPreceding, -1))
         starts = (reach.isNull() | (F.unix_micros("window_start") >= reach)).cast("long")
-        session = Window.partitionBy(*KEY_COLUMNS, "_session")
+        session = Window.partitionBy(*keys, "_session")
         return (
             rows.withColumn("_session", F.sum(starts).over(ordered))
             .withColumns(

@@ -181,3 +181,17 @@ def test_a_wrong_window_is_named_by_what_is_wrong_with_it(served, truth, kind):
     from lklab.pipelines.declared.comparison import wrong_kind
 
     assert wrong_kind((), served, truth) == kind
+
+
+def test_compare_on_session_windows_is_refused_before_spark_starts(tmp_path, capsys):
+    declaration = (
+        (EXAMPLE / "meters.toml")
+        .read_text()
+        .replace('window-size = "5m"', 'window-kind = "session"\nsession-gap = "5m"')
+    )
+    (tmp_path / "meters.toml").write_text(declaration)
+    with in_folder(tmp_path):
+        assert lklab("compare", *CONFIG)[0] == 2
+    assert (
+        "[pipelines.meter_kwh] window-kind: lklab compare runs tumbling and sliding windows" in capsys.readouterr().err
+    )

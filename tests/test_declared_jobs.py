@@ -194,14 +194,6 @@ def test_the_step_is_the_same_whatever_the_cut(cuts):
     }
 
 
-def test_session_windows_are_refused_with_the_kinds_that_run():
-    from lklab.pipelines.declared.pipeline import pipeline_of
-
-    session = DECLARATION.replace('window-size = "5m"', 'window-kind = "session"\nsession-gap = "5m"')
-    with pytest.raises(ValueError, match="window-kind must be tumbling or sliding, not session"):
-        pipeline_of(declarations(tomllib.loads(session))["meter_kwh"])
-
-
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "meters"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "bring-your-own-events.md"
 
@@ -301,26 +293,37 @@ def test_truth_stream_and_late_rows(spark, lab):
     assert [(r["segment"], r["line_number"]) for r in batch_dead] == [(2, 3)]
 
 
-def test_every_measure_is_conserved(spark, lab):
-    lake = lab[0]
-    t = tables_of(declaration())
+def measures_conserved(spark, lake, d) -> int:
+    """Every measure's total over the truth is the stream's plus the late rows', and every
+    micro-batch's lines are each in one place; the truth's event count."""
+    t = tables_of(d)
     truth, stream, late = (read(spark, lake, name).to_pylist() for name in (t.truth.name, t.windows.name, t.late.name))
-    for measure in ("kwh", "pulses"):
+    for measure in (m.name for m in d.measures):
         assert sum(r[measure] for r in truth) == sum(r[measure] for r in stream) + sum(r[measure] for r in late)
-    assert sum(r["event_count"] for r in truth) == sum(r["event_count"] for r in stream) + len(late) == 17
+    events = sum(r["event_count"] for r in truth)
+    assert events == sum(r["event_count"] for r in stream) + len(late)
     metrics = sorted(read(spark, lake, t.stream_metrics.name).to_pylist(), key=lambda m: m["batch_id"])
     assert [m["batch_id"] for m in metrics] == [0, 1, 2, 3]
     parts = ("events", "late_events", "duplicates", "dead_letters", "heartbeats")
     assert all(m["input_lines"] == sum(m[p] for p in parts) for m in metrics)
+    return events
 
 
-def test_the_replay_is_the_live_run(spark, lab):
-    lake = lab[0]
-    for table in tables_of(declaration()).stream:
+def replay_is_live(spark, lake, d) -> None:
+    """The replay ``again``'s stream tables hold the live run's rows."""
+    for table in tables_of(d).stream:
         live, replayed = read(spark, lake, table.name), read(spark, lake, table.at("kappa/again/"))
         columns = live.schema.names
         order = [(c, "ascending") for c in columns if c not in ("watermark_lag_seconds",)]
         assert replayed.select(columns).sort_by(order).equals(live.sort_by(order)), table.name
+
+
+def test_every_measure_is_conserved(spark, lab):
+    assert measures_conserved(spark, lab[0], declaration()) == 17
+
+
+def test_the_replay_is_the_live_run(spark, lab):
+    replay_is_live(spark, lab[0], declaration())
 
 
 def test_the_reconcile_explains_the_gap_by_the_late_events(lab):

@@ -124,12 +124,12 @@ def _declared(args: argparse.Namespace, pipeline: Pipeline, keys, measures):
                 "--stream-read-through needs --pipeline NAME of a declared pipeline: the segments are its log's"
             )
         return None, 0
-    from lklab.pipelines.declared.foreign_gaps import check_columns
-    from lklab.pipelines.declared.rule import fixed_windows
+    from lklab.pipelines.declared.foreign_gaps import EXPLAINING, check_columns
+    from lklab.pipelines.declared.window_counts import fixed_windows
     from shared.eventlog import EventLog
 
     try:
-        fixed_windows(declaration)  # the rule walked over the log runs tumbling and sliding windows
+        fixed_windows(declaration, EXPLAINING)
         check_columns(declaration, keys, measures)
     except ValueError as err:
         raise UsageError(str(err)) from None

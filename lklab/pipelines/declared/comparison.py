@@ -40,10 +40,11 @@ from lklab.pipeline_assessment import MeasuredStream, Outputs, assessed_report, 
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.reconcile import reconcile_declared
-from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, window_starts
+from lklab.pipelines.declared.rule import DeclaredState, declared_step
 from lklab.pipelines.declared.stream import config_of, stream_rule
 from lklab.pipelines.declared.tables import tables_of
 from lklab.pipelines.declared.truth import DeclaredTruth
+from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
 from lklab.replay_runner import replay_on_executors
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
@@ -60,6 +61,7 @@ __all__ = ["at_setting", "wrong_kind", "ParsedLog", "run_declared_comparison"]
 
 Progress = Callable[[str], None]
 _KINDS = ("windows",)
+_COMPARE = "lklab compare"
 
 
 def at_setting(d: Declaration, config: LabConfig) -> Declaration:
@@ -129,7 +131,7 @@ class ParsedLog:
 
 def _served(d: Declaration, log: ParsedLog, duplicates: pa.Table, late: pa.Table) -> dict[tuple, tuple]:
     """Per window key, the value served after each line that changed it (module docstring)."""
-    window = fixed_windows(d)
+    window = fixed_windows(d, _COMPARE)
     resent = set(zip(duplicates["segment"].to_pylist(), duplicates["line_number"].to_pylist()))
     missed = set(
         zip(late["segment"].to_pylist(), late["line_number"].to_pylist(), micros(late["window_start"]).tolist())
@@ -238,7 +240,7 @@ def run_declared_comparison(
     progress: Progress = lambda _: None,
 ) -> PipelineReport:
     """Run every configuration of ``plan`` over ``config.lake``'s log of the pipeline ``d`` declares."""
-    fixed_windows(d)
+    fixed_windows(d, _COMPARE)
     config = config_of(d, config)
     on = comparison_runs.Comparing.start(
         spark, config, plan, f"append your lines with 'lklab ingest --pipeline {d.name} FILE...' first"

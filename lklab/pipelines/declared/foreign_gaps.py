@@ -50,13 +50,16 @@ import pyarrow.compute as pc
 
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
-from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, window_starts
+from lklab.pipelines.declared.rule import DeclaredState, declared_step
 from lklab.pipelines.declared.stream import settings_of
+from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
 from reconciliation.gap_reasons import EXTRA, MISSING, GapReason, GapReasons
 from shared.durations import format_duration
 from shared.log_clock import by_line
 
-__all__ = ["REASONS", "key_columns", "measure_columns", "check_columns", "log_lines", "gap_reasons"]
+__all__ = ["EXPLAINING", "REASONS", "key_columns", "measure_columns", "check_columns", "log_lines", "gap_reasons"]
+
+EXPLAINING = "explaining foreign tables from the log"  # the walk over the log runs fixed windows
 
 # name: (direction, how the text names it), in the order they are tried and reported
 REASONS = {
@@ -127,7 +130,7 @@ class _Amounts(dict):
             totals[m.name] += event[m.name]
 
     def add_to_windows(self, events: Iterable[dict]) -> _Amounts:
-        window = fixed_windows(self.d)
+        window = fixed_windows(self.d, EXPLAINING)
         for event in events:
             for start in window_starts(window, event["event_time"]):
                 self.add((start, start + window.size, *(event[k] for k in self.d.keys)), event)
@@ -169,7 +172,7 @@ def gap_reasons(d: Declaration, raw: pa.Table, last_segment: int, read_through: 
     """The four reasons' amounts (the module docstring) from ``raw``, the log's lines
     (``log_lines``) through ``last_segment``; ``read_through``: the stream's last segment (None:
     the whole log)."""
-    fixed_windows(d)
+    fixed_windows(d, EXPLAINING)
     through = last_segment if read_through is None else read_through
     raw = by_line(raw)
     parsed = parse_declared_lines(d, raw)

@@ -55,6 +55,12 @@ def _compare(d: Declaration, spark, config, plan, sweeps, source, progress):
     return run_declared_comparison(d, spark, config, plan, source=source, progress=progress)
 
 
+def _check_compare(d: Declaration, config) -> None:
+    from lklab.pipelines.declared.window_counts import fixed_windows
+
+    fixed_windows(d, "lklab compare")
+
+
 def _sweep(d: Declaration) -> tuple[str, str]:
     """The declaration's watermark delay; no allowed lateness, then the declaration's (or one window's length)."""
     lateness = d.allowed_lateness or getattr(d.window, "size", 0)
@@ -94,11 +100,7 @@ def _tables(d: Declaration) -> dict:
 
 
 def pipeline_of(d: Declaration) -> Pipeline:
-    """The ``Pipeline`` of the pipeline ``d`` declares (``ValueError`` for session windows: its
-    jobs run tumbling and sliding windows)."""
-    from lklab.pipelines.declared.rule import fixed_windows
-
-    fixed_windows(d)
+    """The ``Pipeline`` of the pipeline ``d`` declares."""
     edit = f"a declared pipeline's windows and stream settings are its declaration's: edit [{SECTIONS}.{d.name}]"
     return Pipeline(
         name=d.name,
@@ -109,7 +111,10 @@ def pipeline_of(d: Declaration) -> Pipeline:
             Inapplicable(SWEPT_FLAGS, _NOT_SWEPT, f"{edit} ('lklab compare' sweeps them)", environment=True),
         ),
         compare=Comparison(
-            run=partial(_compare, d), sweep=_sweep(d), writes_log=f"'lklab ingest --pipeline {d.name} FILE...'"
+            run=partial(_compare, d),
+            check=partial(_check_compare, d),
+            sweep=_sweep(d),
+            writes_log=f"'lklab ingest --pipeline {d.name} FILE...'",
         ),
         jobs=partial(_jobs, d),
         stream=partial(_stream, d),

@@ -11,25 +11,27 @@
    ``remembered_from >= W - dedup_horizon`` is a duplicate (``payload_conflict`` when its keys,
    measures or event time differ from the first copy's); ``remembered_from`` is the later of
    the first copy's event time and its ``W``. An id forgotten past the horizon counts again;
-3. **windows** (``shared.windows``, tumbling or sliding, ``[start, start + size)`` on the
-   epoch): each (event, window) pair is **late** when ``W >= window_end + allowed_lateness``
-   and goes to the side output, one row per window it missed, with ``W``; otherwise the window
-   of the event's keys counts it and adds each measure exactly;
-4. **the state** keeps the windows that can still change (a window leaves it once ``W*`` after
-   the micro-batch reaches its end plus the allowed lateness: every later event for it is late)
-   and the ids still remembered.
+3. **windows** (``window_counts``): tumbling or sliding, each (event, window) pair is
+   **late** when ``W >= window_end + allowed_lateness``; sessions per the declared keys, the
+   event joins (and merges) the held sessions its would-be session ``[t, t + gap)`` overlaps,
+   else it is late when ``W >= t + gap + allowed_lateness``, else it opens one. A late pair
+   goes to the side output with ``W``; otherwise the window of the event's keys counts it and
+   adds each measure exactly. The micro-batch's window rows are the windows it changed, and for
+   sessions a deleting row (``_delete``) for each session merged into another;
+4. **the state** keeps the windows that can still change (a window or session leaves it once
+   ``W*`` after the micro-batch reaches its end plus the allowed lateness: every later event for
+   it is late, or opens a session of its own) and the ids still remembered.
 
 Every line lands in exactly one place: an event counted in a window (``events``), an event no
 window took (``late_events``), a duplicate, a dead letter or a heartbeat. Every decision
 depends on the lines and the state alone, and the state after a line does not depend on where
 the micro-batches were cut: the live stream, a restart and the replay's walk write the same
-rows. Session windows are not run (``require_fixed``).
+rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -42,20 +44,18 @@ from lklab.pipelines.declared.tables import (
     late_schema,
     metrics_schema,
     state_schema,
-    window_schema,
+    window_row,
 )
+from lklab.pipelines.declared.window_counts import window_counts
 from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys
 from shared.log_clock import by_line, event_times, micros_or_unknown
 from shared.micro_batch import StepRows
 from shared.speed import DEAD_LETTER_SCHEMA
-from shared.windows import FixedWindows
 
 __all__ = [
     "DeclaredState",
     "DeclaredBatch",
     "declared_step",
-    "fixed_windows",
-    "window_starts",
     "state_table",
     "state_from_table",
 ]
@@ -63,21 +63,9 @@ __all__ = [
 _CLOCK = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 
 
-def fixed_windows(d: Declaration) -> FixedWindows:
-    """The declaration's windows, or ``ValueError`` naming the kinds a declared pipeline runs."""
-    return d.window.require_fixed(f"[pipelines.{d.name}] window-kind: a declared pipeline's jobs run fixed windows")
-
-
-def window_starts(window: FixedWindows, event_time: int) -> list[int]:
-    """The starts of the windows holding ``event_time`` (microseconds), earliest first."""
-    latest = event_time - event_time % window.step
-    starts = (latest - back * window.step for back in range(window.windows_per_event))
-    return sorted(start for start in starts if event_time < start + window.size)
-
-
 @dataclass
 class DeclaredState:
-    """``windows``: (start, end, *keys) -> [event count, *sums] of the windows still open;
+    """``windows``: (start, end, *keys) -> [event count, *sums] of the windows (or sessions) still open;
     ``seen``: event id -> (remembered_from, segment, line_number, payload) of its first copy;
     ``clock``: the log's clock after the last line."""
 
@@ -102,14 +90,9 @@ class DeclaredBatch(StepRows[DeclaredState]):
         return {**{k: v for k, v in row.items() if k != "batch_id"}, "watermark": watermark and watermark.isoformat()}
 
 
-def _zero(measure) -> int | Decimal:
-    return 0 if measure.type == "long" else Decimal(0)
-
-
 def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch_id: int) -> DeclaredBatch:
     """Micro-batch ``batch_id``'s parsed lines (``parse.parsed_schema_of(d)``) against ``before``
     (left unchanged): the module docstring."""
-    window = fixed_windows(d)
     settings = ClockSettings(d.watermark_delay, d.watermark_interval)
     parsed = by_line(parsed)
     keys = line_keys(
@@ -118,8 +101,9 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
     run = advance(before.clock, settings, keys, micros_or_unknown(parsed["ingest_time"]), event_times(parsed))
     times = micros_or_unknown(parsed["event_time"])
     state = DeclaredState(run.state, dict(before.seen), {k: list(v) for k, v in before.windows.items()})
+    windows = window_counts(d, state.windows)
     measures = [m.name for m in d.measures]
-    late, duplicates, dead_letters, changed = [], [], [], set()
+    late, duplicates, dead_letters = [], [], []
     counts = dict.fromkeys(METRIC_COUNTS, 0)
     counts["input_lines"] = parsed.num_rows
     for i, line in enumerate(parsed.to_pylist()):
@@ -144,23 +128,14 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
             )
             continue
         state.seen[line["event_id"]] = (max(event_time, mark), line["segment"], line["line_number"], payload)
-        counted = False
-        for start in window_starts(window, event_time):
-            end = start + window.size
-            if mark != NO_TIME and mark >= end + d.allowed_lateness:
-                late.append({**line, "window_start": start, "window_end": end, "watermark": mark, "batch_id": batch_id})
-                continue
-            key = (start, end, *(line[k] for k in d.keys))
-            totals = state.windows.setdefault(key, [0, *(_zero(m) for m in d.measures)])
-            totals[0] += 1
-            for j, name in enumerate(measures, start=1):
-                totals[j] += line[name]
-            changed.add(key)
-            counted = True
+        missed, counted = windows.count(line, event_time, mark)
+        for start, end in missed:
+            late.append({**line, "window_start": start, "window_end": end, "watermark": mark, "batch_id": batch_id})
         counts["events" if counted else "late_events"] += 1
     counts["duplicates"], counts["dead_letters"] = len(duplicates), len(dead_letters)
     after = int(run.watermark_after[-1]) if parsed.num_rows else _known(before.clock.watermark_after(settings))
-    changes = [_window_row(d, key, state.windows[key]) for key in sorted(changed)]
+    changes = windows.changes()
+    state.windows = windows.held()
     if after != NO_TIME:  # what can no longer change leaves the state
         state.windows = {k: v for k, v in state.windows.items() if after < k[1] + d.allowed_lateness}
         state.seen = {k: v for k, v in state.seen.items() if v[0] >= after - d.dedup_horizon}
@@ -174,7 +149,7 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
         "watermark_lag_seconds": None if NO_TIME in (after, processing) else (processing - after) / 1e6,
     }
     return DeclaredBatch(
-        windows=pa.Table.from_pylist(changes, window_schema(d)),
+        windows=changes,
         late=pa.Table.from_pylist(late, late_schema(d)),
         duplicates=pa.Table.from_pylist(duplicates, duplicate_schema(d)),
         dead_letters=pa.Table.from_pylist(dead_letters, DEAD_LETTER_SCHEMA),
@@ -187,20 +162,9 @@ def _known(value: int | None) -> int:
     return NO_TIME if value is None else int(value)
 
 
-def _window_row(d: Declaration, key: tuple, totals: list) -> dict:
-    start, end, *keys = key
-    return {
-        "window_start": start,
-        "window_end": end,
-        **dict(zip(d.keys, keys)),
-        "event_count": totals[0],
-        **{m.name: total for m, total in zip(d.measures, totals[1:])},
-    }
-
-
 def state_table(d: Declaration, state: DeclaredState) -> pa.Table:
     """The state as ``tables.state_schema(d)`` rows."""
-    windows = [{"kind": "window", **_window_row(d, key, totals)} for key, totals in sorted(state.windows.items())]
+    windows = [{"kind": "window", **window_row(d, key, totals)} for key, totals in sorted(state.windows.items())]
     seen = []
     for event_id, (since, segment, line_number, payload) in sorted(state.seen.items()):
         *values, event_time = payload

@@ -3,8 +3,8 @@
 ``stream_rule(d)`` is the ``StreamRule``: lines collected raw and parsed in Arrow by the
 declaration (``parse.parse_declared_lines``), ``rule.declared_step`` against the state carried
 from the micro-batch before, and the sink's layout: the dead letters, duplicates and late rows
-appended, the windows merged by ``(window_start, window_end, keys)``, the metrics, then the
-state (the commit point). Every callable is a ``functools.partial`` of a module-level function
+appended, the windows merged by ``(window_start, window_end, keys)`` (a session merged into
+another deleted), the metrics, then the state (the commit point). Every callable is a ``functools.partial`` of a module-level function
 over the ``Declaration`` (a frozen value), so the rule pickles: the replay ships it to the
 executor that walks the log.
 
@@ -25,7 +25,7 @@ import pyarrow as pa
 from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
-from lklab.pipelines.declared.rule import DeclaredState, declared_step, fixed_windows, state_from_table, state_table
+from lklab.pipelines.declared.rule import DeclaredState, declared_step, state_from_table, state_table
 from lklab.pipelines.declared.tables import tables_of
 from lklab.stream_sink import stream_layout
 from shared.config import LabConfig
@@ -114,8 +114,7 @@ def _table_settings(d: Declaration, config: LabConfig) -> dict[str, str]:
 
 
 def stream_rule(d: Declaration) -> StreamRule:
-    """The ``StreamRule`` of the pipeline ``d`` declares (``ValueError`` for session windows)."""
-    fixed_windows(d)
+    """The ``StreamRule`` of the pipeline ``d`` declares."""
     t = tables_of(d)
     window_keys = ("window_start", "window_end", *d.keys)
     return StreamRule(

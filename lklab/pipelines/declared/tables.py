@@ -7,15 +7,18 @@ declaration (its keys and measures) instead of imported from a module. For a pip
 ``NAME_windows``               the stream's windows, merged by (``window_start``,
                                ``window_end``, keys): ``event_count`` and one exact sum per
                                measure under its own name (a decimal's as ``decimal(38, s)``,
-                               a long's as ``int64``)
-``NAME_late``                  the stream's side output: one row per (event, window) it missed,
-                               the event's keys and measures, the window and the ``watermark``
-                               it was judged by
+                               a long's as ``int64``); a session merged into a larger one is
+                               deleted, so the table holds the stream's sessions as they are
+``NAME_late``                  the stream's side output: one row per (event, window) it missed
+                               (a session event: one row, the session ``[t, t + gap)`` it would
+                               have formed), the event's keys and measures, the window and the
+                               ``watermark`` it was judged by
 ``NAME_duplicates``            later copies of an event id, with the raw line and where its
                                first copy is
 ``NAME_dead_letter``           lines the declaration refuses (the raw line, the reason)
 ``NAME_stream_metrics``        one row per micro-batch (``lklab health`` reads it)
-``NAME_stream_state``          the open windows, the ids remembered and the log's clock
+``NAME_stream_state``          the open windows (or held sessions), the ids remembered and the
+                               log's clock
 ``NAME_truth``                 the batch truth: the windows' rows over the whole log
 ``NAME_batch_duplicates``      the batch's later copies
 ``NAME_batch_dead_letter``     the batch's dead letters
@@ -25,6 +28,7 @@ declaration (its keys and measures) instead of imported from a module. For a pip
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import pyarrow as pa
 
@@ -40,6 +44,9 @@ __all__ = [
     "DeclaredTables",
     "tables_of",
     "window_schema",
+    "window_change_schema",
+    "window_row",
+    "empty_totals",
     "late_schema",
     "duplicate_schema",
     "metrics_schema",
@@ -84,6 +91,30 @@ def window_schema(d: Declaration) -> pa.Schema:
     """One row per window and keys: its bounds, the keys, ``event_count`` and each measure's exact sum."""
     sums = [pa.field(m.name, sum_type(m)) for m in d.measures]
     return pa.schema([*_WINDOW, *_keys(d), pa.field("event_count", pa.int64()), *sums])
+
+
+def window_change_schema(d: Declaration) -> pa.Schema:
+    """``window_schema`` and ``_delete``: a row of a micro-batch's changes, true for a window the
+    table must lose (a session merged into a larger one)."""
+    return window_schema(d).append(pa.field("_delete", pa.bool_()))
+
+
+def empty_totals(d: Declaration) -> list:
+    """A window's totals before any event: ``[event_count, *sums]``, zero each (decimals as ``Decimal``)."""
+    return [0, *(0 if m.type == "long" else Decimal(0) for m in d.measures)]
+
+
+def window_row(d: Declaration, window: tuple, totals: list) -> dict:
+    """A ``window_schema`` row of ``window`` (``(start, end, *keys)``, times in microseconds) and
+    its ``totals`` (``[event_count, *sums]``)."""
+    start, end, *keys = window
+    return {
+        "window_start": start,
+        "window_end": end,
+        **dict(zip(d.keys, keys)),
+        "event_count": totals[0],
+        **{m.name: total for m, total in zip(d.measures, totals[1:])},
+    }
 
 
 def late_schema(d: Declaration) -> pa.Schema:

@@ -4,9 +4,16 @@ Through the truth runner (``lklab.truth_runner``): the lines parsed as the strea
 (``parse.parse_declared``, per partition on the executors), the dead letters kept, the first
 copy of each event id in log order ``(segment, line_number)`` kept and the later ones sent to
 the duplicates (``payload_conflict`` when keys, measures or event time differ), the windows
-assigned by Spark (``WindowSpec.assign_frame``), then ``event_count`` and each measure's sum
-per ``(window_start, window_end, keys)``: a decimal's as ``decimal(38, s)``, a long's as
-``bigint``. No watermark: the truth counts every first copy, late or not, which is what the
+assigned by Spark, then ``event_count`` and each measure's sum per ``(window_start,
+window_end, keys)``: a decimal's as ``decimal(38, s)``, a long's as ``bigint``.
+
+Fixed windows are assigned by ``WindowSpec.assign_frame``. Sessions are Spark's
+``session_window`` per the declared keys, over every first copy of a key at once: an event joins
+a session while it is less than ``gap`` after the one before, the session being ``[first,
+last + gap)``. Spark's ``session_window`` also merges two sessions whose ends touch (an event
+exactly ``gap`` after the one before); the lab's sessions do not (``shared.windows``), so the
+truth asks Spark for a gap one microsecond shorter and adds the microsecond back to each end:
+the same sessions, bound for bound, as the stream's rule forms with every event on time. No watermark: the truth counts every first copy, late or not, which is what the
 stream's windows plus its late side output add up to. It shares no code with the stream's step
 (``rule.declared_step``) beyond the parse. It replaces ``NAME_truth``, ``NAME_batch_duplicates``
 and ``NAME_batch_dead_letter``; its commits are tagged ``(NAME-batch, last segment read)``.
@@ -19,30 +26,53 @@ from pyspark.sql import functions as F
 
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared
-from lklab.pipelines.declared.rule import fixed_windows
 from lklab.pipelines.declared.stream import truth_settings_of
 from lklab.pipelines.declared.tables import sum_type, tables_of
 from lklab.truth_runner import TruthOutput, TruthRule
 from shared.config import LabConfig
 from shared.dedup import parsed_counts
 
-__all__ = ["DeclaredTruth", "batch_app_of"]
+__all__ = ["DeclaredTruth", "batch_app_of", "spark_type"]
 
 
 def batch_app_of(d: Declaration) -> str:
     return f"{d.name}-batch"
 
 
-def _spark_type(measure) -> str:
+def spark_type(measure) -> str:
+    """A measure's sum as a Spark SQL type: ``bigint`` for a long, ``decimal(38, s)`` for a decimal."""
     kind = sum_type(measure)
     return "bigint" if measure.type == "long" else f"decimal({kind.precision},{kind.scale})"
+
+
+def _fixed_windows(d: Declaration, firsts: DataFrame, sums: list) -> DataFrame:
+    return (
+        d.window.assign_frame(firsts)
+        .groupBy("window_start", "window_end", *d.keys)
+        .agg(F.count(F.lit(1)).alias("event_count"), *sums)
+    )
+
+
+def _sessions(d: Declaration, firsts: DataFrame, sums: list) -> DataFrame:
+    """Spark's sessions per keys, touching ends apart (the module docstring)."""
+    session = F.session_window("event_time", f"{d.window.gap - 1} microseconds")
+    return (
+        firsts.groupBy(*d.keys, session.alias("session"))
+        .agg(F.count(F.lit(1)).alias("event_count"), *sums)
+        .select(
+            F.col("session.start").alias("window_start"),
+            F.timestamp_micros(F.unix_micros("session.end") + F.lit(1)).alias("window_end"),
+            *d.keys,
+            "event_count",
+            *(m.name for m in d.measures),
+        )
+    )
 
 
 class DeclaredTruth(TruthRule):
     """The ``TruthRule`` of the pipeline a ``Declaration`` declares (the module docstring)."""
 
     def __init__(self, declaration: Declaration) -> None:
-        fixed_windows(declaration)
         self.declaration = declaration
         self.pipeline = declaration.name
         t = tables_of(declaration)
@@ -68,12 +98,8 @@ class DeclaredTruth(TruthRule):
             F.struct(*(F.first(c).over(in_log_order) for c in payload)).alias("first_payload"),
         ).persist()
         firsts = ranked.where("copy = 1")
-        sums = [F.sum(m.name).cast(_spark_type(m)).alias(m.name) for m in d.measures]
-        truth = (
-            d.window.assign_frame(firsts)
-            .groupBy("window_start", "window_end", *d.keys)
-            .agg(F.count(F.lit(1)).alias("event_count"), *sums)
-        )
+        sums = [F.sum(m.name).cast(spark_type(m)).alias(m.name) for m in d.measures]
+        truth = d.window.pick(fixed=_fixed_windows, merging=_sessions)(d, firsts, sums)
         duplicates = ranked.where("copy > 1").withColumn(
             "payload_conflict", F.struct(*payload) != F.col("first_payload")
         )
