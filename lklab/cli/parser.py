@@ -6,6 +6,8 @@ has no handler here: the pipeline selected runs it (``lklab.cli.pipelines.pipeli
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as distribution_version
 
 from lklab.cli.compare import cmd_demo
 from lklab.cli.health import cmd_health
@@ -16,6 +18,18 @@ from lklab.cli.pipeline_init import cmd_init
 from lklab.cli.tables import cmd_tables
 from lklab.pipelines import DEFAULT, REGISTRY
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
+
+DISTRIBUTION = "lambda-kappa-lab"  # pyproject.toml's [project] name
+
+
+def lab_version() -> str:
+    """The installed distribution's version, else the package's own (a checkout run without installing it)."""
+    try:
+        return distribution_version(DISTRIBUTION)
+    except PackageNotFoundError:
+        from lklab import __version__
+
+        return __version__
 
 
 def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
@@ -149,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lklab",
         description="Run Lambda and Kappa side by side on one event log and measure the difference.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {lab_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = _command(
