@@ -6,6 +6,8 @@ import subprocess
 import sys
 from importlib.metadata import version
 
+import pytest
+
 from lklab.cli import main
 
 
@@ -31,3 +33,13 @@ def test_python_dash_m_lklab_is_the_lklab_command():
     result = subprocess.run([sys.executable, "-m", "lklab", "--version"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"lklab {version('lambda-kappa-lab')}\n"
+
+
+@pytest.mark.parametrize(
+    "command, args", [("batch", []), ("health", []), ("init", ["--pipeline", "meters", "--sample", "s.jsonl"])]
+)
+def test_an_unknown_flag_prints_the_usage_of_the_command_it_was_given_to(command, args, capsys):
+    assert main([command, *args, "--no-such-flag"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: lklab {command} ")
+    assert err.endswith(f"lklab {command}: error: unrecognized arguments: --no-such-flag\n")

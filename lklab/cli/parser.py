@@ -32,6 +32,16 @@ def lab_version() -> str:
         return __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """A flag no command knows is reported with the usage of the command it was given to, not the top level's."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            getattr(parsed, "command_parser", self).error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
 def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
     parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
@@ -159,7 +169,7 @@ def _add_generate_options(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lklab",
         description="Run Lambda and Kappa side by side on one event log and measure the difference.",
     )
