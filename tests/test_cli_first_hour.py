@@ -43,3 +43,55 @@ def test_an_unknown_flag_prints_the_usage_of_the_command_it_was_given_to(command
     err = capsys.readouterr().err
     assert err.startswith(f"usage: lklab {command} ")
     assert err.endswith(f"lklab {command}: error: unrecognized arguments: --no-such-flag\n")
+
+
+READS_A_LAKE = [
+    ["health"],
+    ["tables"],
+    ["batch"],
+    ["speed", "--available-now"],
+    ["replay", "--name", "r"],
+    ["reconcile"],
+    ["compare"],
+    ["maintain"],
+]
+WRITES_A_LAKE = [["generate"], ["ingest", "events.jsonl"], ["demo"]]
+
+
+@pytest.mark.parametrize("args", READS_A_LAKE + WRITES_A_LAKE, ids=lambda args: args[0])
+def test_a_lake_that_is_a_file_is_a_usage_error_naming_it(args, tmp_path, lklab_here):
+    lake = tmp_path / "events.jsonl"
+    lake.write_text("{}\n")
+    result = lklab_here(*args, "--lake", str(lake), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"lklab {args[0]}: lake {lake}: not a directory; a lake is the folder holding")
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", READS_A_LAKE, ids=lambda args: args[0])
+def test_a_command_that_reads_a_lake_refuses_one_that_does_not_exist(args, tmp_path, lklab_here):
+    result = lklab_here(*args, "--lake", str(tmp_path / "typo"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"lklab {args[0]}: lake {tmp_path / 'typo'}: no such directory; a lake is")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_the_lake_named_by_the_environment_is_checked_as_the_flags(tmp_path, lklab_here):
+    result = lklab_here("health", cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "typo")})
+    assert result.returncode == 2 and f"lake {tmp_path / 'typo'}: no such directory" in result.stderr
+
+
+def test_a_command_that_writes_a_lake_creates_one_that_does_not_exist(tmp_path, lklab_here):
+    from lklab.cli.options import config_from
+    from lklab.cli.parser import build_parser
+
+    lake = tmp_path / "new"
+    result = lklab_here("generate", "--events", "10", "--lake", str(lake), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (lake / "log").is_dir()
+    parse = build_parser().parse_args
+    for args in (
+        ["compare", "--scenario", "billing"],
+        ["reconcile", "--truth-table", "t", "--stream-table", "s", "--keys", "k", "--measures", "m"],
+    ):
+        assert config_from(parse([*args, "--lake", str(tmp_path / "other")])).lake == tmp_path / "other"
