@@ -5,6 +5,7 @@ completion and an example configuration file."""
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,40 @@ def test_a_command_that_writes_a_lake_creates_one_that_does_not_exist(tmp_path, 
         ["reconcile", "--truth-table", "t", "--stream-table", "s", "--keys", "k", "--measures", "m"],
     ):
         assert config_from(parse([*args, "--lake", str(tmp_path / "other")])).lake == tmp_path / "other"
+
+
+def printed_help(capsys, *args) -> str:
+    """What ``lklab ARGS`` prints, up to the example (which may use any flag)."""
+    capsys.readouterr()
+    assert main(list(args)) == 0
+    return capsys.readouterr().out.split("\nexample:\n")[0]
+
+
+def test_help_lists_each_pipelines_own_flags_under_its_name_and_leaves_out_flags_no_pipeline_takes(capsys):
+    speed = printed_help(capsys, "speed", "--help")
+    assert "unique_visitors only:\n  --state-ttl" in speed and "order_payments only:\n  --join-bound" in speed
+    assert "--allowed-lateness" in speed and "'lklab speed --pipeline NAME --help' lists only the flags" in speed
+    batch = printed_help(capsys, "batch", "--help")
+    assert "--allowed-lateness" not in batch  # the batch truth does not depend on it, whatever the pipeline
+    assert "--watermark-delay" in batch
+
+
+@pytest.mark.parametrize("order", ["pipeline first", "help first"])
+def test_help_of_one_pipeline_lists_only_the_flags_it_takes(order, capsys):
+    selected = ["--pipeline", "unique_visitors"]
+    speed = printed_help(
+        capsys, "speed", *(selected + ["--help"] if order == "pipeline first" else ["--help"] + selected)
+    )
+    assert "unique_visitors only:\n  --state-ttl" in speed
+    assert "--join-bound" not in speed and "order_payments only" not in speed
+    batch = printed_help(capsys, "batch", "--pipeline=running_max", "-h")
+    for refused in ("--window-size", "--watermark-delay", "--date", "--state-ttl", "--join-bound"):
+        assert refused not in batch
+    assert "--refresh" in batch and "--table-engine" in batch
+
+
+def test_help_of_a_declared_pipeline_leaves_out_what_its_declaration_fixes(capsys):
+    config = str(Path(__file__).resolve().parents[1] / "examples" / "meters" / "meters.toml")
+    batch = printed_help(capsys, "batch", "--pipeline", "meter_kwh", "--config", config, "--help")
+    assert "--window-size" not in batch and "--watermark-delay" not in batch and "--state-ttl" not in batch
+    assert "--spark-master" in batch

@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 
 from lklab.cli.compare import cmd_demo
+from lklab.cli.flag_help import show_applicable
 from lklab.cli.health import cmd_health
 from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
@@ -17,6 +18,7 @@ from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.pipeline_init import cmd_init
 from lklab.cli.tables import cmd_tables
 from lklab.pipelines import DEFAULT, REGISTRY
+from lklab.pipelines.contract import Pipeline
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
 DISTRIBUTION = "lambda-kappa-lab"  # pyproject.toml's [project] name
@@ -42,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
-def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
+def _common(parser: argparse.ArgumentParser, windows: bool = True, selected: Pipeline | None = None) -> None:
     parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
     parser.add_argument(
@@ -89,6 +91,11 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
                 own = parser.add_argument_group(f"{pipeline.name} only")
                 for setting in pipeline.settings:
                     own.add_argument(setting.flag, help=setting.help)
+        if selected is None:
+            parser.epilog = (
+                f"flags under 'NAME only' apply with --pipeline NAME; '{parser.prog} --pipeline NAME --help' "
+                f"lists only the flags NAME takes\n\n{parser.epilog}"
+            )
 
 
 def _add_days(parser: argparse.ArgumentParser) -> None:
@@ -168,7 +175,9 @@ def _add_generate_options(
     parser.add_argument("--overwrite", action="store_true", help="replace the lake's existing log and tables")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
+    """The ``lklab`` parser; its help lists the flags that apply on ``pipeline`` (None: on any
+    registered pipeline; ``lklab.cli.flag_help``)."""
     parser = _Parser(
         prog="lklab",
         description="Run Lambda and Kappa side by side on one event log and measure the difference.",
@@ -182,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Generate a scenario and compare Lambda and Kappa over it (the main job); prints where the report is.",
         "lklab demo",
     )
-    _common(demo)
+    _common(demo, selected=pipeline)
     _add_generate_options(demo, 3_000, span="2h", segment_interval="1m")
     _add_compare_options(demo)
     demo.set_defaults(handler=cmd_demo)
@@ -193,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Lambda vs Kappa on one log: sweep watermark delays and allowed lateness, write the report.",
         "lklab compare --scenario billing --events 20000 --watermark-delay 10s,1m,10m --allowed-lateness 0,1h",
     )
-    _common(compare)
+    _common(compare, selected=pipeline)
     _add_generate_options(compare, 3_000, span="2h", segment_interval="1m", scenario=None)
     _add_compare_options(compare)
 
@@ -203,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Write a deterministic scenario log and its ground truth.",
         "lklab generate --scenario billing --events 1000000 --seed 7 --lake ./lake",
     )
-    _common(generate)
+    _common(generate, selected=pipeline)
     _add_generate_options(generate, 100_000)
 
     ingest = _command(
@@ -223,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Recompute the per-window truth from the complete log with Spark.",
         "lklab batch --date 2026-01-31   (or --from 2026-01-01 --to 2026-01-31; no date: every window)",
     )
-    _common(batch)
+    _common(batch, selected=pipeline)
     _add_days(batch)
     batch.add_argument(
         "--refresh",
@@ -237,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run the streaming speed layer over the log (always on; SIGTERM stops it after the current micro-batch).",
         "lklab speed --available-now --watermark-delay 30s --allowed-lateness 5m",
     )
-    _common(speed)
+    _common(speed, selected=pipeline)
     speed.add_argument("--available-now", action="store_true", help="process everything in the log, then exit")
     speed.add_argument(
         "--segments-per-batch",
@@ -252,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Kappa replay: re-run the streaming job over the whole log into kappa/RUN/ tables of its own.",
         "lklab replay --name lateness-1h --allowed-lateness 1h",
     )
-    _common(replay)
+    _common(replay, selected=pipeline)
     replay.add_argument("--name", required=True, help=f"run name: its tables are {replay_prefix('NAME')}...")
     replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
     replay.add_argument(
@@ -270,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  lklab reconcile --truth-table truth/ --stream-table stream.parquet "
         "--keys window_start,meter --measures kwh --json-out recon.json",
     )
-    _common(reconcile)
+    _common(reconcile, selected=pipeline)
     _add_days(reconcile)
     reconcile.add_argument("--against", default="speed", help="speed | kappa:RUN (default speed)")
     reconcile.add_argument("--abs-tol", default="0", help="absolute money tolerance per window (default 0: exact)")
@@ -363,4 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # it names a pipeline that does not exist yet and reads no configuration: no pipeline's handler
     init.set_defaults(handler=cmd_init, declares=True)
+    for name, command in sub.choices.items():
+        if name != "init":  # its --pipeline names a pipeline to declare
+            show_applicable(command, name, pipeline)
     return parser

@@ -37,7 +37,14 @@ from lklab.pipelines import REGISTRY, UnknownPipeline, find
 from lklab.pipelines.contract import PER_PIPELINE, Handler, Inapplicable, Pipeline
 from shared.config import ConfigError, load_config
 
-__all__ = ["pipeline_handler", "COMMON", "refuse_inapplicable", "selected_pipeline", "check_declarations"]
+__all__ = [
+    "pipeline_handler",
+    "COMMON",
+    "refuse_inapplicable",
+    "refused_flags",
+    "selected_pipeline",
+    "check_declarations",
+]
 
 COMMON = (
     Inapplicable(
@@ -72,6 +79,11 @@ def _rules(pipeline: Pipeline) -> tuple[Inapplicable, ...]:
         if setting not in pipeline.settings
     )
     return (*pipeline.inapplicable, *COMMON, *others)
+
+
+def refused_flags(pipeline: Pipeline, command: str) -> frozenset[str]:
+    """The flags ``command`` on ``pipeline`` refuses (``--help`` leaves them out)."""
+    return frozenset(flag for rule in _rules(pipeline) if rule.applies(command) for flag in rule.flags)
 
 
 def _variable(flag: str) -> str:
