@@ -2,6 +2,7 @@
 command they typed, a lake path that is wrong, help that lists the flags that apply, shell
 completion and an example configuration file."""
 
+import shutil
 import subprocess
 import sys
 from importlib.metadata import version
@@ -133,3 +134,50 @@ def test_help_of_a_declared_pipeline_leaves_out_what_its_declaration_fixes(capsy
     batch = printed_help(capsys, "batch", "--pipeline", "meter_kwh", "--config", config, "--help")
     assert "--window-size" not in batch and "--watermark-delay" not in batch and "--state-ttl" not in batch
     assert "--spark-master" in batch
+
+
+def completion_script(shell: str, tmp_path, capsys) -> Path:
+    capsys.readouterr()
+    assert main(["completion", shell]) == 0
+    script = tmp_path / f"lklab.{shell}"
+    script.write_text(capsys.readouterr().out)
+    return script
+
+
+def test_bash_completion_completes_commands_flags_and_pipelines(tmp_path, capsys):
+    script = completion_script("bash", tmp_path, capsys)
+    lines = [["lklab", "sp"], ["lklab", "batch", "--pip"], ["lklab", "batch", "--pipeline", ""]]
+    lines += [["lklab", "batch", "--all"], ["lklab", "completion", ""], ["lklab", "speed", "--lake", ""]]
+    calls = "".join(
+        f"COMP_WORDS=({' '.join(repr(word) for word in line)}); COMP_CWORD={len(line) - 1}; COMPREPLY=(); _lklab; "
+        'echo "${COMPREPLY[*]}"\n'
+        for line in lines
+    )
+    (tmp_path / "lake").mkdir()
+    done = subprocess.run(
+        ["bash", "-c", f"source {script}\n{calls}"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines() == [
+        "speed",
+        "--pipeline",
+        "billing_windows unique_visitors order_payments running_max",
+        "",  # --allowed-lateness means nothing to a batch: not offered
+        "bash zsh",
+        "lake",
+    ]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh here")
+def test_zsh_completion_is_a_zsh_script_listing_every_command(tmp_path, capsys):
+    script = completion_script("zsh", tmp_path, capsys)
+    assert subprocess.run(["zsh", "-n", str(script)], capture_output=True, text=True).returncode == 0
+    text = script.read_text()
+    assert text.startswith("#compdef lklab\n")
+    assert "'health:Is a pipeline'\\''s live stream keeping up'" in text
+    assert "--pipeline'[which pipeline]:pipeline:(billing_windows unique_visitors order_payments running_max)'" in text
+
+
+def test_completion_for_another_shell_is_a_usage_error(capsys):
+    assert main(["completion", "fish"]) == 2
+    assert "argument shell: invalid choice: 'fish' (choose from 'bash', 'zsh')" in capsys.readouterr().err

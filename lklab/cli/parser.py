@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 
 from lklab.cli.compare import cmd_demo
+from lklab.cli.completion import SHELLS, cmd_completion
 from lklab.cli.flag_help import show_applicable
 from lklab.cli.health import cmd_health
 from lklab.cli.ingest import cmd_ingest
@@ -49,7 +50,8 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True, selected: Pip
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
     parser.add_argument(
         "--pipeline",
-        help=" | ".join(f"{p.name} ({p.computes})" for p in REGISTRY.values()) + f"; default {DEFAULT}",
+        help=f"which pipeline (default {DEFAULT}): "
+        + " | ".join(f"{p.name} ({p.computes})" for p in REGISTRY.values()),
     )
     if windows:
         group = parser.add_argument_group("windows and time")
@@ -371,8 +373,18 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         "--lines", type=int, default=1000, help="read at most this many lines of the sample (default 1000)"
     )
     # it names a pipeline that does not exist yet and reads no configuration: no pipeline's handler
-    init.set_defaults(handler=cmd_init, declares=True)
+    init.set_defaults(handler=cmd_init, reads_no_configuration=True)
+
+    completion = _command(
+        sub,
+        "completion",
+        "Print a shell completion script: commands, their flags and the pipelines' names.",
+        "lklab completion bash > ~/.local/share/bash-completion/completions/lklab\n"
+        '  lklab completion zsh > "${fpath[1]}/_lklab"',
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell it is for")
+    completion.set_defaults(handler=cmd_completion, reads_no_configuration=True)
     for name, command in sub.choices.items():
-        if name != "init":  # its --pipeline names a pipeline to declare
+        if name not in ("init", "completion"):  # init's --pipeline names a pipeline to declare
             show_applicable(command, name, pipeline)
     return parser
