@@ -2,6 +2,7 @@
 command they typed, a lake path that is wrong, help that lists the flags that apply, shell
 completion and an example configuration file."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -181,3 +182,26 @@ def test_zsh_completion_is_a_zsh_script_listing_every_command(tmp_path, capsys):
 def test_completion_for_another_shell_is_a_usage_error(capsys):
     assert main(["completion", "fish"]) == 2
     assert "argument shell: invalid choice: 'fish' (choose from 'bash', 'zsh')" in capsys.readouterr().err
+
+
+SETTING_LINE = re.compile(r"^# ([a-z-]+) = (.+)$")
+
+
+def test_the_example_configuration_names_every_setting_with_its_default_and_meaning(tmp_path):
+    """examples/lklab.toml, its settings uncommented, is the defaults (a setting unset by default
+    stays commented: its line shows a value to give it)."""
+    from shared.config import SETTINGS, LabConfig, load_config
+
+    lines = (Path(__file__).resolve().parents[1] / "examples" / "lklab.toml").read_text().splitlines()
+    found = {}
+    for number, line in enumerate(lines):
+        match = SETTING_LINE.match(line)
+        if match:
+            assert match.group(1) not in found, f"{match.group(1)} twice"
+            assert lines[number - 1].startswith("# ") and not SETTING_LINE.match(lines[number - 1]), line
+            found[match.group(1)] = match.group(2)
+    assert sorted(found) == sorted(SETTINGS)
+    unset = [key for key, value in LabConfig().describe().items() if value == ""]
+    uncommented = tmp_path / "lklab.toml"
+    uncommented.write_text("".join(f"{key} = {value}\n" for key, value in found.items() if key not in unset))
+    assert load_config(uncommented, environ={}) == LabConfig()
