@@ -57,6 +57,7 @@ def test_every_command_explains_itself_with_an_example(command, lklab_here):
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message, lklab_here):
+    (tmp_path / "lake").mkdir()  # a lake that does not exist is refused first (tests/test_cli_first_hour.py)
     result = lklab_here(*args, "--lake", str(tmp_path / "lake"), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
@@ -71,6 +72,7 @@ def test_bad_config_file_is_a_usage_error(tmp_path, lklab_here):
 
 
 def test_batch_on_an_empty_lake_fails_clearly(spark, tmp_path, lklab_here):
+    (tmp_path / "empty").mkdir()
     result = lklab_here("batch", "--lake", str(tmp_path / "empty"))
     assert result.returncode == 1
     assert "the log under" in result.stderr and "is empty" in result.stderr

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from lklab.cli.console import FAILURE, USAGE, UsageError
+from lklab.cli.flag_help import help_pipeline
 from lklab.cli.parser import build_parser
 from lklab.cli.pipelines import pipeline_handler
 from lklab.progress import configure_logging
@@ -23,7 +24,7 @@ __all__ = ["main", "run"]
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
-    parser = build_parser()
+    parser = build_parser(help_pipeline(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:

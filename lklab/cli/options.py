@@ -1,21 +1,60 @@
-"""From parsed arguments to a configuration, a generate request and days (what every pipeline's commands read alike)."""
+"""From parsed arguments to a configuration, a generate request and days (what every pipeline's commands read alike).
+
+**The lake** is checked here, once, for every command that takes ``--lake`` (each reads its
+configuration through ``config_from``): a path that is a file is refused whatever the command;
+one that does not exist is refused by a command that reads a lake (a typo would otherwise show
+as an empty lake, an unhealthy stream or a new lake beside the real one) and left to a command
+that writes one where there is none (``CREATES_LAKE``, ``compare --scenario``, ``reconcile``
+of two tables). Both are bad usage, exit 2, naming the path and what a lake is."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from lklab.cli.console import UsageError
 from shared.config import SETTINGS, ConfigError, LabConfig, load_config
 
 DEFAULT_DELAYS, DEFAULT_LATENESS = "30s,5m", "0,30m"
+# The commands that write a lake where there is none; the others read one.
+CREATES_LAKE = ("generate", "ingest", "demo")
+_LAKE = (
+    "a lake is the folder holding the lab's event log (log/) and tables (tables/), named by --lake, "
+    "LKLAB_LAKE or the configuration file's lake (default ./lake)"
+)
 
 
 def config_from(args: argparse.Namespace) -> LabConfig:
+    """The configuration ``args`` give (flags over environment over file), its lake checked for ``args.command``."""
     flags = {key: getattr(args, key.replace("-", "_"), None) for key in SETTINGS}
     try:
-        return load_config(args.config, flags)
+        config = load_config(args.config, flags)
     except ConfigError as err:
         raise UsageError(str(err)) from None
+    check_lake(args, config.lake)
+    return config
+
+
+def _creates_lake(args: argparse.Namespace) -> bool:
+    if args.command == "compare":
+        return getattr(args, "scenario", None) is not None  # it writes the scenario's log first
+    if args.command == "reconcile":
+        from lklab.cli.table_reconcile import compares_tables
+
+        return compares_tables(args)  # two tables of any lake: its run is recorded in this one
+    return args.command in CREATES_LAKE
+
+
+def check_lake(args: argparse.Namespace, lake: Path) -> None:
+    """``UsageError`` for a lake that is a file, or that does not exist for a command that reads one."""
+    where = lake.expanduser().resolve()
+    if where.exists() and not where.is_dir():
+        raise UsageError(f"lake {where}: not a directory; {_LAKE}")
+    if not where.exists() and not _creates_lake(args):
+        raise UsageError(
+            f"lake {where}: no such directory; {_LAKE}; 'lklab generate' or 'lklab ingest FILE...' writes one "
+            "(an always-on 'lklab speed' may start on an empty folder)"
+        )
 
 
 def generate_request(args: argparse.Namespace):

@@ -6,8 +6,12 @@ has no handler here: the pipeline selected runs it (``lklab.cli.pipelines.pipeli
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as distribution_version
 
 from lklab.cli.compare import cmd_demo
+from lklab.cli.completion import SHELLS, cmd_completion
+from lklab.cli.flag_help import show_applicable
 from lklab.cli.health import cmd_health
 from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
@@ -15,15 +19,39 @@ from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.pipeline_init import cmd_init
 from lklab.cli.tables import cmd_tables
 from lklab.pipelines import DEFAULT, REGISTRY
+from lklab.pipelines.contract import Pipeline
 from shared.catalog import BATCH_TRUTH, WINDOW_HISTORY, replay_prefix
 
+DISTRIBUTION = "lambda-kappa-lab"  # pyproject.toml's [project] name
 
-def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
+
+def lab_version() -> str:
+    """The installed distribution's version, else the package's own (a checkout run without installing it)."""
+    try:
+        return distribution_version(DISTRIBUTION)
+    except PackageNotFoundError:
+        from lklab import __version__
+
+        return __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    """A flag no command knows is reported with the usage of the command it was given to, not the top level's."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            getattr(parsed, "command_parser", self).error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
+def _common(parser: argparse.ArgumentParser, windows: bool = True, selected: Pipeline | None = None) -> None:
     parser.add_argument("--lake", help="lake directory (default ./lake, env LKLAB_LAKE)")
     parser.add_argument("--config", help="TOML configuration file (default ./lklab.toml if present)")
     parser.add_argument(
         "--pipeline",
-        help=" | ".join(f"{p.name} ({p.computes})" for p in REGISTRY.values()) + f"; default {DEFAULT}",
+        help=f"which pipeline (default {DEFAULT}): "
+        + " | ".join(f"{p.name} ({p.computes})" for p in REGISTRY.values()),
     )
     if windows:
         group = parser.add_argument_group("windows and time")
@@ -65,6 +93,11 @@ def _common(parser: argparse.ArgumentParser, windows: bool = True) -> None:
                 own = parser.add_argument_group(f"{pipeline.name} only")
                 for setting in pipeline.settings:
                     own.add_argument(setting.flag, help=setting.help)
+        if selected is None:
+            parser.epilog = (
+                f"flags under 'NAME only' apply with --pipeline NAME; '{parser.prog} --pipeline NAME --help' "
+                f"lists only the flags NAME takes\n\n{parser.epilog}"
+            )
 
 
 def _add_days(parser: argparse.ArgumentParser) -> None:
@@ -144,11 +177,14 @@ def _add_generate_options(
     parser.add_argument("--overwrite", action="store_true", help="replace the lake's existing log and tables")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
+    """The ``lklab`` parser; its help lists the flags that apply on ``pipeline`` (None: on any
+    registered pipeline; ``lklab.cli.flag_help``)."""
+    parser = _Parser(
         prog="lklab",
         description="Run Lambda and Kappa side by side on one event log and measure the difference.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {lab_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = _command(
@@ -157,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Generate a scenario and compare Lambda and Kappa over it (the main job); prints where the report is.",
         "lklab demo",
     )
-    _common(demo)
+    _common(demo, selected=pipeline)
     _add_generate_options(demo, 3_000, span="2h", segment_interval="1m")
     _add_compare_options(demo)
     demo.set_defaults(handler=cmd_demo)
@@ -168,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Lambda vs Kappa on one log: sweep watermark delays and allowed lateness, write the report.",
         "lklab compare --scenario billing --events 20000 --watermark-delay 10s,1m,10m --allowed-lateness 0,1h",
     )
-    _common(compare)
+    _common(compare, selected=pipeline)
     _add_generate_options(compare, 3_000, span="2h", segment_interval="1m", scenario=None)
     _add_compare_options(compare)
 
@@ -178,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Write a deterministic scenario log and its ground truth.",
         "lklab generate --scenario billing --events 1000000 --seed 7 --lake ./lake",
     )
-    _common(generate)
+    _common(generate, selected=pipeline)
     _add_generate_options(generate, 100_000)
 
     ingest = _command(
@@ -203,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Recompute the per-window truth from the complete log with Spark.",
         "lklab batch --date 2026-01-31   (or --from 2026-01-01 --to 2026-01-31; no date: every window)",
     )
-    _common(batch)
+    _common(batch, selected=pipeline)
     _add_days(batch)
     batch.add_argument(
         "--refresh",
@@ -217,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run the streaming speed layer over the log (always on; SIGTERM stops it after the current micro-batch).",
         "lklab speed --available-now --watermark-delay 30s --allowed-lateness 5m",
     )
-    _common(speed)
+    _common(speed, selected=pipeline)
     speed.add_argument("--available-now", action="store_true", help="process everything in the log, then exit")
     speed.add_argument(
         "--segments-per-batch",
@@ -232,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Kappa replay: re-run the streaming job over the whole log into kappa/RUN/ tables of its own.",
         "lklab replay --name lateness-1h --allowed-lateness 1h",
     )
-    _common(replay)
+    _common(replay, selected=pipeline)
     replay.add_argument("--name", required=True, help=f"run name: its tables are {replay_prefix('NAME')}...")
     replay.add_argument("--replace", action="store_true", help="delete an existing replay of that name first")
     replay.add_argument(
@@ -250,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  lklab reconcile --truth-table truth/ --stream-table stream.parquet "
         "--keys window_start,meter --measures kwh --json-out recon.json",
     )
-    _common(reconcile)
+    _common(reconcile, selected=pipeline)
     _add_days(reconcile)
     reconcile.add_argument("--against", default="speed", help="speed | kappa:RUN (default speed)")
     reconcile.add_argument("--abs-tol", default="0", help="absolute money tolerance per window (default 0: exact)")
@@ -349,5 +385,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--lines", type=int, default=1000, help="read at most this many lines of the sample (default 1000)"
     )
     # it names a pipeline that does not exist yet and reads no configuration: no pipeline's handler
-    init.set_defaults(handler=cmd_init, declares=True)
+    init.set_defaults(handler=cmd_init, reads_no_configuration=True)
+
+    completion = _command(
+        sub,
+        "completion",
+        "Print a shell completion script: commands, their flags and the pipelines' names.",
+        "lklab completion bash > ~/.local/share/bash-completion/completions/lklab\n"
+        '  lklab completion zsh > "${fpath[1]}/_lklab"',
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell it is for")
+    completion.set_defaults(handler=cmd_completion, reads_no_configuration=True)
+    for name, command in sub.choices.items():
+        if name not in ("init", "completion"):  # init's --pipeline names a pipeline to declare
+            show_applicable(command, name, pipeline)
     return parser

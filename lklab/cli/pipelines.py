@@ -23,7 +23,7 @@ the environment are shared by every pipeline and are not checked.
 (``check_declarations``, exit 2 naming the key; a declared name that is also a registered one is
 refused), and ``--pipeline NAME`` finds them beside the registered ones
 (``lklab.pipelines.declared.pipeline.pipeline_of``). ``lklab init``, which drafts one, reads no
-configuration and has a handler of its own.
+configuration and has a handler of its own, as ``lklab completion`` has.
 """
 
 from __future__ import annotations
@@ -37,7 +37,14 @@ from lklab.pipelines import REGISTRY, UnknownPipeline, find
 from lklab.pipelines.contract import PER_PIPELINE, Handler, Inapplicable, Pipeline
 from shared.config import ConfigError, load_config
 
-__all__ = ["pipeline_handler", "COMMON", "refuse_inapplicable", "selected_pipeline", "check_declarations"]
+__all__ = [
+    "pipeline_handler",
+    "COMMON",
+    "refuse_inapplicable",
+    "refused_flags",
+    "selected_pipeline",
+    "check_declarations",
+]
 
 COMMON = (
     Inapplicable(
@@ -72,6 +79,11 @@ def _rules(pipeline: Pipeline) -> tuple[Inapplicable, ...]:
         if setting not in pipeline.settings
     )
     return (*pipeline.inapplicable, *COMMON, *others)
+
+
+def refused_flags(pipeline: Pipeline, command: str) -> frozenset[str]:
+    """The flags ``command`` on ``pipeline`` refuses (``--help`` leaves them out)."""
+    return frozenset(flag for rule in _rules(pipeline) if rule.applies(command) for flag in rule.flags)
 
 
 def _variable(flag: str) -> str:
@@ -136,7 +148,7 @@ def selected_pipeline(args: argparse.Namespace) -> Pipeline:
 def pipeline_handler(args: argparse.Namespace) -> Handler | None:
     """The handler of ``args.command`` for the pipeline configured (None: a command that is not a
     pipeline's, served by its own handler), once the flags it has no use for are refused."""
-    if getattr(args, "declares", False):
+    if getattr(args, "reads_no_configuration", False):
         return None
     pipeline = selected_pipeline(args)
     if args.command == "reconcile":

@@ -1,0 +1,5 @@
+"""``python -m lklab``: the ``lklab`` command."""
+
+from lklab.cli import run
+
+run()
