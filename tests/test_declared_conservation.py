@@ -341,14 +341,9 @@ def test_the_truth_is_the_stream_plus_its_late_rows_and_a_rerun_changes_nothing(
     assert again.figures == batch.figures
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="a long's window sum past 64 bits: each reading is within 64 bits (so no dead letter), but "
-    "declared_step's int64 sum overflows and the micro-batch raises; the truth's bigint sum fails the "
-    "same way (ARITHMETIC_OVERFLOW under ANSI): the log cannot be read past these lines",
-)
-def test_two_valid_readings_whose_long_sum_passes_64_bits_land_somewhere():
+def test_two_valid_readings_whose_long_sum_passes_64_bits_are_summed_exactly(spark, tmp_path):
+    """Each reading is within 64 bits (so no dead letter); their window's sum, 2**63, is not: a
+    long's sum is a ``decimal(38, 0)``, exact in the stream and in the truth alike."""
     d = DECLARED["tumbling"]
     readings = [
         json.dumps(
@@ -364,5 +359,8 @@ def test_two_valid_readings_whose_long_sum_passes_64_bits_land_somewhere():
         for event_id in ("a", "b")
     ]
     stream = stream_of(d, [readings])
-    assert stream.counts["input_lines"] == 2
-    assert sum(v for k, v in stream.counts.items() if k != "input_lines") == 2
+    assert stream.counts["events"] == 2
+    ((window, totals),) = stream.windows.items()
+    assert totals == [2, Decimal("2.00"), 2**63]
+    write_log(tmp_path, [readings])
+    assert truth_windows(d, run_batch(spark, tmp_path, d).truth) == {window: [2, Decimal("2.00"), 2**63]}

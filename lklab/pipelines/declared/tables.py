@@ -72,8 +72,9 @@ class DeclaredTable(Table):
 
 
 def sum_type(measure) -> pa.DataType:
-    """A measure's sum: ``decimal(38, s)`` for a decimal (the widest exact type), ``int64`` for a long."""
-    return pa.int64() if measure.type == "long" else pa.decimal128(38, measure.scale)
+    """A measure's sum: ``decimal(38, s)``, the widest exact type (a long's scale is 0: an integer
+    of up to 38 digits, so that readings each within 64 bits never overflow their window's sum)."""
+    return pa.decimal128(38, measure.scale)
 
 
 def _keys(d: Declaration) -> list[pa.Field]:

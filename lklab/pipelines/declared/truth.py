@@ -5,7 +5,7 @@ Through the truth runner (``lklab.truth_runner``): the lines parsed as the strea
 copy of each event id in log order ``(segment, line_number)`` kept and the later ones sent to
 the duplicates (``payload_conflict`` when keys, measures or event time differ), the windows
 assigned by Spark, then ``event_count`` and each measure's sum per ``(window_start,
-window_end, keys)``: a decimal's as ``decimal(38, s)``, a long's as ``bigint``.
+window_end, keys)``: as ``decimal(38, s)``, a long's as ``decimal(38, 0)`` (summed so, it cannot overflow).
 
 Fixed windows are assigned by ``WindowSpec.assign_frame``. Sessions are Spark's
 ``session_window`` per the declared keys, over every first copy of a key at once: an event joins
@@ -40,9 +40,9 @@ def batch_app_of(d: Declaration) -> str:
 
 
 def spark_type(measure) -> str:
-    """A measure's sum as a Spark SQL type: ``bigint`` for a long, ``decimal(38, s)`` for a decimal."""
+    """A measure's sum as a Spark SQL type: ``decimal(38, s)`` (``tables.sum_type``)."""
     kind = sum_type(measure)
-    return "bigint" if measure.type == "long" else f"decimal({kind.precision},{kind.scale})"
+    return f"decimal({kind.precision},{kind.scale})"
 
 
 def _fixed_windows(d: Declaration, firsts: DataFrame, sums: list) -> DataFrame:
@@ -98,7 +98,7 @@ class DeclaredTruth(TruthRule):
             F.struct(*(F.first(c).over(in_log_order) for c in payload)).alias("first_payload"),
         ).persist()
         firsts = ranked.where("copy = 1")
-        sums = [F.sum(m.name).cast(spark_type(m)).alias(m.name) for m in d.measures]
+        sums = [F.sum(F.col(m.name).cast(spark_type(m))).cast(spark_type(m)).alias(m.name) for m in d.measures]
         truth = d.window.pick(fixed=_fixed_windows, merging=_sessions)(d, firsts, sums)
         duplicates = ranked.where("copy > 1").withColumn(
             "payload_conflict", F.struct(*payload) != F.col("first_payload")
