@@ -146,6 +146,14 @@ def embedded_steps() -> str:
     return block.group(1)
 
 
+def tour_steps() -> str:
+    """The README's tour: every bash block between its markers, in order, as one script."""
+    text = (REPO / "README.md").read_text()
+    section = re.search(r"<!-- tour:start -->(.*?)<!-- tour:end -->", text, re.S)
+    assert section, "the README's tour (<!-- tour:start --> ... <!-- tour:end -->) is missing"
+    return "".join(re.findall(r"```bash\n(.*?)```", section.group(1), re.S))
+
+
 def fresh_clone(destination: Path) -> Path:
     """What a fresh clone after ``make install`` holds: the repository's files (tracked, and new
     ones not ignored, as they are in the working tree) and the venv."""
@@ -221,6 +229,23 @@ def test_readme_embedded_steps_run_as_written_in_a_clean_environment(readme_step
         ("days_covered", -1): ("success", 1, 0),
         ("reconcile", 0): ("success", 1, 0),
     }
+
+
+def test_readme_tour_runs_as_written_in_a_fresh_shell_beside_a_lake_another_run_left(readme_steps):
+    """The tour, in a new shell of the clone the embedded steps ran in (their ``./lake`` holds a log,
+    as ``make demo``'s does): generate, batch, speed and reconcile, each exiting 0, the batch equal
+    to the generator's ground truth and nothing unexplained."""
+    clone, done = readme_steps
+    assert done.returncode == 0 and (clone / "lake" / "log").is_dir()
+    env = clean_env(
+        clone.parent / "home", {**this_checkout_on_path(), "SPARK_SUBMIT_OPTS": os.environ["SPARK_SUBMIT_OPTS"]}
+    )
+    toured = run(["bash", "-e", "-x", "-c", tour_steps()], env=env, cwd=clone, timeout=1800)
+    output = toured.stdout + toured.stderr
+    assert toured.returncode == 0, output[-8000:]
+    assert "equals the generator's ground truth: yes, exactly" in toured.stdout
+    assert "unexplained: 0 windows, 0 events, 0" in toured.stdout
+    assert (clone / "tour-lake" / "log").is_dir()
 
 
 def test_readme_maintenance_compacts_every_always_on_table_with_its_rows_unchanged(readme_steps):

@@ -10,7 +10,6 @@ stay ``lklab`` processes, and ``tests/test_process_exit.py`` checks that a proce
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -168,22 +167,6 @@ def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(s
     assert (run.lines, run.events, run.duplicates, run.dead_letters, run.heartbeats) == (280, 200, 0, 80, 0)
     reasons = Tables(spark, lake, "deltalake").read_arrow("batch_dead_letter")["reject_reason"].to_pylist()
     assert sorted(set(reasons)) == ["event_time_in_future", "invalid_utf8"] and len(reasons) == 80
-
-
-def readme_commands():
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- example:start -->\s*```bash\n(.*?)```", text, re.S).group(1)
-    return [line for line in block.splitlines() if line.startswith("lklab ")]
-
-
-def test_readme_example_runs_as_written(spark, tmp_path, lklab_here):
-    commands = readme_commands()
-    assert commands, "the README's example block is missing"
-    for command in commands:
-        args = command.split()[1:]
-        result = lklab_here(*args, cwd=tmp_path, env={"LKLAB_LAKE": str(tmp_path / "lake")})
-        assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
-    assert "equals the generator's ground truth: yes, exactly" in result.stdout
 
 
 def test_compare_scenario_refuses_to_replace_a_lake_it_did_not_generate_or_a_speed_layer_reads(tmp_path):

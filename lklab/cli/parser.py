@@ -17,6 +17,7 @@ from lklab.cli.ingest import cmd_ingest
 from lklab.cli.maintain import cmd_maintain
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS
 from lklab.cli.pipeline_init import cmd_init
+from lklab.cli.stream_output import LOG_FORMATS
 from lklab.cli.tables import cmd_tables
 from lklab.pipelines import DEFAULT, REGISTRY
 from lklab.pipelines.contract import Pipeline
@@ -261,6 +262,12 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         default=1,
         help="segments per micro-batch (default 1: the watermark advances as the traffic did)",
     )
+    speed.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="each micro-batch's record as JSON (for a log shipper) or as text (default: text on a terminal, else json)",
+    )
+    speed.add_argument("--quiet", action="store_true", help="no record per micro-batch: the last line and errors only")
 
     replay = _command(
         sub,

@@ -16,13 +16,16 @@ unknown stream) and the errors the pipeline names in ``Jobs.refused`` are bad in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
-from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, machine_records, progress, spark_for, unexplained
+from lklab.cli.console import FAILURE, UNHEALTHY, UsageError, progress, spark_for, unexplained
 from lklab.cli.options import config_from, days_from, generate_request
 from lklab.cli.stream_options import replay_name, stream_stop
+from lklab.cli.stream_output import stream_output
 from lklab.pipelines.contract import Handler, Jobs, Outcome, Pipeline
+from shared.eventlog import EventLog
 
 __all__ = ["handler_for", "app_name", "announce"]
 
@@ -106,15 +109,16 @@ def _speed(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _config(args, jobs)
     stop = stream_stop(args)
     rule = pipeline.stream()
-    if rule is not None:
-        machine_records(rule.logger)  # its line per micro-batch, for a log shipper
     options = {"available_now": args.available_now, "segments_per_batch": args.segments_per_batch, "stop": stop}
     options.update(_taken(args, jobs))
     config = _prepare("speed", jobs, config, options)
     announce(
         pipeline, jobs, "speed", config, options, _described(pipeline, jobs, config, f"stream on {config.lake / 'log'}")
     )
-    with spark_for(config, app_name(pipeline, jobs, "speed"), *_refused(jobs)) as spark:
+    log_format = args.log_format or ("text" if sys.stderr.isatty() else "json")
+    segments = EventLog(config.lake).last_segment() if args.available_now else None
+    shown = stream_output(rule.logger, log_format, args.quiet, segments) if rule else contextlib.nullcontext()
+    with shown, spark_for(config, app_name(pipeline, jobs, "speed"), *_refused(jobs)) as spark:
         outcome = jobs.speed(spark, config, **options)
     return _exit("speed", outcome)
 
