@@ -1,4 +1,5 @@
-"""``lklab tables`` and ``lklab show`` on lakes the real commands wrote: a new user's first hour.
+"""``lklab tables`` and ``lklab show`` on lakes the real commands wrote, and ``lklab health`` on
+the same lake: a new user's first hour.
 
 One billing lake, written once for the module as a user writes it (``lklab generate``, then
 ``lklab speed --available-now`` over the whole log, in the tests' Spark session), and one lake of
@@ -127,6 +128,30 @@ def test_show_refuses_a_predicate_the_table_cannot_evaluate_and_a_table_not_writ
     assert code == 2 and "--where \"reason = 'x'\"" in err and "reject_reason" in err, err
     code, _, err = lklab(capsys, "show", "batch_truth", "--lake", str(lake))
     assert code == 2 and "batch_truth: no Delta table at" in err and "not been written yet" in err, err
+
+
+# --- lklab health on the same lake ----------------------------------------------------------
+
+
+def test_health_after_the_speed_layer_read_the_whole_log_is_idle_not_lagging(lake, capsys):
+    newest = max(delta_rows(lake, "stream_metrics"), key=lambda row: row["batch_id"])
+    # The late arrivals at the end of the log leave the watermark far behind their arrival.
+    assert newest["watermark_lag_seconds"] > 15 * 60
+    code, out, _ = lklab(capsys, "health", "--lake", str(lake))
+    assert code == 0, out
+    assert out.startswith("speed layer healthy, idle (")
+    assert "idle: read the whole log; last micro-batch " in out and "the log's last append " in out
+    assert "the watermark lag over its limit is no alarm while idle" in out
+
+
+def test_health_on_a_lake_that_is_not_there_is_a_usage_error(tmp_path, capsys):
+    typo = tmp_path / "typo"
+    code, out, err = lklab(capsys, "health", "--lake", str(typo))
+    assert (code, out) == (2, "")
+    assert f"lake {typo}: no such directory" in err
+    typo.mkdir()
+    code, _, err = lklab(capsys, "health", "--lake", str(typo))
+    assert code == 2 and f"lake {typo}: holds no lake (neither log/ nor tables/ under it)" in err
 
 
 # --- a declared pipeline: its tables by role ----------------------------------------------------
