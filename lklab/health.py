@@ -18,12 +18,22 @@ recorded none). A watermark further ahead than that can only come from a clock t
 not catch (a writer whose clock runs behind, a table built before ``max-clock-skew``): unhealthy,
 and every event behind it is judged late.
 
+The stream is **idle** when it has read every segment of the log and waits for the next: healthy,
+however long ago its last micro-batch or the log's last append was (both are reported), and
+whatever its watermark lag. Its watermark moves only when a line arrives, so after the traffic
+stops the lag stays where the last lines left it (the late arrivals at the end of a log can leave
+it hours behind) with nothing left to read; the windows its state table still holds open are
+listed, the ones a heartbeat (``lklab.heartbeats``, appended by an always-on stream to a quiet
+log) would close.
+
 The stream is **stalled** when it has not committed for longer than ``max_staleness`` *and*
-a segment has waited at least that long: an idle stream over a quiet log is healthy, and a
-segment published a second ago after a quiet hour is not a stall. The stream is **lagging**
-when the watermark lag exceeds ``max_watermark_lag``, and **ahead** when the watermark leads
-arrival by more than the allowed lead. No ``stream_metrics`` table at all is
-unhealthy too. Durations are strings as everywhere in the lab (``90s``, ``10m``).
+a segment has waited at least that long: a segment published a second ago after a quiet hour is
+not a stall. The stream is **lagging** when it is behind (unread segments) and the watermark lag
+exceeds ``max_watermark_lag``, and **ahead** when the watermark leads arrival by more than the
+allowed lead. No ``stream_metrics`` table at all is unhealthy too. A lake that is not there (no
+directory, or one holding neither ``log/`` nor ``tables/``) is no verdict at all but an error,
+``NoLake``: a mistyped path must not read as a stream that never ran. Durations are strings as
+everywhere in the lab (``90s``, ``10m``).
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from shared.eventlog import EventLog
 
 __all__ = [
     "StreamHealth",
+    "NoLake",
     "SpeedLayerUnhealthy",
     "stream_health",
     "require_healthy_stream",
@@ -72,6 +83,13 @@ class StreamHealth:
     max_watermark_lead_seconds: float
     reasons: tuple[str, ...]
     records_lag: bool = True
+    log_quiet_seconds: float | None = None
+    open_windows: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def idle(self) -> bool:
+        """The stream has committed and read the whole log: it waits for the next segment."""
+        return self.last_commit_at is not None and self.segments_behind == 0
 
     @property
     def healthy(self) -> bool:
@@ -83,14 +101,17 @@ class StreamHealth:
         for key in ("checked_at", "last_commit_at"):
             out[key] = None if out[key] is None else out[key].isoformat()
         out["reasons"] = list(self.reasons)
+        out["open_windows"] = None if self.open_windows is None else [list(w) for w in self.open_windows]
         out["healthy"] = self.healthy
+        out["idle"] = self.idle
         return out
 
     def describe(self) -> str:
         """A few lines for a task log or a terminal."""
         seconds = lambda value: "n/a" if value is None else f"{value:,.1f}s"
+        verdict = ("healthy" if self.healthy else "UNHEALTHY") + (", idle" if self.idle else "")
         lines = [
-            f"{self.what} {'healthy' if self.healthy else 'UNHEALTHY'} ({self.table_path})",
+            f"{self.what} {verdict} ({self.table_path})",
             f"  last micro-batch: {self.last_batch_id if self.last_batch_id is not None else 'none'}, "
             f"committed {seconds(self.freshness_seconds)} ago (limit {seconds(self.max_staleness_seconds)})",
             f"  log: segment {self.log_last_segment}, read up to {self.last_segment_read or 0}, "
@@ -100,8 +121,30 @@ class StreamHealth:
             if self.records_lag
             else "  watermark lag: not recorded by this stream (its metrics have no watermark_lag_seconds)",
         ]
+        if self.idle:
+            lines += self._idle_lines()
         lines += [f"  - {reason}" for reason in self.reasons]
         return "\n".join(lines)
+
+    def _idle_lines(self) -> list[str]:
+        seconds = lambda value: "n/a" if value is None else f"{value:,.0f}s"
+        lines = [
+            f"  idle: read the whole log; last micro-batch {seconds(self.freshness_seconds)} ago, "
+            f"the log's last append {seconds(self.log_quiet_seconds)} ago"
+        ]
+        if self.open_windows:
+            shown = ", ".join(f"[{start}, {end})" for start, end in self.open_windows[:3])
+            more = f" and {len(self.open_windows) - 3:,} more" if len(self.open_windows) > 3 else ""
+            lines.append(f"  open windows a heartbeat would close: {len(self.open_windows):,}: {shown}{more}")
+        elif self.open_windows is not None:
+            lines.append("  open windows: none")
+        if self.watermark_lag_seconds is not None and self.watermark_lag_seconds > self.max_watermark_lag_seconds:
+            lines.append("  the watermark lag over its limit is no alarm while idle: no segment waits to be read")
+        return lines
+
+
+class NoLake(ValueError):
+    """The lake checked is not there: no directory, or one holding neither a log nor tables."""
 
 
 class SpeedLayerUnhealthy(RuntimeError):
@@ -143,17 +186,61 @@ def _allowed_lead(lake: Path, table: str) -> tuple[int, str]:
     return lead, f"max-clock-skew {skew} less watermark-delay {delay}, {source}"
 
 
+def require_lake(lake: Path) -> None:
+    """Raise ``NoLake`` naming ``lake`` unless it is a directory holding a log or tables."""
+    if not lake.is_dir():
+        raise NoLake(f"lake {lake}: no such directory")
+    if not (EventLog(lake).root.is_dir() or tables_root(lake).is_dir()):
+        raise NoLake(f"lake {lake}: holds no lake (neither log/ nor tables/ under it)")
+
+
+def _open_windows(path: Path) -> tuple[tuple[str, str], ...] | None:
+    """The windows the state table at ``path`` holds open, oldest first, as ISO-8601 strings
+    (``window_start``, ``window_end``): its rows that have a window, but not the ones whose
+    ``status`` says final where it has one. None: no such table, or a state without windows."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset()
+    names = dataset.schema.names
+    if not {"window_start", "window_end"} <= set(names):
+        return None
+    columns = ["window_start", "window_end"] + (["status"] if "status" in names else [])
+    held = {
+        (row["window_start"], row["window_end"])
+        for row in dataset.to_table(columns=columns).to_pylist()
+        if row["window_start"] is not None and row.get("status", "open") == "open"
+    }
+    iso = lambda moment: moment.isoformat().replace("+00:00", "Z") if hasattr(moment, "isoformat") else str(moment)
+    return tuple((iso(start), iso(end)) for start, end in sorted(held))
+
+
+def _state_of(metrics: str) -> str | None:
+    """The state table of the registered pipeline's stream whose metrics table is ``metrics``."""
+    from lklab.pipelines import REGISTRY
+
+    for pipeline in REGISTRY.values():
+        rule = pipeline.stream()
+        if rule is not None and rule.metrics is not None and rule.metrics.name == metrics:
+            return rule.layout[-1].table.name
+    return None
+
+
 def stream_health(
     lake: str | Path | None = None,
     *,
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
     table: str = STREAM_METRICS.name,
+    state: str | None = None,
     what: str = "speed layer",
     now: float | None = None,
 ) -> StreamHealth:
     """Check the stream writing one row per micro-batch to ``<lake>/tables/<table>`` (lake: the
-    configured one); ``what`` names the stream in what the check says.
+    configured one; ``NoLake`` when it is not there); ``what`` names the stream in what the
+    check says, ``state`` is its state table, whose open windows an idle stream reports (None:
+    the state of the registered pipeline's stream whose metrics ``table`` is, if any).
 
     The table needs ``batch_id`` and ``last_segment``; the watermark lag is checked where it
     records ``watermark_lag_seconds`` (a stream without a watermark records none).
@@ -164,6 +251,7 @@ def stream_health(
     staleness_limit = _seconds(parse_duration(max_staleness, name="max-staleness"))
     lag_limit = _seconds(parse_duration(max_watermark_lag, name="max-watermark-lag"))
     lake = Path(lake) if lake is not None else _configured_lake()
+    require_lake(lake)
     now = time.time() if now is None else now
     path = tables_root(lake) / table
     segments = EventLog(lake).segments()
@@ -190,6 +278,10 @@ def stream_health(
 
     unread = [s for s in segments if s.number > (last_read or 0)]
     waiting = max(0.0, now - unread[0].path.stat().st_mtime) if unread else None
+    quiet = max(0.0, now - segments[-1].path.stat().st_mtime) if segments else None
+    idle = last_commit_at is not None and not unread
+    state = state if state is not None else _state_of(table)
+    open_windows = _open_windows(tables_root(lake) / state) if idle and state is not None else None
 
     reasons: list[str] = []
     if last_commit_at is None:
@@ -199,7 +291,7 @@ def stream_health(
             f"stalled: no micro-batch committed for {freshness:,.0f}s (limit {max_staleness}) "
             f"while {len(unread)} segment(s) wait, the oldest for {waiting:,.0f}s"
         )
-    if lag is not None and lag > lag_limit:
+    if lag is not None and lag > lag_limit and not idle:
         reasons.append(f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} (micro-batch {last_batch})")
     if lag is not None and -lag > _seconds(lead):
         reasons.append(
@@ -224,6 +316,8 @@ def stream_health(
         max_watermark_lead_seconds=_seconds(lead),
         reasons=tuple(reasons),
         records_lag=records_lag,
+        log_quiet_seconds=quiet,
+        open_windows=open_windows,
     )
 
 
@@ -245,11 +339,12 @@ def require_healthy_stream(
 @dataclass(frozen=True)
 class WatchedStream:
     """A pipeline's live stream as the check sees it: the pipeline, what the stream is called
-    and its table of one row per micro-batch."""
+    its table of one row per micro-batch and its state table."""
 
     pipeline: str
     what: str
     metrics: str
+    state: str | None = None
 
 
 def watched_streams(lake: str | Path | None = None) -> list[WatchedStream]:
@@ -264,7 +359,7 @@ def watched_streams(lake: str | Path | None = None) -> list[WatchedStream]:
         rule = pipeline.stream()
         if rule is None or rule.metrics is None:
             continue
-        stream = WatchedStream(pipeline.name, rule.what, rule.metrics.name)
+        stream = WatchedStream(pipeline.name, rule.what, rule.metrics.name, rule.layout[-1].table.name)
         if pipeline.name == DEFAULT or (tables_root(lake) / stream.metrics / "_delta_log").is_dir():
             watched.append(stream)
     return watched
@@ -288,6 +383,7 @@ def streams_health(
                 max_staleness=max_staleness,
                 max_watermark_lag=max_watermark_lag,
                 table=stream.metrics,
+                state=stream.state,
                 what=stream.what,
                 now=now,
             ),

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lklab.health import SpeedLayerUnhealthy, require_healthy_stream, require_healthy_streams, stream_health
+from lklab.health import NoLake, SpeedLayerUnhealthy, require_healthy_stream, require_healthy_streams, stream_health
 from lklab.pipelines.billing_windows.speed import run_speed
 from shared.config import LabConfig, load_config
 from shared.eventlog import EventLog
@@ -105,10 +105,37 @@ def test_segment_published_just_now_after_a_quiet_hour_is_not_a_stall(lake):
 
 
 @slow
-def test_watermark_lag_over_the_limit_is_lagging(lake):
+def test_a_stream_that_read_the_whole_log_is_idle_not_lagging(lake):
+    """The late arrivals at the end of the log leave the watermark hours behind their arrival,
+    and nothing is left to read: idle, healthy, with the windows a heartbeat would close."""
+    lag = newest_metrics(lake)["watermark_lag_seconds"]
+    assert lag > 15 * 60
+    last_append = EventLog(lake).segments()[-1].path.stat().st_mtime
+    now = time.time() + 60
+    health = stream_health(lake, now=now)  # the default limits: 10m, 15m
+    assert (health.segments_behind, health.reasons, health.idle, health.healthy) == (0, (), True, True)
+    assert health.log_quiet_seconds == pytest.approx(now - last_append)
+    state = DeltaTable(str(lake / "tables" / "stream_state")).to_pyarrow_dataset().to_table().to_pylist()
+    held = sorted(
+        {(r["window_start"], r["window_end"]) for r in state if r["kind"] == "window" and r["status"] == "open"}
+    )
+    assert held, "the stream's last windows wait for a watermark that only a later line moves"
+    iso = lambda moment: moment.isoformat().replace("+00:00", "Z")
+    assert health.open_windows == tuple((iso(start), iso(end)) for start, end in held)
+    described = health.describe()
+    assert described.startswith("speed layer healthy, idle (")
+    assert f"open windows a heartbeat would close: {len(held)}: [{iso(held[0][0])}, {iso(held[0][1])})" in described
+    assert "the watermark lag over its limit is no alarm while idle" in described
+    assert health.as_dict()["idle"] is True
+
+
+@slow
+def test_watermark_lag_over_the_limit_is_lagging_once_segments_wait(lake):
     lag = newest_metrics(lake)["watermark_lag_seconds"]
     limit = f"{int(lag) - 1}s"
+    EventLog(lake).append(['{"event_id": "unread"}'])
     health = stream_health(lake, max_staleness="10m", max_watermark_lag=limit)
+    assert (health.segments_behind, health.idle, health.open_windows) == (1, False, None)
     assert health.reasons == (
         f"lagging: watermark lag {lag:,.0f}s exceeds {limit} (micro-batch {health.last_batch_id})",
     )
@@ -126,6 +153,13 @@ def test_a_lake_the_stream_never_wrote_is_unhealthy(template, tmp_path):
     assert health.reasons == (
         f"no stream_metrics table under {lake.resolve() / 'tables'}: the speed layer has not committed a micro-batch",
     )
+
+
+def test_a_lake_that_is_not_there_is_no_verdict_but_an_error(tmp_path):
+    with pytest.raises(NoLake, match=f"lake {tmp_path / 'typo'}: no such directory"):
+        stream_health(tmp_path / "typo")
+    with pytest.raises(NoLake, match="holds no lake"):
+        stream_health(tmp_path)
 
 
 @slow
@@ -147,6 +181,7 @@ def test_speed_layer_health_dag_passes_and_fails_loudly(lake, home):
     output = passed.stdout + passed.stderr
     assert passed.returncode == 0 and "state=success" in output, output[-4000:]
     assert "speed layer healthy" in output
+    EventLog(lake).append(['{"event_id": "unread"}'])  # behind: the lag is an alarm again
     failed = run(
         [
             airflow,

@@ -25,6 +25,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             max_staleness=args.max_staleness,
             max_watermark_lag=args.max_watermark_lag,
             table=rule.metrics.name,
+            state=rule.layout[-1].table.name,
             what=rule.what,
         )
     except ValueError as err:

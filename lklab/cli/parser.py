@@ -347,18 +347,38 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     listing = _command(
         sub,
         "tables",
-        "Where each of a pipeline's tables is (--pipeline): by role (truth, stream, late, duplicates, "
-        "dead_letters ...) for a declared pipeline, by name for the others.",
+        "Where each of a pipeline's tables is (--pipeline), its rows and Delta version: by role (truth, stream, "
+        "late, duplicates, dead_letters ...) for a declared pipeline, by name for the others.",
         "lklab tables --pipeline meter_kwh --config meters.toml --json",
     )
     _common(listing, windows=False)
-    listing.add_argument("--json", action="store_true", help="print them as a JSON object, role -> path")
+    listing.add_argument(
+        "--json", action="store_true", help="print them as a JSON object, role -> {path, written, rows, version}"
+    )
     listing.add_argument(
         "--against",
         default="speed",
         help="whose stream tables: speed (the live stream's) | kappa:RUN (a replay's, under kappa/RUN/); default speed",
     )
     listing.set_defaults(handler=cmd_tables)
+
+    from lklab.cli.show import cmd_show
+
+    show = _command(
+        sub,
+        "show",
+        "Print rows of one of a pipeline's tables (a name `lklab tables` lists), read with delta-rs: no Spark.",
+        "lklab show dead_letter --where \"reject_reason = 'not_json'\" --limit 5",
+    )
+    _common(show, windows=False)
+    show.add_argument("table", metavar="TABLE", help="a table as `lklab tables` lists it (or by its own name)")
+    show.add_argument("--where", help="a SQL predicate over its columns, e.g. \"segment > 3 AND reject_reason = 'x'\"")
+    show.add_argument("--limit", type=int, default=20, help="rows printed at most (default 20; 0: every row)")
+    show.add_argument("--against", default="speed", help="whose stream tables: speed | kappa:RUN (default speed)")
+    formats = show.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print the rows as JSON, with how many matched")
+    formats.add_argument("--csv", action="store_true", help="print the rows as CSV (the count line on stderr)")
+    show.set_defaults(handler=cmd_show)
 
     maintain = _command(
         sub,
