@@ -227,7 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(spark, config, declaration, args.segments_per_batch)
 
         progress(f"warm-up: one unmeasured run of each of {len(paths) * 2} jobs")
-        checks = {path: {side: bench.job(path, side)("warmup") for side in SIDES} for path in paths}
+        checks = {path: {} for path in paths}
+        for path in paths:
+            for side in SIDES:
+                started = time.perf_counter()
+                checks[path][side] = bench.job(path, side)("warmup")
+                progress(f"warm-up: {path} {side} {time.perf_counter() - started:.1f}s (load {load():.1f})")
         seconds = {path: {side: [] for side in SIDES} for path in paths}
         for repeat in range(1, args.repeats + 1):
             for path in paths:
