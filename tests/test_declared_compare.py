@@ -190,6 +190,7 @@ def test_compare_on_session_windows_is_refused_before_spark_starts(tmp_path, cap
         .replace('window-size = "5m"', 'window-kind = "session"\nsession-gap = "5m"')
     )
     (tmp_path / "meters.toml").write_text(declaration)
+    (tmp_path / "meters-lake").mkdir()
     with in_folder(tmp_path):
         assert lklab("compare", *CONFIG)[0] == 2
     assert (

@@ -580,3 +580,14 @@ def test_a_bad_declaration_stops_any_command_with_exit_2_naming_the_key(tmp_path
         'valid: "long", "decimal(p,s)" with precision p 1..38 and scale s 0..p\n'
     )
     assert not (tmp_path / "lake").exists()
+
+
+def test_an_ingest_time_declared_under_the_logs_own_name_is_read_from_the_line():
+    """``ingest-time = "ingest_time"``: the field the log stamps is the declared one."""
+    own = declarations(_with(lambda s: s.update({"ingest-time": "ingest_time"})))["meter_kwh"]
+    row = parse_declared_line(own, line(received_at=..., ingest_time="2026-01-05T10:00:02Z"), None)
+    assert (row["reject_reason"], row["ingest_time"]) == (None, 1767607202000000)
+    assert rejection(line(received_at=..., ingest_time="soon"), declaration=own) == (
+        "invalid_ingest_time",
+        "ingest_time",
+    )

@@ -81,14 +81,18 @@ def read(path: Path) -> tuple[Declaration, list[list[str]], dict]:
     return d, segments, transcript["expect"]
 
 
-def shown(value):
-    """A sum as a transcript writes it: a decimal as its text (its scale shows), a long as it is."""
+def shown(measure, value):
+    """A sum as a transcript writes it: a decimal's as its text (its scale shows), a long's as a
+    whole number (held as a ``decimal(38, 0)``)."""
+    if measure is not None and measure.type == "long":
+        return int(value)
     return str(value) if isinstance(value, Decimal) else value
 
 
-def window_list(windows: dict) -> list:
+def window_list(windows: dict, d) -> list:
+    kinds = [None, *d.measures]  # the count, then each measure's sum
     return sorted(
-        [seconds_of(start), seconds_of(end), *keys, *map(shown, totals)]
+        [seconds_of(start), seconds_of(end), *keys, *(shown(m, v) for m, v in zip(kinds, totals))]
         for (start, end, *keys), totals in windows.items()
     )
 
@@ -134,8 +138,8 @@ def transcript(request):
     return read(request.param)
 
 
-def check_stream(stream: StreamRows, expect: dict, lines: int) -> None:
-    assert window_list(stream.windows) == sorted(expect["windows"])
+def check_stream(d, stream: StreamRows, expect: dict, lines: int) -> None:
+    assert window_list(stream.windows, d) == sorted(expect["windows"])
     assert late_list(stream.late) == sorted(expect["late"])
     assert duplicate_list(stream.duplicates) == sorted(expect["duplicates"])
     assert dead_letter_list(stream.dead_letters) == sorted(expect["dead_letters"])
@@ -147,7 +151,7 @@ def test_the_stream_writes_the_transcripts_rows_whatever_the_cut(transcript):
     d, segments, expect = transcript
     lines = sum(map(len, segments))
     whole = stream_of(d, segments)
-    check_stream(whole, expect, lines)
+    check_stream(d, whole, expect, lines)
     cuts = every_cut(segments)
     assert len(cuts) == 2 ** (len(segments) - 1) + 1
     for cut in cuts:
@@ -165,7 +169,7 @@ def test_the_truth_writes_the_transcripts_windows_and_is_the_stream_plus_its_lat
     write_log(tmp_path, segments)
     batch = run_batch(spark, tmp_path, d)
     truth = truth_windows(d, batch.truth)
-    assert window_list(truth) == sorted(expect["truth"])
+    assert window_list(truth, d) == sorted(expect["truth"])
     assert batch.last_segment == len(segments)
     assert duplicate_list(batch.duplicates.to_pylist()) == sorted(expect["duplicates"])
     assert dead_letter_list(batch.dead_letters.to_pylist()) == sorted(expect["dead_letters"])

@@ -148,7 +148,7 @@ def parse_declared_line(declaration: Declaration, line: bytes, line_bytes: int |
         if rule is not None and rule.max is not None and number > rule.max:
             return dead_letter_row("above_max", name)
     ingest_field = d.ingest_time if d.ingest_time is not None and value.get(d.ingest_time) is not None else None
-    if ingest_field is None:
+    if ingest_field in (None, "ingest_time"):  # the log's own field: read with the line
         ingest_field, ingest_time = "ingest_time", stamped
     ingest_text = value.get(ingest_field)
     if ingest_field != "ingest_time":

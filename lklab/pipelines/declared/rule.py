@@ -67,11 +67,14 @@ _CLOCK = ("processing_time", "tick", "max_before_tick", "max_in_tick")
 class DeclaredState:
     """``windows``: (start, end, *keys) -> [event count, *sums] of the windows (or sessions) still open;
     ``seen``: event id -> (remembered_from, segment, line_number, payload) of its first copy;
-    ``clock``: the log's clock after the last line."""
+    ``clock``: the log's clock after the last line. ``seen_rows``: ``seen`` as the state table's
+    rows (Arrow), kept beside it so that a micro-batch converts only the ids it remembers anew,
+    not every id remembered (None: built from ``seen`` when asked)."""
 
     clock: ClockState = field(default_factory=ClockState)
     seen: dict[str, tuple] = field(default_factory=dict)
     windows: dict[tuple, list] = field(default_factory=dict)
+    seen_rows: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
     windows = window_counts(d, state.windows)
     measures = [m.name for m in d.measures]
     late, duplicates, dead_letters = [], [], []
+    remembered: dict[str, tuple] = {}  # the ids this micro-batch remembers anew
     counts = dict.fromkeys(METRIC_COUNTS, 0)
     counts["input_lines"] = parsed.num_rows
     for i, line in enumerate(parsed.to_pylist()):
@@ -127,7 +131,12 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
                 }
             )
             continue
-        state.seen[line["event_id"]] = (max(event_time, mark), line["segment"], line["line_number"], payload)
+        state.seen[line["event_id"]] = remembered[line["event_id"]] = (
+            max(event_time, mark),
+            line["segment"],
+            line["line_number"],
+            payload,
+        )
         missed, counted = windows.count(line, event_time, mark)
         for start, end in missed:
             late.append({**line, "window_start": start, "window_end": end, "watermark": mark, "batch_id": batch_id})
@@ -136,9 +145,16 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
     after = int(run.watermark_after[-1]) if parsed.num_rows else _known(before.clock.watermark_after(settings))
     changes = windows.changes()
     state.windows = windows.held()
+    rows = _seen_rows(d, before)  # the ids remembered anew replace their rows
+    rows = rows.filter(pc.invert(pc.is_in(rows["event_id"], pa.array(list(remembered), pa.string()))))
+    rows = pa.concat_tables([rows, _rows_of(d, remembered)])
     if after != NO_TIME:  # what can no longer change leaves the state
         state.windows = {k: v for k, v in state.windows.items() if after < k[1] + d.allowed_lateness}
-        state.seen = {k: v for k, v in state.seen.items() if v[0] >= after - d.dedup_horizon}
+        kept = pc.greater_equal(rows["remembered_from"], after - d.dedup_horizon)
+        for event_id in rows.filter(pc.invert(kept))["event_id"].to_pylist():
+            del state.seen[event_id]
+        rows = rows.filter(kept)
+    state.seen_rows = rows
     processing = int(run.processing_time[-1]) if parsed.num_rows else _known(before.clock.processing_time)
     metrics = {
         "batch_id": batch_id,
@@ -162,14 +178,13 @@ def _known(value: int | None) -> int:
     return NO_TIME if value is None else int(value)
 
 
-def state_table(d: Declaration, state: DeclaredState) -> pa.Table:
-    """The state as ``tables.state_schema(d)`` rows."""
-    windows = [{"kind": "window", **window_row(d, key, totals)} for key, totals in sorted(state.windows.items())]
-    seen = []
-    for event_id, (since, segment, line_number, payload) in sorted(state.seen.items()):
+def _rows_of(d: Declaration, seen: dict[str, tuple]) -> pa.Table:
+    """Remembered ids as the state table's ``seen`` rows."""
+    names = (*d.keys, *(m.name for m in d.measures))
+    rows = []
+    for event_id, (since, segment, line_number, payload) in seen.items():
         *values, event_time = payload
-        names = (*d.keys, *(m.name for m in d.measures))
-        seen.append(
+        rows.append(
             {
                 "kind": "seen",
                 "event_id": event_id,
@@ -180,8 +195,25 @@ def state_table(d: Declaration, state: DeclaredState) -> pa.Table:
                 "remembered_from": since,
             }
         )
+    return pa.Table.from_pylist(rows, state_schema(d))
+
+
+def _seen_rows(d: Declaration, state: DeclaredState) -> pa.Table:
+    return state.seen_rows if state.seen_rows is not None else _rows_of(d, state.seen)
+
+
+def state_table(d: Declaration, state: DeclaredState) -> pa.Table:
+    """The state as ``tables.state_schema(d)`` rows: the open windows, the ids remembered (by id), the clock."""
+    windows = [{"kind": "window", **window_row(d, key, totals)} for key, totals in sorted(state.windows.items())]
     clock = {"kind": "clock", **{name: getattr(state.clock, name) for name in _CLOCK}}
-    return pa.Table.from_pylist([*windows, *seen, clock], state_schema(d))
+    seen = _seen_rows(d, state)
+    return pa.concat_tables(
+        [
+            pa.Table.from_pylist(windows, state_schema(d)),
+            seen.take(pc.sort_indices(seen, sort_keys=[("event_id", "ascending")])),
+            pa.Table.from_pylist([clock], state_schema(d)),
+        ]
+    )
 
 
 def state_from_table(d: Declaration, rows: pa.Table) -> DeclaredState:
@@ -197,6 +229,8 @@ def state_from_table(d: Declaration, rows: pa.Table) -> DeclaredState:
             state.seen[row["event_id"]] = (row["remembered_from"], row["segment"], row["line_number"], payload)
         else:
             state.clock = ClockState(**{name: row[name] for name in _CLOCK})
+    rows = rows.cast(state_schema(d))
+    state.seen_rows = rows.filter(pc.equal(rows["kind"], "seen"))
     return state
 
 

@@ -1,7 +1,7 @@
 """A declared pipeline's stream for the live runner (``lklab.live_stream``) and the replay.
 
-``stream_rule(d)`` is the ``StreamRule``: lines collected raw and parsed in Arrow by the
-declaration (``parse.parse_declared_lines``), ``rule.declared_step`` against the state carried
+``stream_rule(d)`` is the ``StreamRule``: lines parsed by the declaration inside the streaming
+query, on the executors (``parse.parse_declared``: ``parse_declared_lines`` per Arrow batch), ``rule.declared_step`` against the state carried
 from the micro-batch before, and the sink's layout: the dead letters, duplicates and late rows
 appended, the windows merged by ``(window_start, window_end, keys)`` (a session merged into
 another deleted), the metrics, then the state (the commit point). Every callable is a ``functools.partial`` of a module-level function
@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from lklab.live_stream import StateKind, StepOutput, StreamRule
 from lklab.pipelines.declared.declaration import Declaration
-from lklab.pipelines.declared.parse import parse_declared_lines
+from lklab.pipelines.declared.parse import parse_declared, parsed_schema_of
 from lklab.pipelines.declared.rule import DeclaredState, declared_step, state_from_table, state_table
 from lklab.pipelines.declared.tables import tables_of
 from lklab.stream_sink import stream_layout
@@ -87,8 +87,14 @@ def settings_of(d: Declaration, config: LabConfig | None = None) -> dict[str, st
     return {**truth_settings_of(d), **stream}
 
 
-def _read(d: Declaration, lines: pa.Table, config: LabConfig) -> pa.Table:
-    return parse_declared_lines(d, lines)
+def _parse(d: Declaration, lines, max_clock_skew: int):
+    """The lines parsed inside the streaming query, on the executors (the declaration holds the skew)."""
+    return parse_declared(lines, d)
+
+
+def _read(d: Declaration, parsed: pa.Table, config: LabConfig) -> pa.Table:
+    schema = parsed_schema_of(d)
+    return parsed.select(schema.names).cast(schema)
 
 
 def _step(d: Declaration, parsed: pa.Table, state: DeclaredState, settings: Any, batch_id: int, started: float):
@@ -124,6 +130,7 @@ def stream_rule(d: Declaration) -> StreamRule:
         table_settings=partial(_table_settings, d),
         state=StateKind(DeclaredState, partial(state_from_table, d), _holds_open),
         step=partial(_step, d),
+        parse=partial(_parse, d),
         read=partial(_read, d),
         logger=f"lklab.{d.name}",
     )
