@@ -47,6 +47,7 @@ def test_health_over_a_delta_table_exits_with_its_code_every_time(tmp_path):
 
 def test_python_dash_m_ends_with_the_commands_code_after_its_output(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("LKLAB_")}
+    (tmp_path / "log").mkdir()  # a lake whose log is empty so far
     checked = subprocess.run(
         [sys.executable, "-m", "lklab.cli", "health", "--lake", str(tmp_path)],
         capture_output=True,
