@@ -93,7 +93,7 @@ class Amounts:
 
     def total(self, rows: np.ndarray, absolute: bool = False) -> Decimal:
         chosen = self.values[rows]
-        return Decimal(int((np.abs(chosen) if absolute else chosen).sum())).scaleb(-self.scale)
+        return Decimal(f"{int((np.abs(chosen) if absolute else chosen).sum())}e-{self.scale}")  # exact at any size
 
 
 def clock_without_delay(keys: np.ndarray, ingest: np.ndarray, event_time: np.ndarray, watermark_interval: int):
@@ -214,7 +214,7 @@ class Point:
 
 
 def _seconds(micros: int | None) -> Decimal | None:
-    return None if micros is None else Decimal(int(micros)).scaleb(-6)
+    return None if micros is None else Decimal(f"{int(micros)}e-6")
 
 
 def point_at(log: AdvisorLog, delay: int, exact_from: int | None = None) -> Point:
