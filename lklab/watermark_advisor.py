@@ -109,7 +109,7 @@ class AdvisorLog:
 
     Per line in log order: ``processing_time``, ``judged`` (``M``) and ``reached`` (``M*``). Per
     (first copy, window) pair, sorted by window then line: ``pair_line`` (index of its line),
-    ``pair_window`` (index into ``window_end``) and ``amounts`` by currency or measure name
+    ``pair_window`` (index into ``window_end``; every window has a pair) and ``amounts`` by currency or measure name
     (``unit`` says which). Per later copy of an id: its line, its first copy's line and event
     time (``copy_line``, ``first_line``, ``first_event_time``). Times in microseconds."""
 
@@ -225,12 +225,11 @@ def point_at(log: AdvisorLog, delay: int, exact_from: int | None = None) -> Poin
     judged = log.judged[log.pair_line]
     late = is_late(pair_end, np.where(known(judged), judged - delay, NO_TIME), log.allowed_lateness)
     counted = ~late
-    firsts = np.flatnonzero(np.concatenate([[True], log.pair_window[1:] != log.pair_window[:-1]]))
-    if not len(log.pair_line):
-        firsts = np.zeros(0, np.int64)
-    opened = (
-        np.minimum.reduceat(np.where(counted, log.pair_line, lines), firsts) if len(firsts) else np.zeros(0, np.int64)
-    )
+    # the line that opened each window: its first pair that counted (``lines``: none did); the
+    # pairs are sorted by window and every window has one
+    starts = np.searchsorted(log.pair_window, np.arange(windows))
+    candidates = np.where(counted, log.pair_line, lines)
+    opened = np.minimum.reduceat(candidates, starts) if windows else np.zeros(0, np.int64)
     reaching = np.searchsorted(log.reached, log.window_end + delay, side="left")
     final = (opened < lines) & (reaching < lines)
     final_line = np.minimum(np.maximum(opened, reaching), max(lines - 1, 0))
