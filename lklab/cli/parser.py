@@ -284,6 +284,20 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         help=f"also write {WINDOW_HISTORY.name}: every change of a window row, line by line, at its processing time",
     )
 
+    from lklab.cli.advise import add_advise_options, cmd_advise
+
+    advise = _command(
+        sub,
+        "advise",
+        "The watermark delay's whole trade-off on the lake's log, exact (late events and money, completeness "
+        "and time until final per delay, from one pass), and the delay to choose.",
+        "lklab advise --allowed-lateness 0s --watermark-delay 10s,45s,3m --target-completeness 99.5% "
+        "--json-out advice.json",
+    )
+    _common(advise, selected=pipeline)
+    add_advise_options(advise)
+    advise.set_defaults(handler=cmd_advise)
+
     reconcile = _command(
         sub,
         "reconcile",

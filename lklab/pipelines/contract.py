@@ -25,6 +25,8 @@ What a pipeline declares:
   function importing it when asked: maintenance reads which tables it rewrites and its lock, and
   ``lklab speed`` prints the records of its ``logger`` as machine records;
 * ``compare``: how ``lklab compare`` runs on it (``Comparison``), or None;
+* ``advise``: how ``lklab advise`` reads its log for the watermark advisor (``Advising``), or
+  None (a pipeline without event-time windows);
 * ``dags``: what its nightly and replay DAGs need beyond their shape (``DagSpec``; None: it has
   none), made by ``lklab.pipeline_dags``;
 * ``lines``: what its lines look like (``LineFormat``), as a function returning it: ``lklab
@@ -57,6 +59,7 @@ __all__ = [
     "Setting",
     "Inapplicable",
     "Comparison",
+    "Advising",
     "Outcome",
     "GenerateRequest",
     "Jobs",
@@ -172,6 +175,22 @@ class Comparison:
     publish: Callable[[Any, Any], tuple[str, bool]] | None = None
     sweep: tuple[str, str] | None = None
     writes_log: str = ""
+
+
+@dataclass(frozen=True)
+class Advising:
+    """How ``lklab advise`` reads a pipeline's log for the watermark advisor
+    (``lklab.watermark_advisor``).
+
+    ``read(spark, config, allowed_lateness, progress)`` returns its ``AdvisorLog``: every line's
+    clock, and its (first copy, window) pairs with their money or measures (``allowed_lateness``:
+    microseconds, None: the pipeline's own setting). ``prepare(config)``: the configuration it
+    reads with (billing: the windows the lake's tables were built with); ``check(config)`` raises
+    ``ValueError`` for one it cannot advise on exactly (session windows), before Spark starts."""
+
+    read: Callable[..., Any]
+    check: Callable[[Any], None] = lambda config: None
+    prepare: Callable[[Any], Any] = lambda config: config
 
 
 @dataclass(frozen=True)
@@ -315,6 +334,7 @@ class Pipeline:
     jobs: Callable[[], Jobs] = field(default=lambda: Jobs())
     stream: Callable[[], Any] = field(default=lambda: None)
     compare: Comparison | None = None
+    advise: Advising | None = None
     dags: DagSpec | None = None
     tables: Callable[[], Mapping[str, Any]] | None = None
     lines: Callable[[], LineFormat] | None = None

@@ -6,14 +6,14 @@ package holds what it declares to the runners: ``speed`` (its ``StreamRule``, wi
 ``whole_log`` for the replay), ``batch`` (its ``TruthRule``: the truth, day by day), ``replay``
 (the whole-log computation and ``replay_runs``), ``reconcile`` (its ``ReconcileRule``, whose
 rule is ``reconciliation.reconcile``); ``comparison`` with ``assessment`` and ``measure``
-(``lklab compare``), ``generator`` and ``truth`` (the scenarios and their NumPy oracle),
+(``lklab compare``), ``advice`` (``lklab advise``), ``generator`` and ``truth`` (the scenarios and their NumPy oracle),
 ``summary`` and ``agreement``. ``jobs`` declares what its commands run, as every pipeline does;
 ``PIPELINE`` declares it to the registry, its DAGs included (made by ``lklab.pipeline_dags``).
 """
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Comparison, DagSpec, Pipeline
+from lklab.pipelines.contract import Advising, Comparison, DagSpec, Pipeline
 from reconciliation.tables import RECON_RUNS
 from shared import catalog
 
@@ -65,6 +65,24 @@ def _publish(report, directory):
     return jobs.publish_comparison(report, directory)
 
 
+def _advisor_log(spark, config, allowed_lateness, progress):
+    from lklab.pipelines.billing_windows import advice
+
+    return advice.advisor_log(spark, config, allowed_lateness, progress)
+
+
+def _advise_check(config):
+    from lklab.pipelines.billing_windows import advice
+
+    advice.check(config)
+
+
+def _advise_prepare(config):
+    from lklab.pipelines.billing_windows import advice
+
+    return advice.prepare(config)
+
+
 PIPELINE = Pipeline(
     name="billing_windows",
     lines=_lines,
@@ -89,4 +107,5 @@ PIPELINE = Pipeline(
         processing_time=True,
         publish=_publish,
     ),
+    advise=Advising(read=_advisor_log, check=_advise_check, prepare=_advise_prepare),
 )

@@ -4,7 +4,8 @@
 and windows), its stream (``stream.stream_rule``), its tables by role (``lklab tables``) and its jobs (``jobs.jobs_of``): ``speed``,
 ``batch``, ``replay`` and ``reconcile`` run through the same handlers and runners as the
 registered pipelines'. ``lklab compare`` sweeps its watermark delay and allowed lateness
-(``comparison``; by default the declaration's own delay, without and with lateness); its DAGs are made from its name alone
+(``comparison``; by default the declaration's own delay, without and with lateness), and ``lklab
+advise`` reads its log for the watermark advisor (``advice``: fixed windows only); its DAGs are made from its name alone
 (``lklab.pipeline_dags.PipelineDags.declared``). The windows and stream settings are
 the declaration's: the flags that would set them, and their environment variables, are refused,
 saying where to change them.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from lklab.pipelines.contract import Comparison, Inapplicable, LineFormat, Pipeline
+from lklab.pipelines.contract import Advising, Comparison, Inapplicable, LineFormat, Pipeline
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.whole_log import WHOLE_LOG_RULES
 from shared.config import SECTIONS
@@ -59,6 +60,18 @@ def _check_compare(d: Declaration, config) -> None:
     from lklab.pipelines.declared.window_counts import fixed_windows
 
     fixed_windows(d, "lklab compare")
+
+
+def _advisor_log(d: Declaration, spark, config, allowed_lateness, progress):
+    from lklab.pipelines.declared.advice import advisor_log
+
+    return advisor_log(d, spark, config, allowed_lateness, progress)
+
+
+def _check_advise(d: Declaration, config) -> None:
+    from lklab.pipelines.declared.advice import check
+
+    check(d)
 
 
 def _sweep(d: Declaration) -> tuple[str, str]:
@@ -116,6 +129,7 @@ def pipeline_of(d: Declaration) -> Pipeline:
             sweep=_sweep(d),
             writes_log=f"'lklab ingest --pipeline {d.name} FILE...'",
         ),
+        advise=Advising(read=partial(_advisor_log, d), check=partial(_check_advise, d)),
         jobs=partial(_jobs, d),
         stream=partial(_stream, d),
         tables=partial(_tables, d),
