@@ -55,6 +55,7 @@ def _point(point: Point) -> dict[str, Any]:
         "late_events": point.late_events,
         "late_money": _money(point.late_money),
         "completeness": _ratio(point.completeness),
+        "completeness_when_final": _ratio(point.completeness_when_final),
         "money_completeness": {name: _ratio(point.money_completeness(name)) for name in labels},
         "events_when_final": point.events_when_final,
         "final_window_events": point.final_window_events,
@@ -111,7 +112,7 @@ def _row(point: Point, name: str = "") -> str:
 def to_text(advice: Advice) -> str:
     """The curve, the delays asked for and the recommendation, as a table and a sentence."""
     header = (
-        f"  {'delay':>8}  {'late pairs':>10}  {'complete':>9}  {'final p50':>9}  {'final p95':>9}  "
+        f"  {'delay':>8}  {'late pairs':>10}  {'of final':>9}  {'final p50':>9}  {'final p95':>9}  "
         f"{'never final':>11}  late {advice.unit} (net)"
     )
     lines = [
@@ -130,7 +131,8 @@ def to_text(advice: Advice) -> str:
         point = rec.point
         lines.append(
             f"recommended: watermark delay {format_duration(point.watermark_delay)} for {' and '.join(asked)} "
-            f"({rec.why}{'' if rec.met else ': not met'}): completeness {_percent(point.completeness)}, "
+            f"({rec.why}{'' if rec.met else ': not met'}): completeness of the windows final "
+            f"{_percent(point.completeness)} ({_percent(point.completeness_when_final)} of every event), "
             f"time until final median {_seconds(point.final_p50)}, p95 {_seconds(point.final_p95)}; "
             f"{point.late_events:,} late pairs"
         )
@@ -148,8 +150,8 @@ def write_plot(advice: Advice, path: Path) -> Path:
     late.set_ylabel("late (event, window) pairs")
     late.set_title(f"watermark delay trade-off, allowed lateness {format_duration(advice.allowed_lateness)}")
     share = [float(p.completeness) * 100 if p.completeness is not None else None for p in advice.curve]
-    final.plot(delays, share, color="#1f77b4", label="completeness when final (%)")
-    final.set_ylabel("completeness when final (%)")
+    final.plot(delays, share, color="#1f77b4", label="completeness of the windows final (%)")
+    final.set_ylabel("completeness of the windows final (%)")
     final.set_xlabel("watermark delay (s)")
     waits = final.twinx()
     for quantile, style in (("final_p50", ":"), ("final_p95", "--")):

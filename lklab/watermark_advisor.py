@@ -208,6 +208,12 @@ class Point:
         """Events held when final over the truth's events of the windows that became final."""
         return None if not self.final_window_events else Decimal(self.events_when_final) / self.final_window_events
 
+    @property
+    def completeness_when_final(self) -> Decimal | None:
+        """The report's ratio: events held when final over every event of the truth (a window
+        never final holds none), as ``lklab compare`` reports it per configuration."""
+        return None if not self.truth_events else Decimal(self.events_when_final) / self.truth_events
+
     def money_completeness(self, label: str) -> Decimal | None:
         whole = self.final_window_money.get(label, Decimal(0))
         return None if not whole else self.money_when_final.get(label, Decimal(0)) / whole
