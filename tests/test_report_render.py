@@ -274,7 +274,14 @@ def test_json_money_is_exact_strings_per_currency(report):
     assert event["amount"] == "-5.000000" and event["lateness_seconds"] == "3545.500000"
     assert event["event_time"] == "2026-01-05T10:00:45.000000Z"
     costs = document["report"]["results"][1]["costs"]
-    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5}
+    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5, "scaling": None}
+    assert costs[0]["scaling"] == {
+        "lines": 4000,
+        "micro_batches": 3,
+        "fixed_cpu_seconds": 38.5,
+        "cpu_seconds_per_line": 0.0005,
+        "per_line_stderr": 0.0001,
+    }
 
 
 def test_json_carries_every_figure_of_the_side_by_side_table(report, page):

@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from . import formats, plots
 from .comparison import compare
+from .decision import decide, headline_table
 from .model import Report
 
 __all__ = ["AUDIT_ROWS_SHOWN", "TEMPLATES", "render_html"]
@@ -76,8 +77,12 @@ def _error_caption(report: Report) -> str:
 def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str:
     """The report page as a string (UTF-8 when written)."""
     labels = {c.key: c.label for c in report.configurations}
+    decision = decide(report)
     return TEMPLATES.get_template("report.html.j2").render(
         report=report,
+        decision=decision,
+        headline=headline_table(decision),
+        decision_plot=_svg(plots.decision_curve(decision)),
         comparison=compare(report),
         formats=formats,
         plots={

@@ -18,13 +18,22 @@ from matplotlib.figure import Figure
 
 from shared.durations import format_duration
 
+from .decision import Decision
+from .formats import ratio as formats_ratio
 from .formats import utc
 from .gaps import GapHeatMap
 from .model import Configuration, Report
 
-__all__ = ["PLOT_IDS", "arrival_delay_cdf", "watermark_tradeoff", "error_over_time", "gap_heat_map"]
+__all__ = [
+    "PLOT_IDS",
+    "decision_curve",
+    "arrival_delay_cdf",
+    "watermark_tradeoff",
+    "error_over_time",
+    "gap_heat_map",
+]
 
-PLOT_IDS = ("plot-tradeoff", "plot-error", "plot-arrival-delay")
+PLOT_IDS = ("plot-decision", "plot-tradeoff", "plot-error", "plot-arrival-delay")
 """Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
 
 MAX_CURRENCY_PANELS = 6
@@ -74,6 +83,51 @@ def _svg(figure: Figure, plot_id: str) -> str:
     text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{plot_id}-{m.group(1)})", text)
     text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{plot_id}-{m.group(1)}"', text)
     return text.replace("<svg", f'<svg id="{plot_id}" role="img" class="plot"', 1)
+
+
+_MARKERS = {"lambda": "o", "kappa": "s"}
+
+
+def decision_curve(decision: Decision, plot_id: str = "plot-decision") -> str | None:
+    """The decision's criterion (%) against the watermark delay: each swept configuration a point
+    (Lambda circles, Kappa squares), the recommended one ringed, the target a dashed line, and
+    the advisor's curve as a line where the report has one (symlog x: a delay of 0 is drawn)."""
+    points = [c for c in decision.candidates if c.criterion is not None]
+    if not points:
+        return None
+    figure = Figure(figsize=(6.2, 3.3), layout="constrained")
+    axes = figure.subplots()
+    curve = decision.curve
+    if curve is not None and curve.points:
+        drawn = [(float(p.delay_seconds), float(p.completeness_when_final) * 100) for p in curve.points
+                 if p.completeness_when_final is not None]  # fmt: skip
+        axes.plot([d for d, _ in drawn], [v for _, v in drawn], color="#7f7f7f", linewidth=1.2,
+                  label=f"advisor's curve, L={curve.allowed_lateness}")  # fmt: skip
+    drawn_at: dict[tuple[float, float], int] = {}
+    for index, candidate in enumerate(points):
+        x, y = float(candidate.delay_seconds), float(candidate.criterion) * 100
+        # Configurations that land on one point (Lambda at W and Kappa at (W, 0) always do) are
+        # drawn as hollow markers growing around each other, so each stays visible.
+        under = drawn_at[(x, y)] = drawn_at.get((x, y), -1) + 1
+        axes.scatter([x], [y], marker=_MARKERS.get(candidate.architecture, "o"), s=40 + 70 * under, zorder=3,
+                     facecolors="none" if under else _PALETTE[index % len(_PALETTE)], linewidths=1.6,
+                     edgecolors=_PALETTE[index % len(_PALETTE)], label=_literal(candidate.label))  # fmt: skip
+        if candidate.key == decision.recommended:
+            axes.scatter([x], [y], s=420, facecolors="none", edgecolors="#137333", linewidths=2, zorder=4)
+            axes.annotate("recommended", (x, y), xytext=(-12, -16), textcoords="offset points", color="#137333",
+                          fontsize="small", fontweight="bold", horizontalalignment="right")  # fmt: skip
+    axes.axhline(float(decision.target) * 100, color="#c5221f", linestyle="--", linewidth=0.9,
+                 label=f"target {formats_ratio(decision.target)}")  # fmt: skip
+    delays = sorted({float(c.delay_seconds) for c in points})
+    axes.set_xscale("symlog", linthresh=1)
+    axes.margins(x=0.12, y=0.12)
+    axes.set_xticks(delays, labels=[format_duration(int(d * 1_000_000)) if d else "0" for d in delays])
+    axes.minorticks_off()
+    axes.set_xlabel("watermark delay")
+    axes.set_ylabel(f"{decision.criterion} (%)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="x-small", loc="lower right")
+    return _svg(figure, plot_id)
 
 
 def arrival_delay_cdf(report: Report, plot_id: str = "plot-arrival-delay") -> str | None:
