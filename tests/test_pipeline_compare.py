@@ -528,6 +528,13 @@ def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path)
     assert "side output none, absorbed 1;" in verdicts["Kappa W=0s L=10m"]
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
     assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
+    # the answer follows the verdicts; the streams' records per micro-batch went to a file, not the console
+    assert "Recommended: Kappa W=0s L=10m, the cheapest of the 3 swept configurations" in done.stdout
+    streams_log = lake / "reports" / "op" / "streams.log"
+    assert f"the streams' records per micro-batch: {streams_log}" in done.stdout
+    records = streams_log.read_text().splitlines()
+    assert records and all('"event": "micro-batch"' in r or '"event": "replay"' in r for r in records)
+    assert '"event": "micro-batch"' not in done.stderr
     page = (lake / "reports" / "op" / "report.html").read_text()
     assert (
         '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page
