@@ -223,7 +223,6 @@ def test_report_renders_with_its_sections_and_plots(opened_report):
         "plot-error",
         "plot-arrival-delay",
         "plot-gaps-0",
-        "plot-gaps-1",
     ]
     assert all(p["width"] > 100 and p["height"] > 50 for p in facts["plots"]), facts["plots"]
     assert facts["scripts"] == 0

@@ -8,19 +8,22 @@ here for drawing only; the figures quoted on the page come from the exact values
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 
-from matplotlib import rc_context
+from matplotlib import colormaps, rc_context
+from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 
 from shared.durations import format_duration
 
 from .decision import Decision
 from .formats import ratio as formats_ratio
-from .formats import utc
 from .gaps import GapHeatMap
 from .model import Configuration, Report
 
@@ -243,32 +246,41 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
     return _svg(figure, plot_id)
 
 
-def gap_heat_map(heat_map: GapHeatMap, plot_id: str, accounts: int = 15, windows: int = 40) -> str | None:
-    """The top accounts x windows by first-result gap, log colour scale (blank = no gap)."""
-    rows, columns, values = heat_map.grid(accounts, windows)
-    if not rows:
+def gap_heat_map(
+    heat_maps: GapHeatMap | Sequence[GapHeatMap], plot_id: str, accounts: int = 10, windows: int = 30
+) -> str | None:
+    """One configuration's gaps when final: a panel per currency, the ``accounts`` with the
+    largest gaps as rows and, among their windows, the ``windows`` with the largest gaps drawn
+    where they are in time (each cell spans its window's start to end on a time axis shared by
+    the panels; blank: no gap, or not among the largest); log colour scale per currency."""
+    maps = [heat_maps] if isinstance(heat_maps, GapHeatMap) else list(heat_maps)
+    panels = [(m, *m.grid(accounts, windows)) for m in maps]
+    panels = [p for p in panels if p[1]][:MAX_CURRENCY_PANELS]
+    if not panels:
         return None
-    drawn = [[float(v) if v > 0 else float("nan") for v in row] for row in values]
-    positive = [v for row in drawn for v in row if v == v]
-    figure = Figure(figsize=(min(2 + 0.22 * len(columns), 12), 1.2 + 0.3 * len(rows)))
-    axes = figure.subplots()
-    image = axes.imshow(
-        drawn,
-        aspect="auto",
-        cmap="Reds",
-        interpolation="nearest",
-        norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None,
-    )
-    axes.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
-    step = max(1, len(columns) // 12)
-    ticks = list(range(0, len(columns), step))
-    axes.set_xticks(
-        ticks,
-        labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
-        rotation=60,
-        ha="right",
-        fontsize="small",
-    )
-    axes.set_xlabel("window start (UTC)")
-    figure.colorbar(image, ax=axes, label=f"gap ({heat_map.currency})")
+    heights = [0.9 + 0.28 * len(rows) for _, rows, _, _ in panels]
+    figure = Figure(figsize=(9, 0.6 + sum(heights)), layout="constrained")
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
+    for panel, (heat_map, rows, columns, values) in zip(axes, panels):
+        positive = [float(v) for row in values for v in row if v > 0]
+        norm = LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None
+        image = ScalarMappable(norm=norm, cmap=colormaps["Reds"])
+        if norm is None:
+            image.set_clim(0, max(positive) * 2)
+        for y, row in enumerate(values):
+            cells = [(date2num(w[0]), date2num(w[1]) - date2num(w[0]), float(v)) for w, v in zip(columns, row) if v > 0]
+            panel.broken_barh([(x, width) for x, width, _ in cells], (y - 0.42, 0.84),
+                              facecolors=[image.to_rgba(v) for _, _, v in cells])  # fmt: skip
+        panel.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
+        panel.set_ylim(len(rows) - 0.5, -0.5)
+        panel.grid(True, axis="x", alpha=0.3)
+        figure.colorbar(image, ax=panel, label=f"gap ({heat_map.currency})", pad=0.01)
+    first = min(w[0] for _, _, columns, _ in panels for w in columns)
+    last = max(w[1] for _, _, columns, _ in panels for w in columns)
+    margin = max((last - first) / 40, dt.timedelta(seconds=1))
+    axes[-1].set_xlim(date2num(first - margin), date2num(last + margin))
+    locator = AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes[-1].set_xlabel("window (UTC), drawn from its start to its end")
     return _svg(figure, plot_id)
