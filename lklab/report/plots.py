@@ -98,7 +98,7 @@ def decision_curve(decision: Decision, plot_id: str = "plot-decision") -> str | 
     points = [c for c in decision.candidates if c.criterion is not None]
     if not points:
         return None
-    figure = Figure(figsize=(6.2, 3.3), layout="constrained")
+    figure = Figure(figsize=(6.2, 3.6), layout="constrained")
     axes = figure.subplots()
     curve = decision.curve
     if curve is not None and curve.points:
@@ -117,19 +117,19 @@ def decision_curve(decision: Decision, plot_id: str = "plot-decision") -> str | 
                      edgecolors=_PALETTE[index % len(_PALETTE)], label=_literal(candidate.label))  # fmt: skip
         if candidate.key == decision.recommended:
             axes.scatter([x], [y], s=420, facecolors="none", edgecolors="#137333", linewidths=2, zorder=4)
-            axes.annotate("recommended", (x, y), xytext=(-12, -16), textcoords="offset points", color="#137333",
-                          fontsize="small", fontweight="bold", horizontalalignment="right")  # fmt: skip
+            axes.annotate("recommended", (x, y), xytext=(0, 13), textcoords="offset points", color="#137333",
+                          fontsize="small", fontweight="bold", horizontalalignment="center")  # fmt: skip
     axes.axhline(float(decision.target) * 100, color="#c5221f", linestyle="--", linewidth=0.9,
                  label=f"target {formats_ratio(decision.target)}")  # fmt: skip
     delays = sorted({float(c.delay_seconds) for c in points})
     axes.set_xscale("symlog", linthresh=1)
-    axes.margins(x=0.12, y=0.12)
+    axes.margins(x=0.12, y=0.18)
     axes.set_xticks(delays, labels=[format_duration(int(d * 1_000_000)) if d else "0" for d in delays])
     axes.minorticks_off()
     axes.set_xlabel("watermark delay")
     axes.set_ylabel(f"{decision.criterion} (%)")
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="x-small", loc="lower right")
+    figure.legend(loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
     return _svg(figure, plot_id)
 
 
