@@ -12,7 +12,8 @@ tables mean; what is the same is here:
   lines;
 * ``setting_config``: the lab's settings at one stream setting (durations as written);
 * ``live_run``: a live stream under ``kappa/<name>/`` from nothing (tables and checkpoint left
-  by an earlier comparison of that name removed), ``available_now``, with its cost;
+  by an earlier comparison of that name removed), ``available_now``, with its cost, split into a
+  fixed part and a part per line over its micro-batches (``lklab.report.scaling``);
 * ``timed``: any other path's run with its cost (``shared.compute_cost``);
 * ``each_setting``: one measured stream per setting, progress labelled ``W=.. L=..``;
 * ``cost_scope``: which processes the costs count.
@@ -32,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
 from lklab.report.model import Configuration, PathCost
+from lklab.report.scaling import fit_micro_batches
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -153,12 +155,25 @@ def live_run(
     live = replay_prefix(name)
     for path in (tables.root / live, Path(config.lake).resolve() / "checkpoints" / live):
         shutil.rmtree(path, ignore_errors=True)
-    _, cost = timed(
+    stream, cost = timed(
         config,
         "speed",
         lambda: run_stream(spark, config, available_now=True, segments_per_batch=segments_per_batch, prefix=live),
     )
-    return live, cost
+    return live, dataclasses.replace(cost, scaling=fit_micro_batches(cost.cpu_seconds, _micro_batches(stream)))
+
+
+def _micro_batches(stream: object) -> list[tuple[int, float]]:
+    """``(input lines, step seconds)`` of each micro-batch a live stream committed, from its
+    metrics table; none when it has no such table or its table times no step."""
+    rule, tables = getattr(stream, "rule", None), getattr(stream, "tables", None)
+    metrics = getattr(rule, "metrics", None)
+    if metrics is None or tables is None or not tables.exists(stream.table(metrics)):
+        return []
+    rows = tables.read_arrow(stream.table(metrics))
+    if not {"input_lines", "duration_seconds"} <= set(rows.column_names):
+        return []
+    return list(zip(rows["input_lines"].to_pylist(), rows["duration_seconds"].to_pylist()))
 
 
 @dataclass(frozen=True)

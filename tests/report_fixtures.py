@@ -30,6 +30,7 @@ from lklab.report.model import (
     Report,
     StreamRun,
 )
+from lklab.report.scaling import CostScaling
 
 ODD_ACCOUNT = 'acct-<b>&"x"'
 LAMBDA = Configuration("lambda", "10s", "0")
@@ -37,6 +38,12 @@ KAPPA = Configuration("kappa", "10s", "0")
 KAPPA_LATE = Configuration("kappa", "10s", "1h")
 KAPPA_SLOW = Configuration("kappa", "1m", "0")
 BASELINE = Configuration("processing-time")
+
+# Each stream's CPU split over its micro-batches: fixed + per line x 4,000 lines is its CPU
+# (40.5, 50.75, 36.0); W=1m costs twice as much per line, so it is the dearer one per day.
+W10S_L0 = CostScaling(4_000, 3, 38.5, 0.0005, 0.0001)
+W10S_L1H = CostScaling(4_000, 3, 48.75, 0.0005, 0.0001)
+W1M_L0 = CostScaling(4_000, 3, 32.0, 0.001)
 
 
 def at(day: int, hour: int, minute: int = 0, second: int = 0) -> dt.datetime:
@@ -94,7 +101,11 @@ RESULTS = (
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("50400"), D("86000"), D("86400")), 1, 0, 950),
         end=_end(40, TRUTH_MONEY),
         late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
-        costs=(PathCost("speed", 40.5, 60.25), PathCost("batch", 12.0, 8.5), PathCost("reconciliation", 20.25, 22.0)),
+        costs=(
+            PathCost("speed", 40.5, 60.25, W10S_L0),
+            PathCost("batch", 12.0, 8.5),
+            PathCost("reconciliation", 20.25, 22.0),
+        ),
         state_rows_max=120,
         reconciliation=_recon("kappa:t-w10s-l0"),
     ),
@@ -108,7 +119,7 @@ RESULTS = (
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("12.5"), D("120"), D("200")), 1, 2, 950),
         end=_end(38, {"USD": D("1970.000001"), "JPY": D("108000")}),
         late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
-        costs=(PathCost("streaming", 40.5, 60.25), PathCost("replay", 20.125, 15.5)),
+        costs=(PathCost("streaming", 40.5, 60.25, W10S_L0), PathCost("replay", 20.125, 15.5)),
         state_rows_max=120,
         reconciliation=_recon("kappa:t-w10s-l0"),
     ),
@@ -122,7 +133,7 @@ RESULTS = (
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("40"), D("3600"), D("3600")), 1, 0, 950),
         end=_end(40, TRUTH_MONEY),
         late=LateSummary(0, {}, 3, LATE_MONEY, absorbed_net=LATE_NET),
-        costs=(PathCost("streaming", 50.75, 70.0), PathCost("replay", 24.5, 18.0)),
+        costs=(PathCost("streaming", 50.75, 70.0, W10S_L1H), PathCost("replay", 24.5, 18.0)),
         state_rows_max=900,
         reconciliation=_recon("kappa:t-w10s-l1h"),
     ),
@@ -139,7 +150,7 @@ RESULTS = (
         late=LateSummary(
             2, {"USD": D("0.5"), "JPY": D("300")}, 0, {}, side_output_net={"USD": D("-0.5"), "JPY": D("300")}
         ),
-        costs=(PathCost("streaming", 36.0, 56.0), PathCost("replay", 20.125, 15.25)),
+        costs=(PathCost("streaming", 36.0, 56.0, W1M_L0), PathCost("replay", 20.125, 15.25)),
         state_rows_max=130,
         reconciliation=_recon("kappa:t-w1m-l0"),
     ),

@@ -110,7 +110,7 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
     tables, rows = [], None
     for line in text.splitlines() + [""]:
         if line.startswith("|"):
-            if not line.startswith("|---"):
+            if not re.fullmatch(r"\|[\s:|-]+\|", line):  # a separator row
                 cells = line[2:-2].split(" | ")
                 rows = (rows or []) + [
                     [re.sub(r"\\(.)", r"\1", c.removeprefix("**").removesuffix("**")) for c in cells]
@@ -132,8 +132,9 @@ def test_report_page_shows_the_tables_of_summary_md(written):
     _, _, files = written
     page, text = files.html.read_text(), files.summary_md.read_text()
     tables = html_tables(page)
-    assert list(tables) == ["side-by-side", "audits", "streams"]
-    side_by_side, streams = markdown_tables(text)
+    assert list(tables) == ["headline", "side-by-side", "audits", "streams"]
+    headline, side_by_side, streams = markdown_tables(text)
+    assert tables["headline"] == headline and headline[0] == ["", "Lambda W=0s L=0", "Kappa W=10m L=0"]
     assert tables["side-by-side"] == side_by_side
     assert (
         tables["streams"]
@@ -158,7 +159,14 @@ def test_report_page_shows_the_tables_of_summary_md(written):
     assert rows["cost: speed layer, CPU s (wall s)"] == ["3.2 (4.4)", "—", "—"]
     assert rows["cost: total CPU s (wall s)"] == ["5.7 (7.6)", "4.7 (6.4)", "5.1 (6.8)"]  # 3.2 + 2.0 + 0.5 CPU s
     assert rows["reconciliation: late_payment"] == ["2", "2", "0"]
-    assert re.findall(r'<section id="([^"]+)">', page) == ["side-by-side", "verdicts", "error", "audit", "method"]
+    assert re.findall(r'<section id="([^"]+)">', page) == [
+        "decision",
+        "side-by-side",
+        "verdicts",
+        "error",
+        "audit",
+        "method",
+    ]
 
 
 def test_figures_are_the_same_in_the_page_the_digest_and_the_json(written):
@@ -167,7 +175,7 @@ def test_figures_are_the_same_in_the_page_the_digest_and_the_json(written):
     summary = json.loads(files.summary_json.read_text())
     lambda_, kappa, kappa_late = summary["report"]["results"]
     rows = {row[0]: row[1:] for row in html_tables(page)["side-by-side"]}
-    assert rows == {row[0]: row[1:] for row in markdown_tables(text)[0]}
+    assert rows == {row[0]: row[1:] for row in markdown_tables(text)[1]}
     assert kappa["compared"] == 6 and rows["outputs compared at the end"][1] == "6"
     assert lambda_["latency"]["matched"]["p95"] == "49080.000000" and rows["matched: p95 / max"][0].startswith(
         "49,080 s /"
@@ -242,9 +250,16 @@ def test_report_without_audits_shows_the_state_table_and_flags_the_unexplained(t
     )
     files = write_pipeline_report(report, tmp_path)
     page, text = files.html.read_text(), files.summary_md.read_text()
-    assert re.findall(r'<section id="([^"]+)">', page) == ["side-by-side", "verdicts", "error", "state", "method"]
+    assert re.findall(r'<section id="([^"]+)">', page) == [
+        "decision",
+        "side-by-side",
+        "verdicts",
+        "error",
+        "state",
+        "method",
+    ]
     assert "Finance audit" not in text and "payments_audit" not in page
-    state = markdown_tables(text)[1]
+    state = markdown_tables(text)[2]
     assert (
         html_tables(page)["state-by-ttl"]
         == state
@@ -255,7 +270,7 @@ def test_report_without_audits_shows_the_state_table_and_flags_the_unexplained(t
         ]
     )
     assert '<p class="alarm" id="unexplained">Unexplained differences in: Kappa W=0s L=0.</p>' in page
-    assert [row for row in markdown_tables(text)[0] if row[0] == "reconciliation: unexplained"] == [
+    assert [row for row in markdown_tables(text)[1] if row[0] == "reconciliation: unexplained"] == [
         ["reconciliation: unexplained", "0", "1", "0"]
     ]
 
@@ -373,7 +388,7 @@ def test_visitors_report_files(visitors):
     assert files.error_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = files.html.read_text()
     assert "<li>Kappa W=0s L=0: 1 of 3 outputs wrong at the end (1 undercounted)" in page
-    assert html_tables(page)["state-by-ttl"] == markdown_tables(text)[1]  # the visitors' state by TTL
+    assert html_tables(page)["state-by-ttl"] == markdown_tables(text)[2]  # the visitors' state by TTL
     assert "Finance audit" not in page  # the visitors' reconciliation writes no audit
 
 
@@ -528,6 +543,13 @@ def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path)
     assert "side output none, absorbed 1;" in verdicts["Kappa W=0s L=10m"]
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
     assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
+    # the answer follows the verdicts; the streams' records per micro-batch went to a file, not the console
+    assert "Recommended: Kappa W=0s L=10m, the cheapest of the 3 swept configurations" in done.stdout
+    streams_log = lake / "reports" / "op" / "streams.log"
+    assert f"the streams' records per micro-batch: {streams_log}" in done.stdout
+    records = streams_log.read_text().splitlines()
+    assert records and all('"event": "micro-batch"' in r or '"event": "replay"' in r for r in records)
+    assert '"event": "micro-batch"' not in done.stderr
     page = (lake / "reports" / "op" / "report.html").read_text()
     assert (
         '<a href="../payments-op-w0s-l0/payments_audit.csv">' in page

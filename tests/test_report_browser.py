@@ -142,8 +142,9 @@ _PAGE_FACTS = """(() => {
 })()"""
 
 
-def _open(html: Path, profile: Path, facts_script: str):
-    """Open ``html`` from disk; the page's facts (``facts_script``'s value), every protocol event, and the URL."""
+def _open(html: Path, profile: Path, facts_script: str, viewport: tuple[int, int] | None = None):
+    """Open ``html`` from disk; the page's facts (``facts_script``'s value), every protocol event, and
+    the URL. ``viewport``: the page's width and height in CSS pixels (default: the window's)."""
     command = _offline_prefix() + [
         _chromium(),
         "--headless",
@@ -168,6 +169,13 @@ def _open(html: Path, profile: Path, facts_script: str):
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Runtime", "Log", "Page", "Network"):
             browser.send(f"{domain}.enable", session=session)
+        if viewport is not None:
+            width, height = viewport
+            browser.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
         url = html.resolve().as_uri()
         browser.send("Page.navigate", {"url": url}, session=session)
         browser.wait_for("Page.loadEventFired")
@@ -199,6 +207,7 @@ def test_report_renders_with_its_sections_and_plots(opened_report):
     facts, _, _ = opened_report
     assert facts["title"] == "Lambda vs Kappa — run-20260106T000500Z"
     assert facts["sections"] == [
+        "decision",
         "side-by-side",
         "tradeoff",
         "error",
@@ -209,11 +218,11 @@ def test_report_renders_with_its_sections_and_plots(opened_report):
         "definitions",
     ]
     assert [p["id"] for p in facts["plots"]] == [
+        "plot-decision",
         "plot-tradeoff",
         "plot-error",
         "plot-arrival-delay",
         "plot-gaps-0",
-        "plot-gaps-1",
     ]
     assert all(p["width"] > 100 and p["height"] > 50 for p in facts["plots"]), facts["plots"]
     assert facts["scripts"] == 0
@@ -255,8 +264,8 @@ def opened_pipeline_report(tmp_path_factory):
 def test_pipeline_report_renders_its_tables_and_plot_and_loads_nothing_else(opened_pipeline_report):
     facts, events, url = opened_pipeline_report
     assert facts["title"] == "Lambda vs Kappa on order_payments — op"
-    assert facts["sections"] == ["side-by-side", "verdicts", "error", "audit", "method"]
-    assert facts["tables"] == [["side-by-side", 27], ["audits", 2], ["streams", 2]]
+    assert facts["sections"] == ["decision", "side-by-side", "verdicts", "error", "audit", "method"]
+    assert facts["tables"] == [["headline", 7], ["side-by-side", 27], ["audits", 2], ["streams", 2]]
     assert facts["plot"]["complete"] and facts["plot"]["naturalWidth"] > 300 and facts["plot"]["width"] > 300, facts[
         "plot"
     ]
@@ -265,3 +274,43 @@ def test_pipeline_report_renders_its_tables_and_plot_and_loads_nothing_else(open
     assert _problems(events) == []
     requested = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
     assert requested and all(u == url or u.startswith("data:") for u in requested), requested
+
+
+FIRST_SCREEN = (1400, 900)
+_FIRST_SCREEN_FACTS = """(() => {
+  const seen = e => { const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth; };
+  const headline = document.querySelector('table.headline');
+  const plot = document.getElementById('plot-decision');
+  return {
+    viewport: [window.innerWidth, window.innerHeight],
+    scrolled: window.scrollY,
+    recommended: document.getElementById('recommended').textContent,
+    recommendedSeen: seen(document.getElementById('recommended')),
+    columns: [...headline.querySelectorAll('thead th[data-config]')].map(th => [th.textContent, seen(th)]),
+    rows: [...headline.querySelectorAll('tbody tr')].map(tr => [tr.querySelector('th').textContent, seen(tr)]),
+    chosen: [...headline.querySelectorAll('thead th.chosen')].map(th => th.textContent),
+    plotSeen: plot !== null && seen(plot),
+  };
+})()"""
+
+
+@pytest.mark.parametrize("kind", ["billing", "pipeline"])
+def test_the_first_screen_holds_the_decision(kind, tmp_path):
+    """At 1400x900, without scrolling: the recommendation, each architecture's headline figures
+    (every row of the table, both columns) and the figure of the swept configurations."""
+    if kind == "billing":
+        html = write_report(sample_report(), tmp_path / "report").html
+        expected = ("Kappa W=1m L=0", ["Lambda W=10s L=0", "Kappa W=1m L=0"], 7)
+    else:
+        html = write_pipeline_report(sample_pipeline_report(tmp_path), tmp_path / "op").html
+        expected = ("Kappa W=10m L=0", ["Lambda W=0s L=0", "Kappa W=10m L=0"], 7)
+    facts, events, _ = _open(html, tmp_path / "profile", _FIRST_SCREEN_FACTS, viewport=FIRST_SCREEN)
+    recommended, columns, rows = expected
+    assert facts["viewport"] == list(FIRST_SCREEN) and facts["scrolled"] == 0
+    assert recommended in facts["recommended"] and facts["recommendedSeen"]
+    assert facts["columns"] == [[label, True] for label in columns]
+    assert facts["chosen"] == [recommended]
+    assert len(facts["rows"]) == rows and all(seen for _, seen in facts["rows"]), facts["rows"]
+    assert facts["plotSeen"]
+    assert _problems(events) == []

@@ -192,7 +192,7 @@ def test_html_is_self_contained(page):
 
 
 def test_plots_are_inline_svg_with_unique_ids(page):
-    assert re.findall(r'<svg id="(plot-[\w-]+)"', page) == [*PLOT_IDS, "plot-gaps-0", "plot-gaps-1"]
+    assert re.findall(r'<svg id="(plot-[\w-]+)"', page) == [*PLOT_IDS, "plot-gaps-0"]
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids))
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
@@ -274,7 +274,14 @@ def test_json_money_is_exact_strings_per_currency(report):
     assert event["amount"] == "-5.000000" and event["lateness_seconds"] == "3545.500000"
     assert event["event_time"] == "2026-01-05T10:00:45.000000Z"
     costs = document["report"]["results"][1]["costs"]
-    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5}
+    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5, "scaling": None}
+    assert costs[0]["scaling"] == {
+        "lines": 4000,
+        "micro_batches": 3,
+        "fixed_cpu_seconds": 38.5,
+        "cpu_seconds_per_line": 0.0005,
+        "per_line_stderr": 0.0001,
+    }
 
 
 def test_json_carries_every_figure_of_the_side_by_side_table(report, page):
@@ -541,3 +548,15 @@ def test_json_heat_map_cells_are_window_account_and_gap(report):
         "account_id": "acct-1",
         "gap": "12.500000",
     }
+
+
+def test_gaps_are_one_figure_per_configuration_with_a_panel_per_currency(page):
+    gaps = re.search(r'<section id="gaps">.*?</section>', page, re.S).group(0)
+    assert gaps.count("<svg") == 1  # Kappa W=10s L=0: USD and JPY in one figure
+    figure = re.search(r'<svg id="plot-gaps-0".*?</svg>', gaps, re.S).group(0)
+    assert "gap (USD)" in figure and "gap (JPY)" in figure
+    assert "drawn from its start to its end" in figure
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", gaps, re.S).group(1)
+    assert caption.startswith("Kappa W=10s L=0: |served − truth| of each window when it was declared final")
+    assert "the 10 accounts with the largest gaps" in caption and "the 30 with the largest gaps" in caption
+    assert caption.endswith("(windows with a gap: USD 4, JPY 1).")

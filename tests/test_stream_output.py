@@ -98,3 +98,24 @@ def test_speed_prints_json_records_where_stderr_is_no_terminal(spark, meters, lk
         if " lklab.meter_kwh {" in line
     ]
     assert (record["batch"], record["first_segment"], record["last_segment"], record["input_lines"]) == (0, 1, 4, 20)
+
+
+def test_records_go_to_a_file_during_a_comparison_and_stderr_only_when_verbose(tmp_path, capsys):
+    import logging
+
+    from lklab.cli.stream_output import records_to_file
+    from lklab.progress import configure_logging
+
+    configure_logging()
+    name = "lklab.test-comparison-stream"
+    record = json.dumps(BILLING)
+    with records_to_file(name, tmp_path / "r" / "streams.log"):
+        logging.getLogger(name).info(record)
+    assert capsys.readouterr().err == ""  # not through the lab's [HH:MM:SS] lines either
+    with records_to_file(name, tmp_path / "r" / "streams.log", verbose=True):
+        logging.getLogger(name).info(record)
+    assert record in capsys.readouterr().err
+    lines = (tmp_path / "r" / "streams.log").read_text().splitlines()
+    assert len(lines) == 2 and all(line.endswith(f"{name} {record}") for line in lines)
+    logging.getLogger(name).info(record)  # afterwards: as before, through the lab's logger
+    assert re.search(r"\[\d\d:\d\d:\d\d\] " + re.escape(record), capsys.readouterr().err)

@@ -9,18 +9,26 @@ The sweep: comma-separated ``--watermark-delay`` and ``--allowed-lateness`` (def
 first writes that scenario over the lake, where its ``Comparison.generates``; elsewhere
 ``--scenario`` is refused: generate the pipeline's log first with ``lklab generate --pipeline
 NAME``. Without it the comparison runs on the lake's log as it is.
+
+The report's first screen recommends a configuration by ``--target-completeness`` and prices
+each architecture at ``--events-per-second`` (``lklab.report.decision``). The console shows the
+progress and the summary; the inner streams' records per micro-batch go to
+``<report>/streams.log`` (and to stderr as well with ``--verbose``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from lklab.cli.console import UNHEALTHY, UsageError, progress, spark_for
 from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, generate_request
 from lklab.cli.pipeline_jobs import announce, app_name
+from lklab.cli.stream_output import records_to_file
 from lklab.pipelines import DEFAULT, REGISTRY, find
 from lklab.pipelines.contract import Pipeline
 
@@ -29,6 +37,18 @@ __all__ = ["compare_pipeline", "compare_config", "cmd_demo"]
 
 def _list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def target_completeness(text: str) -> Decimal:
+    """``99.5%`` or ``0.995`` as a fraction in (0, 1]; ``UsageError`` naming the valid forms."""
+    written = str(text).strip()
+    try:
+        value = Decimal(written[:-1]) / 100 if written.endswith("%") else Decimal(written)
+    except InvalidOperation:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise UsageError(f"--target-completeness {text!r}: a percentage such as 99.5% or a fraction such as 0.995")
+    return value
 
 
 def _sweep(args: argparse.Namespace, defaults: tuple[str, str] | None) -> tuple[str, str]:
@@ -101,6 +121,10 @@ def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
             setattr(args, dest, None)
     delays, lateness = _sweep(args, comparison.sweep)
     config = compare_config(args, pipeline)
+    target = target_completeness(getattr(args, "target_completeness", "99.5%"))
+    rate = getattr(args, "events_per_second", 1_000.0)
+    if not rate > 0:
+        raise UsageError(f"--events-per-second {rate}: a rate above zero, e.g. 1000")
     if scenario:
         _regenerate(args, pipeline, config)
     name = args.name or dt.datetime.now(dt.UTC).strftime("compare-%Y%m%d-%H%M%S")
@@ -124,12 +148,32 @@ def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
     own = f"{pipeline.name}: {count} configurations to run"
     announce(pipeline, jobs, "compare", config, {"name": name, "configurations": count}, own)
     source = scenario or str(Path(config.lake).resolve())
-    with spark_for(config, f"{app_name(pipeline, jobs, 'compare')}-{name}") as spark:
+    directory = Path(config.lake) / "reports" / name
+    streams_log = directory / "streams.log"
+    streams_log.unlink(missing_ok=True)
+    rule = pipeline.stream()
+    quiet = (
+        records_to_file(rule.logger, streams_log, getattr(args, "verbose", False)) if rule else contextlib.nullcontext()
+    )
+    with quiet, spark_for(config, f"{app_name(pipeline, jobs, 'compare')}-{name}") as spark:
         report = comparison.run(spark, config, plan, sweeps, source, progress)
+    report = dataclasses.replace(report, target_completeness=target, events_per_second=rate)
     publish = comparison.publish or _publish
-    text, unhealthy = publish(report, Path(config.lake) / "reports" / name)
+    text, unhealthy = publish(report, directory)
     print(text)
+    print(_answer(report, streams_log if streams_log.exists() else None))
     return UNHEALTHY if unhealthy else 0
+
+
+def _answer(report, streams_log: Path | None) -> str:
+    """The report's first screen in words: the recommendation and each architecture's cost."""
+    from lklab.report.decision import decide
+
+    decision = decide(report)
+    lines = [decision.rule, *(f"- {sentence}" for sentence in decision.sentences)]
+    if streams_log is not None:
+        lines.append(f"the streams' records per micro-batch: {streams_log}")
+    return "\n".join(lines)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

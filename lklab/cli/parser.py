@@ -138,6 +138,23 @@ def _add_compare_options(parser: argparse.ArgumentParser) -> None:
         "--error-step", default="10s", help="sample the error over processing time every this much (default 10s)"
     )
     group.add_argument("--name", help="report name: <lake>/reports/NAME/ (default compare-<UTC time>)")
+    group.add_argument(
+        "--target-completeness",
+        default="99.5%",
+        help="the report recommends the cheapest configuration whose completeness when final reaches this "
+        "(a percentage or a fraction; default 99.5%%)",
+    )
+    group.add_argument(
+        "--events-per-second",
+        type=float,
+        default=1_000,
+        help="the event rate the report prices each architecture at, in CPU per day (default 1,000)",
+    )
+    group.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the streams' records per micro-batch on stderr too (always in <report>/streams.log)",
+    )
 
 
 def _add_generate_options(

@@ -7,6 +7,10 @@ shipper (``console.machine_records``); ``--log-format text`` prints it as a sent
 terminal and JSON elsewhere (a service's log). ``--quiet`` prints neither: only the command's
 last line (where every line went) and its errors.
 
+Inside ``lklab compare`` and ``lklab demo`` the streams run many times over; their records go to
+a file next to the report instead (``records_to_file``: ``<report>/streams.log``), and to stderr
+as well with ``--verbose``, so the console holds the progress and the summary only.
+
 With ``--available-now`` the stream also shows how far it is: the segments read of the log's last
 segment when it started, the rate and the time left (``lklab.progress``: a bar on a terminal,
 a line every ten seconds elsewhere).
@@ -18,12 +22,13 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 from lklab.cli.console import machine_records
 from lklab.progress import CurrentStderr
 from lklab.progress import progress as track
 
-__all__ = ["LOG_FORMATS", "stream_output", "as_text", "last_segment_of"]
+__all__ = ["LOG_FORMATS", "stream_output", "records_to_file", "as_text", "last_segment_of"]
 
 LOG_FORMATS = ("json", "text")
 _SHOWN_APART = ("event", "stream", "batch", "seconds")
@@ -113,3 +118,28 @@ def stream_output(name: str, log_format: str, quiet: bool, segments: int | None)
             yield
         finally:
             logging.getLogger(name).removeHandler(handler)
+
+
+@contextlib.contextmanager
+def records_to_file(name: str, path: str | Path, verbose: bool = False) -> Iterator[Path]:
+    """Write the records of logger ``name`` (and its children) to ``path`` as
+    ``<time> <name> <record>`` lines while the block runs, appending; with ``verbose`` print them
+    on stderr too (``machine_records``' format). The logger's handlers and propagation are put
+    back afterwards, so a command run later in the process logs as before."""
+    records = logging.getLogger(name)
+    saved = (list(records.handlers), records.propagate, records.level)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    to_file = logging.FileHandler(target, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    records.handlers[:] = [to_file]
+    records.setLevel(logging.INFO)
+    records.propagate = False
+    if verbose:
+        machine_records(name)
+    try:
+        yield target
+    finally:
+        to_file.close()
+        records.handlers[:], records.propagate = saved[0], saved[1]
+        records.setLevel(saved[2])

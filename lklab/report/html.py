@@ -19,11 +19,14 @@ from markupsafe import Markup
 
 from . import formats, plots
 from .comparison import compare
+from .decision import decide, headline_table
 from .model import Report
 
-__all__ = ["AUDIT_ROWS_SHOWN", "TEMPLATES", "render_html"]
+__all__ = ["AUDIT_ROWS_SHOWN", "GAP_ACCOUNTS", "GAP_WINDOWS", "TEMPLATES", "render_html"]
 
 AUDIT_ROWS_SHOWN = 200
+GAP_ACCOUNTS, GAP_WINDOWS = 10, 30
+"""A heat map shows at most this many accounts, and this many of their windows, per currency."""
 
 
 def _escaped(value: object) -> Markup:
@@ -73,20 +76,41 @@ def _error_caption(report: Report) -> str:
     return text
 
 
+def _maps_by_configuration(report: Report) -> list[tuple[str, list]]:
+    """The heat maps grouped by configuration, in the report's order (one figure each)."""
+    grouped: dict[str, list] = {}
+    for heat_map in report.heat_maps:
+        grouped.setdefault(heat_map.configuration_key, []).append(heat_map)
+    return [(c.key, grouped[c.key]) for c in report.configurations if c.key in grouped]
+
+
 def render_html(report: Report, audit_rows_shown: int = AUDIT_ROWS_SHOWN) -> str:
     """The report page as a string (UTF-8 when written)."""
     labels = {c.key: c.label for c in report.configurations}
+    decision = decide(report)
     return TEMPLATES.get_template("report.html.j2").render(
         report=report,
+        decision=decision,
+        headline=headline_table(decision),
+        decision_plot=_svg(plots.decision_curve(decision)),
         comparison=compare(report),
         formats=formats,
         plots={
-            "gaps": [(h, _svg(plots.gap_heat_map(h, f"plot-gaps-{n}"))) for n, h in enumerate(report.heat_maps)],
+            "gaps": [
+                (
+                    report.result(key).configuration.label,
+                    ", ".join(f"{m.currency} {formats.count(len(m.cells))}" for m in maps),
+                    _svg(plots.gap_heat_map(maps, f"plot-gaps-{n}", GAP_ACCOUNTS, GAP_WINDOWS)),
+                )
+                for n, (key, maps) in enumerate(_maps_by_configuration(report))
+            ],
             "tradeoff": _svg(plots.watermark_tradeoff(report)),
             "error": _svg(plots.error_over_time(report)),
             "arrival": _svg(plots.arrival_delay_cdf(report)),
         },
         error_caption=_error_caption(report),
+        gap_accounts=GAP_ACCOUNTS,
+        gap_windows=GAP_WINDOWS,
         unexplained_in=[
             r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained
         ],

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from . import formats
 from .comparison import compare
+from .decision import Decision, decide, headline_table
 from .model import Report
 
-__all__ = ["render_markdown", "md_escape"]
+__all__ = ["render_markdown", "answer_lines", "md_escape"]
 
 _SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#"})
 
@@ -28,6 +29,21 @@ def _table(header: list[str], rows: list[list[str]], align: list[str]) -> list[s
     return lines
 
 
+def answer_lines(decision: Decision) -> list[str]:
+    """``## The answer``: the rule and its pick, the headline table, one sentence per architecture."""
+    header, rows = headline_table(decision)
+    lines = ["## The answer", "", md_escape(decision.rule), ""]
+    if rows and len(header) > 1:
+        lines += _table(
+            [md_escape(h) for h in header],
+            [[md_escape(cell) for cell in row] for row in rows],
+            ["l", *["r"] * (len(header) - 1)],
+        )
+        lines.append("")
+    lines += [f"- {md_escape(sentence)}" for sentence in decision.sentences]
+    return [*lines, ""]
+
+
 def render_markdown(report: Report) -> str:
     comparison = compare(report)
     configurations = report.configurations
@@ -37,6 +53,7 @@ def render_markdown(report: Report) -> str:
         f"Run `{report.run_id.replace('`', '')}` · source {md_escape(report.source)} · {md_escape(report.window)} windows · "
         f"{formats.count(report.events)} events · generated {formats.utc(report.generated_at)}",
         "",
+        *answer_lines(decide(report)),
     ]
     bad = [r.configuration.label for r in report.results if r.reconciliation and not r.reconciliation.explained]
     lines += [

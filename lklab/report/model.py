@@ -30,9 +30,11 @@ from shared.durations import parse_duration
 
 from .arrival import ArrivalDelay
 from .audit import FinanceAudit
+from .curve import WatermarkCurve
 from .gaps import GapHeatMap
 from .latency import LatencySummary
-from .validation import check_per_currency, check_utc, freeze
+from .scaling import CostScaling
+from .validation import check_decision_inputs, check_per_currency, check_utc, freeze
 
 __all__ = [
     "ARCHITECTURES",
@@ -149,11 +151,15 @@ class LateSummary:
 
 @dataclass(frozen=True)
 class PathCost:
-    """Compute spent on one path, seconds as measured (CPU = user + system of all processes)."""
+    """Compute spent on one path, seconds as measured (CPU = user + system of all processes).
+
+    ``scaling``: its CPU split into a fixed part and a part per line of the log, where the run
+    measured many sizes (a stream's micro-batches; ``lklab.report.scaling``), else ``None``."""
 
     path: Literal["speed", "batch", "reconciliation", "streaming", "replay"]
     cpu_seconds: float
     wall_seconds: float
+    scaling: CostScaling | None = None
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
@@ -282,6 +288,10 @@ class Report:
     nightly batch recomputes landed (UTC midnights; each serves the batch's rows for every window
     starting before it). ``error_step``: the error series' sampling step (a duration as written).
     ``cost_scope``: what the CPU seconds cover (``driver and local executors`` or ``driver only``).
+    ``target_completeness`` (a fraction) and ``events_per_second``: what the first screen's
+    recommendation aims at and the rate it prices each architecture at (``lklab.report.decision``).
+    ``watermark_curve``: the exact curve of completeness and lateness per watermark delay, where
+    an advisor computed one; ``None`` until then (the swept configurations are drawn alone).
     """
 
     run_id: str
@@ -298,9 +308,13 @@ class Report:
     nightly_landings: tuple[dt.datetime, ...] = ()
     error_step: str = "10s"
     cost_scope: str = "driver and local executors"
+    target_completeness: Decimal = Decimal("0.995")
+    events_per_second: float = 1000.0
+    watermark_curve: WatermarkCurve | None = None
 
     def __post_init__(self) -> None:
         check_utc(self.generated_at, "generated_at")
+        check_decision_inputs(self.target_completeness, self.events_per_second)
         freeze(self, "results", tuple(self.results))
         freeze(self, "heat_maps", tuple(self.heat_maps))
         freeze(self, "streams", tuple(self.streams))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import os
 
-from . import formats
+from . import formats, plots
 from . import pipeline_tables as sections
-from .html import TEMPLATES
+from .decision import decide, headline_table
+from .html import TEMPLATES, _svg
 from .pipeline_model import PipelineReport
 
 __all__ = ["render_pipeline_html"]
@@ -23,8 +24,12 @@ __all__ = ["render_pipeline_html"]
 def render_pipeline_html(report: PipelineReport, error_plot: bytes, directory: str | os.PathLike | None = None) -> str:
     """The page as a string (UTF-8 when written); ``error_plot``: the PNG of ``error_over_time.png``;
     ``directory``: where the page goes, which the audit links are relative to."""
+    decision = decide(report)
     return TEMPLATES.get_template("pipeline_report.html.j2").render(
         report=report,
+        decision=decision,
+        headline=headline_table(decision),
+        decision_plot=_svg(plots.decision_curve(decision)),
         formats=formats,
         log_sentence=sections.log_sentence(report),
         clock_sentence=sections.clock_sentence(report),

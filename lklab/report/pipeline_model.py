@@ -23,8 +23,9 @@ from decimal import Decimal
 
 from reconciliation.result import nearest_rank
 
+from .curve import WatermarkCurve
 from .model import Configuration, PathCost
-from .validation import check_utc, freeze
+from .validation import check_decision_inputs, check_utc, freeze
 
 __all__ = [
     "LatencyFigure",
@@ -224,7 +225,9 @@ class PipelineReport:
     due time is, in words. ``log_end``: processing time of the log's last line;
     ``batch_landing``: when Lambda's batch recompute of the whole log landed (the first UTC
     midnight after the log's last line and every output's due time); ``end``: where every "at
-    the end" figure is taken. ``state_unit``: what a state entry is.
+    the end" figure is taken. ``state_unit``: what a state entry is. ``target_completeness``,
+    ``events_per_second`` and ``watermark_curve``: as billing's ``Report`` has them (the first
+    screen's recommendation, its price per day, the advisor's curve where there is one).
     """
 
     pipeline: str
@@ -244,8 +247,12 @@ class PipelineReport:
     end: dt.datetime
     error_step: str
     cost_scope: str
+    target_completeness: Decimal = Decimal("0.995")
+    events_per_second: float = 1000.0
+    watermark_curve: WatermarkCurve | None = None
 
     def __post_init__(self) -> None:
+        check_decision_inputs(self.target_completeness, self.events_per_second)
         if not self.pipeline:
             raise ValueError("pipeline: the name of the pipeline compared is required")
         for name in ("generated_at", "log_end", "batch_landing", "end"):

@@ -18,7 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from . import formats
-from .markdown import md_escape
+from .decision import decide, headline_table
+from .markdown import answer_lines, md_escape
 from .model import Configuration
 from .pipeline_html import render_pipeline_html
 from .pipeline_model import PipelineReport
@@ -68,6 +69,7 @@ def render_pipeline_markdown(report: PipelineReport, directory: str | os.PathLik
         "",
         md_escape(clock_sentence(report)),
         "",
+        *answer_lines(decide(report)),
         "## Side by side",
         "",
         *_table(side_by_side(report)),
@@ -139,7 +141,14 @@ def pipeline_json(report: PipelineReport) -> str:
         }
         for r in report.results
     }
-    return json.dumps({"report": _jsonable(report), "derived": derived}, indent=2, sort_keys=False) + "\n"
+    decision = decide(report)
+    header, rows = headline_table(decision)
+    answer = {
+        "decision": _jsonable(decision),
+        "headline_table": {"header": list(header), "rows": [list(r) for r in rows]},
+    }
+    document = {"report": _jsonable(report), "derived": derived, "answer": answer}
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
 
 
 def error_plot_png(report: PipelineReport) -> bytes:

@@ -8,23 +8,35 @@ here for drawing only; the figures quoted on the page come from the exact values
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 
-from matplotlib import rc_context
+from matplotlib import colormaps, rc_context
+from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 
 from shared.durations import format_duration
 
-from .formats import utc
+from .decision import Decision
+from .formats import ratio as formats_ratio
 from .gaps import GapHeatMap
 from .model import Configuration, Report
 
-__all__ = ["PLOT_IDS", "arrival_delay_cdf", "watermark_tradeoff", "error_over_time", "gap_heat_map"]
+__all__ = [
+    "PLOT_IDS",
+    "decision_curve",
+    "arrival_delay_cdf",
+    "watermark_tradeoff",
+    "error_over_time",
+    "gap_heat_map",
+]
 
-PLOT_IDS = ("plot-tradeoff", "plot-error", "plot-arrival-delay")
+PLOT_IDS = ("plot-decision", "plot-tradeoff", "plot-error", "plot-arrival-delay")
 """Ids of the figures every report has (given data); heat maps add ``plot-gaps-<n>``."""
 
 MAX_CURRENCY_PANELS = 6
@@ -74,6 +86,51 @@ def _svg(figure: Figure, plot_id: str) -> str:
     text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{plot_id}-{m.group(1)})", text)
     text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{plot_id}-{m.group(1)}"', text)
     return text.replace("<svg", f'<svg id="{plot_id}" role="img" class="plot"', 1)
+
+
+_MARKERS = {"lambda": "o", "kappa": "s"}
+
+
+def decision_curve(decision: Decision, plot_id: str = "plot-decision") -> str | None:
+    """The decision's criterion (%) against the watermark delay: each swept configuration a point
+    (Lambda circles, Kappa squares), the recommended one ringed, the target a dashed line, and
+    the advisor's curve as a line where the report has one (symlog x: a delay of 0 is drawn)."""
+    points = [c for c in decision.candidates if c.criterion is not None]
+    if not points:
+        return None
+    figure = Figure(figsize=(6.2, 3.6), layout="constrained")
+    axes = figure.subplots()
+    curve = decision.curve
+    if curve is not None and curve.points:
+        drawn = [(float(p.delay_seconds), float(p.completeness_when_final) * 100) for p in curve.points
+                 if p.completeness_when_final is not None]  # fmt: skip
+        axes.plot([d for d, _ in drawn], [v for _, v in drawn], color="#7f7f7f", linewidth=1.2,
+                  label=f"advisor's curve, L={curve.allowed_lateness}")  # fmt: skip
+    drawn_at: dict[tuple[float, float], int] = {}
+    for index, candidate in enumerate(points):
+        x, y = float(candidate.delay_seconds), float(candidate.criterion) * 100
+        # Configurations that land on one point (Lambda at W and Kappa at (W, 0) always do) are
+        # drawn as hollow markers growing around each other, so each stays visible.
+        under = drawn_at[(x, y)] = drawn_at.get((x, y), -1) + 1
+        axes.scatter([x], [y], marker=_MARKERS.get(candidate.architecture, "o"), s=40 + 70 * under, zorder=3,
+                     facecolors="none" if under else _PALETTE[index % len(_PALETTE)], linewidths=1.6,
+                     edgecolors=_PALETTE[index % len(_PALETTE)], label=_literal(candidate.label))  # fmt: skip
+        if candidate.key == decision.recommended:
+            axes.scatter([x], [y], s=420, facecolors="none", edgecolors="#137333", linewidths=2, zorder=4)
+            axes.annotate("recommended", (x, y), xytext=(0, 13), textcoords="offset points", color="#137333",
+                          fontsize="small", fontweight="bold", horizontalalignment="center")  # fmt: skip
+    axes.axhline(float(decision.target) * 100, color="#c5221f", linestyle="--", linewidth=0.9,
+                 label=f"target {formats_ratio(decision.target)}")  # fmt: skip
+    delays = sorted({float(c.delay_seconds) for c in points})
+    axes.set_xscale("symlog", linthresh=1)
+    axes.margins(x=0.12, y=0.18)
+    axes.set_xticks(delays, labels=[format_duration(int(d * 1_000_000)) if d else "0" for d in delays])
+    axes.minorticks_off()
+    axes.set_xlabel("watermark delay")
+    axes.set_ylabel(f"{decision.criterion} (%)")
+    axes.grid(True, alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
+    return _svg(figure, plot_id)
 
 
 def arrival_delay_cdf(report: Report, plot_id: str = "plot-arrival-delay") -> str | None:
@@ -189,32 +246,41 @@ def error_over_time(report: Report, plot_id: str = "plot-error") -> str | None:
     return _svg(figure, plot_id)
 
 
-def gap_heat_map(heat_map: GapHeatMap, plot_id: str, accounts: int = 15, windows: int = 40) -> str | None:
-    """The top accounts x windows by first-result gap, log colour scale (blank = no gap)."""
-    rows, columns, values = heat_map.grid(accounts, windows)
-    if not rows:
+def gap_heat_map(
+    heat_maps: GapHeatMap | Sequence[GapHeatMap], plot_id: str, accounts: int = 10, windows: int = 30
+) -> str | None:
+    """One configuration's gaps when final: a panel per currency, the ``accounts`` with the
+    largest gaps as rows and, among their windows, the ``windows`` with the largest gaps drawn
+    where they are in time (each cell spans its window's start to end on a time axis shared by
+    the panels; blank: no gap, or not among the largest); log colour scale per currency."""
+    maps = [heat_maps] if isinstance(heat_maps, GapHeatMap) else list(heat_maps)
+    panels = [(m, *m.grid(accounts, windows)) for m in maps]
+    panels = [p for p in panels if p[1]][:MAX_CURRENCY_PANELS]
+    if not panels:
         return None
-    drawn = [[float(v) if v > 0 else float("nan") for v in row] for row in values]
-    positive = [v for row in drawn for v in row if v == v]
-    figure = Figure(figsize=(min(2 + 0.22 * len(columns), 12), 1.2 + 0.3 * len(rows)))
-    axes = figure.subplots()
-    image = axes.imshow(
-        drawn,
-        aspect="auto",
-        cmap="Reds",
-        interpolation="nearest",
-        norm=LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None,
-    )
-    axes.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
-    step = max(1, len(columns) // 12)
-    ticks = list(range(0, len(columns), step))
-    axes.set_xticks(
-        ticks,
-        labels=[utc(columns[i][0])[5:16].replace("T", " ") for i in ticks],
-        rotation=60,
-        ha="right",
-        fontsize="small",
-    )
-    axes.set_xlabel("window start (UTC)")
-    figure.colorbar(image, ax=axes, label=f"gap ({heat_map.currency})")
+    heights = [0.9 + 0.28 * len(rows) for _, rows, _, _ in panels]
+    figure = Figure(figsize=(9, 0.6 + sum(heights)), layout="constrained")
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
+    for panel, (heat_map, rows, columns, values) in zip(axes, panels):
+        positive = [float(v) for row in values for v in row if v > 0]
+        norm = LogNorm(vmin=min(positive), vmax=max(positive)) if max(positive) > min(positive) else None
+        image = ScalarMappable(norm=norm, cmap=colormaps["Reds"])
+        if norm is None:
+            image.set_clim(0, max(positive) * 2)
+        for y, row in enumerate(values):
+            cells = [(date2num(w[0]), date2num(w[1]) - date2num(w[0]), float(v)) for w, v in zip(columns, row) if v > 0]
+            panel.broken_barh([(x, width) for x, width, _ in cells], (y - 0.42, 0.84),
+                              facecolors=[image.to_rgba(v) for _, _, v in cells])  # fmt: skip
+        panel.set_yticks(range(len(rows)), labels=[_literal(row) for row in rows], fontsize="small")
+        panel.set_ylim(len(rows) - 0.5, -0.5)
+        panel.grid(True, axis="x", alpha=0.3)
+        figure.colorbar(image, ax=panel, label=f"gap ({heat_map.currency})", pad=0.01)
+    first = min(w[0] for _, _, columns, _ in panels for w in columns)
+    last = max(w[1] for _, _, columns, _ in panels for w in columns)
+    margin = max((last - first) / 40, dt.timedelta(seconds=1))
+    axes[-1].set_xlim(date2num(first - margin), date2num(last + margin))
+    locator = AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes[-1].set_xlabel("window (UTC), drawn from its start to its end")
     return _svg(figure, plot_id)

@@ -10,7 +10,8 @@ Conventions (also written into the file under ``conventions``):
 
 ``report`` holds the model field by field, so ``report_from_json(to_json(r)) == r``.
 ``derived`` holds what the renderers compute from it: the side-by-side table with its winners,
-and the per-account totals of the finance audit; it is ignored when reading back.
+the per-account totals of the finance audit, and the first screen's answer (``decision``, with
+its ``headline_table`` as the pages print it); it is ignored when reading back.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from . import formats
 from .comparison import compare
+from .decision import decide, headline_table
 from .model import Report
 from .validation import SCALE
 
@@ -60,6 +62,8 @@ def _encode(value: Any) -> Any:
 def to_document(report: Report) -> dict:
     """The JSON document as Python objects (strings for exact numbers)."""
     comparison = compare(report)
+    decision = decide(report)
+    header, rows = headline_table(decision)
     return {
         "format": FORMAT,
         "conventions": CONVENTIONS,
@@ -70,6 +74,8 @@ def to_document(report: Report) -> dict:
             "comparison": _encode(comparison.rows),
             "audit_currency_totals": _encode(report.audit.currency_totals()),
             "audit_account_totals": _encode(report.audit.account_totals()),
+            "decision": _encode(decision),
+            "headline_table": {"header": list(header), "rows": [list(row) for row in rows]},
         },
     }
 

@@ -52,3 +52,11 @@ def check_utc(value: object, name: str) -> dt.datetime:
 def freeze(instance: object, field: str, value: object) -> None:
     """Replace a field of a frozen dataclass during ``__post_init__`` (a normalised copy)."""
     object.__setattr__(instance, field, value)
+
+
+def check_decision_inputs(target: Decimal, events_per_second: float) -> None:
+    """A completeness target is a fraction in (0, 1]; a rate is events per second above zero."""
+    if not isinstance(target, Decimal) or not 0 < target <= 1:
+        raise ValueError(f"target completeness {target!r}: a fraction above 0 and at most 1, e.g. 0.995")
+    if not events_per_second > 0:
+        raise ValueError(f"events per second {events_per_second!r}: a rate above zero, e.g. 1000")

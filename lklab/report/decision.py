@@ -1,0 +1,296 @@
+"""The first screen's answer: which architecture, which watermark delay, and what it would cost.
+
+Computed from a report (billing's ``Report`` or a pipeline's ``PipelineReport``), rendered by
+both pages, ``summary.md`` and ``summary.json`` alike (``headline_table`` formats every figure
+once).
+
+**The candidates** are the swept Lambda and Kappa configurations (the processing-time baseline
+runs no job and is no candidate). The *criterion* is the figure the target applies to:
+billing's completeness when final (events in each window's answer when declared final, over
+events in truth); a pipeline without it, its outputs exactly right at the end.
+
+**The rule**, until an advisor computes the whole watermark-delay curve: the cheapest candidate
+whose criterion reaches ``target_completeness``; ties go to the shorter delay, then the report's
+order. None reaching it: the one with the highest criterion. The same rule within each
+architecture picks the configuration its headline shows.
+
+**Cost per day** at ``events_per_second`` (one line of the log per event), over the paths an
+architecture runs every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: its
+streaming job; a full replay is a reprocessing, priced on its own):
+
+    Σ split paths (fixed_cpu_seconds + cpu_seconds_per_line × lines per day)
+    + Σ paths measured at one size (their CPU on this log, once a day)
+
+The second sum makes the figure a lower bound (``per_day_lower_bound``); the ranking uses it
+alike for every candidate, and uses the CPU on this log instead when a candidate has no split
+path at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from . import formats
+from .curve import WatermarkCurve
+from .model import Report
+from .pipeline_model import PipelineReport
+
+__all__ = ["DAILY_PATHS", "Candidate", "Decision", "decide", "headline_table"]
+
+SECONDS_PER_DAY = 86_400
+DAILY_PATHS = {"lambda": ("speed", "batch", "reconciliation"), "kappa": ("streaming",)}
+_RATIO = Decimal("0.0001")
+_PATH_NAMES = {"speed": "speed layer", "batch": "nightly batch", "reconciliation": "reconciliation"}
+
+
+def _ratio(numerator: int, denominator: int) -> Decimal | None:
+    if not denominator:
+        return None
+    return (Decimal(numerator) / Decimal(denominator)).quantize(_RATIO, rounding=ROUND_HALF_EVEN)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One swept configuration as the decision reads it. ``latencies``: ``(name, p50, p95)``
+    seconds; ``money_wrong``: at the end, per currency (billing only). Costs: CPU seconds on this
+    log (every path), per million lines (the daily paths' split parts; ``None``: none split), per
+    day at the report's rate; ``unsplit``: the daily paths measured at one size."""
+
+    key: str
+    label: str
+    architecture: str
+    delay_seconds: Decimal
+    criterion: Decimal | None
+    exact_at_end: Decimal | None
+    completeness_when_final: Decimal | None
+    latencies: tuple[tuple[str, Decimal | None, Decimal | None], ...]
+    money_wrong: Mapping[str, Decimal]
+    cpu_seconds: float
+    replay_cpu_seconds: float | None
+    cpu_per_million_lines: float | None
+    cpu_per_million_stderr: float | None
+    cpu_per_day: float | None
+    unsplit: tuple[str, ...] = ()
+
+    @property
+    def per_day_lower_bound(self) -> bool:
+        return bool(self.unsplit) and self.cpu_per_day is not None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer (see the module docstring): ``recommended`` and ``headline`` (one per
+    architecture, Lambda first) are candidate keys; ``rule`` and ``sentences`` say it in words."""
+
+    criterion: str
+    target: Decimal
+    events_per_second: float
+    candidates: tuple[Candidate, ...]
+    recommended: str | None
+    headline: tuple[str, ...]
+    rule: str
+    sentences: tuple[str, ...]
+    curve: WatermarkCurve | None = field(default=None)
+
+    def candidate(self, key: str) -> Candidate:
+        return next(c for c in self.candidates if c.key == key)
+
+
+def _costs(costs, architecture: str, events_per_second: float) -> dict:
+    daily = [c for c in costs if c.path in DAILY_PATHS[architecture]]
+    split = [c for c in daily if c.scaling is not None]
+    lines_per_day = events_per_second * SECONDS_PER_DAY
+    replay = next((c.cpu_seconds for c in costs if c.path == "replay"), None)
+    if not split:
+        return {"cpu_per_million_lines": None, "cpu_per_million_stderr": None, "cpu_per_day": None,
+                "unsplit": tuple(c.path for c in daily), "replay_cpu_seconds": replay}  # fmt: skip
+    errors = [c.scaling.per_million_stderr for c in split]
+    return {
+        "cpu_per_million_lines": sum(c.scaling.per_million_lines for c in split),
+        "cpu_per_million_stderr": None if None in errors else sum(e * e for e in errors) ** 0.5,
+        "cpu_per_day": sum(c.scaling.cpu_seconds(lines_per_day) for c in split)
+        + sum(c.cpu_seconds for c in daily if c.scaling is None),
+        "unsplit": tuple(c.path for c in daily if c.scaling is None),
+        "replay_cpu_seconds": replay,
+    }
+
+
+def _billing_candidates(report: Report) -> list[Candidate]:
+    candidates = []
+    for r in report.results:
+        c = r.configuration
+        if c.is_baseline:
+            continue
+        latency = r.latency
+        completeness = (
+            None if latency.events_when_final is None else _ratio(latency.events_when_final, latency.truth_events)
+        )
+        candidates.append(
+            Candidate(
+                key=c.key,
+                label=c.label,
+                architecture=c.architecture,
+                delay_seconds=c.watermark_delay_seconds,
+                criterion=completeness,
+                exact_at_end=_ratio(r.end.windows_exact, r.end.windows_compared),
+                completeness_when_final=completeness,
+                latencies=(("time until final", latency.final_p50, latency.final_p95),),
+                money_wrong=dict(r.error_series[-1].money_wrong) if r.error_series else {},
+                cpu_seconds=sum(p.cpu_seconds for p in r.costs),
+                **_costs(r.costs, c.architecture, report.events_per_second),
+            )
+        )
+    return candidates
+
+
+def _pipeline_candidates(report: PipelineReport) -> list[Candidate]:
+    candidates = []
+    for r in report.results:
+        c = r.configuration
+        exact = _ratio(r.compared - r.wrong, r.compared)
+        candidates.append(
+            Candidate(
+                key=c.key,
+                label=c.label,
+                architecture=c.architecture,
+                delay_seconds=c.watermark_delay_seconds,
+                criterion=exact,
+                exact_at_end=exact,
+                completeness_when_final=None,
+                latencies=tuple((f"{kind}: time until exactly right", f.p50, f.p95) for kind, f in r.latency.items()),
+                money_wrong={},
+                cpu_seconds=r.cpu_seconds,
+                **_costs(r.costs, c.architecture, report.events_per_second),
+            )
+        )
+    return candidates
+
+
+def _choose(candidates: list[Candidate], target: Decimal) -> Candidate | None:
+    if not candidates:
+        return None
+    by_day = all(c.cpu_per_day is not None for c in candidates)
+    cost = lambda c: c.cpu_per_day if by_day else c.cpu_seconds  # noqa: E731
+    order = {c.key: i for i, c in enumerate(candidates)}
+    meeting = [c for c in candidates if c.criterion is not None and c.criterion >= target]
+    if meeting:
+        return min(meeting, key=lambda c: (cost(c), c.delay_seconds, order[c.key]))
+    return min(candidates, key=lambda c: (-(c.criterion or Decimal(-1)), cost(c), order[c.key]))
+
+
+def _per_day(candidate: Candidate) -> str:
+    if candidate.cpu_per_day is None:
+        return "—"
+    hours = candidate.cpu_per_day / 3600
+    return ("at least " if candidate.per_day_lower_bound else "") + f"{hours:,.1f} CPU-h"
+
+
+def _sentence(candidate: Candidate, rate: str) -> str:
+    paths = "speed layer, nightly batch and reconciliation" if candidate.architecture == "lambda" else "streaming job"
+    text = f"{candidate.label} would cost this log {candidate.cpu_seconds:,.1f} CPU s"
+    if candidate.cpu_per_day is not None:
+        about = "" if candidate.per_day_lower_bound else "about "
+        text += f"; at {rate} events/s {about}{_per_day(candidate)} a day ({paths})"
+        if candidate.unsplit:
+            named = " and ".join(_PATH_NAMES.get(p, p) for p in candidate.unsplit)
+            text += f", its {named} measured at one size and counted once a day"
+    if candidate.replay_cpu_seconds is not None:
+        text += f"; a full replay of this log took {candidate.replay_cpu_seconds:,.1f} CPU s"
+    return text + "."
+
+
+def decide(report: Report | PipelineReport) -> Decision:
+    """The first screen's answer for ``report`` (see the module docstring)."""
+    billing = isinstance(report, Report)
+    candidates = _billing_candidates(report) if billing else _pipeline_candidates(report)
+    target, rate = report.target_completeness, report.events_per_second
+    criterion = "completeness when final" if billing else "outputs exactly right at the end"
+    chosen = _choose(candidates, target)
+    headline = []
+    for architecture in ("lambda", "kappa"):
+        best = _choose([c for c in candidates if c.architecture == architecture], target)
+        if best is not None:
+            headline.append(best.key)
+    shown_rate = f"{rate:,.0f}" if rate == int(rate) else f"{rate:,}"
+    by = (
+        f"CPU per day at {shown_rate} events/s"
+        if all(c.cpu_per_day is not None for c in candidates)
+        else "CPU on this log"
+    )
+    if chosen is None:
+        rule = "No Lambda or Kappa configuration was swept: nothing to recommend."
+    elif chosen.criterion is not None and chosen.criterion >= target:
+        rule = (
+            f"Recommended: {chosen.label}, the cheapest of the {len(candidates)} swept configurations ({by}) whose "
+            f"{criterion} reaches {formats.ratio(target)}; ties go to the shorter watermark delay. A rule over the "
+            "configurations swept, not an optimum over every delay."
+        )
+    else:
+        rule = (
+            f"No swept configuration reaches {formats.ratio(target)} {criterion}: recommended {chosen.label}, the "
+            f"most complete of the {len(candidates)} ({by} breaks ties)."
+        )
+    return Decision(
+        criterion=criterion,
+        target=target,
+        events_per_second=rate,
+        candidates=tuple(candidates),
+        recommended=None if chosen is None else chosen.key,
+        headline=tuple(headline),
+        rule=rule,
+        sentences=tuple(_sentence(next(c for c in candidates if c.key == k), shown_rate) for k in headline),
+        curve=report.watermark_curve,
+    )
+
+
+def _seconds_pair(p50: Decimal | None, p95: Decimal | None) -> str:
+    shown = lambda v: "—" if v is None else formats.seconds(v)  # noqa: E731
+    return f"{shown(p50)} / {shown(p95)}"
+
+
+def _per_million(candidate: Candidate) -> str:
+    if candidate.cpu_per_million_lines is None:
+        return "—"
+    text = ("≥ " if candidate.unsplit else "") + f"{candidate.cpu_per_million_lines:,.1f} s"
+    if candidate.cpu_per_million_stderr is not None:
+        text += f" ± {candidate.cpu_per_million_stderr:,.1f}"
+    return text
+
+
+def headline_table(decision: Decision) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """``(header, rows)`` of the first screen's table: one column per architecture's headline
+    configuration, every cell formatted as every renderer shows it."""
+    shown = [decision.candidate(k) for k in decision.headline]
+    header = ("", *(c.label for c in shown))
+    rows: list[tuple[str, ...]] = [
+        (
+            "exactly right at the end",
+            *("—" if c.exact_at_end is None else formats.ratio(c.exact_at_end) for c in shown),
+        )
+    ]
+    if any(c.completeness_when_final is not None for c in shown):
+        rows.append(
+            (
+                "completeness when final",
+                *("—" if v is None else formats.ratio(v) for v in (c.completeness_when_final for c in shown)),
+            )
+        )
+    for index, (name, _, _) in enumerate(shown[0].latencies if shown else ()):
+        rows.append((f"{name}, median / p95", *(_seconds_pair(*c.latencies[index][1:]) for c in shown)))
+    for currency in sorted({cur for c in shown for cur in c.money_wrong}):
+        rows.append(
+            (
+                f"money wrong at the end ({currency})",
+                *(formats.money(c.money_wrong.get(currency, Decimal(0)), currency) for c in shown),
+            )
+        )
+    rate = decision.events_per_second
+    shown_rate = f"{rate:,.0f}" if rate == int(rate) else f"{rate:,}"
+    rows += [
+        ("CPU per million lines", *(_per_million(c) for c in shown)),
+        (f"CPU per day at {shown_rate} events/s", *(_per_day(c) for c in shown)),
+        ("CPU on this log", *(f"{c.cpu_seconds:,.1f} s" for c in shown)),
+    ]
+    return header, tuple(rows)

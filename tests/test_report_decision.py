@@ -1,0 +1,194 @@
+"""The first screen's answer (``lklab.report.decision``) on the hand-built reports: the rule, the
+costs that scale, the curve slot, and the same figures in the page, the digest and the JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from decimal import Decimal as D
+from html.parser import HTMLParser
+
+import pytest
+
+from lklab.report import render_html, render_markdown, report_from_json, to_json
+from lklab.report.curve import CurvePoint, WatermarkCurve
+from lklab.report.decision import decide, headline_table
+from lklab.report.pipeline_render import pipeline_json, render_pipeline_html, render_pipeline_markdown
+from lklab.report.scaling import CostScaling, fit_micro_batches
+from tests.pipeline_report_fixtures import sample_pipeline_report
+from tests.report_fixtures import sample_report
+
+
+class _Headline(HTMLParser):
+    """The rows of ``table.headline`` as text cells."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._inside = self._cell = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and ("class", "headline") in attrs:
+            self._inside = True
+        elif self._inside and tag == "tr":
+            self.rows.append([])
+        elif self._inside and tag in ("th", "td"):
+            self._cell = True
+            self.rows[-1].append("")
+
+    def handle_data(self, data):
+        if self._cell:
+            self.rows[-1][-1] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td"):
+            self._cell = False
+        elif tag == "table":
+            self._inside = False
+
+
+def headline_cells(page: str) -> list[list[str]]:
+    parser = _Headline()
+    parser.feed(page)
+    return parser.rows
+
+
+# --- the rule ------------------------------------------------------------------------------
+
+
+def test_no_configuration_reaches_the_default_target_so_the_most_complete_is_recommended():
+    decision = decide(sample_report())
+    # completeness when final: Lambda and Kappa at W=10s 95%, Kappa W=1m 99%: none reaches 99.5%
+    assert decision.recommended == "kappa-w1m-l0"
+    assert decision.headline == ("lambda-w10s-l0", "kappa-w1m-l0")
+    assert decision.rule.startswith("No swept configuration reaches 99.50% completeness when final")
+
+
+def test_the_cheapest_per_day_among_those_reaching_the_target():
+    report = dataclasses.replace(sample_report(), target_completeness=D("0.95"))
+    decision = decide(report)
+    # per day at 1,000 events/s (86.4 million lines): W=10s L=0 38.5 + 0.0005 x 86.4M = 43,238.5 s;
+    # W=1m 32 + 0.001 x 86.4M = 86,432 s; Lambda adds its batch (12) and reconciliation (20.25)
+    kappa = decision.candidate("kappa-w10s-l0")
+    assert kappa.cpu_per_day == pytest.approx(43_238.5)
+    assert decision.candidate("kappa-w1m-l0").cpu_per_day == pytest.approx(86_432)
+    lam = decision.candidate("lambda-w10s-l0")
+    assert lam.cpu_per_day == pytest.approx(43_238.5 + 12 + 20.25)
+    assert lam.unsplit == ("batch", "reconciliation") and lam.per_day_lower_bound
+    assert decision.recommended == "kappa-w10s-l0"
+    assert decision.headline == ("lambda-w10s-l0", "kappa-w10s-l0")
+    assert decision.rule.startswith("Recommended: Kappa W=10s L=0, the cheapest of the 4 swept configurations")
+    slower = decide(dataclasses.replace(report, target_completeness=D("0.99")))
+    assert slower.recommended == "kappa-w1m-l0"
+
+
+def test_the_rate_prices_the_day():
+    decision = decide(dataclasses.replace(sample_report(), events_per_second=10.0))
+    # 864,000 lines a day: 38.5 + 432 s for the stream at W=10s L=0
+    assert decision.candidate("kappa-w10s-l0").cpu_per_day == pytest.approx(470.5)
+    header, rows = headline_table(decision)
+    assert [r for r in rows if r[0].startswith("CPU per day")][0][0] == "CPU per day at 10 events/s"
+
+
+def test_the_headline_table_and_sentences():
+    header, rows = headline_table(decide(sample_report()))
+    assert header == ("", "Lambda W=10s L=0", "Kappa W=1m L=0")
+    assert dict((r[0], r[1:]) for r in rows) == {
+        "exactly right at the end": ("100.00%", "97.50%"),
+        "completeness when final": ("95.00%", "99.00%"),
+        "time until final, median / p95": ("35 s / 48.5 s", "85.125 s / 98 s"),
+        "money wrong at the end (USD)": ("0.00", "0.001234"),
+        "CPU per million lines": ("≥ 500.0 s ± 100.0", "1,000.0 s"),
+        "CPU per day at 1,000 events/s": ("at least 12.0 CPU-h", "24.0 CPU-h"),
+        "CPU on this log": ("72.8 s", "56.1 s"),
+    }
+    sentences = decide(sample_report()).sentences
+    assert sentences[0].startswith("Lambda W=10s L=0 would cost this log 72.8 CPU s; at 1,000 events/s at least")
+    assert "a full replay of this log took 20.1 CPU s" in sentences[1]
+
+
+def test_rejects_a_target_or_rate_out_of_range():
+    with pytest.raises(ValueError, match="a fraction above 0 and at most 1"):
+        dataclasses.replace(sample_report(), target_completeness=D("99.5"))
+    with pytest.raises(ValueError, match="a rate above zero"):
+        dataclasses.replace(sample_report(), events_per_second=0.0)
+
+
+# --- costs that scale ------------------------------------------------------------------------
+
+
+def test_a_fit_over_micro_batches_splits_fixed_and_per_line():
+    # step seconds = 0.5 + 0.001 x lines: 100, 200, 700 lines; 2.5 s of steps, 1 s grows with lines
+    batches = [(100, 0.6), (200, 0.7), (700, 1.2)]
+    scaling = fit_micro_batches(10.0, batches)
+    assert scaling.lines == 1000 and scaling.micro_batches == 3
+    assert scaling.cpu_seconds_per_line == pytest.approx(10.0 * (1.0 / 2.5) / 1000)
+    assert scaling.fixed_cpu_seconds == pytest.approx(6.0)
+    assert scaling.per_line_stderr == pytest.approx(0.0, abs=1e-12)  # the points lie on the line
+    assert scaling.cpu_seconds(1000) == pytest.approx(10.0)
+    assert fit_micro_batches(10.0, [(100, 0.6), (100, 0.7)]) is None  # one size: no slope
+    assert fit_micro_batches(10.0, [(100, None), (200, None)]) is None  # steps not timed
+    assert fit_micro_batches(10.0, [(100, 0.9), (200, 0.5)]).cpu_seconds_per_line == 0  # falling: all fixed
+    with pytest.raises(ValueError, match="not negative"):
+        CostScaling(10, 1, -1.0, 0.0)
+
+
+# --- the curve's slot --------------------------------------------------------------------------
+
+
+def _curve() -> WatermarkCurve:
+    return WatermarkCurve(
+        (
+            CurvePoint("0", 40, {"USD": D("120.5")}, D("0.9"), D(0), D(0)),
+            CurvePoint("10s", 12, {"USD": D("30")}, D("0.95"), D(10), D(12)),
+            CurvePoint("5m", 0, {}, D("1"), D(300), D(300)),
+        ),
+        source="lklab advise",
+    )
+
+
+def test_the_curve_slot_round_trips_and_is_drawn():
+    report = dataclasses.replace(sample_report(), watermark_curve=_curve())
+    assert report_from_json(to_json(report)) == report
+    page = render_html(report)
+    figure = re.search(r'<svg id="plot-decision".*?</figure>', page, re.S).group(0)
+    assert "advisor" in figure and "the line: lklab advise" in figure
+    assert "the exact curve over every delay is not in this report" in render_html(sample_report())
+    with pytest.raises(ValueError, match="increasing delay"):
+        WatermarkCurve((CurvePoint("5m", 0), CurvePoint("10s", 1)))
+
+
+# --- one answer in every file --------------------------------------------------------------
+
+
+def test_billing_page_digest_and_json_print_the_same_answer():
+    report = sample_report()
+    page, digest = render_html(report), render_markdown(report)
+    document = json.loads(to_json(report))
+    table = document["derived"]["headline_table"]
+    assert headline_cells(page) == [table["header"], *table["rows"]]
+    for row in table["rows"]:
+        assert "| " + " | ".join(row) + " |" in digest
+    decision = document["derived"]["decision"]
+    assert decision["recommended"] == "kappa-w1m-l0" and decision["target"] == "0.995000"
+    assert decision["rule"] in page.replace("&#x27;", "'") and decision["rule"] in digest
+    assert digest.index("## The answer") < digest.index("## Side by side")
+    sections = re.findall(r'<section id="([\w-]+)"', page)
+    assert sections[0] == "decision"
+
+
+def test_pipeline_page_digest_and_json_print_the_same_answer(tmp_path):
+    report = sample_pipeline_report(tmp_path)
+    page = render_pipeline_html(report, b"png", tmp_path)
+    digest = render_pipeline_markdown(report, tmp_path)
+    answer = json.loads(pipeline_json(report))["answer"]
+    table = answer["headline_table"]
+    assert headline_cells(page) == [table["header"], *table["rows"]]
+    for row in table["rows"]:
+        assert "| " + " | ".join(row) + " |" in digest
+    # outputs exactly right at the end: Lambda 100% after its batch, Kappa W=10m 100%, W=0s 66.67%
+    assert answer["decision"]["criterion"] == "outputs exactly right at the end"
+    assert answer["decision"]["recommended"] == "kappa-w10m-l0"
+    assert table["header"] == ["", "Lambda W=0s L=0", "Kappa W=10m L=0"]
+    assert re.findall(r'<section id="([\w-]+)"', page)[0] == "decision"
