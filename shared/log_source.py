@@ -60,6 +60,7 @@ __all__ = [
     "log_stream_reader",
     "raw_log",
     "parsed_log",
+    "segment_stamps",
     "SOURCE_NAME",
     "WHOLE_SEGMENT_BYTES",
 ]
@@ -355,3 +356,12 @@ def parsed_log(
     which lines are dead letters."""
     raw = raw_log(spark, lake, last_segment, first_segment=first_segment, max_line_bytes=max_line_bytes)
     return raw.transform(parse_events, max_clock_skew=max_clock_skew)
+
+
+def segment_stamps(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
+    """``segment``, ``appended_at`` of segments ``1..last_segment`` (null: no stamp), read from
+    their headers on the driver: what a line known by its position and bytes alone (a dead
+    letter's row) is parsed again with."""
+    log = EventLog(lake)
+    rows = [(number, log.stamp(number)) for number in range(1, last_segment + 1)]
+    return spark.createDataFrame(rows, "segment long, appended_at string")
