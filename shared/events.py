@@ -248,7 +248,10 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     )
     # the line's own ingest time where its layout has one, else its segment's stamp
     _, ingest = ingest_time_of(
-        F.when(F.col("_piece_count") == 4 * len(fields) + 1, F.lit("STRING")), text["ingest_time"], F.col(APPENDED_AT)
+        F.when(F.col("_piece_count") == 4 * len(fields) + 1, F.lit("STRING")),
+        text["ingest_time"],
+        F.col(APPENDED_AT),
+        F.lit(True),  # a line laid out so is an object; one that is not never is clean
     )
     typed = _typed({**text, "ingest_time": ingest})
     # Every check of REJECT_REASONS passes. The ones left out cannot fail here: the values are
@@ -335,7 +338,9 @@ def _variant_path(raw_line: Column, line_bytes: Column, appended_at: Column, max
     def checked(parts: Column) -> Column:
         text = {name: parts[f"text_{name}"] for name in fields}
         kind = {name: parts[f"type_{name}"] for name in fields}
-        kind["ingest_time"], text["ingest_time"] = ingest_time_of(kind["ingest_time"], text["ingest_time"], appended_at)
+        kind["ingest_time"], text["ingest_time"] = ingest_time_of(
+            kind["ingest_time"], text["ingest_time"], appended_at, ~parts["not_json"] & parts["is_object"]
+        )
         return let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
             lambda typed: _variant_result(raw_line, line_bytes, whole, utf8, parts, text, kind, typed, max_clock_skew),

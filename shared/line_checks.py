@@ -71,6 +71,7 @@ __all__ = [
     "line_checks",
     "dead_letter_text",
     "ingest_time_of",
+    "OBJECT_START",
     "APPENDED_AT",
     "with_appended_at",
     "in_future",
@@ -111,7 +112,7 @@ CLOCK_REASONS = {
 _TOO_LONG = "{} bytes"
 _NOT_UTF8 = "raw_line holds the line's {} bytes in base64"
 _IN_FUTURE = "event_time {} is more than {} (max-clock-skew) ahead of ingest_time {}"
-_OBJECT_START = "^\\s*[{]"  # JSON that parsed is an object exactly when it opens so
+OBJECT_START = "^\\s*[{]"  # JSON that parsed is an object exactly when it opens so
 _JSON_SPACE = " \t\n\r"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -141,12 +142,13 @@ def with_appended_at(raw: DataFrame) -> DataFrame:
     return raw if APPENDED_AT in raw.columns else raw.withColumn(APPENDED_AT, F.lit(None).cast("string"))
 
 
-def ingest_time_of(kind: Column, text: Column, appended_at: Column) -> tuple[Column, Column]:
+def ingest_time_of(kind: Column, text: Column, appended_at: Column, is_object: Column) -> tuple[Column, Column]:
     """A line's ingest time as ``(JSON type, text)`` (``schema_of_variant``'s type name, the
     string): the line's own ``ingest_time`` field's (``kind`` not null: the field is there, a
-    JSON null's type being ``VOID``), else its segment's stamp ``appended_at``, a string (null:
-    no stamp, and so no ingest time)."""
-    absent = kind.isNull()
+    JSON null's type being ``VOID``), else, for a JSON object (``is_object``: the line parsed,
+    and is one), its segment's stamp ``appended_at``, a string (null: no stamp, and so no
+    ingest time). A line that is no JSON object has no ingest time but its own."""
+    absent = kind.isNull() & is_object
     return (
         F.when(absent & appended_at.isNotNull(), F.lit("STRING")).otherwise(kind),
         F.when(absent, appended_at).otherwise(text),
@@ -202,7 +204,7 @@ def line_checks(
     key twice, and ``json_object_keys`` tells such a line from one that is not JSON);
     ``is_object``: default ``raw_line`` opens with ``{`` after whitespace.
     """
-    is_object = raw_line.rlike(_OBJECT_START) if is_object is None else is_object
+    is_object = raw_line.rlike(OBJECT_START) if is_object is None else is_object
     return [
         (~whole, "line_too_long", _filled(_TOO_LONG, line_bytes)),
         (~utf8, "invalid_utf8", _filled(_NOT_UTF8, line_bytes)),

@@ -42,6 +42,7 @@ from shared.events import (
 )
 from shared.line_checks import (
     APPENDED_AT,
+    OBJECT_START,
     Check,
     dead_letter_text,
     first_failure,
@@ -129,7 +130,7 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     kind = {name: F.schema_of_variant(F.col(f"_v_{name}")) for name in _FIELDS}
     text = {name: F.try_variant_get(F.col(f"_v_{name}"), "$", "string") for name in _FIELDS}
     kind["ingest_time"], text["ingest_time"] = ingest_time_of(
-        kind["ingest_time"], text["ingest_time"], F.col(APPENDED_AT)
+        kind["ingest_time"], text["ingest_time"], F.col(APPENDED_AT), ~F.col("_not_json") & line.rlike(OBJECT_START)
     )
     beat = F.col(f"_v_{HEARTBEAT_FIELD}")
     typed = located.select(
