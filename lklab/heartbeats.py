@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from shared.eventlog import EventLog, scan_lines
+from shared.eventlog import EventLog, read_stamp, scan_lines
 
 __all__ = ["HeartbeatStream", "Heartbeats", "marks_busy"]
 
@@ -76,5 +76,6 @@ class Heartbeats:
 def _is_heartbeat_segment(path: Path) -> bool:
     """The segment holds one line, a heartbeat (reading two lines at most, of 1,024 bytes)."""
     with open(path, "rb") as handle:
+        read_stamp(handle)
         lines = list(itertools.islice((line for batch in scan_lines(handle, 1024) for line in batch.lines), 2))
     return len(lines) == 1 and b'"heartbeat": true' in lines[0]

@@ -3,9 +3,9 @@
 ``lklab ingest`` appends every line as it is (the log is the record), but a file in the wrong
 shape — a CSV export, JSON lines with other field names — would otherwise show up only after a
 Spark run, every line a dead letter. ``preview_file`` reads a file the way the log will hold it
-(a byte order mark opening it dropped, lines split as ``EventLog.append_file`` splits them,
-stamped with the ``ingest_time`` the append will give them, cut at ``max-line-bytes`` as the
-log's readers cut them) and runs the pipeline's ``LineFormat.check`` over it, a chunk at a time,
+(a byte order mark opening it dropped, lines split as ``EventLog.append_file`` splits them and
+kept as sent, cut at ``max-line-bytes`` as the log's readers cut them, each with the stamp the
+append will give its segment as ``appended_at``: the ingest time of a line without its own) and runs the pipeline's ``LineFormat.check`` over it, a chunk at a time,
 in this process: no Spark. The result (``FilePreview``) counts the lines that look like events,
 the heartbeats, and the dead letters by reason, each reason with its first line as an example.
 
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lklab.pipelines.contract import LineFormat
 from shared.config import LabConfig
-from shared.eventlog import BOM, LINE_PREFIX_BYTES, stamp_ingest_time
+from shared.eventlog import BOM, LINE_PREFIX_BYTES
 from shared.line_checks import dead_letter_row, event_clock, read_event_line
 from shared.line_rows import parsed_table
 
@@ -48,8 +48,10 @@ _SCHEMA = pa.schema(
 )
 
 
-def _fields_only_line(required: tuple[str, ...], event_time: str, max_clock_skew: int, line: bytes, length) -> dict:
-    value, ingest_time, settled = read_event_line(line, length)
+def _fields_only_line(
+    required: tuple[str, ...], event_time: str, max_clock_skew: int, line: bytes, length, appended_at=None
+) -> dict:
+    value, ingest_time, settled = read_event_line(line, length, appended_at)
     if settled is not None:
         return settled
     missing = [name for name in required if value.get(name) is None or value.get(name) == ""]
@@ -105,7 +107,7 @@ class FilePreview:
         return self.lines > 0 and self.dead_letters > MOSTLY_DEAD * self.lines
 
 
-def _lines(path: Path, stamp: str, max_line_bytes: int, read: list[int]) -> Iterator[tuple[bytes, int, bytes]]:
+def _lines(path: Path, max_line_bytes: int, read: list[int]) -> Iterator[tuple[bytes, int, bytes]]:
     """The file's lines as the log will hold them: (the bytes its readers keep, the line's
     length, the line as the file has it); ``read[0]``: the file's bytes read so far."""
     keep = min(LINE_PREFIX_BYTES, max_line_bytes)
@@ -115,31 +117,32 @@ def _lines(path: Path, stamp: str, max_line_bytes: int, read: list[int]) -> Iter
         for piece in handle:
             read[0] = handle.tell()
             for line in piece.splitlines():
-                stamped = stamp_ingest_time(line.rstrip(b"\r\n"), stamp)
-                yield (stamped if len(stamped) <= max_line_bytes else stamped[:keep]), len(stamped), line
+                held = line.rstrip(b"\r\n")
+                yield (held if len(held) <= max_line_bytes else held[:keep]), len(held), line
 
 
-def _chunks(lines: Iterator[tuple[bytes, int, bytes]]) -> Iterator[tuple[pa.Table, list[bytes]]]:
+def _chunks(lines: Iterator[tuple[bytes, int, bytes]], stamp: str) -> Iterator[tuple[pa.Table, list[bytes]]]:
     """The lines a chunk at a time: as the log's readers give them, and as the file has them."""
     chunk: list[tuple[bytes, int, bytes]] = []
     number = 0
     for line in lines:
         chunk.append(line)
         if len(chunk) == _CHUNK:
-            yield _raw(chunk, number), [sent for _, _, sent in chunk]
+            yield _raw(chunk, number, stamp), [sent for _, _, sent in chunk]
             number += len(chunk)
             chunk = []
     if chunk:
-        yield _raw(chunk, number), [sent for _, _, sent in chunk]
+        yield _raw(chunk, number, stamp), [sent for _, _, sent in chunk]
 
 
-def _raw(chunk: list[tuple[bytes, int, bytes]], before: int) -> pa.Table:
+def _raw(chunk: list[tuple[bytes, int, bytes]], before: int, stamp: str) -> pa.Table:
     return pa.table(
         {
             "segment": pa.array([0] * len(chunk), pa.int64()),
             "line_number": pa.array(range(before + 1, before + len(chunk) + 1), pa.int64()),
             "raw_line": pa.array([line for line, _, _ in chunk], pa.binary()).cast(pa.string(), safe=False),
             "line_bytes": pa.array([length for _, length, _ in chunk], pa.int64()),
+            "appended_at": pa.repeat(pa.scalar(stamp, pa.string()), len(chunk)),
         }
     )
 
@@ -155,11 +158,11 @@ def preview_file(
     stamp: str,
     progress: Callable[[int], None] = lambda read: None,
 ) -> FilePreview:
-    """Check ``path``'s lines, stamped with ``stamp`` (the ingest time the append gives them, as
-    ``shared.eventlog.format_timestamp`` writes it), by ``line_format``; ``progress(bytes read)``
-    after each chunk."""
+    """Check ``path``'s lines, appended with ``stamp`` (the ingest time the append gives its
+    segment, as ``shared.eventlog.format_timestamp`` writes it), by ``line_format``;
+    ``progress(bytes read)`` after each chunk."""
     preview, read = FilePreview(str(path)), [0]
-    for raw, sent in _chunks(_lines(Path(path), stamp, config.max_line_bytes, read)):
+    for raw, sent in _chunks(_lines(Path(path), config.max_line_bytes, read), stamp):
         checked = line_format.check(raw, config)
         reasons = checked["reject_reason"].to_pylist()
         heartbeats = checked["heartbeat"].to_pylist()

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 from shared.config import LabConfig
 from shared.events import EVENT_COLUMNS, HEARTBEAT_FIELD, parse_events, valid_events
-from shared.log_source import parsed_log
+from shared.log_source import parsed_log, segment_stamps
 from shared.partitions import DayRange
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows
 
@@ -80,7 +80,7 @@ def disputed_lines(
     """The lines a disagreement can be about (see the module docstring), as ``parse_events`` rows.
 
     Recorded events (duplicates, late events) come as recorded; dead letters are parsed again
-    from their text (a side may have rejected a line the other accepted; a dead letter's text
+    from their text and their segment's stamp (a side may have rejected a line the other accepted; a dead letter's text
     is already text: a line that was not, or was cut, is a dead letter again); the segments
     between the two positions are read from the log. Sessions: every line up to the further
     position. The settings are the sides' own (``max-clock-skew``, ``max-line-bytes``).
@@ -111,7 +111,9 @@ def disputed_lines(
         union = texts[0]
         for frame in texts[1:]:
             union = union.unionByName(frame)
-        parsed.append(union.dropDuplicates(LINE).transform(parse_events, max_clock_skew=max_clock_skew))
+        # a dead letter's row holds the line as sent; its ingest time may be its segment's stamp
+        stamped = union.dropDuplicates(LINE).join(F.broadcast(segment_stamps(spark, lake, furthest)), "segment", "left")
+        parsed.append(stamped.transform(parse_events, max_clock_skew=max_clock_skew))
     if furthest > nearest:
         parsed.append(parsed_log(spark, lake, furthest, first_segment=nearest + 1, **limits))
     lines = parsed[0]

@@ -11,15 +11,27 @@ numbering means the log was damaged, and reading refuses to go past it. Writers 
 processes may append at once: each takes the number after the highest it sees and the next one
 when that is taken, so a number is only ever taken once the one before it exists.
 
-Lines are stored verbatim, bad ones included (they are the dead-letter path's input). The one
-exception is stamping: a line that is a JSON object without ``ingest_time`` gets
-``"ingest_time": "<append time>"`` added before its closing brace.
+Lines are stored verbatim, bad ones included (they are the dead-letter path's input): a
+segment holds the bytes its writer was given, each line ended by ``\\n``.
+
+The stamp. Most writers send lines without an ingest time, and the log gives each such line
+the moment it was appended. That moment is the segment's, not the line's: an append that stamps
+(``EventLog.append``, ``lklab ingest``) opens its segment with one header line,
+``#lklab-segment appended_at=<append time>`` (``SEGMENT_HEADER``, the time as
+``format_timestamp`` writes it), written in the same file, so the segment is published with its
+stamp or not at all. The header is not a line of the segment: readers take the stamp from it
+(``read_stamp``) and give it to every line as ``appended_at``, and a parser takes a line's
+ingest time from its own ``ingest_time`` field, or from ``appended_at`` where it has none
+(``shared.line_checks``). A segment whose writer sets ``ingest_time`` on every line itself
+(the generators, heartbeats: ``stamp=False``) has no header; its ``appended_at`` is null.
+Segments written before the header existed have none either: their lines carry the stamp
+inside (``, "ingest_time": "..."`` added before the closing brace), and parse as they did.
 
 A line is the bytes before a ``\\n`` (a ``\\r`` stays part of it). Readers take them as stored,
-with two exceptions, both in ``scan_lines``: a UTF-8 byte order mark opening a segment marks
-its encoding and is not part of its first line, and a line longer than ``max-line-bytes`` is
-never held whole: only its first ``LINE_PREFIX_BYTES`` and its length are kept (it becomes a
-``line_too_long`` dead letter).
+with two exceptions, both in ``scan_lines``: a UTF-8 byte order mark opening a segment (after
+its header) marks its encoding and is not part of its first line, and a line longer than
+``max-line-bytes`` is never held whole: only its first ``LINE_PREFIX_BYTES`` and its length are
+kept (it becomes a ``line_too_long`` dead letter).
 """
 
 from __future__ import annotations
@@ -43,7 +55,11 @@ __all__ = [
     "LineBatch",
     "scan_lines",
     "holds_no_line",
-    "stamp_ingest_time",
+    "read_stamp",
+    "segment_header",
+    "SEGMENT_HEADER",
+    "HEADER_BYTES",
+    "HEADER_PATTERN",
     "format_timestamp",
     "heartbeat_line",
     "BOM",
@@ -54,6 +70,11 @@ _NAME = re.compile(r"^segment-(\d{12})\.jsonl$")
 BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark
 LINE_PREFIX_BYTES = 1024  # what is kept of a line longer than max-line-bytes (at most max-line-bytes)
 _CHUNK_BYTES = 1 << 20
+SEGMENT_HEADER = b"#lklab-segment appended_at="  # then the append time and "\\n"
+_STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"  # as format_timestamp writes it
+HEADER_PATTERN = f"^{SEGMENT_HEADER.decode()}{_STAMP}$"  # the header without its "\n" (Python and Java)
+HEADER_BYTES = len(SEGMENT_HEADER) + len("2026-01-05T10:00:00.000000Z") + 1
+_HEADER = re.compile(SEGMENT_HEADER + b"(" + _STAMP.encode() + b")\n")
 
 
 class LogDamaged(RuntimeError):
@@ -154,21 +175,25 @@ def heartbeat_line(moment: datetime) -> str:
     return json.dumps({"heartbeat": True, "ingest_time": format_timestamp(moment)})
 
 
-def stamp_ingest_time(line: bytes, ingest_time: str) -> bytes:
-    """Add ``ingest_time`` to a JSON-object line that lacks it; return other lines unchanged
-    (decoded as UTF-8 first: given bytes, ``json.loads`` would also take a byte order mark or
-    UTF-16 as JSON, which the parser does not)."""
-    try:
-        value = json.loads(line.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return line
-    if not isinstance(value, dict) or "ingest_time" in value:
-        return line
-    body = line.rstrip()
-    if not body.endswith(b"}"):
-        return line
-    separator = b", " if value else b""
-    return body[:-1].rstrip() + separator + b'"ingest_time": "' + ingest_time.encode() + b'"}'
+def segment_header(stamp: str) -> bytes:
+    """The header line a stamping append opens its segment with (``stamp``: ``format_timestamp``'s)."""
+    header = SEGMENT_HEADER + stamp.encode() + b"\n"
+    if not _HEADER.fullmatch(header):
+        raise ValueError(
+            f"segment stamp {stamp!r}: not a time as format_timestamp writes it (2026-01-05T10:00:00.000000Z)"
+        )
+    return header
+
+
+def read_stamp(handle: BinaryIO) -> str | None:
+    """The stamp of the segment open in ``handle`` (at its start), None when it has no header;
+    ``handle`` is left at its first line (after the header, or where it was)."""
+    opening = handle.read(HEADER_BYTES)
+    found = _HEADER.fullmatch(opening)
+    if found is None:
+        handle.seek(-len(opening), os.SEEK_CUR)
+        return None
+    return found.group(1).decode()
 
 
 class EventLog:
@@ -211,20 +236,22 @@ class EventLog:
     def append(
         self, lines: Iterable[bytes | str], ingest_time: datetime | None = None, *, stamp: bool = True
     ) -> Segment:
-        """Write ``lines`` as the next segment, atomically.
+        """Write ``lines`` (verbatim, a final ``\\r`` or ``\\n`` of each dropped) as the next
+        segment, atomically.
 
-        With ``stamp`` (the default), JSON-object lines lacking ``ingest_time`` get one; a writer
-        that sets ``ingest_time`` on every line itself passes ``stamp=False``.
+        With ``stamp`` (the default), the segment opens with its header, the stamp ``ingest_time``
+        (default: now) that a line without its own ``ingest_time`` is read with; a writer that sets
+        ``ingest_time`` on every line itself passes ``stamp=False``.
         """
-        now = format_timestamp(ingest_time or datetime.now(UTC))
         self.root.mkdir(parents=True, exist_ok=True)
         temporary = self.root / f".incoming-{uuid.uuid4().hex}.tmp"
         try:
             with temporary.open("wb") as handle:
+                if stamp:
+                    handle.write(segment_header(format_timestamp(ingest_time or datetime.now(UTC))))
                 for line in lines:
                     data = line.encode() if isinstance(line, str) else line
-                    data = data.rstrip(b"\r\n")
-                    handle.write((stamp_ingest_time(data, now) if stamp else data) + b"\n")
+                    handle.write(data.rstrip(b"\r\n") + b"\n")
                 handle.flush()
                 os.fsync(handle.fileno())
             return self._publish(temporary)
@@ -241,7 +268,7 @@ class EventLog:
         reading it a line at a time. Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``.
 
         A UTF-8 byte order mark opening the file marks its encoding: it is not part of the first
-        line, which is appended (and stamped) as it would be without it. A file with no line at
+        line, which is appended as it would be without it. A file with no line at
         all (no bytes, or only the mark) raises ``EmptyInput`` and appends nothing: an empty
         segment would be a batch of nothing, and an empty file is more often a failed export than
         a quiet minute.
@@ -269,10 +296,16 @@ class EventLog:
                 os.close(directory)
             return Segment(number, target)
 
+    def stamp(self, number: int) -> str | None:
+        """Segment ``number``'s stamp (its lines' ``appended_at``), None when it has none."""
+        with self.segment_path(number).open("rb") as handle:
+            return read_stamp(handle)
+
     @staticmethod
     def read_lines(segment_path: str | Path) -> list[str]:
-        """The lines of one small segment as text, for a look at it: whole, split as
-        ``scan_lines`` splits them, bytes that are not UTF-8 shown as ``\\xNN`` escapes (the
-        readers behind ``parse_events`` keep them as they are)."""
+        """The lines of one small segment as text, for a look at it: whole (its header is not a
+        line), split as ``scan_lines`` splits them, bytes that are not UTF-8 shown as ``\\xNN``
+        escapes (the readers behind ``parse_events`` keep them as they are)."""
         with open(segment_path, "rb") as handle:
+            read_stamp(handle)
             return [line.decode("utf-8", "backslashreplace") for batch in scan_lines(handle) for line in batch.lines]

@@ -15,10 +15,11 @@ adjustments either. Times are ISO-8601 with ``Z`` or an offset and are held in U
 in that order) and ``reject_detail`` naming the field. Nothing is dropped here.
 
 Bad clocks. An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
-setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot have
+setting) ahead of its line's ingest time is ``event_time_in_future``: an event cannot have
 happened after it arrived, and accepted, one event dated decades ahead would move the watermark
-there for good and make every later event late. The check needs both times: a line without
-``ingest_time`` (every writer stamps one) is not checked.
+there for good and make every later event late. A line's ingest time is its ``ingest_time``, or
+where it has none its segment's stamp ``appended_at`` (``shared.line_checks``); the check needs
+both times: a line with no ingest time is not checked.
 
 Bad bytes. The readers hand over a line's bytes as they are (``RAW_LINE_SCHEMA``), and every
 output column is text again: a line that is not UTF-8 is ``invalid_utf8`` and its ``raw_line``
@@ -53,15 +54,18 @@ from shared.config import LabConfig
 from shared.currencies import CURRENCY_CODES
 from shared.expressions import built_once
 from shared.line_checks import (
+    APPENDED_AT,
     dead_letter_text,
     first_failure,
     future_check,
     in_future,
+    ingest_time_of,
     let,
     line_checks,
     reject_reasons,
     repeated_key,
     require_skew,
+    with_appended_at,
 )
 from shared.line_rows import HEARTBEAT_FIELD, UTC_MICROS, event_schema
 
@@ -91,13 +95,15 @@ REQUIRED_FIELDS = ("event_id", "account_id", "event_type", "amount", "currency",
 
 # A line as the log's readers give it: ``raw_line`` its bytes (a Spark string need not be
 # UTF-8), all of them or, for a line longer than max-line-bytes, its first ones;
-# ``line_bytes`` the length of the whole line.
+# ``line_bytes`` the length of the whole line; ``appended_at`` its segment's stamp (null: none),
+# its ingest time where it has no ``ingest_time`` of its own (``shared.line_checks``).
 RAW_LINE_SCHEMA = StructType(
     [
         StructField("segment", LongType(), False),
         StructField("line_number", LongType(), False),
         StructField("raw_line", StringType(), False),
         StructField("line_bytes", LongType(), False),
+        StructField(APPENDED_AT, StringType(), True),
     ]
 )
 
@@ -150,7 +156,7 @@ def parse_events(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_skew)
     ``REJECT_REASONS`` order (``_variant_path``). Almost every line of a log is clean.
     """
     require_skew(max_clock_skew)
-    parsed = raw
+    parsed = with_appended_at(raw)
     for columns in _parse_stages(max_clock_skew):
         parsed = parsed.select(*columns)
     return parsed
@@ -173,9 +179,10 @@ def _parse_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         *[f"_plain_{name}_typed" for name in typed],
         "_clean",
         # the variant path is one expression, evaluated for the lines that are not clean only
-        F.when(~F.col("_clean"), _variant_path(F.col("raw_line"), F.col("line_bytes"), max_clock_skew)).alias(
-            "_variant"
-        ),
+        F.when(
+            ~F.col("_clean"),
+            _variant_path(F.col("raw_line"), F.col("line_bytes"), F.col(APPENDED_AT), max_clock_skew),
+        ).alias("_variant"),
     ]
     clean, variant = F.col("_clean"), F.col("_variant")
     value = lambda name, plain_value: F.when(clean, plain_value).otherwise(variant[name]).alias(name)
@@ -219,7 +226,7 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
     pieces put back differ from the line's bytes. No key is named twice in the layout.
     """
     fields = _FIELDS
-    line = ["segment", "line_number", "raw_line", "line_bytes"]
+    line = ["segment", "line_number", "raw_line", "line_bytes", APPENDED_AT]
     split = [*line, F.split("raw_line", '"', -1).alias("_pieces")]
     pieces = [
         *line,
@@ -239,7 +246,14 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         & ~F.col("raw_line").contains("\\")
         & (F.octet_length("raw_line") == F.col("line_bytes"))
     )
-    typed = _typed(text)
+    # the line's own ingest time where its layout has one, else its segment's stamp
+    _, ingest = ingest_time_of(
+        F.when(F.col("_piece_count") == 4 * len(fields) + 1, F.lit("STRING")),
+        text["ingest_time"],
+        F.col(APPENDED_AT),
+        F.lit(True),  # a line laid out so is an object; one that is not never is clean
+    )
+    typed = _typed({**text, "ingest_time": ingest})
     # Every check of REJECT_REASONS passes. The ones left out cannot fail here: the values are
     # JSON strings, and a value that matches its format (an event type, a decimal, a time, a
     # currency) is not blank.
@@ -252,7 +266,7 @@ def _plain_stages(max_clock_skew: int) -> tuple[list[Column], ...]:
         & ~(((event_type == "charge") & (amount <= 0)) | ((event_type == "refund") & (amount >= 0)))
         & text["currency"].isin(*CURRENCY_CODES)
         & typed["event_time"].isNotNull()
-        & (text["ingest_time"].isNull() | typed["ingest_time"].isNotNull())
+        & (ingest.isNull() | typed["ingest_time"].isNotNull())
         & ~in_future(typed["event_time"], typed["ingest_time"], max_clock_skew)
     )
     no_control = ~F.concat_ws("", *[text[name] for name in fields]).rlike("[\\x00-\\x1F]")
@@ -276,8 +290,9 @@ def _typed(text) -> dict[str, Column]:
     }
 
 
-def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> Column:
-    """One line parsed and checked through a variant: a struct of the typed event columns,
+def _variant_path(raw_line: Column, line_bytes: Column, appended_at: Column, max_clock_skew: int) -> Column:
+    """One line parsed and checked through a variant (its ingest time as ``ingest_time_of``
+    reads it, with its segment's stamp ``appended_at``): a struct of the typed event columns,
     ``raw_text`` (what ``raw_line`` becomes, null: itself), ``reject_reason``, ``reject_detail``
     and ``heartbeat``.
 
@@ -323,6 +338,9 @@ def _variant_path(raw_line: Column, line_bytes: Column, max_clock_skew: int) -> 
     def checked(parts: Column) -> Column:
         text = {name: parts[f"text_{name}"] for name in fields}
         kind = {name: parts[f"type_{name}"] for name in fields}
+        kind["ingest_time"], text["ingest_time"] = ingest_time_of(
+            kind["ingest_time"], text["ingest_time"], appended_at, ~parts["not_json"] & parts["is_object"]
+        )
         return let(
             F.struct(*[column.alias(name) for name, column in _typed(text).items()]),
             lambda typed: _variant_result(raw_line, line_bytes, whole, utf8, parts, text, kind, typed, max_clock_skew),

@@ -24,14 +24,19 @@ around its own field checks and names the first failure, in this order::
   inside a line is no whitespace: such a line is ``not_json``. Spark's parser reads the first
   JSON value of a line and ignores whatever follows it (``{...} x`` is that object), and so do
   the checks here in their Python form.
+* **Ingest time.** A line's ingest time is its own ``ingest_time`` field where it has one (a
+  null or a bad one included: the field is there), and otherwise its segment's stamp, the
+  ``appended_at`` the readers give every line of a stamped segment (``shared.eventlog``): the
+  moment the line was appended, kept apart from its bytes. A line with neither has none. The
+  rule is written once per form: ``ingest_time_of`` (Spark) and ``read_event_line`` (Python).
 * **Clock.** An event time more than ``max_clock_skew`` (microseconds, the ``max-clock-skew``
-  setting) ahead of its line's ``ingest_time`` is ``event_time_in_future``: an event cannot
+  setting) ahead of its line's ingest time is ``event_time_in_future``: an event cannot
   have happened after it arrived, and accepted, one event dated decades ahead would move the
-  watermark there for good and make every later event late. A line without ``ingest_time`` is
+  watermark there for good and make every later event late. A line without an ingest time is
   not checked. It is the last check: the line is otherwise a valid event.
 
 The checks come in two forms over the same names, order, details and dead-letter text: Spark
-columns (``line_checks``, ``in_future``, ``future_check``, ``dead_letter_text``) for the
+columns (``line_checks``, ``ingest_time_of``, ``in_future``, ``future_check``, ``dead_letter_text``) for the
 parsers that run in Spark, and Python (``read_line``, ``read_event_line``, ``event_clock``,
 ``future_rejection``) for the ones that run in Python over Arrow (``shared.line_rows.parsed_table``). ``tests/test_line_checks.py`` runs the same lines through both.
 """
@@ -45,7 +50,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.durations import format_duration
@@ -65,6 +70,10 @@ __all__ = [
     "repeated_key",
     "line_checks",
     "dead_letter_text",
+    "ingest_time_of",
+    "OBJECT_START",
+    "APPENDED_AT",
+    "with_appended_at",
     "in_future",
     "future_check",
     "read_line",
@@ -103,7 +112,7 @@ CLOCK_REASONS = {
 _TOO_LONG = "{} bytes"
 _NOT_UTF8 = "raw_line holds the line's {} bytes in base64"
 _IN_FUTURE = "event_time {} is more than {} (max-clock-skew) ahead of ingest_time {}"
-_OBJECT_START = "^\\s*[{]"  # JSON that parsed is an object exactly when it opens so
+OBJECT_START = "^\\s*[{]"  # JSON that parsed is an object exactly when it opens so
 _JSON_SPACE = " \t\n\r"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -123,6 +132,27 @@ def require_skew(max_clock_skew: int) -> None:
 
 
 # ----------------------------------------------------------------------------- Spark columns
+
+APPENDED_AT = "appended_at"  # a line's segment stamp, as the log's readers give it
+
+
+def with_appended_at(raw: DataFrame) -> DataFrame:
+    """``raw`` with an ``appended_at`` column: its own, or null for rows made without one
+    (lines that carry their ingest time, as old segments' do)."""
+    return raw if APPENDED_AT in raw.columns else raw.withColumn(APPENDED_AT, F.lit(None).cast("string"))
+
+
+def ingest_time_of(kind: Column, text: Column, appended_at: Column, is_object: Column) -> tuple[Column, Column]:
+    """A line's ingest time as ``(JSON type, text)`` (``schema_of_variant``'s type name, the
+    string): the line's own ``ingest_time`` field's (``kind`` not null: the field is there, a
+    JSON null's type being ``VOID``), else, for a JSON object (``is_object``: the line parsed,
+    and is one), its segment's stamp ``appended_at``, a string (null: no stamp, and so no
+    ingest time). A line that is no JSON object has no ingest time but its own."""
+    absent = kind.isNull() & is_object
+    return (
+        F.when(absent & appended_at.isNotNull(), F.lit("STRING")).otherwise(kind),
+        F.when(absent, appended_at).otherwise(text),
+    )
 
 
 def _filled(template: str, *values: Column) -> Column:
@@ -174,7 +204,7 @@ def line_checks(
     key twice, and ``json_object_keys`` tells such a line from one that is not JSON);
     ``is_object``: default ``raw_line`` opens with ``{`` after whitespace.
     """
-    is_object = raw_line.rlike(_OBJECT_START) if is_object is None else is_object
+    is_object = raw_line.rlike(OBJECT_START) if is_object is None else is_object
     return [
         (~whole, "line_too_long", _filled(_TOO_LONG, line_bytes)),
         (~utf8, "invalid_utf8", _filled(_NOT_UTF8, line_bytes)),
@@ -289,7 +319,7 @@ def dead_letter_row(reason: str, detail: str | None = None, text: str | None = N
 
 
 def read_event_line(
-    line: bytes, line_bytes: int | None = None, *, exact_numbers: bool = False
+    line: bytes, line_bytes: int | None = None, appended_at: str | None = None, *, exact_numbers: bool = False
 ) -> tuple[dict | None, int | None, dict | None]:
     """A line through what every line gets before its format's own checks, in Python:
     ``(value, ingest_time, settled)``.
@@ -298,12 +328,18 @@ def read_event_line(
     letter of ``read_line``, a heartbeat (``{"heartbeat": true, "ingest_time": ...}``), or a
     heartbeat's dead letter (``missing_field`` or ``invalid_ingest_time``, detail
     ``ingest_time``). Otherwise ``value`` is the line's JSON object and ``ingest_time`` its
-    ``ingest_time`` in microseconds (None when absent or not a time: ``event_clock`` tells);
-    ``exact_numbers`` as ``read_line``'s.
+    ingest time in microseconds (None when it has none or it is not a time: ``event_clock``
+    tells); ``exact_numbers`` as ``read_line``'s.
+
+    The ingest time is the line's own ``ingest_time`` field where it has one, else its segment's
+    stamp ``appended_at`` (the module docstring): ``value`` then holds the stamp under
+    ``ingest_time``, as a line stamped inside (an old segment's) holds it.
     """
     value, rejection, text = read_line(line, line_bytes, exact_numbers=exact_numbers)
     if rejection is not None:
         return None, None, dead_letter_row(*rejection, text)
+    if appended_at is not None and "ingest_time" not in value:
+        value["ingest_time"] = appended_at
     ingest = value.get("ingest_time")
     ingest_time = iso_micros(ingest) if isinstance(ingest, str) else None
     if value.get(HEARTBEAT_FIELD) is not True:

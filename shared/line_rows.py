@@ -56,19 +56,23 @@ def parsed_schema(events: pa.Schema) -> pa.Schema:
     return pa.schema([*events, RAW_LINE, *PARSE_OUTCOME])
 
 
-def parsed_table(raw: pa.Table, parse: Callable[[bytes, int | None], dict], schema: pa.Schema) -> pa.Table:
+def parsed_table(raw: pa.Table, parse: Callable[[bytes, int | None, str | None], dict], schema: pa.Schema) -> pa.Table:
     """``schema`` rows for raw log lines (``segment``, ``line_number``, ``raw_line`` and, as the
-    log's readers give them, ``line_bytes``), one per line, in the order given.
+    log's readers give them, ``line_bytes`` and ``appended_at``), one per line, in the order given.
 
     ``parse`` takes a line's bytes (``raw_line`` may hold bytes that are not UTF-8, as a Spark
-    string can: they are never decoded in Arrow) and the whole line's length (None: the line is
-    whole), and gives the line's fields by name (times in microseconds), a dead letter's with
+    string can: they are never decoded in Arrow), the whole line's length (None: the line is
+    whole) and its segment's stamp (None: none; ``shared.line_checks`` reads the line's ingest
+    time from it where the line has no ``ingest_time``), and gives the line's fields by name (times in microseconds), a dead letter's with
     its ``raw_text`` (``shared.line_checks.dead_letter_row``): that text replaces the line's
     ``raw_line`` where there is one. A field ``parse`` leaves out is null; ``heartbeat`` false."""
     lines = raw["raw_line"].cast(pa.binary()).to_pylist()
     lengths = raw["line_bytes"].to_pylist() if "line_bytes" in raw.column_names else [None] * raw.num_rows
+    stamps = raw["appended_at"].to_pylist() if "appended_at" in raw.column_names else [None] * raw.num_rows
     # Arrow reads the dicts into a struct, field by field in C++: no Python list per column
-    rows = pa.array([parse(line, length) for line, length in zip(lines, lengths)], _row_type(schema))
+    rows = pa.array(
+        [parse(line, length, stamp) for line, length, stamp in zip(lines, lengths, stamps)], _row_type(schema)
+    )
     texts = rows.field(_RAW_TEXT.name)  # a line that is not text as it stands
     columns = {
         "segment": raw["segment"],

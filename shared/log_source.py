@@ -2,8 +2,8 @@
 
 ``log_reader(spark).option("path", lake)`` (``spark.read.format("lklab_log")``, the source
 registered first) reads segments (options ``start`` and ``end``, inclusive, default all) as rows
-of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number`` (1-based), ``raw_line`` and ``line_bytes``.
-Lines are taken as ``shared.eventlog.scan_lines`` takes them, a chunk at a time: a byte order
+of ``RAW_LINE_SCHEMA``: ``segment``, ``line_number`` (1-based), ``raw_line``, ``line_bytes`` and
+``appended_at`` (the segment's stamp, from its header: ``shared.eventlog``). Lines are taken as ``shared.eventlog.scan_lines`` takes them, a chunk at a time: a byte order
 mark opening a segment dropped, a line longer than option ``maxLineBytes`` (default: the
 ``max-line-bytes`` setting) kept as its first bytes, ``line_bytes`` its length, and bytes that
 are not UTF-8 handed to Spark as they are (a Spark string holds bytes, as its own text reader
@@ -40,7 +40,16 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType
 
 from shared.config import LabConfig
-from shared.eventlog import BOM, LINE_PREFIX_BYTES, EventLog, scan_lines
+from shared.eventlog import (
+    BOM,
+    HEADER_BYTES,
+    HEADER_PATTERN,
+    LINE_PREFIX_BYTES,
+    SEGMENT_HEADER,
+    EventLog,
+    read_stamp,
+    scan_lines,
+)
 from shared.events import RAW_LINE_SCHEMA, parse_events
 from shared.line_rows import LINE_POSITION, RAW_LINE
 
@@ -51,13 +60,16 @@ __all__ = [
     "log_stream_reader",
     "raw_log",
     "parsed_log",
+    "segment_stamps",
     "SOURCE_NAME",
     "WHOLE_SEGMENT_BYTES",
 ]
 
 SOURCE_NAME = "lklab_log"
 WHOLE_SEGMENT_BYTES = 64 << 20  # larger segments are read a chunk at a time
-_ARROW_SCHEMA = pa.schema([*LINE_POSITION, RAW_LINE, pa.field("line_bytes", pa.int64())])
+_ARROW_SCHEMA = pa.schema(
+    [*LINE_POSITION, RAW_LINE, pa.field("line_bytes", pa.int64()), pa.field("appended_at", pa.string())]
+)
 _MIN_PARTITION_BYTES = 1 << 20
 _MAX_PARTITION_BYTES = 64 << 20
 _PARTITIONS_WANTED = 8
@@ -78,6 +90,7 @@ def _read_range(partition: SegmentRange) -> Iterator[pa.RecordBatch]:
     log = EventLog(partition.lake)
     for number in range(partition.first, partition.last + 1):
         with open(log.segment_path(number), "rb") as handle:
+            stamp = read_stamp(handle)
             line_number = 1
             for lines, lengths in scan_lines(handle, partition.max_line_bytes):
                 yield pa.RecordBatch.from_arrays(
@@ -87,6 +100,7 @@ def _read_range(partition: SegmentRange) -> Iterator[pa.RecordBatch]:
                         # a view, not a decode: the bytes reach Spark as they are
                         pa.array(lines, pa.binary()).view(pa.string()),
                         pa.array(lengths, pa.int64()),
+                        pa.repeat(pa.scalar(stamp, pa.string()), len(lines)),
                     ],
                     schema=_ARROW_SCHEMA,
                 )
@@ -226,8 +240,9 @@ def raw_log(
     """Segments ``first_segment..last_segment`` as ``RAW_LINE_SCHEMA`` rows, exactly as
     ``format("lklab_log")`` gives them.
 
-    A segment of at most ``whole_segment_bytes`` is read whole by Spark's text reader and split
-    on ``\\n`` in SQL (a final empty piece is no line), so every line keeps its segment and
+    A segment of at most ``whole_segment_bytes`` is read whole by Spark's text reader, its
+    header (if any) taken off as ``appended_at``, and split on ``\\n`` in SQL (a final empty
+    piece is no line), so every line keeps its segment and
     number however Spark splits the work; a line longer than ``max_line_bytes`` is then cut to
     its first bytes as ``scan_lines`` cuts it. A segment that is not valid UTF-8 is split in
     Python instead, bytes kept as they are (rare, and only that segment's bytes go to Python).
@@ -255,13 +270,23 @@ def raw_log(
         .where(F.col("segment").between(first_segment, last_segment))
     )
     text = F.col("text")
-    without_mark = F.substring(text.cast("binary"), len(BOM) + 1, _MAX_INT).cast("string")
+    # the header's bytes are ASCII: as characters, they are as many
+    header = F.substring(text, 1, HEADER_BYTES - 1).rlike(HEADER_PATTERN) & (F.substring(text, HEADER_BYTES, 1) == "\n")
+    after = lambda prefix_bytes: F.substring(text.cast("binary"), prefix_bytes + 1, _MAX_INT).cast("string")  # noqa: E731
     segments = segments.select(
-        "segment", F.when(text.startswith(BOM.decode()), without_mark).otherwise(text).alias("text")
-    ).select("segment", "text", F.is_valid_utf8("text").alias("utf8"))
+        "segment",
+        F.when(header, after(HEADER_BYTES)).otherwise(text).alias("text"),
+        F.when(header, F.substring(text, len(SEGMENT_HEADER) + 1, HEADER_BYTES - len(SEGMENT_HEADER) - 1)).alias(
+            "appended_at"
+        ),
+    )
+    segments = segments.select(
+        "segment", F.when(text.startswith(BOM.decode()), after(len(BOM))).otherwise(text).alias("text"), "appended_at"
+    ).select("segment", "text", "appended_at", F.is_valid_utf8("text").alias("utf8"))
     utf8 = F.col("utf8")
     split = segments.select(
         "segment",
+        "appended_at",
         F.when(utf8, F.split(text, "\n", -1))
         .otherwise(_split_bytes(F.when(~utf8, text.cast("binary"))).cast("array<string>"))
         .alias("pieces"),
@@ -270,13 +295,14 @@ def raw_log(
     lines = F.when(F.element_at(pieces, -1) == "", F.slice(pieces, 1, F.size(pieces) - 1)).otherwise(pieces)
     keep = min(LINE_PREFIX_BYTES, max_line_bytes)
     line, length = F.col("raw_line"), F.octet_length("raw_line")
-    read = split.select("segment", F.posexplode(lines).alias("position", "raw_line")).select(
+    read = split.select("segment", "appended_at", F.posexplode(lines).alias("position", "raw_line")).select(
         "segment",
         (F.col("position") + 1).cast("long").alias("line_number"),
         F.when(length > max_line_bytes, F.substring(line.cast("binary"), 1, keep).cast("string"))
         .otherwise(line)
         .alias("raw_line"),
         length.cast("long").alias("line_bytes"),
+        "appended_at",
     )
     for first, last in _runs(large):
         chunked = (
@@ -330,3 +356,12 @@ def parsed_log(
     which lines are dead letters."""
     raw = raw_log(spark, lake, last_segment, first_segment=first_segment, max_line_bytes=max_line_bytes)
     return raw.transform(parse_events, max_clock_skew=max_clock_skew)
+
+
+def segment_stamps(spark: SparkSession, lake: str, last_segment: int) -> DataFrame:
+    """``segment``, ``appended_at`` of segments ``1..last_segment`` (null: no stamp), read from
+    their headers on the driver: what a line known by its position and bytes alone (a dead
+    letter's row) is parsed again with."""
+    log = EventLog(lake)
+    rows = [(number, log.stamp(number)) for number in range(1, last_segment + 1)]
+    return spark.createDataFrame(rows, "segment long, appended_at string")

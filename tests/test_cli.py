@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.eventlog import EventLog
+
 ROOT = Path(__file__).resolve().parents[1]
 LKLAB = str(Path(sys.executable).parent / "lklab")
 
@@ -87,10 +89,51 @@ def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):
     result = lklab("ingest", str(first), str(second), "--lake", str(tmp_path / "lake"))
     assert result.returncode == 0, result.stderr
     assert "-> segment 1" in result.stdout and "-> segment 2" in result.stdout
-    segment_two = (tmp_path / "lake" / "log" / "segment-000000000002.jsonl").read_text()
-    assert segment_two == "garbage\n"
-    stamped = json.loads((tmp_path / "lake" / "log" / "segment-000000000001.jsonl").read_text())
-    assert stamped["ingest_time"].endswith("Z")
+    log = EventLog(tmp_path / "lake")
+    # each line as sent, after the header holding the append's stamp
+    assert log.read_lines(log.segment_path(1)) == first.read_text().splitlines()
+    assert log.read_lines(log.segment_path(2)) == ["garbage"]
+    assert log.stamp(1).endswith("Z") and log.stamp(2).endswith("Z")
+
+
+def test_a_dead_letter_of_an_ingested_file_is_its_line_byte_for_byte(spark, tmp_path, lklab_here):
+    """The stream's and the batch's dead letters hold each line as the file has it; the stamp
+    the ingest gave the file still dates the lines without an ingest_time (one dated 2099 is
+    ahead of it), and the batch reads the same events as the stream."""
+    from lklab.pipelines.billing_windows.batch import run_batch
+    from lklab.pipelines.billing_windows.speed import run_speed
+    from shared.config import LabConfig
+    from shared.tables import Tables
+    from tests.conftest import event_line
+
+    sent = [
+        event_line(event_id="ok", ingest_time=None).encode(),
+        b'{ "event_id":"future","account_id":"a","event_type":"charge","amount":"1.5","currency":"USD",'
+        b'"event_time":"2099-01-01T00:00:00Z" }',
+        b'{"event_id": "no-amount",\t"account_id": "a"}  ',
+        event_line(event_id="sign", amount="-1.00", ingest_time=None).encode(),
+        b"not json \xe2\x82\xac",
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\r\n".join(sent) + b"\r\n")
+    lake = tmp_path / "lake"
+    assert lklab_here("ingest", str(events), "--lake", str(lake)).returncode == 0
+    config = LabConfig(lake=lake, table_engine="deltalake")
+    run_batch(spark, config)
+    run_speed(spark, config, available_now=True)
+    tables = Tables(spark, lake, "deltalake")
+    for name in ("batch_dead_letter", "dead_letter"):
+        rows = sorted(tables.read_arrow(name).to_pylist(), key=lambda row: row["line_number"])
+        assert [(r["line_number"], r["reject_reason"]) for r in rows] == [
+            (2, "event_time_in_future"),
+            (3, "missing_field"),
+            (4, "amount_sign"),
+            (5, "not_json"),
+        ], name
+        assert [r["raw_line"].encode() for r in rows] == sent[1:], name
+    assert rows[0]["reject_detail"].endswith(f"ahead of ingest_time {EventLog(lake).stamp(1)}")
+    (event,) = tables.read_arrow("batch_truth").to_pylist()
+    assert event["event_count"] == 1
 
 
 def test_ingest_refuses_an_empty_file_and_appends_nothing(tmp_path):
@@ -122,7 +165,6 @@ def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(s
     the batch recompute counts every line (events + dead letters)."""
     from lklab.pipelines.billing_windows.batch import run_batch
     from shared.config import LabConfig
-    from shared.eventlog import EventLog
     from shared.tables import Tables
     from tests.conftest import event_line
 
@@ -165,8 +207,14 @@ def test_concurrent_ingests_land_every_line_once_and_the_batch_counts_them_all(s
     )
     run = run_batch(spark, LabConfig(lake=lake, table_engine="deltalake"))
     assert (run.lines, run.events, run.duplicates, run.dead_letters, run.heartbeats) == (280, 200, 0, 80, 0)
-    reasons = Tables(spark, lake, "deltalake").read_arrow("batch_dead_letter")["reject_reason"].to_pylist()
-    assert sorted(set(reasons)) == ["event_time_in_future", "invalid_utf8"] and len(reasons) == 80
+    dead = Tables(spark, lake, "deltalake").read_arrow("batch_dead_letter").to_pylist()
+    assert (
+        sorted({row["reject_reason"] for row in dead}) == ["event_time_in_future", "invalid_utf8"] and len(dead) == 80
+    )
+    future = sorted(row["raw_line"] for row in dead if row["reject_reason"] == "event_time_in_future")
+    assert future == sorted(
+        event_line(event_id=f"future-{w}-{b}", event_time="2099-01-01T00:00:00Z") for w in range(4) for b in range(10)
+    )
 
 
 def test_compare_scenario_refuses_to_replace_a_lake_it_did_not_generate_or_a_speed_layer_reads(tmp_path):

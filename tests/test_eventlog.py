@@ -1,4 +1,3 @@
-import json
 import os
 import subprocess
 import sys
@@ -7,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.eventlog import EmptyInput, EventLog, LogDamaged, stamp_ingest_time
+from shared.eventlog import SEGMENT_HEADER, EmptyInput, EventLog, LogDamaged, read_stamp
 
 
 def test_segments_are_numbered_in_append_order(tmp_path):
@@ -26,22 +25,38 @@ def test_no_temporary_file_is_left_or_listed(tmp_path):
     assert sorted(os.listdir(log.root)) == ["segment-000000000001.jsonl"]
 
 
-def test_ingest_time_stamped_only_where_absent(tmp_path):
+def test_a_stamped_segment_holds_its_lines_verbatim_after_its_header(tmp_path):
     log = EventLog(tmp_path)
-    segment = log.append(
-        ['{"event_id": "a"}', '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}', "{}", "[1]", "bad {"]
-    )
-    lines = log.read_lines(segment.path)
-    stamped = json.loads(lines[0])
-    assert stamped["event_id"] == "a" and stamped["ingest_time"].endswith("Z")
-    assert lines[1] == '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}'
-    assert json.loads(lines[2]) == {"ingest_time": stamped["ingest_time"]}
-    assert lines[3:] == ["[1]", "bad {"]
+    sent = ['{"event_id": "a"}', '{"event_id": "b", "ingest_time": "2026-01-01T00:00:00Z"}', "{}", "[1]", "bad {"]
+    segment = log.append(sent, datetime(2026, 1, 5, 10, 0, tzinfo=UTC))
+    header = SEGMENT_HEADER + b"2026-01-05T10:00:00.000000Z\n"
+    assert segment.path.read_bytes() == header + "".join(f"{line}\n" for line in sent).encode()
+    assert log.read_lines(segment.path) == sent
+    assert log.stamp(segment.number) == "2026-01-05T10:00:00.000000Z"
 
 
-def test_stamping_keeps_the_rest_of_the_line_verbatim():
-    line = b'{"amount": "12.340",   "currency":"USD"}'
-    assert stamp_ingest_time(line, "T") == b'{"amount": "12.340",   "currency":"USD", "ingest_time": "T"}'
+def test_a_segment_written_unstamped_or_before_headers_has_no_stamp(tmp_path):
+    log = EventLog(tmp_path)
+    unstamped = log.append(['{"event_id": "a", "ingest_time": "2026-01-01T00:00:00Z"}'], stamp=False)
+    assert unstamped.path.read_bytes() == b'{"event_id": "a", "ingest_time": "2026-01-01T00:00:00Z"}\n'
+    assert log.stamp(unstamped.number) is None
+    # a line that only looks like a header, further down, is a line
+    log.append([b"x", SEGMENT_HEADER + b"2026-01-05T10:00:00.000000Z"], stamp=False)
+    assert log.stamp(2) is None and len(log.read_lines(log.segment_path(2))) == 2
+
+
+def test_reading_the_stamp_leaves_the_handle_at_the_first_line(tmp_path):
+    path = tmp_path / "segment.jsonl"
+    for opening, stamp in [
+        (SEGMENT_HEADER + b"2026-01-05T10:00:00.000000Z\n", "2026-01-05T10:00:00.000000Z"),
+        (SEGMENT_HEADER + b"2026-01-05T10:00:00Z\n", None),
+        (b"", None),
+        (b"a", None),
+    ]:
+        path.write_bytes(opening + b"line\n")
+        with path.open("rb") as handle:
+            assert read_stamp(handle) == stamp
+            assert handle.read() == (b"line\n" if stamp else opening + b"line\n")
 
 
 def test_gap_in_numbering_is_reported(tmp_path):
@@ -98,9 +113,9 @@ def test_a_byte_order_mark_opening_a_file_is_not_part_of_its_first_line(tmp_path
     source = tmp_path / "in.jsonl"
     source.write_bytes(b'\xef\xbb\xbf{"event_id": "a"}\n\xef\xbb\xbf{"event_id": "b"}\n')
     segment = EventLog(tmp_path / "lake").append_file(source, ingest_time=datetime(2026, 1, 5, tzinfo=UTC))
-    # the first line is stamped as it would be without the mark; one inside the file is content
+    # the first line is appended as it would be without the mark; one inside the file is content
     assert segment.path.read_bytes() == (
-        b'{"event_id": "a", "ingest_time": "2026-01-05T00:00:00.000000Z"}\n\xef\xbb\xbf{"event_id": "b"}\n'
+        SEGMENT_HEADER + b'2026-01-05T00:00:00.000000Z\n{"event_id": "a"}\n\xef\xbb\xbf{"event_id": "b"}\n'
     )
 
 

@@ -84,12 +84,34 @@ def test_bytes_that_are_not_utf8_and_a_line_too_long(lklab_here, tmp_path):
     assert (
         lines[1] == '    invalid_utf8 (raw_line holds the line\'s 10 bytes in base64): 1, first line 2: {"x": "\\xff"}'
     )
-    # 300 characters and the stamp: longer than 200 bytes; shown cut at 160 characters
+    # 310 bytes: longer than 200; shown cut at 160 characters
     assert (
         lines[2].startswith("    line_too_long (")
         and lines[2].endswith("…")
         and ', first line 3: {"pad": "aaa' in lines[2]
     )
+
+
+def test_the_preview_reads_each_line_as_sent_with_the_appends_stamp(lklab_here, tmp_path):
+    """A line is as long as it was sent (the stamp is not in it), and a line without
+    ``ingest_time`` is dated by the append: one dated 2099 is ahead of it."""
+    from shared.eventlog import EventLog
+
+    fits = event_line(ingest_time=None, account_id="a" * 10)
+    fits = fits[:-1] + " " * (200 - len(fits)) + "}"  # exactly max-line-bytes
+    ahead = event_line(event_time="2099-01-01T00:00:00Z", ingest_time=None)
+    path = tmp_path / "sent.jsonl"
+    path.write_text(f"{fits}\n{ahead}\n")
+    lake = tmp_path / "lake"
+    result = lklab_here("ingest", str(path), "--lake", str(lake), env={"LKLAB_MAX_LINE_BYTES": "200"})
+    lines = result.stdout.splitlines()[1:]
+    assert lines[0].startswith("  2 lines: 1 look like billing_windows events, 1 will be dead letters")
+    stamp = EventLog(lake).stamp(1)
+    assert lines[1] == (
+        "    event_time_in_future (event_time 2099-01-01T00:00:00Z is more than 5m (max-clock-skew) ahead of "
+        f"ingest_time {stamp}): 1, first line 2: {ahead}"
+    )
+    assert EventLog.read_lines(EventLog(lake).segment_path(1)) == [fits, ahead]
 
 
 def test_a_declared_pipeline_is_checked_by_its_own_parser(lklab_here, tmp_path):

@@ -5,7 +5,7 @@ import tracemalloc
 import pytest
 from pyspark.sql import functions as F
 
-from shared.eventlog import EventLog, scan_lines
+from shared.eventlog import SEGMENT_HEADER, EventLog, scan_lines
 from shared.log_source import log_reader, log_stream_reader, parsed_log, raw_log
 
 
@@ -21,19 +21,19 @@ def log_lake(tmp_path):
 def test_batch_read_numbers_lines_per_segment(spark, log_lake):
     rows = log_reader(spark).option("path", str(log_lake)).load().collect()
     assert sorted(tuple(r) for r in rows) == [
-        (1, 1, "a1", 2),
-        (1, 2, "a2", 2),
-        (2, 1, "b1", 2),
-        (3, 1, "c1", 2),
-        (3, 2, "", 0),
-        (3, 3, "c3", 2),
+        (1, 1, "a1", 2, None),
+        (1, 2, "a2", 2, None),
+        (2, 1, "b1", 2, None),
+        (3, 1, "c1", 2, None),
+        (3, 2, "", 0, None),
+        (3, 3, "c3", 2, None),
     ]
 
 
 def test_batch_read_of_a_segment_range(spark, log_lake):
     reader = log_reader(spark).option("path", str(log_lake))
     rows = reader.option("start", 2).option("end", 2).load().collect()
-    assert [tuple(r) for r in rows] == [(2, 1, "b1", 2)]
+    assert [tuple(r) for r in rows] == [(2, 1, "b1", 2, None)]
     with pytest.raises(Exception, match="segments 1..9 requested, log has 1..3"):
         reader.option("start", 1).option("end", 9).load().collect()
 
@@ -72,8 +72,13 @@ def test_stream_takes_segments_in_order_one_per_batch(spark, log_lake, tmp_path)
 
 def as_bytes(frame) -> list[tuple]:
     """Rows with ``raw_line`` as its bytes (collecting a string would decode them)."""
-    rows = frame.select("segment", "line_number", F.col("raw_line").cast("binary").alias("raw"), "line_bytes").collect()
-    return sorted((r.segment, r.line_number, bytes(r.raw), r.line_bytes) for r in rows)
+    raw = F.col("raw_line").cast("binary").alias("raw")
+    rows = frame.select("segment", "line_number", raw, "line_bytes", "appended_at").collect()
+    return sorted((r.segment, r.line_number, bytes(r.raw), r.line_bytes, r.appended_at) for r in rows)
+
+
+STAMP = "2026-01-05T10:00:00.000000Z"
+HEADER = SEGMENT_HEADER + STAMP.encode() + b"\n"
 
 
 SEGMENTS = [
@@ -90,6 +95,11 @@ SEGMENTS = [
     + "\u20ac".encode() * 400
     + b"\n\xff" * 2000,  # lines longer than 1,024 bytes
     b"\xef\xbb\xbf",
+    # a stamped segment: its header is no line; a byte order mark after it opens the lines
+    HEADER + b"\xef\xbb\xbf{}\n" + HEADER,
+    HEADER + b"\xff\n",  # not UTF-8 after the header
+    HEADER,  # a stamped segment of no line
+    HEADER[:-2] + b"\n",  # not a header: a time as the log writes it is needed
 ]
 
 
@@ -109,22 +119,40 @@ def test_raw_log_reads_what_the_source_reads_byte_for_byte(spark, tmp_path):
         == as_bytes(source)
         == as_bytes(raw_log(spark, str(tmp_path), last, max_line_bytes=1024, whole_segment_bytes=0))
     )
-    assert [row for row in whole if row[0] in (1, 5, 8, 9) and row[1] <= 4] == [
-        (1, 1, b'{"x": "\xff"}', 10),
-        (1, 2, b"ab\xc3\xa9\r", 5),
-        (1, 3, b"last", 4),
-        (5, 1, b"bom", 3),
-        (5, 2, b"\xef\xbb\xbfnot at the start", 19),
-        (8, 1, b"short", 5),
-        (8, 2, b"y" * 1024, 3000),
-        (8, 3, b"after", 5),
-        (8, 4, "\u20ac".encode() * 341 + b"\xe2", 1200),
+    assert [row for row in whole if row[0] in (1, 5, 8, 9, 10, 11, 12, 13) and row[1] <= 4] == [
+        (1, 1, b'{"x": "\xff"}', 10, None),
+        (1, 2, b"ab\xc3\xa9\r", 5, None),
+        (1, 3, b"last", 4, None),
+        (5, 1, b"bom", 3, None),
+        (5, 2, b"\xef\xbb\xbfnot at the start", 19, None),
+        (8, 1, b"short", 5, None),
+        (8, 2, b"y" * 1024, 3000, None),
+        (8, 3, b"after", 5, None),
+        (8, 4, "\u20ac".encode() * 341 + b"\xe2", 1200, None),
+        (10, 1, b"{}", 2, STAMP),
+        (10, 2, HEADER[:-1], len(HEADER) - 1, STAMP),
+        (11, 1, b"\xff", 1, STAMP),
+        (13, 1, HEADER[:-2], len(HEADER) - 2, None),
     ]
     lines_per_segment = {number: sum(1 for row in whole if row[0] == number) for number in range(1, last + 1)}
-    assert lines_per_segment == {1: 3, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 2, 8: 4 + 2000, 9: 0}
+    assert lines_per_segment == {
+        1: 3,
+        2: 1,
+        3: 0,
+        4: 2,
+        5: 2,
+        6: 3,
+        7: 2,
+        8: 4 + 2000,
+        9: 0,
+        10: 2,
+        11: 1,
+        12: 0,
+        13: 1,
+    }
     assert raw_log(spark, str(tmp_path), 0).count() == 0
-    with pytest.raises(ValueError, match="segments 1..10 requested, log has 1..9"):
-        raw_log(spark, str(tmp_path), 10)
+    with pytest.raises(ValueError, match="segments 1..14 requested, log has 1..13"):
+        raw_log(spark, str(tmp_path), 14)
 
 
 def test_lines_that_span_chunks_are_split_as_a_whole_segment_read_splits_them(spark, tmp_path):

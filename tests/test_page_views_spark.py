@@ -117,7 +117,7 @@ def test_a_generated_log_reconciles_exactly(spark, tmp_path):
     manifest = generate_page_views(params, tmp_path)
     log = EventLog(tmp_path)
     raw_rows = [
-        (s.number, n, line, len(line.encode()))
+        (s.number, n, line, len(line.encode()), log.stamp(s.number))
         for s in log.segments()
         for n, line in enumerate(EventLog.read_lines(s.path), start=1)
     ]

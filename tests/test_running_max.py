@@ -85,6 +85,7 @@ def test_the_step_sends_every_line_to_one_place():
             "line_bytes": [
                 len(line.encode()) for line in (SEGMENTS[0][0], SEGMENTS[0][2], SEGMENTS[1][0], SEGMENTS[2][1])
             ],
+            "appended_at": [None] * 4,
         },
         _ARROW_SCHEMA,
     )

@@ -20,8 +20,9 @@ first failure named with the field as ``reject_detail``:
 * ``invalid_event_time``, ``invalid_ingest_time`` (detail: the declared field),
   ``event_time_in_future``: the lab's clock checks (``shared.line_checks.event_clock``).
 
-The ingest time is the declared ``ingest-time`` field; where a line lacks it, the
-``ingest_time`` the log stamps on every line appended without one. The event id lands in
+The ingest time is the declared ``ingest-time`` field; where a line lacks it, the line's
+ingest time as every pipeline reads it (``shared.line_checks``): its own ``ingest_time``, else
+the stamp of the append that wrote it (its segment's ``appended_at``). The event id lands in
 ``event_id``, the times in ``event_time`` and ``ingest_time`` (UTC microseconds), the keys
 and measures in columns of their own names. Nothing is dropped: every line is one row, an
 event, a heartbeat or a dead letter.
@@ -112,11 +113,13 @@ def _in_range(number: Decimal, measure: Measure) -> int | Decimal | None:
         return number.quantize(Decimal(1).scaleb(-measure.scale))
 
 
-def parse_declared_line(declaration: Declaration, line: bytes, line_bytes: int | None) -> dict:
+def parse_declared_line(
+    declaration: Declaration, line: bytes, line_bytes: int | None, appended_at: str | None = None
+) -> dict:
     """One line's fields by column name (times in microseconds), or its dead letter
     (``reject_reason``, ``reject_detail``); ``line_bytes`` is the whole line's length (None:
-    ``line`` is whole)."""
-    value, stamped, settled = read_event_line(line, line_bytes, exact_numbers=True)
+    ``line`` is whole), ``appended_at`` its segment's stamp (``shared.line_checks``)."""
+    value, stamped, settled = read_event_line(line, line_bytes, appended_at, exact_numbers=True)
     if settled is not None:
         return settled
     d = declaration

@@ -98,18 +98,22 @@ _CURRENCIES = frozenset(CURRENCY_CODES)
 
 
 def parse_order_line(
-    raw_line: str | bytes, line_bytes: int | None = None, max_clock_skew: int = LabConfig.max_clock_skew
+    raw_line: str | bytes,
+    line_bytes: int | None = None,
+    appended_at: str | None = None,
+    max_clock_skew: int = LabConfig.max_clock_skew,
 ) -> dict:
     """One line's fields (``event_id`` ... ``ingest_time``; times in microseconds), or its
     ``reject_reason`` and ``reject_detail``; ``heartbeat`` true for a heartbeat.
 
     ``raw_line``: the line's text, or the bytes the reader kept of it; ``line_bytes``: the whole
-    line's length (None: it is whole); ``max_clock_skew`` in microseconds. A dead letter's
+    line's length (None: it is whole); ``appended_at``: its segment's stamp (``shared.line_checks``);
+    ``max_clock_skew`` in microseconds. A dead letter's
     ``raw_text`` is what its ``raw_line`` becomes when it is not text as it stands
     (``shared.line_checks``; None: it is).
     """
     line = raw_line.encode() if isinstance(raw_line, str) else raw_line
-    value, ingest_time, settled = read_event_line(line, line_bytes)
+    value, ingest_time, settled = read_event_line(line, line_bytes, appended_at)
     if settled is not None:
         return settled
     for name in REQUIRED_FIELDS:

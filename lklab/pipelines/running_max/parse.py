@@ -39,9 +39,10 @@ PARSED_SCHEMA = pa.schema(
 )
 
 
-def parse_reading(line: bytes, line_bytes: int | None, max_clock_skew: int) -> dict:
-    """One line's fields (times in microseconds) or its ``reject_reason`` and ``reject_detail``."""
-    value, ingest_time, settled = read_event_line(line, line_bytes)
+def parse_reading(line: bytes, line_bytes: int | None, appended_at: str | None = None, *, max_clock_skew: int) -> dict:
+    """One line's fields (times in microseconds) or its ``reject_reason`` and ``reject_detail``
+    (``appended_at``: its segment's stamp, ``shared.line_checks``)."""
+    value, ingest_time, settled = read_event_line(line, line_bytes, appended_at)
     if settled is not None:
         return settled
     for name in (*_TEXT_FIELDS, "value", "event_time"):

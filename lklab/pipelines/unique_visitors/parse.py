@@ -7,8 +7,8 @@ A page-view line is one JSON object::
 
 Every field is a JSON string. ``url`` is an absolute ``http``/``https`` URL without whitespace,
 compared exactly as written (no normalisation: ``/cart`` and ``/cart/`` are two URLs). Times are
-ISO-8601 with ``Z`` or an offset, held in UTC microseconds; ``ingest_time`` is stamped by the
-log's writer (``shared.eventlog``), like every line's.
+ISO-8601 with ``Z`` or an offset, held in UTC microseconds; a line without ``ingest_time`` has
+its segment's stamp as ingest time (``shared.line_checks``), like every line.
 
 ``parse_page_views`` keeps every line, as ``shared.events.parse_events`` does for billing: a
 valid view gets its typed columns and a null ``reject_reason``; any other line gets the first
@@ -41,14 +41,18 @@ from shared.events import (
     rejected_lines,
 )
 from shared.line_checks import (
+    APPENDED_AT,
+    OBJECT_START,
     Check,
     dead_letter_text,
     first_failure,
     future_check,
+    ingest_time_of,
     line_checks,
     reject_reasons,
     repeated_key,
     require_skew,
+    with_appended_at,
 )
 from shared.line_rows import event_schema, parsed_schema
 
@@ -106,11 +110,12 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     """
     require_skew(max_clock_skew)
     line = F.col("raw_line")
-    shaped = raw.select(
+    shaped = with_appended_at(raw).select(
         "segment",
         "line_number",
         "raw_line",
         "line_bytes",
+        APPENDED_AT,
         (F.octet_length(line) == F.col("line_bytes")).alias("_whole"),
         F.is_valid_utf8(line).alias("_utf8"),
     )
@@ -124,6 +129,9 @@ def parse_page_views(raw: DataFrame, max_clock_skew: int = LabConfig.max_clock_s
     )
     kind = {name: F.schema_of_variant(F.col(f"_v_{name}")) for name in _FIELDS}
     text = {name: F.try_variant_get(F.col(f"_v_{name}"), "$", "string") for name in _FIELDS}
+    kind["ingest_time"], text["ingest_time"] = ingest_time_of(
+        kind["ingest_time"], text["ingest_time"], F.col(APPENDED_AT), ~F.col("_not_json") & line.rlike(OBJECT_START)
+    )
     beat = F.col(f"_v_{HEARTBEAT_FIELD}")
     typed = located.select(
         *shaped.columns,
