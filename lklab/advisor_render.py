@@ -17,7 +17,7 @@ from lklab.report import formats
 from lklab.watermark_advisor import Advice, Point
 from shared.durations import format_duration
 
-__all__ = ["FORMAT", "to_json", "to_text", "write_plot"]
+__all__ = ["FORMAT", "to_json", "to_text", "write_plot", "watermark_curve"]
 
 FORMAT = "lklab-watermark-advice/1"
 _SIX = Decimal("0.000001")
@@ -170,3 +170,24 @@ def write_plot(advice: Advice, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=100)
     return path
+
+
+def watermark_curve(advice: Advice, source: str):
+    """The curve as the comparison report holds it (``lklab.report.curve.WatermarkCurve``): each
+    delay's late pairs, their net money per currency (a declared pipeline's measures are not
+    money: left out), the report's completeness when final and the time until final."""
+    from lklab.report.curve import CurvePoint, WatermarkCurve
+
+    money = advice.unit == "currency"
+    points = [
+        CurvePoint(
+            format_duration(point.watermark_delay),
+            point.late_events,
+            dict(point.late_money) if money else {},
+            point.completeness_when_final,
+            point.final_p50,
+            point.final_p95,
+        )
+        for point in advice.curve
+    ]
+    return WatermarkCurve(tuple(points), format_duration(advice.allowed_lateness), source)

@@ -157,12 +157,35 @@ def compare_pipeline(args: argparse.Namespace, pipeline: Pipeline) -> int:
     )
     with quiet, spark_for(config, f"{app_name(pipeline, jobs, 'compare')}-{name}") as spark:
         report = comparison.run(spark, config, plan, sweeps, source, progress)
-    report = dataclasses.replace(report, target_completeness=target, events_per_second=rate)
+        curve = _watermark_curve(pipeline, spark, config, plan)
+    report = dataclasses.replace(report, target_completeness=target, events_per_second=rate, watermark_curve=curve)
     publish = comparison.publish or _publish
     text, unhealthy = publish(report, directory)
     print(text)
     print(_answer(report, streams_log if streams_log.exists() else None))
     return UNHEALTHY if unhealthy else 0
+
+
+def _watermark_curve(pipeline: Pipeline, spark, config, plan):
+    """The advisor's exact curve at no allowed lateness (Lambda's speed layer, and Kappa without
+    lateness), the swept delays on it, for the report's first screen; None for a pipeline the
+    advisor does not serve (its check says why, in a progress line)."""
+    from lklab.advisor_render import watermark_curve
+    from lklab.watermark_advisor import advise
+    from shared.durations import parse_duration
+
+    if pipeline.advise is None:
+        return None
+    try:
+        advised = pipeline.advise.prepare(config)
+        pipeline.advise.check(advised)
+    except ValueError as err:
+        progress(f"no watermark curve in the report: {err}")
+        return None
+    progress("the watermark curve: every delay, exact, from one pass over the log")
+    log = pipeline.advise.read(spark, advised, 0, progress)
+    advice = advise(log, {delay: parse_duration(delay) for delay in plan.watermark_delays})
+    return watermark_curve(advice, "lklab advise: every delay from one pass over the log, allowed lateness 0")
 
 
 def _answer(report, streams_log: Path | None) -> str:

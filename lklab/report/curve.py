@@ -25,8 +25,8 @@ __all__ = ["CurvePoint", "WatermarkCurve"]
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """One watermark delay: the events it leaves late (behind the watermark when their window was
-    final) and their money per currency (absolute), the completeness when final (events in the
+    """One watermark delay: the (event, window) pairs it leaves late (behind the watermark when
+    their window was final) and their money per currency (net: signed amounts summed), the completeness when final (events in the
     answers when declared final over events in truth), and the time from a window's end until
     it is final, median and p95 (``None``: no window got there)."""
 
