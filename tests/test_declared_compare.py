@@ -196,3 +196,15 @@ def test_compare_on_session_windows_is_refused_before_spark_starts(tmp_path, cap
     assert (
         "[pipelines.meter_kwh] window-kind: lklab compare runs tumbling and sliding windows" in capsys.readouterr().err
     )
+
+
+def test_the_report_holds_the_advisors_curve_with_the_swept_delay_on_it(compared):
+    curve = compared[2]["watermark_curve"]
+    assert curve["allowed_lateness"] == "0s" and curve["source"].startswith("lklab advise")
+    delays = [p["watermark_delay"] for p in curve["points"]]
+    assert delays[0] == "0s" and "2m" in delays
+    at_2m = next(p for p in curve["points"] if p["watermark_delay"] == "2m")
+    kappa = next(r for r in compared[2]["results"] if r["configuration"]["key"] == "kappa-w2m-l0")
+    # the curve's point at the swept delay is what that stream wrote: its 2 late (event, window) rows
+    assert at_2m["late_events"] == kappa["side_output"]["late (event, window) rows"] == 2
+    assert at_2m["late_money"] == {}  # kWh and pulses are measures, not money
