@@ -62,6 +62,8 @@ def test_tables_lists_each_tables_rows_and_version_and_says_which_are_not_writte
     assert "not written yet" in lines["batch_truth"]  # `lklab batch` has not run
 
     code, out, _ = lklab(capsys, "tables", "--lake", str(lake), "--json")
+    assert json.loads(out)["dead_letter"] == str((lake / "tables" / "dead_letter").resolve())
+    code, out, _ = lklab(capsys, "tables", "--lake", str(lake), "--json", "--sizes")
     listing = json.loads(out)
     assert listing["dead_letter"] == {
         "path": str((lake / "tables" / "dead_letter").resolve()),

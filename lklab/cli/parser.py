@@ -383,8 +383,9 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         "lklab tables --pipeline meter_kwh --config meters.toml --json",
     )
     _common(listing, windows=False)
+    listing.add_argument("--json", action="store_true", help="print them as a JSON object, role -> path")
     listing.add_argument(
-        "--json", action="store_true", help="print them as a JSON object, role -> {path, written, rows, version}"
+        "--sizes", action="store_true", help="with --json: role -> {path, written, rows, version} (reads every table)"
     )
     listing.add_argument(
         "--against",

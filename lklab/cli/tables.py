@@ -4,7 +4,8 @@ A pipeline that declares its tables by role (``Pipeline.tables``: ``truth``, ``s
 ``late``, ``duplicates``, ``dead_letters`` ...) is listed by role; any other by table name, its
 stream's layout then its batch's tables (``DagSpec.batch_tables``). A path is where the table is
 or will be (``<lake>/tables/NAME``); a written table has its row count and latest Delta version
-(``lklab.table_rows.table_size``), one not written yet says so. With ``--against kappa:RUN`` the
+(``lklab.table_rows.table_size``), one not written yet says so. ``--json`` prints where each
+is (role -> path); with ``--sizes``, role -> ``{path, written, rows, version}``. With ``--against kappa:RUN`` the
 stream's tables are the replay ``RUN``'s (``<lake>/tables/kappa/RUN/NAME``) and the batch's stay
 where they are. ``lklab show`` (``lklab.cli.show``) prints a table's rows by the same names.
 """
@@ -70,6 +71,9 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
     paths = table_paths(args).paths
     sizes = {role: table_size(path) for role, path in paths.items()}
+    if args.json and not args.sizes:  # where each table is: the listing a script reads
+        print(json.dumps({role: str(path) for role, path in paths.items()}, indent=2))
+        return 0
     if args.json:
         listing = {
             role: {
