@@ -159,6 +159,23 @@ def test_the_curve_slot_round_trips_and_is_drawn():
         WatermarkCurve((CurvePoint("5m", 0), CurvePoint("10s", 1)))
 
 
+def test_the_advisors_smallest_delay_reaching_the_target_is_named_and_marked():
+    """At a 95% target the curve's first point reaching it is 10s; at 99.9% none but 5m; a
+    pipeline's page judges another figure than the curve's and leaves the curve out."""
+    decision = decide(dataclasses.replace(sample_report(), watermark_curve=_curve(), target_completeness=D("0.95")))
+    assert decision.advised.watermark_delay == "10s"
+    assert "the smallest watermark delay of the curve whose completeness when final reaches 95.00% is 10s" in (
+        decision.rule
+    )
+    assert "(time until final, median / p95: 10 s / 12 s; 12 late (event, window) pairs)" in decision.rule
+    page = render_html(dataclasses.replace(sample_report(), watermark_curve=_curve(), target_completeness=D("0.95")))
+    assert "advisor: 10s reaches the target" in page
+    late = decide(dataclasses.replace(sample_report(), watermark_curve=_curve(), target_completeness=D("0.999")))
+    assert late.advised.watermark_delay == "5m"
+    pipeline = decide(dataclasses.replace(sample_pipeline_report(), watermark_curve=_curve()))
+    assert pipeline.curve is None and pipeline.advised is None and "advisor" not in pipeline.rule
+
+
 # --- one answer in every file --------------------------------------------------------------
 
 

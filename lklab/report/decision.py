@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from . import formats
-from .curve import WatermarkCurve
+from .curve import CurvePoint, WatermarkCurve
 from .model import Report
 from .pipeline_model import PipelineReport
 
@@ -93,6 +93,7 @@ class Decision:
     rule: str
     sentences: tuple[str, ...]
     curve: WatermarkCurve | None = field(default=None)
+    advised: CurvePoint | None = field(default=None)
 
     def candidate(self, key: str) -> Candidate:
         return next(c for c in self.candidates if c.key == key)
@@ -232,6 +233,24 @@ def decide(report: Report | PipelineReport) -> Decision:
             f"No swept configuration reaches {formats.ratio(target)} {criterion}: recommended {chosen.label}, the "
             f"most complete of the {len(candidates)} ({by} breaks ties)."
         )
+    # The advisor's curve measures completeness when final as the billing page does; a pipeline's
+    # page judges outputs exactly right, another figure: its curve stays in summary.json only.
+    curve = report.watermark_curve if billing else None
+    advised = None
+    if curve is not None:
+        advised = next(
+            (p for p in curve.points if p.completeness_when_final is not None and p.completeness_when_final >= target),
+            None,
+        )
+        rule += (
+            f" On the advisor's exact curve (allowed lateness {curve.allowed_lateness}), the smallest watermark delay "
+            f"of the curve whose completeness when final reaches {formats.ratio(target)} is {advised.watermark_delay} "
+            f"(time until final, median / p95: {_seconds_pair(advised.final_p50, advised.final_p95)}; "
+            f"{advised.late_events:,} late (event, window) pairs)."
+            if advised is not None
+            else f" No delay of the advisor's exact curve (allowed lateness {curve.allowed_lateness}) reaches "
+            f"{formats.ratio(target)} completeness when final."
+        )
     return Decision(
         criterion=criterion,
         target=target,
@@ -241,7 +260,8 @@ def decide(report: Report | PipelineReport) -> Decision:
         headline=tuple(headline),
         rule=rule,
         sentences=tuple(_sentence(next(c for c in candidates if c.key == k), shown_rate) for k in headline),
-        curve=report.watermark_curve,
+        curve=curve,
+        advised=advised,
     )
 
 

@@ -106,6 +106,10 @@ def decision_curve(decision: Decision, plot_id: str = "plot-decision") -> str | 
                  if p.completeness_when_final is not None]  # fmt: skip
         axes.plot([d for d, _ in drawn], [v for _, v in drawn], color="#7f7f7f", linewidth=1.2,
                   label=f"advisor's curve, L={curve.allowed_lateness}")  # fmt: skip
+        if decision.advised is not None:
+            x, y = float(decision.advised.delay_seconds), float(decision.advised.completeness_when_final) * 100
+            axes.scatter([x], [y], marker="*", s=160, color="#137333", zorder=5,
+                         label=f"advisor: {decision.advised.watermark_delay} reaches the target")  # fmt: skip
     drawn_at: dict[tuple[float, float], int] = {}
     for index, candidate in enumerate(points):
         x, y = float(candidate.delay_seconds), float(candidate.criterion) * 100
