@@ -295,12 +295,28 @@ _FIRST_SCREEN_FACTS = """(() => {
 })()"""
 
 
-@pytest.mark.parametrize("kind", ["billing", "pipeline"])
+def _with_curve(report):
+    """``report`` with an advisor's curve: its answer also names the curve's delay (5m) reaching the target."""
+    import dataclasses
+    from decimal import Decimal as D
+
+    from lklab.report.curve import CurvePoint, WatermarkCurve
+
+    points = (
+        CurvePoint("0", 40, {"USD": D("120.5")}, D("0.9"), D(0), D(0)),
+        CurvePoint("10s", 12, {"USD": D("30")}, D("0.95"), D(10), D(12)),
+        CurvePoint("5m", 0, {}, D("1"), D(300), D(300)),
+    )
+    return dataclasses.replace(report, watermark_curve=WatermarkCurve(points, source="lklab advise"))
+
+
+@pytest.mark.parametrize("kind", ["billing", "billing with the advisor's curve", "pipeline"])
 def test_the_first_screen_holds_the_decision(kind, tmp_path):
     """At 1400x900, without scrolling: the recommendation, each architecture's headline figures
     (every row of the table, both columns) and the figure of the swept configurations."""
-    if kind == "billing":
-        html = write_report(sample_report(), tmp_path / "report").html
+    if kind.startswith("billing"):
+        report = sample_report() if kind == "billing" else _with_curve(sample_report())
+        html = write_report(report, tmp_path / "report").html
         expected = ("Kappa W=1m L=0", ["Lambda W=10s L=0", "Kappa W=1m L=0"], 7)
     else:
         html = write_pipeline_report(sample_pipeline_report(tmp_path), tmp_path / "op").html
