@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from reconciliation.tolerance import Tolerance
 
-__all__ = ["STATUSES", "DuplicateKeys", "check_unique", "key_hash", "keyed_diff", "status_counts"]
+__all__ = ["STATUSES", "DuplicateKeys", "check_unique", "joined_diff", "key_hash", "keyed_diff", "status_counts"]
 
 STATUSES = ("match", "value_mismatch", "missing_in_stream", "extra_in_stream")
 
@@ -98,6 +98,17 @@ def keyed_diff(
     """One row per key of either side: the keys, ``truth_<m>``, ``stream_<m>``, ``delta_<m>``
     for each measure, and ``status`` (the module docstring; None: exact)."""
     check_unique(truth, stream, keys)
+    return joined_diff(truth, stream, keys, measures, tolerance)
+
+
+def joined_diff(
+    truth: DataFrame,
+    stream: DataFrame,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    tolerance: Tolerance | None = None,
+) -> DataFrame:
+    """``keyed_diff`` of two sides already known to hold each key once: the full outer join."""
 
     def side(frame: DataFrame, name: str) -> DataFrame:
         columns = [F.col(m).alias(f"{name}_{m}") for m in measures]
