@@ -44,9 +44,16 @@ def key_hash(keys: Sequence[str]) -> Column:
     return F.xxhash64(*[F.col(k) for k in keys], *[F.col(k).isNull() for k in keys])
 
 
-def check_unique(truth: DataFrame, stream: DataFrame, keys: Sequence[str]) -> None:
+def check_unique(
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], candidates: Sequence[int] | None = None
+) -> None:
     """Raise ``DuplicateKeys`` naming a key that one side holds more than once (one job for both
-    sides on the keys' hashes, then an exact check of the few rows whose hash repeats)."""
+    sides on the keys' hashes, then an exact check of the few rows whose hash repeats);
+    ``candidates``: the key hashes known to repeat (only they are checked, exactly)."""
+    if candidates is not None:
+        for name, side in (("truth", truth), ("stream", stream)):
+            _check_rows(side, keys, name, list(candidates)[:_HASH_REPEATS_CHECKED])
+        return
     hashes = (
         truth.select(key_hash(keys).alias("_key_hash"), F.lit("truth").alias("_side"))
         .unionByName(stream.select(key_hash(keys).alias("_key_hash"), F.lit("stream").alias("_side")))
@@ -57,20 +64,14 @@ def check_unique(truth: DataFrame, stream: DataFrame, keys: Sequence[str]) -> No
         .limit(_HASH_REPEATS_CHECKED)
         .collect()
     )
-    sides = {"truth": truth, "stream": stream}
-    for name in ("truth", "stream"):
-        repeated_hashes = [row["_key_hash"] for row in hashes if row["_side"] == name]
-        if not repeated_hashes:
-            continue
-        repeated = (
-            sides[name]
-            .where(key_hash(keys).isin(repeated_hashes))
-            .groupBy(*keys)
-            .count()
-            .where("count > 1")
-            .limit(1)
-            .collect()
-        )
+    for name, side in (("truth", truth), ("stream", stream)):
+        _check_rows(side, keys, name, [row["_key_hash"] for row in hashes if row["_side"] == name])
+
+
+def _check_rows(side: DataFrame, keys: Sequence[str], name: str, hashes: list[int]) -> None:
+    """``DuplicateKeys`` for a key of ``side`` held twice among the rows whose key hashes to one of ``hashes``."""
+    if hashes:
+        repeated = side.where(key_hash(keys).isin(hashes)).groupBy(*keys).count().where("count > 1").limit(1).collect()
         if repeated:
             key = {k: repeated[0][k] for k in keys}
             raise DuplicateKeys(f"the {name} holds key {key} {repeated[0]['count']} times; a key names one row")
