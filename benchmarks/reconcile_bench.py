@@ -34,6 +34,12 @@ unexplained; the script fails otherwise. A small lake built the same way is run 
 five first (JVM, JIT, Python workers, imports).
 
     .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--scratch DIR] [--json-out FILE]
+
+``--differing-pairs W`` runs another mode instead (``differing_pairs``): pairs of ``W`` windows
+differing in 0.5%, 2% and 10% of them, each timed in the same session, interleaved, through bare
+Spark's full outer join, the lab's ``keyed_diff`` (full join), the lab's ``range_diff``
+(checksums of key buckets, the full join of the differing buckets only) and datacompy's
+``SparkSQLCompare``, with the ratios to bare Spark's time.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from differing_pairs import time_pair  # noqa: E402
 from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
 from stream_runs import PeakMemory  # noqa: E402
 
@@ -290,6 +297,34 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
     }
 
 
+DIFFERING_SHARES = (0.005, 0.02, 0.10)
+
+
+def differing_pairs_mode(windows: int, scratch: str | None) -> int:
+    """The ``--differing-pairs`` mode: a warm-up pair, then each share's pair, timed and printed."""
+    with tempfile.TemporaryDirectory(prefix="reconcile-bench-pairs-", dir=scratch) as root:
+        spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-pairs")
+        progress("warm-up: a 20,000-window pair through all four")
+        time_pair(spark, Path(root) / "warm", 0.02, 20_000)
+        measured = []
+        for share in DIFFERING_SHARES:
+            progress(f"measured: {windows:,} windows, {share:.1%} differing")
+            measured.append(time_pair(spark, Path(root) / f"pair-{share}", share, windows))
+        spark.stop()
+    print(
+        "share differing | windows | bare Spark full join | lab keyed_diff (full join) | lab range_diff | datacompy SparkSQLCompare"
+    )
+    for p in measured:
+        ratio = lambda seconds: f"{seconds:6.1f}s ({seconds / p.bare_join:.2f}x)"
+        print(
+            f"{p.share:6.1%} | {p.windows:,} | {p.bare_join:6.1f}s | {ratio(p.lab_full_join)} | "
+            f"{ratio(p.lab_range_diff)}, {p.ranges_joined:,} buckets joined | {ratio(p.datacompy)}"
+        )
+        print(f"         statuses (all four agree): {p.statuses}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -303,7 +338,18 @@ def main(argv: list[str] | None = None) -> int:
         "--scratch", default=None, help="directory for the temporary lakes (default: the system's temp dir)"
     )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
+    parser.add_argument(
+        "--differing-pairs",
+        type=int,
+        default=None,
+        metavar="W",
+        help="instead: pairs of W windows differing in 0.5%%, 2%%, 10%% of them, four diffs of each",
+    )
     args = parser.parse_args(argv)
+    if args.differing_pairs is not None:
+        if args.differing_pairs < 1:
+            parser.error("--differing-pairs must be at least 1")
+        return differing_pairs_mode(args.differing_pairs, args.scratch)
     if args.events < 1 or args.accounts < 1:
         parser.error("--events and --accounts must be at least 1")
 

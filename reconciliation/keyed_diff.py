@@ -13,6 +13,10 @@ a ``Tolerance`` two non-null values also count as equal when ``|stream - truth| 
 rel_tol * |truth|`` (``reconciliation.tolerance``); a key is a match when every measure is. A
 key held twice by one side is a ``DuplicateKeys`` error naming it, never summed. Nothing is
 collected but the counts.
+
+The check for repeated keys is one job over both sides that shuffles a 64-bit hash of each key
+(``key_hash``), not the keys: a hash seen twice on a side is then checked exactly on the rows
+that carry it, so a collision of two keys' hashes is never taken for a repeat.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pyspark.sql import functions as F
 
 from reconciliation.tolerance import Tolerance
 
-__all__ = ["STATUSES", "DuplicateKeys", "keyed_diff", "status_counts"]
+__all__ = ["STATUSES", "DuplicateKeys", "check_unique", "joined_diff", "key_hash", "keyed_diff", "status_counts"]
 
 STATUSES = ("match", "value_mismatch", "missing_in_stream", "extra_in_stream")
 
@@ -34,11 +38,48 @@ class DuplicateKeys(ValueError):
     """A side holds a key more than once."""
 
 
-def _check_unique(side: DataFrame, keys: Sequence[str], name: str) -> None:
-    repeated = side.groupBy(*keys).count().where("count > 1").limit(1).collect()
-    if repeated:
-        key = {k: repeated[0][k] for k in keys}
-        raise DuplicateKeys(f"the {name} holds key {key} {repeated[0]['count']} times; a key names one row")
+def key_hash(keys: Sequence[str]) -> Column:
+    """A 64-bit hash of a row's key (``xxhash64`` of the key columns and of which are null, so
+    ``(1, null)`` and ``(null, 1)`` hash apart)."""
+    return F.xxhash64(*[F.col(k) for k in keys], *[F.col(k).isNull() for k in keys])
+
+
+def check_unique(
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], candidates: Sequence[int] | None = None
+) -> None:
+    """Raise ``DuplicateKeys`` naming a key that one side holds more than once (one job for both
+    sides on the keys' hashes, then an exact check of the few rows whose hash repeats);
+    ``candidates``: the key hashes known to repeat (only they are checked, exactly)."""
+    if candidates is not None:
+        for name, side in (("truth", truth), ("stream", stream)):
+            _check_rows(side, keys, name, list(candidates)[:_HASH_REPEATS_CHECKED])
+        return
+    hashes = (
+        truth.select(key_hash(keys).alias("_key_hash"), F.lit("truth").alias("_side"))
+        .unionByName(stream.select(key_hash(keys).alias("_key_hash"), F.lit("stream").alias("_side")))
+        .groupBy("_side", "_key_hash")
+        .count()
+        .where("count > 1")
+        .orderBy(F.col("_side").desc())  # the truth's first, as it is named first
+        .limit(_HASH_REPEATS_CHECKED)
+        .collect()
+    )
+    for name, side in (("truth", truth), ("stream", stream)):
+        _check_rows(side, keys, name, [row["_key_hash"] for row in hashes if row["_side"] == name])
+
+
+def _check_rows(side: DataFrame, keys: Sequence[str], name: str, hashes: list[int]) -> None:
+    """``DuplicateKeys`` for a key of ``side`` held twice among the rows whose key hashes to one of ``hashes``."""
+    if hashes:
+        repeated = side.where(key_hash(keys).isin(hashes)).groupBy(*keys).count().where("count > 1").limit(1).collect()
+        if repeated:
+            key = {k: repeated[0][k] for k in keys}
+            raise DuplicateKeys(f"the {name} holds key {key} {repeated[0]['count']} times; a key names one row")
+
+
+# Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
+# pairs, so a repeat among the first few is a repeated key.
+_HASH_REPEATS_CHECKED = 20
 
 
 def _equal(truth: Column, stream: Column, tolerance: Tolerance | None) -> Column:
@@ -57,8 +98,18 @@ def keyed_diff(
 ) -> DataFrame:
     """One row per key of either side: the keys, ``truth_<m>``, ``stream_<m>``, ``delta_<m>``
     for each measure, and ``status`` (the module docstring; None: exact)."""
-    for side, name in ((truth, "truth"), (stream, "stream")):
-        _check_unique(side, keys, name)
+    check_unique(truth, stream, keys)
+    return joined_diff(truth, stream, keys, measures, tolerance)
+
+
+def joined_diff(
+    truth: DataFrame,
+    stream: DataFrame,
+    keys: Sequence[str],
+    measures: Sequence[str],
+    tolerance: Tolerance | None = None,
+) -> DataFrame:
+    """``keyed_diff`` of two sides already known to hold each key once: the full outer join."""
 
     def side(frame: DataFrame, name: str) -> DataFrame:
         columns = [F.col(m).alias(f"{name}_{m}") for m in measures]

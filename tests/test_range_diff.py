@@ -1,0 +1,114 @@
+"""``reconciliation.range_diff``: the same statuses and deltas as the full join (``keyed_diff``),
+joining only the buckets of keys whose checksums differ."""
+
+import random
+from decimal import Decimal as D
+
+import pytest
+
+from reconciliation.keyed_diff import DuplicateKeys, keyed_diff, status_counts
+from reconciliation.range_diff import range_diff
+from reconciliation.tolerance import Tolerance
+
+SCHEMA = "region string, meter string, kwh decimal(38,6), readings long"
+KEYS, MEASURES = ["region", "meter"], ["kwh", "readings"]
+TWELVE = [("eu", f"m{i}", D(f"{i}.250000"), i) for i in range(12)]
+
+
+def by_key(frame):
+    return {(r["region"], r["meter"]): r.asDict() for r in frame.collect()}
+
+
+def same_as_full_join(truth, stream, ranges, tolerance=None):
+    """The range diff, after checking it against the full join: its rows are the join's rows of
+    the same keys, every key it did not join is a match there, and the counts are the join's."""
+    ranged = range_diff(truth, stream, KEYS, MEASURES, tolerance, ranges=ranges)
+    full = by_key(keyed_diff(truth, stream, KEYS, MEASURES, tolerance))
+    joined = by_key(ranged.differing)
+    assert {k: full[k] for k in joined} == joined
+    assert all(row["status"] == "match" for k, row in full.items() if k not in joined)
+    assert ranged.status_counts() == status_counts(keyed_diff(truth, stream, KEYS, MEASURES, tolerance))
+    assert ranged.matched_unjoined + len(joined) == len(full)
+    return ranged, joined
+
+
+def test_equal_tables_join_nothing(spark):
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(TWELVE, SCHEMA), ranges=4)
+    assert ranged.ranges_joined == 0 and joined == {}
+    assert ranged.status_counts() == {"match": 12, "value_mismatch": 0, "missing_in_stream": 0, "extra_in_stream": 0}
+
+
+def test_a_difference_in_one_range_joins_that_range_only(spark):
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    changed = [*TWELVE[:5], ("eu", "m5", D("5.250001"), 5), *TWELVE[6:]]  # the last digit
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA), ranges=4)
+    assert ranged.ranges_joined == 1 and 1 <= len(joined) < 12
+    assert joined[("eu", "m5")]["status"] == "value_mismatch"
+    assert joined[("eu", "m5")]["delta_kwh"] == D("0.000001") and joined[("eu", "m5")]["delta_readings"] == 0
+    assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
+
+
+def test_a_difference_in_every_range_joins_every_key(spark):
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    changed = [(r, m, kwh, n + 1) for r, m, kwh, n in TWELVE]
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA), ranges=1)
+    assert ranged.ranges_joined == 1 and ranged.matched_unjoined == 0
+    assert {row["delta_readings"] for row in joined.values()} == {1}
+    assert ranged.status_counts()["value_mismatch"] == 12
+
+
+def test_keys_on_one_side_only_and_nulls(spark):
+    truth = spark.createDataFrame(
+        [
+            ("eu", "m1", D("1.000000"), 1),
+            ("eu", "m2", None, 2),  # null equals null
+            ("us", "m9", D("4.000000"), 1),  # the stream never served it
+            (None, "m7", D("7.000000"), 7),  # a null key matches nothing, not even itself
+        ],
+        SCHEMA,
+    )
+    stream = spark.createDataFrame(
+        [
+            ("eu", "m1", D("1.000000"), 1),
+            ("eu", "m2", None, 2),
+            ("us", "m3", D("1.000000"), 1),  # the truth has no such key
+            (None, "m7", D("7.000000"), 7),
+        ],
+        SCHEMA,
+    )
+    ranged, joined = same_as_full_join(truth, stream, ranges=1)
+    assert ranged.status_counts() == {"match": 2, "value_mismatch": 0, "missing_in_stream": 2, "extra_in_stream": 2}
+    assert joined[("us", "m9")]["truth_kwh"] == D("4.000000") and joined[("us", "m9")]["stream_kwh"] is None
+
+
+def test_a_null_measure_against_a_value_and_a_tolerance(spark):
+    truth = spark.createDataFrame([("eu", "m1", None, 1), ("eu", "m2", D("100.000000"), 1)], SCHEMA)
+    stream = spark.createDataFrame([("eu", "m1", D("0.000000"), 1), ("eu", "m2", D("100.010000"), 1)], SCHEMA)
+    ranged, joined = same_as_full_join(truth, stream, ranges=2, tolerance=Tolerance(D("0.01")))
+    assert joined[("eu", "m1")]["status"] == "value_mismatch"  # null is not zero
+    assert joined[("eu", "m2")]["status"] == "match"  # within the tolerance, joined all the same
+    assert joined[("eu", "m2")]["delta_kwh"] == D("0.010000")
+
+
+def test_a_key_held_twice_is_refused_even_where_both_sides_hold_it_twice(spark):
+    twice = [("eu", "m1", D("0.500000"), 1), ("eu", "m1", D("0.500000"), 1)]
+    with pytest.raises(DuplicateKeys, match=r"the truth holds key \{'region': 'eu', 'meter': 'm1'\} 2 times"):
+        range_diff(spark.createDataFrame(twice, SCHEMA), spark.createDataFrame(twice, SCHEMA), KEYS, MEASURES)
+
+
+def test_ranges_must_be_positive(spark):
+    frame = spark.createDataFrame(TWELVE, SCHEMA)
+    with pytest.raises(ValueError, match="ranges must be a whole number >= 1"):
+        range_diff(frame, frame, KEYS, MEASURES, ranges=0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_pairs_agree_with_the_full_join(spark, seed):
+    rng = random.Random(seed)
+    values = lambda: (rng.choice([None, D(rng.randint(0, 3)) / 1000]), rng.choice([None, rng.randint(0, 2)]))
+    keys = [(rng.choice(["eu", "us", None]), f"m{i}") for i in range(40)]
+    truth = [(*k, *values()) for k in keys if rng.random() < 0.9]
+    stream = [(r, m, *(values() if rng.random() < 0.1 else (kwh, n))) for r, m, kwh, n in truth if rng.random() < 0.9]
+    stream += [(*k, *values()) for k in keys if rng.random() < 0.05 and k not in {(r, m) for r, m, *_ in truth}]
+    same_as_full_join(spark.createDataFrame(truth, SCHEMA), spark.createDataFrame(stream, SCHEMA), ranges=8)
