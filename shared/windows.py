@@ -9,7 +9,10 @@ All windows are half-open intervals ``[start, end)`` in UTC on Spark's microseco
   ``slide`` divides ``size``, otherwise in ``floor`` or ``ceil`` of that ratio.
 * Session windows with ``gap``, per key ``(account_id, currency)``: events sorted by event time
   join one session while each is less than ``gap`` after the previous one; the session is
-  ``[first event time, last event time + gap)``. This matches Spark's ``session_window``.
+  ``[first event time, last event time + gap)``. This is Spark's ``session_window`` but at one
+  point: an event exactly ``gap`` after the previous one opens a new session here, where Spark
+  merges the two (their bounds touch); a Spark job asks for a gap 1 µs shorter and adds the 1 µs
+  back to each end (``lklab.pipelines.declared.truth``).
 
 Windows are aligned to the Unix epoch, as Spark's ``window()`` aligns them with no offset.
 The rule is written once, in Arrow (``assign_windows_table``): the speed layer applies it to a
