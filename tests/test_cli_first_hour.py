@@ -19,17 +19,30 @@ def test_version_is_the_installed_distributions(capsys):
     assert capsys.readouterr().out == f"lklab {version('lambda-kappa-lab')}\n"
 
 
-def test_version_falls_back_to_the_package_without_a_distribution(monkeypatch):
-    from importlib.metadata import PackageNotFoundError
+def test_version_falls_back_to_the_package_without_a_distribution(tmp_path):
+    """A checkout run without installing it: the venv's packages on the path but not the lab's
+    distribution (its metadata and its editable finder left out), the checkout first."""
+    import site
 
     import lklab
-    from lklab.cli import parser
 
-    def missing(name):
-        raise PackageNotFoundError(name)
-
-    monkeypatch.setattr(parser, "distribution_version", missing)
-    assert parser.lab_version() == lklab.__version__
+    packages = Path(next(p for p in site.getsitepackages() if p.endswith("site-packages")))
+    visible = tmp_path / "site-packages"
+    visible.mkdir()
+    for entry in packages.iterdir():
+        if "lambda_kappa_lab" not in entry.name:
+            (visible / entry.name).symlink_to(entry)
+    checkout = Path(lklab.__file__).resolve().parents[1]
+    script = "from lklab.cli.parser import lab_version; print(lab_version())"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        env={"PYTHONPATH": f"{checkout}:{visible}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{lklab.__version__}\n"
 
 
 def test_python_dash_m_lklab_is_the_lklab_command():
