@@ -33,10 +33,19 @@ def test_version_falls_back_to_the_package_without_a_distribution(tmp_path):
         if "lambda_kappa_lab" not in entry.name:
             (visible / entry.name).symlink_to(entry)
     checkout = Path(lklab.__file__).resolve().parents[1]
-    script = "from lklab.cli.parser import lab_version; print(lab_version())"
+    sources = tmp_path / "checkout"  # the packages alone: no metadata a build left beside them
+    sources.mkdir()
+    for package in ("lklab", "shared", "reconciliation"):
+        (sources / package).symlink_to(checkout / package)
+    script = (
+        "from importlib.metadata import PackageNotFoundError, version\n"
+        "try:\n    version('lambda-kappa-lab'); print('installed')\n"
+        "except PackageNotFoundError:\n    from lklab.cli.parser import lab_version; print(lab_version())"
+    )
     result = subprocess.run(
         [sys.executable, "-S", "-c", script],
-        env={"PYTHONPATH": f"{checkout}:{visible}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": f"{sources}:{visible}", "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
