@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from lklab.cli.console import UsageError, progress, spark_for
-from lklab.cli.options import config_from
+from lklab.cli.options import config_from, target_completeness
 from lklab.pipelines import REGISTRY
 
-__all__ = ["cmd_advise", "add_advise_options", "target_of"]
+__all__ = ["cmd_advise", "add_advise_options"]
 
 
 def add_advise_options(parser: argparse.ArgumentParser) -> None:
@@ -34,17 +33,6 @@ def add_advise_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--latency-budget", help="p95 time until final to stay within, e.g. 2m")
     group.add_argument("--points", type=int, default=40, help="delays on the curve, evenly spaced (default 40)")
     group.add_argument("--json-out", help="write the advice as JSON to this file (the plot beside it, .png)")
-
-
-def target_of(text: str) -> Decimal:
-    """``99.5%`` or ``0.995`` as a fraction in (0, 1]; ``UsageError`` naming the valid forms."""
-    try:
-        value = Decimal(text[:-1]) / 100 if text.endswith("%") else Decimal(text)
-    except InvalidOperation:
-        value = None
-    if value is None or not 0 < value <= 1:
-        raise UsageError(f"--target-completeness {text!r}: valid: a percentage such as 99.5% or a fraction in (0, 1]")
-    return value
 
 
 def _advising(args: argparse.Namespace):
@@ -83,7 +71,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if args.points < 2:
         raise UsageError(f"--points {args.points}: valid: 2 or more")
-    target = None if args.target_completeness is None else target_of(args.target_completeness)
+    target = None if args.target_completeness is None else target_completeness(args.target_completeness)
     args.watermark_delay = None  # a list here: the configuration takes none
     config = config_from(args)
     try:

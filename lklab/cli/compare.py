@@ -22,11 +22,10 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from lklab.cli.console import UNHEALTHY, UsageError, progress, spark_for
-from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, generate_request
+from lklab.cli.options import DEFAULT_DELAYS, DEFAULT_LATENESS, config_from, generate_request, target_completeness
 from lklab.cli.pipeline_jobs import announce, app_name
 from lklab.cli.stream_output import records_to_file
 from lklab.pipelines import DEFAULT, REGISTRY, find
@@ -37,18 +36,6 @@ __all__ = ["compare_pipeline", "compare_config", "cmd_demo"]
 
 def _list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def target_completeness(text: str) -> Decimal:
-    """``99.5%`` or ``0.995`` as a fraction in (0, 1]; ``UsageError`` naming the valid forms."""
-    written = str(text).strip()
-    try:
-        value = Decimal(written[:-1]) / 100 if written.endswith("%") else Decimal(written)
-    except InvalidOperation:
-        value = None
-    if value is None or not 0 < value <= 1:
-        raise UsageError(f"--target-completeness {text!r}: a percentage such as 99.5% or a fraction such as 0.995")
-    return value
 
 
 def _sweep(args: argparse.Namespace, defaults: tuple[str, str] | None) -> tuple[str, str]:

@@ -10,6 +10,7 @@ of two tables). Both are bad usage, exit 2, naming the path and what a lake is."
 from __future__ import annotations
 
 import argparse
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from lklab.cli.console import UsageError
@@ -88,3 +89,16 @@ def days_from(args: argparse.Namespace):
         )
     except ValueError as err:
         raise UsageError(str(err)) from None
+
+
+def target_completeness(text: str) -> Decimal:
+    """``--target-completeness`` (``advise``, ``compare``): ``99.5%`` or ``0.995`` as a fraction in
+    (0, 1]; ``UsageError`` naming the valid forms."""
+    written = str(text).strip()
+    try:
+        value = Decimal(written[:-1]) / 100 if written.endswith("%") else Decimal(written)
+    except InvalidOperation:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise UsageError(f"--target-completeness {text!r}: a percentage such as 99.5% or a fraction such as 0.995")
+    return value
