@@ -38,7 +38,7 @@ from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
-from shared.eventlog import EventLog
+from shared.eventlog import written_log
 from shared.tables import Tables
 
 __all__ = [
@@ -111,10 +111,7 @@ class Comparing:
     def start(cls, spark: SparkSession, config: LabConfig, plan: ComparisonPlan, hint: str) -> Comparing:
         """The comparison of ``plan`` over ``config.lake``'s log, started now; ``ValueError``
         naming ``hint`` (what to run first) when the log is empty."""
-        lake = str(Path(config.lake).resolve())
-        last = EventLog(lake).last_segment()
-        if last == 0:
-            raise ValueError(f"the log under {lake} is empty: {hint}")
+        lake, last = written_log(config.lake, hint)
         return cls(spark, config, plan, lake, Tables(spark, lake, config.table_engine), last, time.monotonic())
 
     def measured(self, progress: Progress, assess: Callable[[], T]) -> T:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 __all__ = [
+    "written_log",
     "EventLog",
     "Segment",
     "LogDamaged",
@@ -309,3 +310,13 @@ class EventLog:
         with open(segment_path, "rb") as handle:
             read_stamp(handle)
             return [line.decode("utf-8", "backslashreplace") for batch in scan_lines(handle) for line in batch.lines]
+
+
+def written_log(lake: str | Path, hint: str) -> tuple[str, int]:
+    """The lake's resolved path and its log's last segment, for a command that reads the whole
+    log; ``ValueError`` naming ``hint`` (what writes one) when the log is empty."""
+    resolved = str(Path(lake).resolve())
+    last = EventLog(resolved).last_segment()
+    if last == 0:
+        raise ValueError(f"the log under {resolved} is empty: {hint}")
+    return resolved, last

@@ -19,7 +19,6 @@ so no single pass gives every delay's sessions (``check`` refuses them; replay t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +28,7 @@ from pyspark.sql import SparkSession
 from lklab.watermark_advisor import AdvisorLog, Amounts
 from shared.clock import NO_TIME, line_keys
 from shared.config import LabConfig
-from shared.eventlog import EventLog
+from shared.eventlog import written_log
 from shared.events import EVENT_COLUMNS
 from shared.log_clock import by_line, event_times, micros_or_unknown
 from shared.log_source import parsed_log
@@ -65,10 +64,7 @@ def advisor_log(
 ) -> AdvisorLog:
     """The advisor's view of ``config.lake``'s log (the module docstring)."""
     check(config)
-    lake = str(Path(config.lake).resolve())
-    last = EventLog(lake).last_segment()
-    if last == 0:
-        raise ValueError(f"the log under {lake} is empty: generate or ingest one first")
+    lake, last = written_log(config.lake, "generate or ingest one first")
     progress(f"reading and parsing the log's {last:,} segments")
     parsed = parsed_log(spark, lake, last, max_clock_skew=config.max_clock_skew, max_line_bytes=config.max_line_bytes)
     lines = by_line(parsed.select("segment", "line_number", *EVENT_COLUMNS[2:], "reject_reason", "heartbeat").toArrow())

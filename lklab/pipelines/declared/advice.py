@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal, localcontext
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +27,7 @@ from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
 from lklab.watermark_advisor import AdvisorLog, Amounts
 from shared.clock import NO_TIME, line_keys
-from shared.eventlog import EventLog
+from shared.eventlog import written_log
 from shared.log_clock import event_times, micros_or_unknown
 
 __all__ = ["check", "advisor_log_of", "advisor_log"]
@@ -98,10 +97,7 @@ def advisor_log(
 ) -> AdvisorLog:
     """The advisor's view of ``config.lake``'s log of the pipeline ``d`` declares."""
     check(d)
-    lake = str(Path(config.lake).resolve())
-    last = EventLog(lake).last_segment()
-    if last == 0:
-        raise ValueError(f"the log under {lake} is empty: append your lines with 'lklab ingest --pipeline {d.name}'")
+    lake, last = written_log(config.lake, f"append your lines with 'lklab ingest --pipeline {d.name}'")
     progress(f"reading and parsing the log's {last:,} segments")
     log = ParsedLog.read(spark, d, lake, last)
     progress(f"{log.lines.num_rows:,} lines: their clock and their (event, window) pairs")
