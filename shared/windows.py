@@ -96,6 +96,13 @@ class _FixedWindows:
         """The most windows one event can belong to: ``ceil(size / step)``."""
         return -(-self.size // self.step)
 
+    def starts(self, event_time: int) -> list[int]:
+        """The starts of the windows holding one ``event_time`` (microseconds), earliest first:
+        ``assign`` for a single event, for a rule that walks events one at a time."""
+        latest = event_time - event_time % self.step
+        candidates = (latest - back * self.step for back in range(self.windows_per_event))
+        return sorted(start for start in candidates if event_time < start + self.size)
+
     def pick(self, *, fixed: T, merging: T) -> T:
         """``fixed``: an event's windows follow from its time alone (see the module docstring)."""
         return fixed

@@ -3,7 +3,7 @@
 The log is parsed as the stream parses it (``comparison.ParsedLog``: the declaration's parser,
 in the driver) and handed to the advisor (``lklab.watermark_advisor``) as: every line's ingest
 time and, for an event (every copy), its event time (the clock); the first copy of every event
-id in log order with each of its windows (``window_counts.window_starts``), keyed by
+id in log order with each of its windows (``FixedWindows.starts``), keyed by
 ``(window_start, window_end, *keys)``, each measure as an exact count of its smallest unit
 (a ``long`` as it is, a ``decimal(p,s)`` in units of ``10**-s``); every later copy with its
 first copy's line and event time (the dedup horizon's check). The amounts are per measure
@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from lklab.pipelines.declared.comparison import ParsedLog
 from lklab.pipelines.declared.declaration import Declaration
-from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
+from lklab.pipelines.declared.window_counts import fixed_windows
 from lklab.watermark_advisor import AdvisorLog, Amounts
 from shared.clock import NO_TIME, line_keys
 from shared.eventlog import written_log
@@ -63,7 +63,7 @@ def advisor_log_of(d: Declaration, lines: pa.Table, allowed_lateness: int | None
     ends, pair_line, pair_window, units = [], [], [], {m.name: [] for m in d.measures}
     for line in firsts.tolist():
         keys = tuple(columns[k][line] for k in d.keys)
-        for start in window_starts(window, int(times[line])):
+        for start in window.starts(int(times[line])):
             key = (start, start + window.size, *keys)
             if key not in windows:
                 windows[key] = len(ends)

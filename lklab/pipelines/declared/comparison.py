@@ -44,7 +44,7 @@ from lklab.pipelines.declared.rule import DeclaredState, declared_step
 from lklab.pipelines.declared.stream import config_of, stream_rule
 from lklab.pipelines.declared.tables import tables_of
 from lklab.pipelines.declared.truth import DeclaredTruth
-from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
+from lklab.pipelines.declared.window_counts import fixed_windows
 from lklab.replay_runner import replay_on_executors
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StreamCheck
 from lklab.served_outputs import timelines
@@ -148,7 +148,7 @@ def _served(d: Declaration, log: ParsedLog, duplicates: pa.Table, late: pa.Table
         if (segment, line_number) in resent:
             continue
         keys, measures = values[: len(d.keys)], values[len(d.keys) :]
-        for start in window_starts(window, int(times[i])):
+        for start in window.starts(int(times[i])):
             if (segment, line_number, start) in missed:
                 continue
             key = (start, start + window.size, *keys)

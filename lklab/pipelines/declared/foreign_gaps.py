@@ -52,7 +52,7 @@ from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.rule import DeclaredState, declared_step
 from lklab.pipelines.declared.stream import settings_of
-from lklab.pipelines.declared.window_counts import fixed_windows, window_starts
+from lklab.pipelines.declared.window_counts import fixed_windows
 from reconciliation.gap_reasons import EXTRA, MISSING, GapReason, GapReasons
 from shared.durations import format_duration
 from shared.log_clock import by_line
@@ -132,7 +132,7 @@ class _Amounts(dict):
     def add_to_windows(self, events: Iterable[dict]) -> _Amounts:
         window = fixed_windows(self.d, EXPLAINING)
         for event in events:
-            for start in window_starts(window, event["event_time"]):
+            for start in window.starts(event["event_time"]):
                 self.add((start, start + window.size, *(event[k] for k in self.d.keys)), event)
         return self
 

@@ -38,7 +38,7 @@ from shared.clock import NO_TIME
 from shared.session_join import join_session
 from shared.windows import FixedWindows
 
-__all__ = ["FixedCounts", "SessionCounts", "window_counts", "window_starts", "fixed_windows"]
+__all__ = ["FixedCounts", "SessionCounts", "window_counts", "fixed_windows"]
 
 Window = tuple  # (start, end, *keys), times in microseconds
 
@@ -46,13 +46,6 @@ Window = tuple  # (start, end, *keys), times in microseconds
 def fixed_windows(d: Declaration, what: str) -> FixedWindows:
     """The declaration's tumbling or sliding windows, or ``ValueError`` saying ``what`` needs them."""
     return d.window.require_fixed(f"[pipelines.{d.name}] window-kind: {what} runs tumbling and sliding windows")
-
-
-def window_starts(window: FixedWindows, event_time: int) -> list[int]:
-    """The starts of the windows holding ``event_time`` (microseconds), earliest first."""
-    latest = event_time - event_time % window.step
-    starts = (latest - back * window.step for back in range(window.windows_per_event))
-    return sorted(start for start in starts if event_time < start + window.size)
 
 
 def _add(d: Declaration, totals: list, line: dict) -> None:
@@ -71,7 +64,7 @@ class FixedCounts:
     def count(self, line: dict, event_time: int, watermark: int) -> tuple[list[tuple[int, int]], bool]:
         """The windows ``[start, end)`` the event missed, and whether any counted it."""
         missed, counted = [], False
-        for start in window_starts(self.window, event_time):
+        for start in self.window.starts(event_time):
             end = start + self.window.size
             if watermark != NO_TIME and watermark >= end + self.d.allowed_lateness:
                 missed.append((start, end))
