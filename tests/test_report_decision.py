@@ -4,6 +4,7 @@ costs that scale, the curve slot, and the same figures in the page, the digest a
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 from decimal import Decimal as D
@@ -15,7 +16,7 @@ from lklab.report import render_html, render_markdown, report_from_json, to_json
 from lklab.report.curve import CurvePoint, WatermarkCurve
 from lklab.report.decision import decide, headline_table
 from lklab.report.pipeline_render import pipeline_json, render_pipeline_html, render_pipeline_markdown
-from lklab.report.scaling import CostScaling, fit_micro_batches
+from lklab.report.scaling import CostScaling, fit_micro_batches, fit_runs
 from tests.pipeline_report_fixtures import sample_pipeline_report
 from tests.report_fixtures import sample_report
 
@@ -122,7 +123,7 @@ def test_a_fit_over_micro_batches_splits_fixed_and_per_line():
     # step seconds = 0.5 + 0.001 x lines: 100, 200, 700 lines; 2.5 s of steps, 1 s grows with lines
     batches = [(100, 0.6), (200, 0.7), (700, 1.2)]
     scaling = fit_micro_batches(10.0, batches)
-    assert scaling.lines == 1000 and scaling.micro_batches == 3
+    assert scaling.lines == 1000 and scaling.points == 3 and scaling.over == "micro-batches"
     assert scaling.cpu_seconds_per_line == pytest.approx(10.0 * (1.0 / 2.5) / 1000)
     assert scaling.fixed_cpu_seconds == pytest.approx(6.0)
     assert scaling.per_line_stderr == pytest.approx(0.0, abs=1e-12)  # the points lie on the line
@@ -132,6 +133,76 @@ def test_a_fit_over_micro_batches_splits_fixed_and_per_line():
     assert fit_micro_batches(10.0, [(100, 0.9), (200, 0.5)]).cpu_seconds_per_line == 0  # falling: all fixed
     with pytest.raises(ValueError, match="not negative"):
         CostScaling(10, 1, -1.0, 0.0)
+
+
+def test_a_fit_over_runs_splits_fixed_and_per_line():
+    # CPU seconds = 2 + 0.001 x lines: a run over 1,000 lines took 3 s, one over 3,000 lines 5 s
+    scaling = fit_runs([(1_000, 3.0), (3_000, 5.0)])
+    assert (scaling.lines, scaling.points, scaling.over) == (4_000, 2, "runs")
+    assert scaling.fixed_cpu_seconds == pytest.approx(2.0)
+    assert scaling.per_million_lines == pytest.approx(1_000.0)
+    assert scaling.per_line_stderr is None  # two runs: the line through both, no residual to judge it by
+    assert scaling.cpu_seconds(86_400_000) == pytest.approx(2.0 + 86_400.0)
+    # a third run 0.5 s above the line: slope (1,000 x 1.1667 + 1,000 x 0.8333) / 2,000,000 = 0.001,
+    # intercept 4.1667 - 2 = 2.1667; residuals -1/6, 1/3, -1/6: sqrt((1/6) / 2,000,000) per line
+    noisy = fit_runs([(1_000, 3.0), (2_000, 4.5), (3_000, 5.0)])
+    assert noisy.cpu_seconds_per_line == pytest.approx(0.001)
+    assert noisy.fixed_cpu_seconds == pytest.approx(13 / 6)
+    assert noisy.per_million_stderr == pytest.approx((1 / 12_000_000) ** 0.5 * 1_000_000)
+    # below the origin: the line through it, b = (1,000 x 0.5 + 3,000 x 4.5) / (1,000² + 3,000²) = 0.0014
+    through_origin = fit_runs([(1_000, 0.5), (3_000, 4.5)])
+    assert (through_origin.fixed_cpu_seconds, through_origin.cpu_seconds_per_line) == pytest.approx((0.0, 0.0014))
+    falling = fit_runs([(1_000, 5.0), (3_000, 4.0)])  # the larger run cheaper: all fixed, the mean
+    assert (falling.fixed_cpu_seconds, falling.cpu_seconds_per_line) == (4.5, 0.0)
+    assert fit_runs([(1_000, 3.0), (1_000, 3.5)]) is None  # one size: no line
+    assert fit_runs([(1_000, 3.0)]) is None
+
+
+def _with_costs(report, key: str, **scalings):
+    """``report`` with the named paths of configuration ``key`` split as given."""
+    results = []
+    for r in report.results:
+        if r.configuration.key == key:
+            costs = tuple(dataclasses.replace(c, scaling=scalings.get(c.path, c.scaling)) for c in r.costs)
+            r = dataclasses.replace(r, costs=costs)
+        results.append(r)
+    return dataclasses.replace(report, results=tuple(results))
+
+
+def test_a_batch_split_over_runs_leaves_only_the_reconciliation_at_this_logs_cost():
+    # the batch: 2 s fixed + 0.001 s a line over two runs; 86.4 million lines a day at 1,000 events/s
+    runs = fit_runs([(1_000, 3.0), (3_000, 5.0)])
+    report = _with_costs(sample_report(), "lambda-w10s-l0", batch=runs)
+    lam = decide(report).candidate("lambda-w10s-l0")
+    assert lam.unsplit == ("reconciliation",) and lam.per_day_lower_bound
+    # speed 38.5 + 0.0005 x 86.4M; batch 2 + 0.001 x 86.4M; the reconciliation once, 20.25 s
+    assert lam.cpu_per_day == pytest.approx(38.5 + 43_200 + 2 + 86_400 + 20.25)
+    assert lam.cpu_per_million_lines == pytest.approx(500 + 1_000)
+    assert lam.cpu_per_million_stderr is None  # the batch's two runs give no standard error
+    split = _with_costs(report, "lambda-w10s-l0", reconciliation=fit_runs([(1_000, 1.0), (2_000, 1.5)]))
+    whole = decide(split).candidate("lambda-w10s-l0")
+    assert whole.unsplit == () and not whole.per_day_lower_bound
+    assert whole.cpu_per_day == pytest.approx(38.5 + 43_200 + 2 + 86_400 + 0.5 + 0.0005 * 86_400_000)
+
+
+def test_the_method_says_how_each_path_was_measured_and_the_replays_split():
+    replay = fit_micro_batches(20.125, [(100, 0.6), (200, 0.7), (700, 1.2)])
+    report = _with_costs(sample_report(), "lambda-w10s-l0", batch=fit_runs([(1_000, 3.0), (3_000, 5.0)]))
+    report = _with_costs(report, "kappa-w1m-l0", replay=replay)
+    decision = decide(report)
+    assert decision.method.startswith("How costs were measured: CPU seconds of each path, split into a fixed part")
+    assert (
+        " In this report the speed layer was split over its micro-batches; the nightly batch was split over its "
+        "runs; the reconciliation was measured at one size (one reconciliation per stream setting, over the whole "
+        "log; a second size would reconcile every stream again); the streaming job was split over its "
+        "micro-batches; the full replay was split in some configurations and measured at one size in others."
+    ) in decision.method
+    # the replay: 10.0625 s of its 20.125 grow with its 1,000 lines (0.4 of its step time), the rest fixed
+    assert decision.sentences[1].endswith(
+        "a full replay of this log took 20.1 CPU s (12.1 s fixed + 8,050.0 s per million lines)."
+    )
+    assert decision.method in html.unescape(render_html(report))
+    assert "the nightly batch was split over its runs" in render_markdown(report)
 
 
 # --- the curve's slot --------------------------------------------------------------------------

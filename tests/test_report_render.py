@@ -277,10 +277,11 @@ def test_json_money_is_exact_strings_per_currency(report):
     assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5, "scaling": None}
     assert costs[0]["scaling"] == {
         "lines": 4000,
-        "micro_batches": 3,
+        "points": 3,
         "fixed_cpu_seconds": 38.5,
         "cpu_seconds_per_line": 0.0005,
         "per_line_stderr": 0.0001,
+        "over": "micro-batches",
     }
 
 

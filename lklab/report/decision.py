@@ -16,14 +16,16 @@ architecture picks the configuration its headline shows.
 
 **Cost per day** at ``events_per_second`` (one line of the log per event), over the paths an
 architecture runs every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: its
-streaming job; a full replay is a reprocessing, priced on its own):
+streaming job; a full replay is a reprocessing, priced on its own), each run once a day:
 
     Σ split paths (fixed_cpu_seconds + cpu_seconds_per_line × lines per day)
     + Σ paths measured at one size (their CPU on this log, once a day)
 
-The second sum makes the figure a lower bound (``per_day_lower_bound``); the ranking uses it
-alike for every candidate, and uses the CPU on this log instead when a candidate has no split
-path at all.
+A path is split (``lklab.report.scaling``) over its micro-batches (a stream, a replay walked in
+timed micro-batches) or over its runs at different sizes (the nightly batch). The second sum
+makes the figure a lower bound (``per_day_lower_bound``); the ranking uses it alike for every
+candidate, and uses the CPU on this log instead when a candidate has no split path at all.
+``Decision.method`` says in words how each path was measured and which were not split.
 """
 
 from __future__ import annotations
@@ -36,13 +38,29 @@ from . import formats
 from .curve import CurvePoint, WatermarkCurve
 from .model import Report
 from .pipeline_model import PipelineReport
+from .scaling import MICRO_BATCHES, CostScaling
 
 __all__ = ["DAILY_PATHS", "Candidate", "Decision", "decide", "headline_table"]
 
 SECONDS_PER_DAY = 86_400
 DAILY_PATHS = {"lambda": ("speed", "batch", "reconciliation"), "kappa": ("streaming",)}
 _RATIO = Decimal("0.0001")
-_PATH_NAMES = {"speed": "speed layer", "batch": "nightly batch", "reconciliation": "reconciliation"}
+_PATH_NAMES = {
+    "speed": "speed layer",
+    "batch": "nightly batch",
+    "reconciliation": "reconciliation",
+    "streaming": "streaming job",
+    "replay": "full replay",
+}
+# Why a path has no split where it has none: what its runs measured.
+_ONE_SIZE = {
+    "speed": "its micro-batches read one size or timed no step",
+    "streaming": "its micro-batches read one size or timed no step",
+    "batch": "the log has one segment, so no first half to run",
+    "reconciliation": "one reconciliation per stream setting, over the whole log; a second size would "
+    "reconcile every stream again",
+    "replay": "computed over the whole log at once, or walked in one micro-batch",
+}
 
 
 def _ratio(numerator: int, denominator: int) -> Decimal | None:
@@ -56,7 +74,9 @@ class Candidate:
     """One swept configuration as the decision reads it. ``latencies``: ``(name, p50, p95)``
     seconds; ``money_wrong``: at the end, per currency (billing only). Costs: CPU seconds on this
     log (every path), per million lines (the daily paths' split parts; ``None``: none split), per
-    day at the report's rate; ``unsplit``: the daily paths measured at one size."""
+    day at the report's rate; ``unsplit``: the daily paths measured at one size;
+    ``replay_scaling``: the full replay's split, where it has one; ``measured``: ``(path, split
+    or None)`` for each path costed, in the report's order."""
 
     key: str
     label: str
@@ -73,6 +93,8 @@ class Candidate:
     cpu_per_million_stderr: float | None
     cpu_per_day: float | None
     unsplit: tuple[str, ...] = ()
+    replay_scaling: CostScaling | None = None
+    measured: tuple[tuple[str, CostScaling | None], ...] = ()
 
     @property
     def per_day_lower_bound(self) -> bool:
@@ -82,7 +104,8 @@ class Candidate:
 @dataclass(frozen=True)
 class Decision:
     """The answer (see the module docstring): ``recommended`` and ``headline`` (one per
-    architecture, Lambda first) are candidate keys; ``rule`` and ``sentences`` say it in words."""
+    architecture, Lambda first) are candidate keys; ``rule`` and ``sentences`` say it in words,
+    ``method`` how the costs were measured."""
 
     criterion: str
     target: Decimal
@@ -94,6 +117,7 @@ class Decision:
     sentences: tuple[str, ...]
     curve: WatermarkCurve | None = field(default=None)
     advised: CurvePoint | None = field(default=None)
+    method: str = ""
 
     def candidate(self, key: str) -> Candidate:
         return next(c for c in self.candidates if c.key == key)
@@ -103,10 +127,15 @@ def _costs(costs, architecture: str, events_per_second: float) -> dict:
     daily = [c for c in costs if c.path in DAILY_PATHS[architecture]]
     split = [c for c in daily if c.scaling is not None]
     lines_per_day = events_per_second * SECONDS_PER_DAY
-    replay = next((c.cpu_seconds for c in costs if c.path == "replay"), None)
+    replay = next((c for c in costs if c.path == "replay"), None)
+    known = {
+        "replay_cpu_seconds": None if replay is None else replay.cpu_seconds,
+        "replay_scaling": None if replay is None else replay.scaling,
+        "measured": tuple((c.path, c.scaling) for c in costs),
+    }
     if not split:
         return {"cpu_per_million_lines": None, "cpu_per_million_stderr": None, "cpu_per_day": None,
-                "unsplit": tuple(c.path for c in daily), "replay_cpu_seconds": replay}  # fmt: skip
+                "unsplit": tuple(c.path for c in daily), **known}  # fmt: skip
     errors = [c.scaling.per_million_stderr for c in split]
     return {
         "cpu_per_million_lines": sum(c.scaling.per_million_lines for c in split),
@@ -114,7 +143,7 @@ def _costs(costs, architecture: str, events_per_second: float) -> dict:
         "cpu_per_day": sum(c.scaling.cpu_seconds(lines_per_day) for c in split)
         + sum(c.cpu_seconds for c in daily if c.scaling is None),
         "unsplit": tuple(c.path for c in daily if c.scaling is None),
-        "replay_cpu_seconds": replay,
+        **known,
     }
 
 
@@ -199,7 +228,47 @@ def _sentence(candidate: Candidate, rate: str) -> str:
             text += f", its {named} measured at one size and counted once a day"
     if candidate.replay_cpu_seconds is not None:
         text += f"; a full replay of this log took {candidate.replay_cpu_seconds:,.1f} CPU s"
+        split = candidate.replay_scaling
+        if split is not None:
+            text += f" ({split.fixed_cpu_seconds:,.1f} s fixed + {split.per_million_lines:,.1f} s per million lines)"
     return text + "."
+
+
+def _method(candidates: list[Candidate]) -> str:
+    """How the candidates' costs were measured, and which paths were not split and why."""
+    text = (
+        "How costs were measured: CPU seconds of each path, split into a fixed part and a part per line of the "
+        "log. A stream's split comes from its micro-batches: a least-squares line of their step times over their "
+        "lines gives the share of its CPU that grows with the lines (± the slope's standard error); the rest is "
+        "fixed (start-up, per-micro-batch overhead, commits). The nightly batch's comes from its runs at "
+        "different sizes: a least-squares line of each run's CPU over the lines it read (the recomputes at the "
+        "midnights inside the log, else a run over the first half of the segments before the run over the whole "
+        "log, a measurement not counted in Lambda's cost). A replay walked in timed micro-batches is split as a "
+        "stream is."
+    )
+    kinds: dict[str, set[str]] = {}  # per path: how it was measured ("one size", or its scaling's points)
+    for c in candidates:
+        for path, scaling in c.measured:
+            if path == "replay" or path in DAILY_PATHS[c.architecture]:
+                kinds.setdefault(path, set()).add("one size" if scaling is None else scaling.over)
+    splits = []
+    for path, hows in kinds.items():
+        ways, named = sorted(hows), _PATH_NAMES.get(path, path)
+        if ways == ["one size"]:
+            splits.append(f"the {named} was measured at one size ({_ONE_SIZE.get(path, 'one run')})")
+        elif "one size" in ways:
+            splits.append(f"the {named} was split in some configurations and measured at one size in others")
+        else:
+            over = " or ".join("micro-batches" if w == MICRO_BATCHES else "runs" for w in ways)
+            splits.append(f"the {named} was split over its {over}")
+    if splits:
+        text += " In this report " + "; ".join(splits) + "."
+    text += (
+        " Per day: the paths run every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: streaming "
+        "job), each once a day, one line per event; a path measured at one size counts once a day at its cost on "
+        "this log, so that figure is a lower bound (“≥”, “at least”)."
+    )
+    return text
 
 
 def decide(report: Report | PipelineReport) -> Decision:
@@ -262,6 +331,7 @@ def decide(report: Report | PipelineReport) -> Decision:
         sentences=tuple(_sentence(next(c for c in candidates if c.key == k), shown_rate) for k in headline),
         curve=curve,
         advised=advised,
+        method=_method(candidates),
     )
 
 

@@ -30,7 +30,8 @@ def _table(header: list[str], rows: list[list[str]], align: list[str]) -> list[s
 
 
 def answer_lines(decision: Decision) -> list[str]:
-    """``## The answer``: the rule and its pick, the headline table, one sentence per architecture."""
+    """``## The answer``: the rule and its pick, the headline table, one sentence per architecture,
+    how the costs were measured."""
     header, rows = headline_table(decision)
     lines = ["## The answer", "", md_escape(decision.rule), ""]
     if rows and len(header) > 1:
@@ -41,7 +42,7 @@ def answer_lines(decision: Decision) -> list[str]:
         )
         lines.append("")
     lines += [f"- {md_escape(sentence)}" for sentence in decision.sentences]
-    return [*lines, ""]
+    return [*lines, "", md_escape(decision.method), ""]
 
 
 def render_markdown(report: Report) -> str:

@@ -17,8 +17,18 @@ fixed cost (start-up, the per-micro-batch overhead, the commits, which the steps
 
 ``per_line_stderr`` is the slope's standard error carried through the same conversion (``None``
 with fewer than three micro-batches). A line is a line of the log: an event, a duplicate, a
-dead letter or a heartbeat. A path measured at one size only (a batch over the whole log, a
-replay, a reconciliation) has no scaling: its fixed and per-line parts cannot be told apart.
+dead letter or a heartbeat.
+
+A path run whole (a batch) is timed as a whole: runs over different prefixes of the log (the
+nightly recomputes, a run over the first half of the segments) give one point each,
+``(lines read, CPU seconds)``, and a least-squares line over them is the split itself:
+
+    CPU seconds of a run = fixed_cpu_seconds + cpu_seconds_per_line × its lines
+
+with both parts kept at zero or above (a negative intercept: the line through the origin,
+``b = Σ n·c / Σ n²``; a falling line: all fixed, the runs' mean). Two runs give the line through
+both; ``per_line_stderr``, the slope's standard error, needs three. A path measured at one size
+only has no scaling: its fixed and per-line parts cannot be told apart.
 """
 
 from __future__ import annotations
@@ -27,25 +37,30 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["CostScaling", "fit_micro_batches", "MILLION"]
+__all__ = ["CostScaling", "fit_micro_batches", "fit_runs", "MICRO_BATCHES", "MILLION", "RUNS"]
 
 MILLION = 1_000_000
+MICRO_BATCHES, RUNS = "micro-batches", "runs"  # what a scaling's points are
 
 
 @dataclass(frozen=True)
 class CostScaling:
     """A path's CPU seconds as ``fixed_cpu_seconds + cpu_seconds_per_line × lines``, fitted over
-    ``micro_batches`` micro-batches that read ``lines`` lines in all (see the module docstring)."""
+    ``points`` of ``over`` (``MICRO_BATCHES`` of one run, or whole ``RUNS``) that read ``lines``
+    lines in all (see the module docstring)."""
 
     lines: int
-    micro_batches: int
+    points: int
     fixed_cpu_seconds: float
     cpu_seconds_per_line: float
     per_line_stderr: float | None = None
+    over: str = MICRO_BATCHES
 
     def __post_init__(self) -> None:
-        if self.lines <= 0 or self.micro_batches <= 0:
-            raise ValueError(f"a scaling needs lines and micro-batches, got {self.lines} and {self.micro_batches}")
+        if self.lines <= 0 or self.points <= 0:
+            raise ValueError(f"a scaling needs lines and points, got {self.lines} and {self.points}")
+        if self.over not in (MICRO_BATCHES, RUNS):
+            raise ValueError(f"over: {self.over!r} is not valid; valid: {MICRO_BATCHES}, {RUNS}")
         if self.cpu_seconds_per_line < 0 or self.fixed_cpu_seconds < 0:
             raise ValueError("a scaling's fixed and per-line costs are not negative")
 
@@ -84,8 +99,38 @@ def fit_micro_batches(cpu_seconds: float, batches: Sequence[tuple[int, float]]) 
         stderr = math.sqrt(residual / spread) * to_cpu
     return CostScaling(
         lines=lines,
-        micro_batches=len(batches),
+        points=len(batches),
         fixed_cpu_seconds=max(cpu_seconds - per_line * lines, 0.0),
         cpu_seconds_per_line=per_line,
         per_line_stderr=stderr,
+    )
+
+
+def fit_runs(runs: Sequence[tuple[int, float]]) -> CostScaling | None:
+    """The scaling of a path run whole at several sizes: a least-squares line over its runs
+    ``(lines read, CPU seconds)``, both parts at zero or above (the module docstring); ``None``
+    when the runs read fewer than two sizes."""
+    points = [(int(lines), float(seconds)) for lines, seconds in runs]
+    if len({n for n, _ in points}) < 2 or any(n < 0 or c < 0 for n, c in points):
+        return None
+    count = len(points)
+    mean_n, mean_c = sum(n for n, _ in points) / count, sum(c for _, c in points) / count
+    spread = sum((n - mean_n) ** 2 for n, _ in points)
+    slope = sum((n - mean_n) * (c - mean_c) for n, c in points) / spread
+    intercept = mean_c - slope * mean_n
+    if slope < 0:
+        slope, intercept = 0.0, mean_c
+    elif intercept < 0:
+        slope, intercept = sum(n * c for n, c in points) / sum(n * n for n, _ in points), 0.0
+    stderr = None
+    if count > 2:
+        residual = sum((c - intercept - slope * n) ** 2 for n, c in points) / (count - 2)
+        stderr = math.sqrt(residual / spread)
+    return CostScaling(
+        lines=sum(n for n, _ in points),
+        points=count,
+        fixed_cpu_seconds=intercept,
+        cpu_seconds_per_line=slope,
+        per_line_stderr=stderr,
+        over=RUNS,
     )

@@ -33,7 +33,7 @@ from .validation import SCALE
 
 __all__ = ["FORMAT", "to_json", "to_document", "report_from_json"]
 
-FORMAT = "lklab-compare-report/2"
+FORMAT = "lklab-compare-report/3"  # 3: a cost split names its points (micro-batches or runs)
 
 CONVENTIONS = {
     "exact_numbers": f"strings with {SCALE} decimal places (money, data-measured seconds, ratios, probabilities)",
