@@ -15,6 +15,12 @@ tables mean; what is the same is here:
   by an earlier comparison of that name removed), ``available_now``, with its cost, split into a
   fixed part and a part per line over its micro-batches (``lklab.report.scaling``);
 * ``timed``: any other path's run with its cost (``shared.compute_cost``);
+* ``batch_path``: Lambda's batch over the whole log with the batch path's cost, split into a
+  fixed part and a part per line by a line over the batch's runs at two sizes or more
+  (``lklab.report.scaling.fit_runs``; a run over the first half of the log first when the
+  comparison's own runs read one size only);
+* ``run_setting``: one stream setting's live stream, replay and reconciliation, the replay's
+  cost split over its own micro-batches where its rule times them (``StreamRuns.metrics``);
 * ``each_setting``: one measured stream per setting, progress labelled ``W=.. L=..``;
 * ``cost_scope``: which processes the costs count.
 """
@@ -24,16 +30,17 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
 from lklab.report.model import Configuration, PathCost
-from lklab.report.scaling import fit_micro_batches
+from lklab.report.scaling import fit_micro_batches, fit_runs
+from shared import catalog
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
@@ -46,6 +53,7 @@ __all__ = [
     "Comparing",
     "SettingRun",
     "StreamRuns",
+    "batch_path",
     "cost_scope",
     "each_setting",
     "live_run",
@@ -162,15 +170,64 @@ def live_run(
 
 def _micro_batches(stream: object) -> list[tuple[int, float]]:
     """``(input lines, step seconds)`` of each micro-batch a live stream committed, from its
-    metrics table; none when it has no such table or its table times no step."""
+    metrics table; none when it has no such table."""
     rule, tables = getattr(stream, "rule", None), getattr(stream, "tables", None)
     metrics = getattr(rule, "metrics", None)
-    if metrics is None or tables is None or not tables.exists(stream.table(metrics)):
+    if metrics is None or tables is None:
         return []
-    rows = tables.read_arrow(stream.table(metrics))
+    return _timed_batches(tables, stream.table(metrics))
+
+
+def _timed_batches(tables: Tables, metrics: str) -> list[tuple[int, float]]:
+    """``(input lines, step seconds)`` of each micro-batch in the metrics table ``metrics``; none
+    when it does not exist or times no step."""
+    if not tables.exists(metrics):
+        return []
+    rows = tables.read_arrow(metrics)
     if not {"input_lines", "duration_seconds"} <= set(rows.column_names):
         return []
     return list(zip(rows["input_lines"].to_pylist(), rows["duration_seconds"].to_pylist()))
+
+
+class MeasuredBatch(Protocol):
+    """What a batch run says of itself: the last segment and the lines it read, what it cost."""
+
+    last_segment: int
+    lines: int
+    wall_seconds: float
+    cpu_seconds: float
+
+
+R = TypeVar("R", bound=MeasuredBatch)
+
+
+def batch_path(
+    last: int, run: Callable[[int | None], R], progress: Progress, earlier: Sequence[R] = ()
+) -> tuple[R, PathCost]:
+    """Lambda's batch over the whole log of ``last`` segments (``run(None)``) and the batch
+    path's cost: the ``earlier`` recomputes' (Lambda's own, inside the log) and this run's, each
+    as the run measured itself, with their CPU split by a line over every run's lines (``fit_runs``).
+
+    When no earlier run read fewer segments than the whole log, the runs would give one size:
+    ``run(last // 2)`` over the first half of the segments goes first, a measurement in the fit
+    only, never in the path's cost (Lambda would not run it). A log of one segment has no such
+    half: its batch stays unsplit."""
+    points = [(r.lines, r.cpu_seconds) for r in earlier]
+    half = last // 2
+    if half >= 1 and not any(r.last_segment < last for r in earlier):
+        progress(f"batch over segments 1..{half}: a second size to split the batch's cost (a measurement only)")
+        measured = run(half)
+        points.append((measured.lines, measured.cpu_seconds))
+    progress("batch recompute: the truth from the complete log")
+    whole = run(None)
+    points.append((whole.lines, whole.cpu_seconds))
+    lambdas = [*earlier, whole]
+    return whole, PathCost(
+        "batch",
+        sum(r.cpu_seconds for r in lambdas),
+        sum(r.wall_seconds for r in lambdas),
+        scaling=fit_runs(points),
+    )
 
 
 @dataclass(frozen=True)
@@ -178,12 +235,15 @@ class StreamRuns:
     """How one pipeline's comparison runs a stream setting: ``live(spark, config, **options)``
     (its live stream), ``replay(spark, config, name)`` (a Kappa replay into ``kappa/<name>/``),
     ``rows(tables, prefix)`` (a set of rows per table, batch ids left out, to check the two
-    agree) and ``reconcile(spark, config, against, name)`` (the live stream against the truth)."""
+    agree) and ``reconcile(spark, config, against, name)`` (the live stream against the truth);
+    ``metrics``: the stream's metrics table, whose micro-batches in the replay split its cost
+    (``fit_micro_batches``) where they are timed at two sizes or more."""
 
     live: Callable[..., object]
     replay: Callable[[SparkSession, LabConfig, str], object]
     rows: Callable[[Tables, str], dict[str, set]]
     reconcile: Callable[[SparkSession, LabConfig, str, str], Any]
+    metrics: catalog.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +272,9 @@ def run_setting(on: Comparing, setting: Setting, step: Progress, runs: StreamRun
     step("full replay")
     _, replay_cost = timed(config, "replay", lambda: runs.replay(spark, run_config, f"{name}-replay"))
     replayed = replay_prefix(f"{name}-replay")
+    if runs.metrics is not None:
+        batches = _timed_batches(tables, runs.metrics.at(replayed))
+        replay_cost = dataclasses.replace(replay_cost, scaling=fit_micro_batches(replay_cost.cpu_seconds, batches))
     ours, theirs = runs.rows(tables, live), runs.rows(tables, replayed)
     for table in ours:
         if ours[table] != theirs[table]:

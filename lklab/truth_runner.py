@@ -11,8 +11,8 @@ into the rows of each table (``TruthOutput``). ``run_truth`` runs it:
   (``SettingsConflict`` for tables built with others) and recorded on each once written;
 * an empty log refused (``RuntimeError`` naming ``lklab generate``, with ``--pipeline NAME``);
 * segments ``1..N`` read through Spark (``shared.log_source.raw_log``) into ``compute``: ``N``
-  the rule's ``position`` (where a rerun of the same rows read to before, say), else the log's
-  end now;
+  the ``last_segment`` asked (a prefix of the log), else the rule's ``position`` (where a rerun
+  of the same rows read to before, say), else the log's end now;
 * every table written with its rows, in the rule's order, with the table's columns in its order
   (Arrow rows also cast to its schema): replaced whole (``Replace()``, the default), each commit
   tagged ``(app_id, N)`` when the rule has an ``app_id`` (a rerun at the same position then
@@ -136,17 +136,25 @@ class TruthRun:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
 
+    @property
+    def lines(self) -> int:
+        """The lines of the log it read (the rule's ``lines`` figure)."""
+        return self.figures["lines"]
 
-def run_truth(spark: SparkSession, config: LabConfig, rule: TruthRule, **options: Any) -> TruthRun:
-    """Write ``rule``'s tables with its truth over the log (one batch at a time per lake);
-    ``options`` go to the rule's ``position``, ``compute`` and ``recorded``."""
+
+def run_truth(
+    spark: SparkSession, config: LabConfig, rule: TruthRule, *, last_segment: int | None = None, **options: Any
+) -> TruthRun:
+    """Write ``rule``'s tables with its truth over segments ``1..last_segment`` (default: the
+    rule's position, else the whole log), one batch at a time per lake; ``options`` go to the
+    rule's ``position``, ``compute`` and ``recorded``."""
     lake = str(Path(config.lake).resolve())
     with writer(lake, rule.writer_role), hold(lake, rule.tables_lock, wait=True):
         tables = Tables(spark, lake, config.table_engine)
         settings = rule.settings(config)
         names = [table.name for table in rule.tables]
         require(tables, names, settings)
-        last = rule.position(tables, **options)
+        last = rule.position(tables, **options) if last_segment is None else last_segment
         last = EventLog(lake).last_segment() if last is None else last
         if last == 0:
             raise RuntimeError(f"the log under {lake} is empty: run '{command_line(rule.pipeline, 'generate')}' first")

@@ -18,6 +18,7 @@ from lklab.pipelines.billing_windows.generator import EPOCH_START, GeneratorPara
 from lklab.pipelines.billing_windows.truth import truth_windows
 from lklab.report import ErrorPoint, report_from_json, write_report
 from lklab.report.arrival import nearest_rank
+from lklab.report.scaling import fit_runs
 from shared.config import load_config
 from shared.events import UTC_MICROS
 from shared.speed import StreamSettings, stream_step
@@ -404,6 +405,11 @@ def test_late_costs_and_state_match_the_tables(spark, compared):
     batches = rows(tables, "batch_runs")
     assert len(batches) == 2 and [b["last_segment"] for b in sorted(batches, key=lambda b: b["run_number"])][0] == 3
     assert lam.cost("batch").cpu_seconds == pytest.approx(sum(b["cpu_seconds"] for b in batches))
+    # the recompute at midnight (segments 1..3) and the one over the whole log: two sizes, split over both
+    in_order = sorted(batches, key=lambda b: b["run_number"])
+    assert lam.cost("batch").scaling == fit_runs([(b["lines"], b["cpu_seconds"]) for b in in_order])
+    assert lam.cost("batch").scaling.points == 2
+    assert lam.cost("reconciliation").scaling is None and kap.cost("replay").scaling is None  # one size each
     assert [c.path for c in lam.costs] == ["speed", "batch", "reconciliation"] and [c.path for c in kap.costs] == [
         "streaming",
         "replay",

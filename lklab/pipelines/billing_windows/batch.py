@@ -40,7 +40,7 @@ LINES_APP = "batch-lines"  # the line tables' commits, tagged with the last segm
 
 class BillingTruth(TruthRule):
     """Billing's batch: windowed sums for the days asked (``days``), from the position they were
-    computed from before (``refresh``: the log's end; ``last_segment``: that one)."""
+    computed from before (``refresh``: the log's end; the runner's ``last_segment``: that one)."""
 
     pipeline = "billing_windows"
     tables = (BATCH_TRUTH, BATCH_DEAD_LETTER, BATCH_DUPLICATES)
@@ -48,10 +48,8 @@ class BillingTruth(TruthRule):
     def settings(self, config: LabConfig) -> dict[str, str]:
         return batch_settings(config)  # the windows, and which lines are dead letters
 
-    def position(self, tables: Tables, *, days: DayRange, refresh: bool, last_segment: int | None) -> int | None:
-        if last_segment is None and not refresh:
-            return recorded_position(tables, days)
-        return last_segment
+    def position(self, tables: Tables, *, days: DayRange, refresh: bool) -> int | None:
+        return None if refresh else recorded_position(tables, days)
 
     def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig, *, days: DayRange, **_) -> TruthOutput:
         parsed = (

@@ -22,7 +22,10 @@ which was processed before ``M``; none complete: no run) and the recompute lands
 then on Lambda serves its rows for every window starting before ``M``. The last recompute is at
 the first midnight after both the log's last line and every window's start; it reads the whole
 log and is the batch truth every configuration is measured against. All Lambda figures use this
-one rule (``lklab.pipelines.billing_windows.measure.with_nightly_batches``).
+one rule (``lklab.pipelines.billing_windows.measure.with_nightly_batches``). The batch's cost is
+split into a fixed part and a part per line over these runs' sizes; a log without a recompute
+inside it runs the batch once more first, over its first half, to measure a second size (not
+counted in Lambda's cost: ``lklab.comparison_runs.batch_path``).
 
 **Processing-time windows** (the naive baseline): the batch's first copies of every event, each
 counted at once in the window its processing time falls in (``shared.clock`` gives every line's
@@ -46,6 +49,7 @@ from pyspark.sql import SparkSession
 from lklab.comparison_runs import (
     Comparing,
     ComparisonPlan,
+    batch_path,
     cost_scope,
     each_setting,
     live_run,
@@ -67,6 +71,7 @@ from lklab.report import (
     Report,
     StreamRun,
 )
+from shared.batch_runs import BatchRun
 from shared.catalog import (
     BATCH_DUPLICATES,
     BATCH_TRUTH,
@@ -117,11 +122,12 @@ def _clocked_log(spark: SparkSession, config: LabConfig, lake: str, last: int, s
     return _Log(clocked.events, segments[last_lines], processing[last_lines], int(stamped[0]), int(stamped[-1]))
 
 
-def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log: _Log, progress: Progress):
+def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log: _Log, last: int, progress: Progress):
     """Lambda's recomputes at the midnights inside the log, then the one over the whole log.
 
     Returns the landings ``(midnight, rows)`` of the runs inside the log, the run over the whole
-    log, and the cost of all of them."""
+    log, and the cost of all of them, split over the runs' sizes (``comparison_runs.batch_path``:
+    with no recompute inside the log, a run over its first half measures the second size)."""
     first_event = int(log.events["event_time"].cast(pa.int64()).to_numpy().min()) if log.events.num_rows else log.first
     first_day = measure.to_utc(first_event - getattr(config.window, "size", 0)).date()
     landings, runs = [], []
@@ -138,9 +144,13 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
         runs.append(run_batch(spark, config, days, last_segment=int(complete[-1])))
         rows = measure.rows_of(days.select(tables.read_arrow(BATCH_TRUTH.name)))
         landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
-    progress("batch recompute: the truth from the complete log")
-    final = run_batch(spark, config, refresh=True)
-    cost = PathCost("batch", sum(r.cpu_seconds for r in [*runs, final]), sum(r.wall_seconds for r in [*runs, final]))
+
+    def recompute(last_segment: int | None) -> BatchRun:
+        if last_segment is None:
+            return run_batch(spark, config, refresh=True)
+        return run_batch(spark, config, last_segment=last_segment)
+
+    final, cost = batch_path(last, recompute, progress, runs)
     return landings, final, cost
 
 
@@ -213,7 +223,7 @@ def run_comparison(
     configurations, tables, last = plan.configurations(), on.tables, on.last
 
     log = _clocked_log(spark, config, on.lake, last, StreamSettings.of(config))
-    landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, progress)
+    landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, last, progress)
     truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)
 

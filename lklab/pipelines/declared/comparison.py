@@ -1,7 +1,8 @@
 """``lklab compare --pipeline NAME`` on a declared pipeline: Lambda and Kappa on the user's own log.
 
-**Runs.** The batch truth once, over the complete log (``truth.DeclaredTruth`` through the
-truth runner). Then every stream setting the sweep needs — ``(W, 0)`` for Lambda's speed layer,
+**Runs.** The batch truth over the complete log (``truth.DeclaredTruth`` through the truth
+runner), after a run over its first half that measures the batch's cost at a second size
+(``comparison_runs.batch_path``). Then every stream setting the sweep needs — ``(W, 0)`` for Lambda's speed layer,
 ``(W, L)`` for each Kappa configuration — twice: live (the declaration's stream at that setting,
 ``segments_per_batch`` segments per micro-batch, into ``kappa/<plan>-w<W>-l<L>/``) and as a
 replay on the executors (``kappa/<plan>-w<W>-l<L>-replay/``). The rule is cut-independent, so
@@ -96,6 +97,7 @@ def _stream_runs(d: Declaration) -> comparison_runs.StreamRuns:
         ),
         rows=lambda tables, prefix: {table.name: _rows(tables, prefix, table) for table in compared},
         reconcile=lambda spark, config, against, _: reconcile_declared(spark, config, at_setting(d, config), against),
+        metrics=t.stream_metrics,
     )
 
 
@@ -246,8 +248,9 @@ def run_declared_comparison(
         spark, config, plan, f"append your lines with 'lklab ingest --pipeline {d.name} FILE...' first"
     )
     configurations, tables = plan.configurations(), on.tables
-    progress("batch truth from the complete log")
-    batch, batch_cost = comparison_runs.timed(config, "batch", lambda: run_truth(spark, config, DeclaredTruth(d)))
+    batch, batch_cost = comparison_runs.batch_path(
+        on.last, lambda last: run_truth(spark, config, DeclaredTruth(d), last_segment=last), progress
+    )
     progress("the log parsed in the driver, on its own clock")
     log = ParsedLog.read(spark, d, on.lake, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}

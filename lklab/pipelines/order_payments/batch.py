@@ -53,7 +53,8 @@ PAYMENTS_BATCH_LOCK = truth_lock(
 @dataclass(frozen=True)
 class PaymentsBatchRun:
     """What one batch run read and decided. ``lines == orders + payments + duplicates +
-    dead_letters + heartbeats`` (``conserved``); ``orders`` and ``payments`` are first copies."""
+    dead_letters + heartbeats`` (``conserved``); ``orders`` and ``payments`` are first copies;
+    what it cost (seconds, ``shared.compute_cost``)."""
 
     last_segment: int
     lines: int
@@ -65,6 +66,8 @@ class PaymentsBatchRun:
     duplicates: int
     dead_letters: int
     heartbeats: int
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def conserved(self) -> bool:
@@ -119,7 +122,10 @@ class PaymentsTruth(TruthRule):
         return TruthOutput(rows, lambda tables: figures, persisted=(parsed, marked))
 
 
-def run_payments_batch(spark: SparkSession, config: LabConfig) -> PaymentsBatchRun:
-    """Recompute the join's truth from the whole log; one run per lake at a time (``LockHeld``)."""
-    run = run_truth(spark, config, PaymentsTruth())
-    return PaymentsBatchRun(last_segment=run.last_segment, **run.figures)
+def run_payments_batch(spark: SparkSession, config: LabConfig, last_segment: int | None = None) -> PaymentsBatchRun:
+    """Recompute the join's truth from segments ``1..last_segment`` (default: the whole log); one
+    run per lake at a time (``LockHeld``)."""
+    run = run_truth(spark, config, PaymentsTruth(), last_segment=last_segment)
+    return PaymentsBatchRun(
+        last_segment=run.last_segment, **run.figures, wall_seconds=run.wall_seconds, cpu_seconds=run.cpu_seconds
+    )

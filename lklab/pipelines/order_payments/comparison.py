@@ -1,6 +1,8 @@
 """``lklab compare --pipeline order_payments``: Lambda and Kappa on one order/payment log.
 
-**Runs.** The batch truth once, over the complete log (``run_payments_batch``). Then, per stream
+**Runs.** The batch truth over the complete log (``run_payments_batch``), after a run over its
+first half that measures the batch's cost at a second size (``comparison_runs.batch_path``).
+Then, per stream
 setting ``(W, L)`` (watermark delay, allowed lateness), the stream twice: live
 (``run_payments_speed``, ``segments_per_batch`` segments per micro-batch, into
 ``kappa/<plan>-w<W>-l<L>/``) and as a replay (``lklab.replay_runner.replay_on_executors`` into
@@ -137,6 +139,7 @@ _RUNS = comparison_runs.StreamRuns(
     replay=lambda spark, config, name: replay_on_executors(spark, config, PAYMENTS_RULE, name, replace=True),
     rows=_row_sets,
     reconcile=lambda spark, config, against, name: reconcile_payments(spark, config, against=against, run=name),
+    metrics=PAYMENTS_STREAM_METRICS,
 )
 
 
@@ -197,8 +200,9 @@ def run_payments_comparison(
     """Run every configuration of ``plan`` over ``config.lake``'s order/payment log and measure them."""
     on = comparison_runs.Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
     configurations, tables = plan.configurations(), on.tables
-    progress("batch truth from the complete log")
-    batch, batch_cost = comparison_runs.timed(config, "batch", lambda: run_payments_batch(spark, config))
+    batch, batch_cost = comparison_runs.batch_path(
+        on.last, lambda last: run_payments_batch(spark, config, last), progress
+    )
     raw = (
         raw_log(spark, on.lake, on.last, max_line_bytes=config.max_line_bytes)
         .toArrow()

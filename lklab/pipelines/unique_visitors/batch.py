@@ -107,9 +107,10 @@ class VisitorsTruth(TruthRule):
         return TruthOutput(rows, figures, persisted=(parsed, marked, members))
 
 
-def run_visitors_batch(spark: SparkSession, config: LabConfig) -> VisitorsBatchRun:
-    """Recompute the ``unique_visitors`` truth from the whole log (one batch at a time per lake)."""
-    run = run_truth(spark, config, VisitorsTruth())
+def run_visitors_batch(spark: SparkSession, config: LabConfig, last_segment: int | None = None) -> VisitorsBatchRun:
+    """Recompute the ``unique_visitors`` truth from segments ``1..last_segment`` (default: the
+    whole log), one batch at a time per lake."""
+    run = run_truth(spark, config, VisitorsTruth(), last_segment=last_segment)
     return VisitorsBatchRun(
         last_segment=run.last_segment, **run.figures, wall_seconds=run.wall_seconds, cpu_seconds=run.cpu_seconds
     )

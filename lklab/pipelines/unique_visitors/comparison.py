@@ -1,6 +1,8 @@
 """``lklab compare --pipeline unique_visitors``: Lambda and Kappa on one page-view log.
 
-**Runs.** The batch truth once, over the complete log (``run_visitors_batch``). Then every
+**Runs.** The batch truth over the complete log (``run_visitors_batch``), after a run over
+its first half that measures the batch's cost at a second size (``comparison_runs.batch_path``).
+Then every
 stream setting the sweep needs — ``(W, 0)`` for Lambda's speed layer, ``(W, L)`` for each Kappa
 configuration — twice: live (``run_visitors_speed``, ``segments_per_batch`` segments per
 micro-batch, into ``kappa/<plan>-w<W>-l<L>/``: its cost is the stream's, its metrics give the
@@ -53,7 +55,6 @@ from lklab.pipelines.unique_visitors.tables import (
     VISITORS_TRUTH,
     VISITORS_WINDOWS,
 )
-from lklab.report.model import PathCost
 from lklab.report.pipeline_model import LogSummary, PipelineReport, StateSize, StreamCheck
 from lklab.served_outputs import timelines
 from shared.catalog import replay_prefix
@@ -105,6 +106,7 @@ _RUNS = comparison_runs.StreamRuns(
     replay=lambda spark, config, name: replay_visitors(spark, config, name, replace=True),
     rows=lambda tables, prefix: {table.name: _rows(tables, prefix, table, *drop) for table, drop in _DROPPED},
     reconcile=lambda spark, config, against, _: reconcile_visitors(spark, config, against=against),
+    metrics=VISITORS_STREAM_METRICS,
 )
 
 
@@ -256,8 +258,9 @@ def run_visitors_comparison(
     config = dataclasses.replace(config, state_ttl=parse_duration(ttls[0]))
     on = dataclasses.replace(on, config=config)  # every run at the TTL measured
     configurations, tables = plan.configurations(), on.tables
-    progress("batch truth from the complete log")
-    batch = run_visitors_batch(spark, config)
+    batch, batch_cost = comparison_runs.batch_path(
+        on.last, lambda last: run_visitors_batch(spark, config, last), progress
+    )
     batches = _micro_batches(_parsed_log(spark, config, on.lake), plan.segments_per_batch, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
     sizes = []
@@ -290,6 +293,5 @@ def run_visitors_comparison(
         "state_sizes": tuple(sizes),
         "cost_scope": comparison_runs.cost_scope(config),
     }
-    batch_cost = PathCost("batch", batch.cpu_seconds, batch.wall_seconds)
     report = lambda: assessed_report(plan, outputs, streams, batch_cost, log_end, described)
     return on.measured(progress, report)
