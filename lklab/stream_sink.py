@@ -156,7 +156,8 @@ class StreamSink:
                 self.tables.overwrite(name, rows, app_id=self.app_id, version=batch_id)
             elif rows.num_rows or not self.tables.exists(name):
                 if entry.write == APPEND:
-                    self.tables.append(name, rows, app_id=self.app_id, version=batch_id)
+                    added = bool(entry.table.added)  # a table written before its newer columns takes them
+                    self.tables.append(name, rows, app_id=self.app_id, version=batch_id, add_columns=added)
                 else:
                     self._merge(name, entry.keys, rows, batch_id)
 

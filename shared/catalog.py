@@ -64,11 +64,13 @@ def tables_root(lake: str | Path) -> Path:
 class Table:
     """One table of the lake: ``name`` under ``tables_root``; ``rows``: where the Arrow schema
     of its rows is defined (``"module:NAME"``, with ``without`` columns dropped), imported when
-    asked for."""
+    asked for. ``added``: columns of the schema added after tables were first written with it;
+    a table written before takes them on at its next append, its older rows null there."""
 
     name: str
     rows: str
     without: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
 
     @property
     def schema(self) -> pa.Schema:

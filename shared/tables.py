@@ -124,18 +124,23 @@ class Tables:
         app_id: str,
         version: int,
         partition_by: list[str] | None = None,
+        add_columns: bool = False,
     ) -> bool:
-        """Append ``rows`` once per ``(app_id, version)``; return False when already committed."""
+        """Append ``rows`` once per ``(app_id, version)``; return False when already committed.
+        ``add_columns``: a column of ``rows`` the table lacks is added to it (its older rows
+        null there) instead of refused."""
         if self.already_committed(name, app_id, version):
             return False
         if self.engine == "delta-spark":
             writer = self._frame(rows).write.format("delta").mode("append")
             writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+            if add_columns:
+                writer = writer.option("mergeSchema", "true")
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
             writer.save(str(self.path(name)))
             return True
-        if isinstance(rows, DataFrame) and not partition_by:
+        if isinstance(rows, DataFrame) and not partition_by and not add_columns:
             self._commit_files(name, rows, None, _txn(app_id, version), replace=False)
             return True
         write_deltalake(
@@ -143,6 +148,7 @@ class Tables:
             _arrow(rows),
             mode="append",
             partition_by=partition_by,
+            schema_mode="merge" if add_columns else None,
             commit_properties=_txn(app_id, version),
         )
         return True

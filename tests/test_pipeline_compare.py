@@ -339,6 +339,20 @@ def test_visitors_log_truth_and_the_end(visitors):
 
 
 @pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
+def test_visitors_costs_split_over_runs_and_micro_batches(visitors):
+    report, _ = visitors
+    lambda_, kappa, _ = report.results
+    # the batch over segments 1..3 (3 lines), a measurement only, then over the whole log's 9 lines
+    batch = lambda_.cost("batch").scaling
+    assert (batch.over, batch.points, batch.lines) == ("runs", 2, 3 + 9)
+    # the live stream times each of its 7 micro-batches (1, 1, 1, 2, 2, 1 and 1 lines)
+    for stream in (lambda_.cost("speed"), kappa.cost("streaming")):
+        assert (stream.scaling.over, stream.scaling.points, stream.scaling.lines) == ("micro-batches", 7, 9)
+    # the replay walks about 64 MB of log a micro-batch: this log is one, one size
+    assert kappa.cost("replay").scaling is None and lambda_.cost("reconciliation").scaling is None
+
+
+@pytest.mark.slow  # the fixture runs 2 live streams and 2 replays
 def test_visitors_what_each_configuration_gets_wrong(visitors):
     report, _ = visitors
     lambda_, kappa, lenient = report.results
@@ -491,6 +505,20 @@ def test_payments_what_each_configuration_gets_wrong(payments):
     assert matched(kappa_late) == (D(240), D(600), D(600), 0)
     assert matched(lambda_) == (D(240), D(49080), D(49080), 0)
     assert (kappa.latency["unpaid"].max, kappa.latency["orphan"].max) == (D(3900), D(4440))
+
+
+def test_payments_costs_split_over_runs_and_micro_batches(payments):
+    for result in payments.results:
+        costs = {c.path: c for c in result.costs}
+        if result.configuration.architecture == "lambda":
+            # a run over segments 1..3 (3 lines), a measurement only, then the whole log's 10 lines
+            batch = costs["batch"].scaling
+            assert (batch.over, batch.points, batch.lines) == ("runs", 2, 3 + 10)
+            assert costs["reconciliation"].scaling is None  # one reconciliation per setting: one size
+        else:
+            # the replay walks one segment per micro-batch: 7 micro-batches of 1, 1, 1, 1, 1, 3 and 2 lines
+            replay = costs["replay"].scaling
+            assert (replay.over, replay.points, replay.lines) == ("micro-batches", 7, 10)
 
 
 def test_payments_state_rows(payments):

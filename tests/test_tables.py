@@ -1,7 +1,9 @@
 """Delta tables on disk through delta-rs: idempotent appends, predicate overwrite, time travel."""
 
+import pyarrow as pa
 import pytest
 
+from lklab.pipelines.unique_visitors.tables import VISITORS_STREAM_METRICS
 from shared.tables import TableNameError, Tables
 
 
@@ -197,3 +199,18 @@ def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
         (1, 2, "y"),
         (2, 1, "z"),
     ]
+
+
+def test_an_append_adds_a_column_the_table_lacks_only_when_asked(tables):
+    # a metrics table written before it had ``duration_seconds``, as an older lake holds it
+    older = pa.table({"batch_id": pa.array([0], pa.int64()), "input_lines": pa.array([3], pa.int64())})
+    newer = older.append_column("duration_seconds", pa.array([0.25])).set_column(0, "batch_id", pa.array([1]))
+    tables.append("stream_metrics", older, app_id="speed", version=0)
+    with pytest.raises(Exception, match="(?i)schema"):
+        tables.append("stream_metrics", newer, app_id="speed", version=1)
+    assert tables.append("stream_metrics", newer, app_id="speed", version=1, add_columns=True)
+    assert tables.read_arrow("stream_metrics").sort_by("batch_id").to_pylist() == [
+        {"batch_id": 0, "input_lines": 3, "duration_seconds": None},
+        {"batch_id": 1, "input_lines": 3, "duration_seconds": 0.25},
+    ]
+    assert VISITORS_STREAM_METRICS.added == ("duration_seconds",)  # the stream sink appends it so

@@ -31,6 +31,7 @@ rows.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,12 @@ class DeclaredBatch(StepRows[DeclaredState]):
         row = self.metrics.to_pylist()[0]
         watermark = row.pop("watermark")
         return {**{k: v for k, v in row.items() if k != "batch_id"}, "watermark": watermark and watermark.isoformat()}
+
+    def timed(self, seconds: float) -> DeclaredBatch:
+        """This batch with its metrics row's ``duration_seconds``: how long its step took."""
+        at = self.metrics.schema.get_field_index("duration_seconds")
+        column = pa.array([seconds], pa.float64())
+        return dataclasses.replace(self, metrics=self.metrics.set_column(at, "duration_seconds", column))
 
 
 def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch_id: int) -> DeclaredBatch:
@@ -163,6 +170,7 @@ def declared_step(d: Declaration, parsed: pa.Table, before: DeclaredState, batch
         **counts,
         "watermark": None if after == NO_TIME else after,
         "watermark_lag_seconds": None if NO_TIME in (after, processing) else (processing - after) / 1e6,
+        "duration_seconds": None,  # the stream times its step (``DeclaredBatch.timed``)
     }
     return DeclaredBatch(
         windows=changes,

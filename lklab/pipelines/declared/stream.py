@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from functools import partial
 from typing import Any
 
@@ -99,6 +100,7 @@ def _read(d: Declaration, parsed: pa.Table, config: LabConfig) -> pa.Table:
 
 def _step(d: Declaration, parsed: pa.Table, state: DeclaredState, settings: Any, batch_id: int, started: float):
     batch = declared_step(d, parsed, state, batch_id)
+    batch = batch.timed(time.monotonic() - started)
     t = tables_of(d)
     rows = {
         t.dead_letter: batch.dead_letters,

@@ -16,7 +16,9 @@ declaration (its keys and measures) instead of imported from a module. For a pip
 ``NAME_duplicates``            later copies of an event id, with the raw line and where its
                                first copy is
 ``NAME_dead_letter``           lines the declaration refuses (the raw line, the reason)
-``NAME_stream_metrics``        one row per micro-batch (``lklab health`` reads it)
+``NAME_stream_metrics``        one row per micro-batch (``lklab health`` reads it), with
+                               ``duration_seconds``, the step's time (added later: an
+                               older table takes the column at its next micro-batch)
 ``NAME_stream_state``          the open windows (or held sessions), the ids remembered and the
                                log's clock
 ``NAME_truth``                 the batch truth: the windows' rows over the whole log
@@ -161,6 +163,7 @@ def metrics_schema(d: Declaration) -> pa.Schema:
             *(pa.field(name, pa.int64()) for name in METRIC_COUNTS),
             pa.field("watermark", UTC_MICROS),
             pa.field("watermark_lag_seconds", pa.float64()),
+            pa.field("duration_seconds", pa.float64()),
         ]
     )
 
@@ -213,15 +216,15 @@ class DeclaredTables:
 def tables_of(d: Declaration) -> DeclaredTables:
     """The tables of the pipeline ``d`` declares."""
 
-    def table(role: str, schema: pa.Schema) -> DeclaredTable:
-        return DeclaredTable(table_name(d.name, role), f"declared:{d.name}", arrow=schema)
+    def table(role: str, schema: pa.Schema, added: tuple[str, ...] = ()) -> DeclaredTable:
+        return DeclaredTable(table_name(d.name, role), f"declared:{d.name}", added=added, arrow=schema)
 
     return DeclaredTables(
         windows=table("windows", window_schema(d)),
         late=table("late", late_schema(d)),
         duplicates=table("duplicates", duplicate_schema(d)),
         dead_letter=table("dead_letter", DEAD_LETTER_SCHEMA),
-        stream_metrics=table("stream_metrics", metrics_schema(d)),
+        stream_metrics=table("stream_metrics", metrics_schema(d), added=("duration_seconds",)),
         stream_state=table("stream_state", state_schema(d)),
         truth=table("truth", window_schema(d)),
         batch_duplicates=table("batch_duplicates", _without_batch(duplicate_schema(d))),

@@ -3,6 +3,9 @@
 Every line of a batch is exactly one of: a first copy of a view (``views``), a ``duplicate``, a
 ``dead_letter`` or a ``heartbeat``, so ``input_lines = views + duplicates + dead_letters +
 heartbeats``. A view's (view, window) pairs are ``new_urls + repeats + late_pairs``.
+``duration_seconds``: from the start of the batch until its rows were ready to commit (in a
+replay, the executor task's time for that micro-batch; null in rows written before it was
+recorded).
 ``last_segment`` of the latest row is how far the stream has read the log (a reconciliation's
 ``read_through``). Watermarks are UTC timestamps (null: not known yet).
 """
@@ -28,15 +31,16 @@ _COUNTS = (
     "late_pairs",
     "state_entries",
 )
-VISITOR_METRICS_SCHEMA = metrics_schema(_COUNTS)
+VISITOR_METRICS_SCHEMA = metrics_schema(_COUNTS, pa.field("duration_seconds", pa.float64()))
 
 
 def _sum(table: pa.Table, column: str) -> int:
     return int(pc.sum(table[column]).as_py() or 0) if table.num_rows else 0
 
 
-def visitor_metrics_row(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> pa.Table:
-    """The metrics row of micro-batch ``batch_id`` (``parsed``: its lines, ``step``: where they went)."""
+def visitor_metrics_row(batch_id: int, parsed: pa.Table, step: VisitorBatch, seconds: float | None) -> pa.Table:
+    """The metrics row of micro-batch ``batch_id`` (``parsed``: its lines, ``step``: where they
+    went, ``seconds``: how long it took)."""
     return metrics_row(
         VISITOR_METRICS_SCHEMA,
         batch_id,
@@ -47,4 +51,5 @@ def visitor_metrics_row(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> 
         repeats=_sum(step.outcomes, "repeats"),
         late_pairs=_sum(step.outcomes, "late_pairs"),
         state_entries=step.state_entries,
+        duration_seconds=seconds,
     )

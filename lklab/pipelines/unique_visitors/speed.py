@@ -25,6 +25,8 @@ Always on (without ``available_now``), it appends a heartbeat to a log quiet for
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -93,15 +95,18 @@ LAYOUT = stream_layout(VISITORS_SPEED_TABLES, merged={VISITORS_WINDOWS: WINDOW_K
 COMMIT_ORDER = tuple(entry.table for entry in LAYOUT)
 
 
-def batch_rows(batch_id: int, parsed: pa.Table, step: VisitorBatch) -> dict[catalog.Table, pa.Table]:
-    """What micro-batch ``batch_id`` commits to each table (``parsed``: the lines it read)."""
+def batch_rows(
+    batch_id: int, parsed: pa.Table, step: VisitorBatch, seconds: float | None
+) -> dict[catalog.Table, pa.Table]:
+    """What micro-batch ``batch_id`` commits to each table (``parsed``: the lines it read,
+    ``seconds``: how long its step took)."""
     return {
         VISITORS_DEAD_LETTER: step.dead_letters,
         VISITORS_DUPLICATES: step.duplicates,
         VISITORS_LATE_EVENTS: step.late,
         VISITORS_MEMBERS: step.members,
         VISITORS_WINDOWS: step.windows,
-        VISITORS_STREAM_METRICS: visitor_metrics_row(batch_id, parsed, step),
+        VISITORS_STREAM_METRICS: visitor_metrics_row(batch_id, parsed, step, seconds),
         VISITORS_SEEN: seen_table(step.state, batch_id),
         VISITORS_STATE: state_table(step.state),
     }
@@ -123,7 +128,7 @@ def _step(
         "dead_letters": step.dead_letters.num_rows,
         "state_entries": step.state_entries,
     }
-    return StepOutput(batch_rows(batch_id, parsed, step), step.state, logged)
+    return StepOutput(batch_rows(batch_id, parsed, step, time.monotonic() - started), step.state, logged)
 
 
 def _holds_open(state: VisitorState, settings: VisitorSettings) -> bool:

@@ -55,9 +55,12 @@ VISITORS_TRUTH = Table(
 VISITORS_CORRECTED = Table(
     "visitors_corrected", "lklab.pipelines.unique_visitors.reconcile_rule:CORRECTED_SCHEMA"
 )  # per stream: served, corrected, truth and verdict per window
-# Per micro-batch: the segments read and where the lines went (a reconciliation's read-through).
+# Per micro-batch: the segments read, where the lines went (a reconciliation's read-through) and
+# the step's time (added later: an older lake's table takes the column at its next micro-batch).
 VISITORS_STREAM_METRICS = Table(
-    "visitors_stream_metrics", "lklab.pipelines.unique_visitors.metrics:VISITOR_METRICS_SCHEMA"
+    "visitors_stream_metrics",
+    "lklab.pipelines.unique_visitors.metrics:VISITOR_METRICS_SCHEMA",
+    added=("duration_seconds",),
 )
 # Each user's URLs seen within the state TTL, as of the last micro-batch (rewritten every batch).
 VISITORS_SEEN = Table("visitors_seen", "lklab.pipelines.unique_visitors.state:SEEN_TABLE_SCHEMA")
