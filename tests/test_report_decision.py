@@ -201,6 +201,15 @@ def test_the_method_says_how_each_path_was_measured_and_the_replays_split():
     assert decision.sentences[1].endswith(
         "a full replay of this log took 20.1 CPU s (12.1 s fixed + 8,050.0 s per million lines)."
     )
+    assert "line falls" not in decision.method  # every split here grows with the lines
+    falling = _with_costs(report, "lambda-w10s-l0", batch=fit_runs([(1_000, 5.0), (3_000, 4.0)]))
+    assert (
+        decide(falling).method.count(
+            " Where a line falls (the smaller runs or micro-batches cost as much or more, e.g. a path's first run "
+            "paying the session's warm-up), the path counts as all fixed: here the nightly batch in 1 of "
+        )
+        == 1
+    )
     assert decision.method in html.unescape(render_html(report))
     assert "the nightly batch was split over its runs" in render_markdown(report)
 

@@ -263,6 +263,18 @@ def _method(candidates: list[Candidate]) -> str:
             splits.append(f"the {named} was split over its {over}")
     if splits:
         text += " In this report " + "; ".join(splits) + "."
+    flat: dict[str, list[int]] = {}  # per path: [configurations where its line fell, configurations costing it]
+    for c in candidates:
+        for path, scaling in c.measured:
+            counts = flat.setdefault(path, [0, 0])
+            counts[0] += scaling is not None and scaling.cpu_seconds_per_line == 0
+            counts[1] += 1
+    fell = [f"the {_PATH_NAMES.get(p, p)} in {n} of {m}" for p, (n, m) in flat.items() if n]
+    if fell:
+        text += (
+            " Where a line falls (the smaller runs or micro-batches cost as much or more, e.g. a path's first run "
+            "paying the session's warm-up), the path counts as all fixed: here " + ", ".join(fell) + " configurations."
+        )
     text += (
         " Per day: the paths run every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: streaming "
         "job), each once a day, one line per event; a path measured at one size counts once a day at its cost on "
