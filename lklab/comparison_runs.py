@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -54,6 +56,7 @@ __all__ = [
     "SettingRun",
     "StreamRuns",
     "batch_path",
+    "warm_up",
     "cost_scope",
     "each_setting",
     "live_run",
@@ -202,24 +205,34 @@ R = TypeVar("R", bound=MeasuredBatch)
 
 
 def batch_path(
-    last: int, run: Callable[[int | None], R], progress: Progress, earlier: Sequence[R] = ()
+    config: LabConfig,
+    last: int,
+    run: Callable[[LabConfig, int | None], R],
+    progress: Progress,
+    earlier: Sequence[R] = (),
 ) -> tuple[R, PathCost]:
-    """Lambda's batch over the whole log of ``last`` segments (``run(None)``) and the batch
-    path's cost: the ``earlier`` recomputes' (Lambda's own, inside the log) and this run's, each
-    as the run measured itself, with their CPU split by a line over every run's lines (``fit_runs``).
+    """Lambda's batch over the whole log of ``last`` segments (``run(config, None)``) and the
+    batch path's cost: the ``earlier`` recomputes' (Lambda's own, inside the log) and this run's,
+    each as the run measured itself, with their CPU split by a line over every run's lines
+    (``fit_runs``).
 
     When no earlier run read fewer segments than the whole log, the runs would give one size:
-    ``run(last // 2)`` over the first half of the segments goes first, a measurement in the fit
-    only, never in the path's cost (Lambda would not run it). A log of one segment has no such
-    half: its batch stays unsplit."""
+    ``run(scratch, last // 2)`` over the first half of the segments goes first, a measurement in
+    the fit only, never in the path's cost (Lambda would not run it), in a scratch lake that
+    shares this lake's log (``measurement_lake``), so that this lake's tables stay as the whole
+    log's batch writes them. ``warm_up`` goes before it (and before any ``earlier`` run, the
+    caller's part), so that no run of the fit pays the session's warm-up. A log of one segment
+    has no such half: its batch stays unsplit."""
     points = [(r.lines, r.cpu_seconds) for r in earlier]
     half = last // 2
     if half >= 1 and not any(r.last_segment < last for r in earlier):
+        warm_up(config, run, progress)
         progress(f"batch over segments 1..{half}: a second size to split the batch's cost (a measurement only)")
-        measured = run(half)
+        with measurement_lake(config) as scratch:
+            measured = run(scratch, half)
         points.append((measured.lines, measured.cpu_seconds))
     progress("batch recompute: the truth from the complete log")
-    whole = run(None)
+    whole = run(config, None)
     points.append((whole.lines, whole.cpu_seconds))
     lambdas = [*earlier, whole]
     return whole, PathCost(
@@ -228,6 +241,28 @@ def batch_path(
         sum(r.wall_seconds for r in lambdas),
         scaling=fit_runs(points),
     )
+
+
+def warm_up(config: LabConfig, run: Callable[[LabConfig, int | None], object], progress: Progress) -> None:
+    """``run`` over the log's first segment in a scratch lake, measured by nothing: the session's
+    first batch plans, compiles and loads what every later one reuses, a cost no size of the
+    batch would otherwise share alike."""
+    progress("batch over segment 1: the session warmed up (measured by nothing)")
+    with measurement_lake(config) as scratch:
+        run(scratch, 1)
+
+
+@contextmanager
+def measurement_lake(config: LabConfig) -> Iterator[LabConfig]:
+    """``config`` on a scratch lake beside ``config.lake`` whose log is this lake's (a link, read
+    only: the measuring runs append nothing), removed afterwards with every table it got."""
+    lake = Path(config.lake).resolve()
+    scratch = Path(tempfile.mkdtemp(prefix=".measurement-", dir=lake))
+    try:
+        (scratch / "log").symlink_to(lake / "log", target_is_directory=True)
+        yield dataclasses.replace(config, lake=str(scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @dataclass(frozen=True)

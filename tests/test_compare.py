@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from decimal import Decimal as D
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -305,8 +306,10 @@ def test_configurations_runs_and_progress(spark, compared):
     lake, report, _, stages = compared
     tables = Tables(spark, lake, "deltalake")
     assert [r.configuration.key for r in report.results] == ["lambda-w20s-l0", "kappa-w20s-l10m", "processing-time"]
-    assert stages[0] == "nightly batch recompute at 2026-01-05 00:00Z: days to 2026-01-04, segments 1..3"
-    assert stages[1].startswith("batch recompute")
+    assert stages[0] == "batch over segment 1: the session warmed up (measured by nothing)"
+    assert stages[1] == "nightly batch recompute at 2026-01-05 00:00Z: days to 2026-01-04, segments 1..3"
+    assert stages[2].startswith("batch recompute")
+    assert not list(Path(lake).glob(".measurement-*"))  # the warm-up's scratch lake is gone
     assert any(s.startswith("[2/2] W=20s L=10m: live stream") and "left" in s for s in stages)
     for run in report.streams:
         live = f"kappa/t-w{run.watermark_delay}-l{run.allowed_lateness}/"

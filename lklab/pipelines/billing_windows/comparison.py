@@ -25,7 +25,8 @@ log and is the batch truth every configuration is measured against. All Lambda f
 one rule (``lklab.pipelines.billing_windows.measure.with_nightly_batches``). The batch's cost is
 split into a fixed part and a part per line over these runs' sizes; a log without a recompute
 inside it runs the batch once more first, over its first half, to measure a second size (not
-counted in Lambda's cost: ``lklab.comparison_runs.batch_path``).
+counted in Lambda's cost: ``lklab.comparison_runs.batch_path``); a run over the first segment,
+measured by nothing, warms the session before any measured run (``comparison_runs.warm_up``).
 
 **Processing-time windows** (the naive baseline): the batch's first copies of every event, each
 counted at once in the window its processing time falls in (``shared.clock`` gives every line's
@@ -55,6 +56,7 @@ from lklab.comparison_runs import (
     live_run,
     setting_config,
     timed,
+    warm_up,
 )
 from lklab.pipelines.billing_windows import measure
 from lklab.pipelines.billing_windows.agreement import require_same_rows
@@ -130,11 +132,18 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
     with no recompute inside the log, a run over its first half measures the second size)."""
     first_event = int(log.events["event_time"].cast(pa.int64()).to_numpy().min()) if log.events.num_rows else log.first
     first_day = measure.to_utc(first_event - getattr(config.window, "size", 0)).date()
+
+    def recompute(on: LabConfig, last_segment: int | None) -> BatchRun:
+        if last_segment is None:
+            return run_batch(spark, on, refresh=True)
+        return run_batch(spark, on, last_segment=last_segment)
+
+    inside = [(m, log.segments[log.segment_ends < m]) for m in midnights(log.first, log.last)]
+    inside = [(m, complete) for m, complete in inside if len(complete)]
+    if inside:
+        warm_up(config, recompute, progress)
     landings, runs = [], []
-    for midnight in midnights(log.first, log.last):
-        complete = log.segments[log.segment_ends < midnight]
-        if not len(complete):
-            continue
+    for midnight, complete in inside:
         day = measure.to_utc(midnight).date()
         days = DayRange(min(first_day, day - dt.timedelta(days=1)), day - dt.timedelta(days=1))
         progress(
@@ -145,12 +154,7 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
         rows = measure.rows_of(days.select(tables.read_arrow(BATCH_TRUTH.name)))
         landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
 
-    def recompute(last_segment: int | None) -> BatchRun:
-        if last_segment is None:
-            return run_batch(spark, config, refresh=True)
-        return run_batch(spark, config, last_segment=last_segment)
-
-    final, cost = batch_path(last, recompute, progress, runs)
+    final, cost = batch_path(config, last, recompute, progress, runs)
     return landings, final, cost
 
 

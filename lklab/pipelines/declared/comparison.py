@@ -249,7 +249,7 @@ def run_declared_comparison(
     )
     configurations, tables = plan.configurations(), on.tables
     batch, batch_cost = comparison_runs.batch_path(
-        on.last, lambda last: run_truth(spark, config, DeclaredTruth(d), last_segment=last), progress
+        config, on.last, lambda at, last: run_truth(spark, at, DeclaredTruth(d), last_segment=last), progress
     )
     progress("the log parsed in the driver, on its own clock")
     log = ParsedLog.read(spark, d, on.lake, on.last)

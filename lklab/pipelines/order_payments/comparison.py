@@ -201,7 +201,7 @@ def run_payments_comparison(
     on = comparison_runs.Comparing.start(spark, config, plan, "run 'lklab generate --pipeline order_payments' first")
     configurations, tables = plan.configurations(), on.tables
     batch, batch_cost = comparison_runs.batch_path(
-        on.last, lambda last: run_payments_batch(spark, config, last), progress
+        config, on.last, lambda at, last: run_payments_batch(spark, at, last), progress
     )
     raw = (
         raw_log(spark, on.lake, on.last, max_line_bytes=config.max_line_bytes)

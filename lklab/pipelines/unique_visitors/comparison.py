@@ -259,7 +259,7 @@ def run_visitors_comparison(
     on = dataclasses.replace(on, config=config)  # every run at the TTL measured
     configurations, tables = plan.configurations(), on.tables
     batch, batch_cost = comparison_runs.batch_path(
-        on.last, lambda last: run_visitors_batch(spark, config, last), progress
+        config, on.last, lambda at, last: run_visitors_batch(spark, at, last), progress
     )
     batches = _micro_batches(_parsed_log(spark, config, on.lake), plan.segments_per_batch, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
