@@ -15,9 +15,10 @@ aggregation by key hash on every row anyway, and a coarser range would join the 
 share it with a differing one, and need a second aggregation over every key to say which.
 
 A key held twice by a side is a ``DuplicateKeys`` error, found by that aggregation on every row
-(not only on the joined ones) and checked exactly on the rows of the hash it repeats, so two
-keys sharing a hash are never taken for a repeat. A row with a null key field matches nothing in
-the join, so it is always joined.
+(not only on the joined ones; a side's rows are counted below 2^31 a key hash) and checked exactly
+on the rows of the hash it repeats, so two keys sharing a hash are never taken for a repeat. A
+row with a null key field matches nothing in the join: its row hash includes its side, so it is
+always joined.
 
 Equal rows give equal hashes, so a key joined needlessly costs time, never a status: decimals of
 different scales (``1.50`` against ``1.500``) hash apart and are compared by the join, exactly.
@@ -46,6 +47,8 @@ from reconciliation.tolerance import Tolerance
 __all__ = ["BROADCAST_HASHES", "RangeDiff", "range_diff"]
 
 BROADCAST_HASHES = 1 << 21  # 16 MiB of longs
+
+_LOW_HALF = 0xFFFFFFFF
 
 # Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
 # pairs, so a repeat among the first few is a repeated key.
@@ -79,29 +82,33 @@ def _differing_hashes(truth: DataFrame, stream: DataFrame, keys: Sequence[str], 
     keys that agree; ``keys``: how many, ``_repeated_hash``: a key hash a side holds twice (null:
     none). One job: an aggregation by key hash, then by what it found."""
     columns = [*keys, *measures]
-    row_hash = F.xxhash64(*[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns])
     null_key = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
 
     def hashed(frame: DataFrame, in_truth: bool) -> DataFrame:
+        # A row with a null key field hashes with its side, so the two sides' never cancel.
+        row_hash = F.xxhash64(
+            *[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns], F.when(null_key, F.lit(in_truth))
+        )
+        # the rows of each side counted in one sum: the truth's in the low 32 bits, the stream's above
         return frame.select(
             key_hash(keys).alias("_key_hash"),
             row_hash.alias("_row_hash"),
-            null_key.alias("_null_key"),
-            F.lit(in_truth).alias("_in_truth"),
+            F.lit(1 if in_truth else 1 << 32).cast("long").alias("_side_rows"),
         )
 
     per_key = (
         hashed(truth, True)
         .unionByName(hashed(stream, False))
         .groupBy("_key_hash")
-        .agg(
-            F.count(F.when(F.col("_in_truth"), 1)).alias("truth_rows"),
-            F.count(F.when(~F.col("_in_truth"), 1)).alias("stream_rows"),
-            F.bit_xor("_row_hash").alias("_xor"),
-            F.max("_null_key").alias("_null_key"),
+        .agg(F.sum("_side_rows").alias("_side_rows"), F.bit_xor("_row_hash").alias("_xor"))
+        .select(
+            "_key_hash",
+            "_xor",
+            F.col("_side_rows").bitwiseAND(F.lit(_LOW_HALF)).alias("truth_rows"),
+            F.shiftrightunsigned("_side_rows", 32).alias("stream_rows"),
         )
     )
-    agree = (F.col("truth_rows") == 1) & (F.col("stream_rows") == 1) & (F.col("_xor") == 0) & ~F.col("_null_key")
+    agree = (F.col("truth_rows") == 1) & (F.col("stream_rows") == 1) & (F.col("_xor") == 0)
     repeated = (F.col("truth_rows") > 1) | (F.col("stream_rows") > 1)
     return per_key.groupBy(F.when(~agree, F.col("_key_hash")).alias("_differing_hash")).agg(
         F.count(F.lit(1)).alias("keys"),
