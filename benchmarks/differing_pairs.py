@@ -9,7 +9,7 @@ more, a third missing from the stream; the stream also holds as many windows the
 ``time_pair`` times, interleaved in one Spark session: bare Spark's full outer join of the two
 (a status per window, the statuses counted), the lab's ``keyed_diff`` (the full join, with the
 repeated-key check, deltas and tolerance rule) and its ``status_counts``, the lab's ``range_diff``
-(checksums of key buckets, the full join of the differing buckets only) and its counts, and
+(checksums per key hash, the full join of the differing keys only) and its counts, and
 datacompy's ``SparkSQLCompare`` on the same DataFrames (the comparison and its four row counts,
 no report). All four must count the same statuses, and the counts must be the ones built.
 """
@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from reconciliation.keyed_diff import STATUSES, keyed_diff, status_counts
-from reconciliation.range_diff import DEFAULT_RANGES, range_diff
+from reconciliation.range_diff import range_diff
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
 __all__ = ["PairTimes", "build_pair", "time_pair"]
@@ -44,7 +44,7 @@ class PairTimes:
     bare_join: float
     lab_full_join: float
     lab_range_diff: float
-    ranges_joined: int
+    keys_joined: int
     datacompy: float
 
 
@@ -129,7 +129,7 @@ def _timed(run):
     return time.perf_counter() - started, value
 
 
-def time_pair(spark: SparkSession, out: Path, share: float, windows: int, ranges: int = DEFAULT_RANGES) -> PairTimes:
+def time_pair(spark: SparkSession, out: Path, share: float, windows: int) -> PairTimes:
     """Build the pair under ``out`` and time the four diffs of it (``SystemExit`` if any counts
     a status otherwise than the pair was built)."""
     built = build_pair(spark, windows, share, out)
@@ -139,10 +139,10 @@ def time_pair(spark: SparkSession, out: Path, share: float, windows: int, ranges
     full_seconds, full = _timed(lambda: status_counts(keyed_diff(read("truth"), read("stream"), keys, MEASURES)))
 
     def ranged_counts():
-        ranged = range_diff(read("truth"), read("stream"), keys, MEASURES, ranges=ranges)
-        return ranged.ranges_joined, ranged.status_counts()
+        ranged = range_diff(read("truth"), read("stream"), keys, MEASURES)
+        return ranged.keys_joined, ranged.status_counts()
 
-    range_seconds, (ranges_joined, range_counts) = _timed(ranged_counts)
+    range_seconds, (keys_joined, range_counts) = _timed(ranged_counts)
     datacompy_seconds, theirs = _timed(lambda: _datacompy(spark, read("truth"), read("stream")))
     found = {"bare join": bare, "lab full join": full, "lab range diff": range_counts, "datacompy": theirs}
     wrong = {name: counts for name, counts in found.items() if counts != built}
@@ -155,6 +155,6 @@ def time_pair(spark: SparkSession, out: Path, share: float, windows: int, ranges
         bare_join=bare_seconds,
         lab_full_join=full_seconds,
         lab_range_diff=range_seconds,
-        ranges_joined=ranges_joined,
+        keys_joined=keys_joined,
         datacompy=datacompy_seconds,
     )

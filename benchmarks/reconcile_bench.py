@@ -38,7 +38,7 @@ five first (JVM, JIT, Python workers, imports).
 ``--differing-pairs W`` runs another mode instead (``differing_pairs``): pairs of ``W`` windows
 differing in 0.5%, 2% and 10% of them, each timed in the same session, interleaved, through bare
 Spark's full outer join, the lab's ``keyed_diff`` (full join), the lab's ``range_diff``
-(checksums of key buckets, the full join of the differing buckets only) and datacompy's
+(checksums per key hash, the full join of the differing keys only) and datacompy's
 ``SparkSQLCompare``, with the ratios to bare Spark's time.
 """
 
@@ -318,7 +318,7 @@ def differing_pairs_mode(windows: int, scratch: str | None) -> int:
         ratio = lambda seconds: f"{seconds:6.1f}s ({seconds / p.bare_join:.2f}x)"
         print(
             f"{p.share:6.1%} | {p.windows:,} | {p.bare_join:6.1f}s | {ratio(p.lab_full_join)} | "
-            f"{ratio(p.lab_range_diff)}, {p.ranges_joined:,} buckets joined | {ratio(p.datacompy)}"
+            f"{ratio(p.lab_range_diff)}, {p.keys_joined:,} keys joined | {ratio(p.datacompy)}"
         )
         print(f"         statuses (all four agree): {p.statuses}")
     print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

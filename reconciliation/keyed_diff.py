@@ -11,25 +11,40 @@ The truth and the stream each hold one row per key (``keys``: the columns that n
 Measures compare exactly (decimals as decimals) and null-safely: a null equals only a null. With
 a ``Tolerance`` two non-null values also count as equal when ``|stream - truth| <= abs_tol +
 rel_tol * |truth|`` (``reconciliation.tolerance``); a key is a match when every measure is. A
-key held twice by one side is a ``DuplicateKeys`` error naming it, never summed. Nothing is
-collected but the counts.
+row with a null key field matches nothing, as in any join.
 
-The check for repeated keys is one job over both sides that shuffles a 64-bit hash of each key
-(``key_hash``), not the keys: a hash seen twice on a side is then checked exactly on the rows
-that carry it, so a collision of two keys' hashes is never taken for a repeat.
+A key held twice by one side is a ``DuplicateKeys`` error naming it, never summed. The join
+finds it: each side is counted per key between the shuffle and the sort the join does anyway
+(a window over the same partitions and order, no other pass over the tables), and the status of
+a repeated key is an error. So the diff is lazy and the error comes with the first action that
+reads the statuses: ``status_counts`` raises ``DuplicateKeys``; any other first action does so
+under ``refusing_repeated_keys()``. Nothing is collected but the counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from reconciliation.tolerance import Tolerance
 
-__all__ = ["STATUSES", "DuplicateKeys", "check_unique", "joined_diff", "key_hash", "keyed_diff", "status_counts"]
+__all__ = [
+    "STATUSES",
+    "DuplicateKeys",
+    "joined_diff",
+    "key_hash",
+    "keyed_diff",
+    "refuse_repeated_hashes",
+    "refusing_repeated_keys",
+    "status_counts",
+]
 
 STATUSES = ("match", "value_mismatch", "missing_in_stream", "extra_in_stream")
 
@@ -44,42 +59,38 @@ def key_hash(keys: Sequence[str]) -> Column:
     return F.xxhash64(*[F.col(k) for k in keys], *[F.col(k).isNull() for k in keys])
 
 
-def check_unique(
-    truth: DataFrame, stream: DataFrame, keys: Sequence[str], candidates: Sequence[int] | None = None
-) -> None:
-    """Raise ``DuplicateKeys`` naming a key that one side holds more than once (one job for both
-    sides on the keys' hashes, then an exact check of the few rows whose hash repeats);
-    ``candidates``: the key hashes known to repeat (only they are checked, exactly)."""
-    if candidates is not None:
-        for name, side in (("truth", truth), ("stream", stream)):
-            _check_rows(side, keys, name, list(candidates)[:_HASH_REPEATS_CHECKED])
+def _message(side: str, key: object, times: object) -> str:
+    return f"the {side} holds key {key} {times} times; a key names one row"
+
+
+# What the job of a diff fails with for a repeated key: the side, the key as JSON, the count.
+_REPEATED = re.compile(r"the (truth|stream) holds key (\{.*?\}) (\d+) times; a key names one row")
+
+
+@contextmanager
+def refusing_repeated_keys() -> Iterator[None]:
+    """Around an action on a ``keyed_diff``: a key held twice raises ``DuplicateKeys`` naming it
+    (its fields as the JSON values Spark writes: a timestamp as ISO text)."""
+    try:
+        yield
+    except PySparkException as err:
+        found = _REPEATED.search(str(err))
+        if found is None:
+            raise
+        raise DuplicateKeys(_message(found[1], json.loads(found[2]), found[3])) from None
+
+
+def refuse_repeated_hashes(truth: DataFrame, stream: DataFrame, keys: Sequence[str], hashes: Sequence[int]) -> None:
+    """``DuplicateKeys`` for a key that a side holds twice among the rows whose ``key_hash`` is
+    one of ``hashes`` (the truth's first; none: two keys that share a hash)."""
+    if not hashes:
         return
-    hashes = (
-        truth.select(key_hash(keys).alias("_key_hash"), F.lit("truth").alias("_side"))
-        .unionByName(stream.select(key_hash(keys).alias("_key_hash"), F.lit("stream").alias("_side")))
-        .groupBy("_side", "_key_hash")
-        .count()
-        .where("count > 1")
-        .orderBy(F.col("_side").desc())  # the truth's first, as it is named first
-        .limit(_HASH_REPEATS_CHECKED)
-        .collect()
-    )
     for name, side in (("truth", truth), ("stream", stream)):
-        _check_rows(side, keys, name, [row["_key_hash"] for row in hashes if row["_side"] == name])
-
-
-def _check_rows(side: DataFrame, keys: Sequence[str], name: str, hashes: list[int]) -> None:
-    """``DuplicateKeys`` for a key of ``side`` held twice among the rows whose key hashes to one of ``hashes``."""
-    if hashes:
-        repeated = side.where(key_hash(keys).isin(hashes)).groupBy(*keys).count().where("count > 1").limit(1).collect()
+        repeated = (
+            side.where(key_hash(keys).isin(list(hashes))).groupBy(*keys).count().where("count > 1").limit(1).collect()
+        )
         if repeated:
-            key = {k: repeated[0][k] for k in keys}
-            raise DuplicateKeys(f"the {name} holds key {key} {repeated[0]['count']} times; a key names one row")
-
-
-# Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
-# pairs, so a repeat among the first few is a repeated key.
-_HASH_REPEATS_CHECKED = 20
+            raise DuplicateKeys(_message(name, {k: repeated[0][k] for k in keys}, repeated[0]["count"]))
 
 
 def _equal(truth: Column, stream: Column, tolerance: Tolerance | None) -> Column:
@@ -97,8 +108,8 @@ def keyed_diff(
     tolerance: Tolerance | None = None,
 ) -> DataFrame:
     """One row per key of either side: the keys, ``truth_<m>``, ``stream_<m>``, ``delta_<m>``
-    for each measure, and ``status`` (the module docstring; None: exact)."""
-    check_unique(truth, stream, keys)
+    for each measure, and ``status`` (the module docstring; None: exact). Lazy: a repeated key
+    fails the first action that reads the statuses (``refusing_repeated_keys``)."""
     return joined_diff(truth, stream, keys, measures, tolerance)
 
 
@@ -109,11 +120,12 @@ def joined_diff(
     measures: Sequence[str],
     tolerance: Tolerance | None = None,
 ) -> DataFrame:
-    """``keyed_diff`` of two sides already known to hold each key once: the full outer join."""
+    """``keyed_diff``'s rows: the full outer join, a repeated key's status an error."""
+    per_key = Window.partitionBy(*keys)  # the join's own partitioning and order: no other shuffle
 
     def side(frame: DataFrame, name: str) -> DataFrame:
         columns = [F.col(m).alias(f"{name}_{m}") for m in measures]
-        return frame.select(*keys, *columns, F.lit(True).alias(f"_{name}"))
+        return frame.select(*keys, *columns, F.count(F.lit(1)).over(per_key).alias(f"_{name}_rows"))
 
     joined = side(truth, "truth").join(side(stream, "stream"), list(keys), "full_outer")
     equal: Column = reduce(
@@ -121,9 +133,21 @@ def joined_diff(
         [_equal(F.col(f"truth_{m}"), F.col(f"stream_{m}"), tolerance) for m in measures],
         F.lit(True),
     )
+    key = F.to_json(F.struct(*keys), {"ignoreNullFields": "false"})
+    repeated = lambda name: F.raise_error(
+        F.concat(
+            F.lit(f"the {name} holds key "),
+            key,
+            F.lit(" "),
+            F.col(f"_{name}_rows").cast("string"),
+            F.lit(" times; a key names one row"),
+        )
+    )
     status = (
-        F.when(F.col("_truth").isNull(), "extra_in_stream")
-        .when(F.col("_stream").isNull(), "missing_in_stream")
+        F.when(F.col("_truth_rows") > 1, repeated("truth"))
+        .when(F.col("_stream_rows") > 1, repeated("stream"))
+        .when(F.col("_truth_rows").isNull(), "extra_in_stream")
+        .when(F.col("_stream_rows").isNull(), "missing_in_stream")
         .when(equal, "match")
         .otherwise("value_mismatch")
     )
@@ -133,6 +157,8 @@ def joined_diff(
 
 
 def status_counts(diff: DataFrame) -> dict[str, int]:
-    """How many keys have each status (every status named, zeros included)."""
-    found = {row["status"]: row["count"] for row in diff.groupBy("status").count().collect()}
+    """How many keys have each status (every status named, zeros included); ``DuplicateKeys``
+    for a key a side holds twice."""
+    with refusing_repeated_keys():
+        found = {row["status"]: row["count"] for row in diff.groupBy("status").count().collect()}
     return {status: found.get(status, 0) for status in STATUSES}

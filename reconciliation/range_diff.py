@@ -1,32 +1,35 @@
-"""A keyed diff that joins only the key ranges whose checksums differ.
+"""A keyed diff that joins only the keys whose checksums differ.
 
 Where two tables differ in few keys, most of a full outer join pairs equal rows. ``range_diff``
-splits the keys into ``ranges`` buckets (``pmod(key_hash, ranges)``, ``reconciliation.keyed_diff``),
-computes a checksum of each bucket on each side in one aggregation per side, and runs
-``keyed_diff`` only on the rows of the buckets whose checksums differ. Every key of a bucket
-whose checksums agree is a ``match``: counted, not joined. The statuses and deltas of the other
-keys are ``keyed_diff``'s, tolerance and null rules included, and a key held twice by a side is
-still a ``DuplicateKeys`` error (checked on every row, not only on the joined ones: the
-checksums are summed per key hash first, so a hash a side holds twice is seen in the same job).
+first compares checksums: one aggregation over both sides by key hash (``key_hash``,
+``reconciliation.keyed_diff``), a few longs a row, gives each key hash its rows on each side
+and the ``bit_xor`` of their row hashes (``xxhash64`` over the key and measures and which of
+them are null). A key hash held once on each side whose two row hashes cancel is a ``match``:
+counted, not joined. ``keyed_diff`` runs on the rows of the other key hashes only, so their
+statuses and deltas are the full join's, tolerance and null rules included. ``rows()`` adds the
+matched keys' rows, built from the truth alone (no join): every key's row, as ``keyed_diff``
+gives it.
 
-A bucket's checksum on a side is its number of rows and the exact sum of each row's
-``xxhash64`` over its key and measures and which of them are null, summed as two 32-bit halves
-(no overflow below 2^31 rows per bucket). Equal rows give equal checksums, so a bucket joined
-needlessly costs time, never a status: decimals of different scales (``1.50`` against
-``1.500``) hash apart and are compared by the join, exactly.
+The range compared is one key hash, not a bucket of them: refusing a key held twice needs the
+aggregation by key hash on every row anyway, and a coarser range would join the equal keys that
+share it with a differing one, and need a second aggregation over every key to say which.
 
-The failure mode is the other way: two buckets holding different rows with equal checksums,
-whose differences would be counted as matches. That needs the same row count and the hashes of
-the rows that differ summing to exactly the same 64-bit halves; for a hash that behaves as a
-random function the chance is at most about 2^-64 per differing bucket, under 10^-13 for a
-million differing buckets. ``xxhash64`` is not a cryptographic hash: rows made on purpose to
-collide would pass, so a diff that must hold against such rows uses the full join,
-``keyed_diff``. A row with a null key field never matches in
-the join (null equals nothing), so its bucket is always joined.
+A key held twice by a side is a ``DuplicateKeys`` error, found by that aggregation on every row
+(not only on the joined ones; a side's rows are counted below 2^31 a key hash) and checked exactly
+on the rows of the hash it repeats, so two keys sharing a hash are never taken for a repeat. A
+row with a null key field matches nothing in the join: its row hash includes its side, so it is
+always joined.
 
-``ranges`` trades the size of the bucket tables (two rows per bucket, collected by nothing)
-against the rows joined: with a share ``d`` of the keys differing at random and ``n / ranges``
-keys a bucket, about ``1 - (1 - d) ** (n / ranges)`` of the rows are joined.
+Equal rows give equal hashes, so a key joined needlessly costs time, never a status: decimals of
+different scales (``1.50`` against ``1.500``) hash apart and are compared by the join, exactly.
+The failure mode is the other way: two different rows of one key whose hashes are equal, a
+difference counted as a match. For a hash that behaves as a random function the chance is
+2^-64 per differing key, under 10^-13 for a million of them. ``xxhash64`` is not a cryptographic
+hash: rows made on purpose to collide would pass, so a diff that must hold against such rows
+uses the full join, ``keyed_diff``.
+
+The differing key hashes are kept (a long each) and picked out of both sides by a broadcast
+semi-join up to ``BROADCAST_HASHES`` of them, by a shuffled one beyond.
 """
 
 from __future__ import annotations
@@ -38,25 +41,30 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciliation.keyed_diff import check_unique, joined_diff, key_hash, status_counts
+from reconciliation.keyed_diff import joined_diff, key_hash, refuse_repeated_hashes, status_counts
 from reconciliation.tolerance import Tolerance
 
-__all__ = ["DEFAULT_RANGES", "RangeDiff", "range_diff"]
+__all__ = ["BROADCAST_HASHES", "RangeDiff", "range_diff"]
 
-DEFAULT_RANGES = 1 << 17
+BROADCAST_HASHES = 1 << 21  # 16 MiB of longs
 
 _LOW_HALF = 0xFFFFFFFF
+
+# Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
+# pairs, so a repeat among the first few is a repeated key.
+_HASH_REPEATS_CHECKED = 20
 
 
 @dataclass(frozen=True)
 class RangeDiff:
-    """What ``range_diff`` found: ``keyed_diff``'s rows for the keys of the buckets whose
-    checksums differ, and how many keys the buckets with equal checksums hold (each a match)."""
+    """What ``range_diff`` found: ``keyed_diff``'s rows for the keys whose checksums differ
+    (``differing``, ``keys_joined`` key hashes), the other keys' rows (``matched``: each a match,
+    from the truth alone) and how many they are (``matched_unjoined``)."""
 
     differing: DataFrame
+    matched: DataFrame
     matched_unjoined: int
-    ranges: int
-    ranges_joined: int
+    keys_joined: int
 
     def status_counts(self) -> dict[str, int]:
         """How many keys have each status, over both sides' every key (every status named)."""
@@ -64,50 +72,46 @@ class RangeDiff:
         counts["match"] += self.matched_unjoined
         return counts
 
+    def rows(self) -> DataFrame:
+        """Every key's row, as ``keyed_diff`` gives it."""
+        return self.differing.unionByName(self.matched)
 
-def _bucket_checksums(
-    truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str], ranges: int
-) -> DataFrame:
-    """Per bucket: whether its checksums differ, the truth's rows, and a key hash a side holds
-    twice (null: none). One job of two aggregations: by key hash over both sides (a few longs
-    a row), then by bucket."""
+
+def _differing_hashes(truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str]) -> DataFrame:
+    """One row per key hash whose checksums differ (``_differing_hash``) and one (null) for the
+    keys that agree; ``keys``: how many, ``_repeated_hash``: a key hash a side holds twice (null:
+    none). One job: an aggregation by key hash, then by what it found."""
     columns = [*keys, *measures]
-    row_hash = F.xxhash64(*[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns])
     null_key = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
 
     def hashed(frame: DataFrame, in_truth: bool) -> DataFrame:
+        # A row with a null key field hashes with its side, so the two sides' never cancel.
+        row_hash = F.xxhash64(
+            *[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns], F.when(null_key, F.lit(in_truth))
+        )
+        # the rows of each side counted in one sum: the truth's in the low 32 bits, the stream's above
         return frame.select(
             key_hash(keys).alias("_key_hash"),
-            row_hash.alias("_hash"),
-            null_key.alias("_null_key"),
-            F.lit(in_truth).alias("_in_truth"),
+            row_hash.alias("_row_hash"),
+            F.lit(1 if in_truth else 1 << 32).cast("long").alias("_side_rows"),
         )
 
-    def on(in_truth: bool, column):
-        return F.when(F.col("_in_truth") == F.lit(in_truth), column)
-
-    high, low = F.shiftrightunsigned("_hash", 32), F.col("_hash").bitwiseAND(F.lit(_LOW_HALF))
-    per_key_hash = (
+    per_key = (
         hashed(truth, True)
         .unionByName(hashed(stream, False))
         .groupBy("_key_hash")
-        .agg(
-            *[F.count(on(t, F.lit(1))).alias(f"{n}_rows") for t, n in ((True, "truth"), (False, "stream"))],
-            *[F.sum(on(t, high)).alias(f"{n}_high") for t, n in ((True, "truth"), (False, "stream"))],
-            *[F.sum(on(t, low)).alias(f"{n}_low") for t, n in ((True, "truth"), (False, "stream"))],
-            F.max("_null_key").alias("_null_key"),
+        .agg(F.sum("_side_rows").alias("_side_rows"), F.bit_xor("_row_hash").alias("_xor"))
+        .select(
+            "_key_hash",
+            "_xor",
+            F.col("_side_rows").bitwiseAND(F.lit(_LOW_HALF)).alias("truth_rows"),
+            F.shiftrightunsigned("_side_rows", 32).alias("stream_rows"),
         )
     )
-    differs = (
-        (F.col("truth_rows") != F.col("stream_rows"))
-        | ~F.col("truth_high").eqNullSafe(F.col("stream_high"))
-        | ~F.col("truth_low").eqNullSafe(F.col("stream_low"))
-        | F.col("_null_key")
-    )
+    agree = (F.col("truth_rows") == 1) & (F.col("stream_rows") == 1) & (F.col("_xor") == 0)
     repeated = (F.col("truth_rows") > 1) | (F.col("stream_rows") > 1)
-    return per_key_hash.groupBy(F.pmod("_key_hash", F.lit(ranges)).alias("_range")).agg(
-        F.max(differs).alias("_differs"),
-        F.sum("truth_rows").alias("truth_rows"),
+    return per_key.groupBy(F.when(~agree, F.col("_key_hash")).alias("_differing_hash")).agg(
+        F.count(F.lit(1)).alias("keys"),
         F.max(F.when(repeated, F.col("_key_hash"))).alias("_repeated_hash"),
     )
 
@@ -118,33 +122,45 @@ def range_diff(
     keys: Sequence[str],
     measures: Sequence[str],
     tolerance: Tolerance | None = None,
-    ranges: int = DEFAULT_RANGES,
 ) -> RangeDiff:
-    """``keyed_diff`` of the buckets of keys whose checksums differ (the module docstring)."""
-    if ranges < 1:
-        raise ValueError(f"ranges must be a whole number >= 1, got {ranges}")
-    # At most ``ranges`` rows, kept: the figures and the rows to join read it, not the tables again.
-    compared = _bucket_checksums(truth, stream, keys, measures, ranges).localCheckpoint(eager=True)
-    summary = compared.agg(
-        F.sum(F.when(~F.col("_differs"), F.col("truth_rows"))).alias("matched"),
-        F.count(F.when(F.col("_differs"), 1)).alias("joined"),
-        F.slice(F.collect_set("_repeated_hash"), 1, 20).alias("repeated"),  # a few suffice
+    """``keyed_diff`` of the keys whose checksums differ (the module docstring)."""
+    # One row per differing key hash, kept: the figures and the rows to join read it, not the tables again.
+    found = _differing_hashes(truth, stream, keys, measures).localCheckpoint(eager=True)
+    summary = found.agg(
+        F.sum(F.when(F.col("_differing_hash").isNull(), F.col("keys"))).alias("matched"),
+        F.count("_differing_hash").alias("joined"),
+        F.slice(F.collect_set("_repeated_hash"), 1, _HASH_REPEATS_CHECKED).alias("repeated"),
     ).first()
-    if summary["repeated"]:
-        # a key hash held twice: a repeated key (DuplicateKeys), or two keys sharing a hash
-        check_unique(truth, stream, keys, candidates=summary["repeated"])
-    joined_ranges = F.broadcast(compared.where(F.col("_differs")).select("_range"))
+    # a key hash held twice: a repeated key (DuplicateKeys), or two keys sharing a hash
+    refuse_repeated_hashes(truth, stream, keys, summary["repeated"])
+    keys_joined = int(summary["joined"] or 0)
+    differing_hashes = found.where(F.col("_differing_hash").isNotNull()).select(
+        F.col("_differing_hash").alias("_key_hash")
+    )
+    if keys_joined <= BROADCAST_HASHES:
+        differing_hashes = F.broadcast(differing_hashes)
 
-    def rows_to_join(frame: DataFrame) -> DataFrame:
-        return (
-            frame.withColumn("_range", F.pmod(key_hash(keys), F.lit(ranges)))
-            .join(joined_ranges, "_range", "left_semi")
-            .drop("_range")
+    def rows(frame: DataFrame, how: str) -> DataFrame:
+        return frame.withColumn("_key_hash", key_hash(keys)).join(differing_hashes, "_key_hash", how).drop("_key_hash")
+
+    differing = joined_diff(rows(truth, "left_semi"), rows(stream, "left_semi"), keys, measures, tolerance)
+    as_stream = {m: stream.schema[m].dataType for m in measures}
+    matched = (
+        rows(truth, "left_anti")
+        .select(
+            *keys,
+            *[F.col(m).alias(f"truth_{m}") for m in measures],
+            *[F.col(m).cast(as_stream[m]).alias(f"stream_{m}") for m in measures],
         )
-
+        .select(
+            "*",
+            *[(F.col(f"stream_{m}") - F.col(f"truth_{m}")).alias(f"delta_{m}") for m in measures],
+            F.lit("match").alias("status"),
+        )
+    )
     return RangeDiff(
-        differing=joined_diff(rows_to_join(truth), rows_to_join(stream), keys, measures, tolerance),
+        differing=differing,
+        matched=matched.select(*differing.columns),
         matched_unjoined=int(summary["matched"] or 0),
-        ranges=ranges,
-        ranges_joined=int(summary["joined"] or 0),
+        keys_joined=keys_joined,
     )

@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 
 from reconciliation.foreign_tables import ForeignTable, ForeignTableError, check_sides, read_columns
 from reconciliation.gap_reasons import DifferingKey, GapExplanation, GapReasons, explain
-from reconciliation.keyed_diff import STATUSES, DuplicateKeys, keyed_diff
+from reconciliation.keyed_diff import STATUSES, DuplicateKeys, keyed_diff, refusing_repeated_keys
 from reconciliation.table_result import KeyGap, MeasureFigures, TableReconciliation, as_dict
 from reconciliation.tables import TABLE_RECON_DIFFS, TABLE_RECON_RUNS
 from reconciliation.tolerance import Tolerance
@@ -212,13 +212,13 @@ def compute(
     truth_rows = read_columns(spark, truth, columns, "truth")
     stream_rows = read_columns(spark, stream, columns, "stream")
     counts = check_sides(truth_rows, stream_rows, keys, measures, names)
+    gaps = _gaps(keyed_diff(truth_rows, stream_rows, keys, measures, tolerance), keys, measures)
     try:
-        diff = keyed_diff(truth_rows, stream_rows, keys, measures, tolerance)
+        with refusing_repeated_keys():  # the diff's first action finds a key held twice
+            statuses, figures = _figures(gaps, measures)
     except DuplicateKeys as err:
         side = names[0] if str(err).startswith("the truth") else names[1]
         raise ForeignTableError(f"{side}: {err}") from None
-    gaps = _gaps(diff, keys, measures)
-    statuses, figures = _figures(gaps, measures)
     explanation = None if reasons is None else _explain(gaps, measures, reasons)
     if explanation is not None:
         figures = [

@@ -5,7 +5,7 @@ from decimal import Decimal as D
 
 import pytest
 
-from reconciliation.keyed_diff import DuplicateKeys, keyed_diff, status_counts
+from reconciliation.keyed_diff import DuplicateKeys, keyed_diff, refusing_repeated_keys, status_counts
 
 SCHEMA = "region string, meter string, kwh decimal(18,3), readings long"
 
@@ -46,5 +46,16 @@ def test_every_key_gets_one_status_and_exact_deltas(spark):
 def test_a_key_held_twice_is_refused_not_summed(spark):
     truth = spark.createDataFrame([("eu", "m1", D("1.000"), 1)], SCHEMA)
     stream = spark.createDataFrame([("eu", "m1", D("0.500"), 1), ("eu", "m1", D("0.500"), 1)], SCHEMA)
+    diff = keyed_diff(truth, stream, ["region", "meter"], ["kwh"])  # lazy: the counting job finds it
     with pytest.raises(DuplicateKeys, match=r"the stream holds key \{'region': 'eu', 'meter': 'm1'\} 2 times"):
-        keyed_diff(truth, stream, ["region", "meter"], ["kwh"])
+        status_counts(diff)
+    with pytest.raises(DuplicateKeys, match="the stream holds key"), refusing_repeated_keys():
+        diff.where("status = 'match'").collect()
+
+
+def test_a_key_with_a_null_field_held_twice_is_refused_though_it_matches_nothing(spark):
+    twice = [(None, "m7", D("7.000"), 7), (None, "m7", D("7.000"), 7)]
+    truth = spark.createDataFrame(twice, SCHEMA)
+    stream = spark.createDataFrame(twice[:1], SCHEMA)
+    with pytest.raises(DuplicateKeys, match=r"the truth holds key \{'region': None, 'meter': 'm7'\} 2 times"):
+        status_counts(keyed_diff(truth, stream, ["region", "meter"], ["kwh", "readings"]))

@@ -1,5 +1,5 @@
 """``reconciliation.range_diff``: the same statuses and deltas as the full join (``keyed_diff``),
-joining only the buckets of keys whose checksums differ."""
+joining only the keys whose checksums differ."""
 
 import random
 from decimal import Decimal as D
@@ -19,41 +19,46 @@ def by_key(frame):
     return {(r["region"], r["meter"]): r.asDict() for r in frame.collect()}
 
 
-def same_as_full_join(truth, stream, ranges, tolerance=None):
+def same_as_full_join(truth, stream, tolerance=None):
     """The range diff, after checking it against the full join: its rows are the join's rows of
-    the same keys, every key it did not join is a match there, and the counts are the join's."""
-    ranged = range_diff(truth, stream, KEYS, MEASURES, tolerance, ranges=ranges)
-    full = by_key(keyed_diff(truth, stream, KEYS, MEASURES, tolerance))
+    the same keys, every key it did not join is a match there, the counts are the join's, and
+    ``rows()`` is the join's every row, value for value and type for type."""
+    ranged = range_diff(truth, stream, KEYS, MEASURES, tolerance)
+    full_diff = keyed_diff(truth, stream, KEYS, MEASURES, tolerance)
+    full = by_key(full_diff)
     joined = by_key(ranged.differing)
     assert {k: full[k] for k in joined} == joined
     assert all(row["status"] == "match" for k, row in full.items() if k not in joined)
-    assert ranged.status_counts() == status_counts(keyed_diff(truth, stream, KEYS, MEASURES, tolerance))
+    assert ranged.status_counts() == status_counts(full_diff)
     assert ranged.matched_unjoined + len(joined) == len(full)
+    every = ranged.rows()
+    assert [(f.name, f.dataType) for f in every.schema] == [(f.name, f.dataType) for f in full_diff.schema]
+    assert sorted(every.collect(), key=repr) == sorted(full_diff.collect(), key=repr)
     return ranged, joined
 
 
 def test_equal_tables_join_nothing(spark):
     truth = spark.createDataFrame(TWELVE, SCHEMA)
-    ranged, joined = same_as_full_join(truth, spark.createDataFrame(TWELVE, SCHEMA), ranges=4)
-    assert ranged.ranges_joined == 0 and joined == {}
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(TWELVE, SCHEMA))
+    assert ranged.keys_joined == 0 and joined == {}
     assert ranged.status_counts() == {"match": 12, "value_mismatch": 0, "missing_in_stream": 0, "extra_in_stream": 0}
 
 
-def test_a_difference_in_one_range_joins_that_range_only(spark):
+def test_a_difference_among_many_equal_rows_joins_that_key_only(spark):
     truth = spark.createDataFrame(TWELVE, SCHEMA)
     changed = [*TWELVE[:5], ("eu", "m5", D("5.250001"), 5), *TWELVE[6:]]  # the last digit
-    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA), ranges=4)
-    assert ranged.ranges_joined == 1 and 1 <= len(joined) < 12
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA))
+    assert ranged.keys_joined == 1 and list(joined) == [("eu", "m5")] and ranged.matched_unjoined == 11
     assert joined[("eu", "m5")]["status"] == "value_mismatch"
     assert joined[("eu", "m5")]["delta_kwh"] == D("0.000001") and joined[("eu", "m5")]["delta_readings"] == 0
     assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
 
 
-def test_a_difference_in_every_range_joins_every_key(spark):
+def test_a_difference_in_every_key_joins_every_key(spark):
     truth = spark.createDataFrame(TWELVE, SCHEMA)
     changed = [(r, m, kwh, n + 1) for r, m, kwh, n in TWELVE]
-    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA), ranges=1)
-    assert ranged.ranges_joined == 1 and ranged.matched_unjoined == 0
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA))
+    assert ranged.keys_joined == 12 and ranged.matched_unjoined == 0
     assert {row["delta_readings"] for row in joined.values()} == {1}
     assert ranged.status_counts()["value_mismatch"] == 12
 
@@ -77,7 +82,7 @@ def test_keys_on_one_side_only_and_nulls(spark):
         ],
         SCHEMA,
     )
-    ranged, joined = same_as_full_join(truth, stream, ranges=1)
+    ranged, joined = same_as_full_join(truth, stream)
     assert ranged.status_counts() == {"match": 2, "value_mismatch": 0, "missing_in_stream": 2, "extra_in_stream": 2}
     assert joined[("us", "m9")]["truth_kwh"] == D("4.000000") and joined[("us", "m9")]["stream_kwh"] is None
 
@@ -85,7 +90,7 @@ def test_keys_on_one_side_only_and_nulls(spark):
 def test_a_null_measure_against_a_value_and_a_tolerance(spark):
     truth = spark.createDataFrame([("eu", "m1", None, 1), ("eu", "m2", D("100.000000"), 1)], SCHEMA)
     stream = spark.createDataFrame([("eu", "m1", D("0.000000"), 1), ("eu", "m2", D("100.010000"), 1)], SCHEMA)
-    ranged, joined = same_as_full_join(truth, stream, ranges=2, tolerance=Tolerance(D("0.01")))
+    ranged, joined = same_as_full_join(truth, stream, tolerance=Tolerance(D("0.01")))
     assert joined[("eu", "m1")]["status"] == "value_mismatch"  # null is not zero
     assert joined[("eu", "m2")]["status"] == "match"  # within the tolerance, joined all the same
     assert joined[("eu", "m2")]["delta_kwh"] == D("0.010000")
@@ -97,10 +102,11 @@ def test_a_key_held_twice_is_refused_even_where_both_sides_hold_it_twice(spark):
         range_diff(spark.createDataFrame(twice, SCHEMA), spark.createDataFrame(twice, SCHEMA), KEYS, MEASURES)
 
 
-def test_ranges_must_be_positive(spark):
-    frame = spark.createDataFrame(TWELVE, SCHEMA)
-    with pytest.raises(ValueError, match="ranges must be a whole number >= 1"):
-        range_diff(frame, frame, KEYS, MEASURES, ranges=0)
+def test_decimals_of_another_scale_are_joined_and_compared_exactly(spark):
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    stream = spark.createDataFrame(TWELVE, "region string, meter string, kwh decimal(20,3), readings long")
+    ranged, joined = same_as_full_join(truth, stream)  # the hashes differ, the values do not
+    assert ranged.keys_joined == 12 and {row["status"] for row in joined.values()} == {"match"}
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -111,4 +117,4 @@ def test_random_pairs_agree_with_the_full_join(spark, seed):
     truth = [(*k, *values()) for k in keys if rng.random() < 0.9]
     stream = [(r, m, *(values() if rng.random() < 0.1 else (kwh, n))) for r, m, kwh, n in truth if rng.random() < 0.9]
     stream += [(*k, *values()) for k in keys if rng.random() < 0.05 and k not in {(r, m) for r, m, *_ in truth}]
-    same_as_full_join(spark.createDataFrame(truth, SCHEMA), spark.createDataFrame(stream, SCHEMA), ranges=8)
+    same_as_full_join(spark.createDataFrame(truth, SCHEMA), spark.createDataFrame(stream, SCHEMA))

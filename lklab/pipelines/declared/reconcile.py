@@ -2,9 +2,9 @@
 
 Both sides are read at one moment by the reconcile runner (``lklab.reconcile_runner``): the
 stream's tables at its last completed micro-batch, the truth under its batch lock. The diff is
-the keyed diff of every pipeline with one row per key (``reconciliation.keyed_diff``) on
-``(window_start, window_end, keys)`` with the measures ``event_count`` and each declared
-measure, exact.
+the keyed diff of every pipeline with one row per key on ``(window_start, window_end, keys)``
+with the measures ``event_count`` and each declared measure, exact, by checksums
+(``reconciliation.range_diff``): only the windows whose checksums differ are joined.
 
 The truth counts every first copy; the stream counts the ones its windows took and sends each
 (event, window) it judged late to ``NAME_late``. A differing window is **explained by late
@@ -42,7 +42,8 @@ from lklab.pipelines.declared.stream import stream_rule
 from lklab.pipelines.declared.tables import tables_of, window_schema
 from lklab.pipelines.declared.truth import batch_app_of, spark_type
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
-from reconciliation.keyed_diff import keyed_diff, status_counts
+from reconciliation.keyed_diff import keyed_diff
+from reconciliation.range_diff import range_diff
 from shared.log_source import raw_log
 
 __all__ = ["DeclaredReconciliation", "reconcile_rule", "reconcile_declared", "render_text"]
@@ -83,8 +84,10 @@ def _compare(d: Declaration, sides: Sides) -> DeclaredReconciliation:
     truth = sides.truth_frame(t.truth)
     stream = sides.stream_frame(t.windows).select(*window_schema(d).names)
     late_rows = sides.stream_frame(t.late)
-    diff = keyed_diff(truth, stream, keys, measures).persist()
-    statuses = status_counts(diff)
+    # only the differing windows are read after the counts: the ones whose checksums agree are not joined
+    ranged = range_diff(truth, stream, keys, measures)
+    diff = ranged.differing.persist()
+    statuses = ranged.status_counts()
     folded = d.window.pick(fixed=_fixed_fold, merging=_session_fold)
     differing = folded(d, diff.where("status != 'match'"), truth, stream, late_rows)
     unread = None

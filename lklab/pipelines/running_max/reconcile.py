@@ -2,8 +2,9 @@
 
 Both sides are read at one moment: the stream's tables at its last completed micro-batch
 (``shared.stream_cut``), the truth under its batch lock (held shared: a batch rewriting it
-waits). The diff is the keyed diff of every pipeline with one row per key
-(``reconciliation.keyed_diff``) on ``key`` with the measures ``max_value`` and ``events``.
+waits). The diff is the keyed diff of every pipeline with one row per key on ``key`` with the
+measures ``max_value`` and ``events``, by checksums (``reconciliation.range_diff``): only the
+keys whose checksums differ are joined, the others counted as matches.
 
 A maximum over what was read is final for what was read, so a difference has one explanation:
 the stream has not read the segments the truth read (``unread``). A differing key is explained
@@ -23,7 +24,7 @@ from lklab.pipelines.running_max.stream import MAX_RULE
 from lklab.pipelines.running_max.tables import MAX_STREAM, MAX_TRUTH
 from lklab.pipelines.running_max.truth import BATCH_APP
 from lklab.reconcile_runner import ReconcileRule, Sides, reconcile_stream
-from reconciliation.keyed_diff import keyed_diff, status_counts
+from reconciliation.range_diff import range_diff
 from shared.log_source import raw_log
 from shared.spark_arrow import per_partition
 
@@ -45,13 +46,15 @@ class MaxReconciliation:
 
 def _compare(sides: Sides) -> MaxReconciliation:
     spark = sides.spark
-    diff = keyed_diff(
+    # only the differing keys are read after the counts: the keys whose checksums agree are not joined
+    ranged = range_diff(
         sides.truth_frame(MAX_TRUTH),
         sides.stream_frame(MAX_STREAM).select(*MAX_TRUTH.schema.names),
         ["key"],
         ["max_value", "events"],
-    ).persist()
-    statuses = status_counts(diff)
+    )
+    diff = ranged.differing.persist()
+    statuses = ranged.status_counts()
     differing = diff.where("status != 'match'").select("key")
     unread_keys = spark.createDataFrame([], "key string")
     if sides.read_through < sides.truth_segment:
