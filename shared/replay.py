@@ -52,6 +52,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -164,6 +165,17 @@ def _sums(table: pa.Table, keys: list[str], aggregations: list[tuple], names: li
     return pa.table(columns)
 
 
+class _Clocked(NamedTuple):
+    """One run of consecutive segments after the clock: per segment its figures, the
+    watermark's advances, its events with their clock columns, and whether each event's id is
+    seen more than once in the log."""
+
+    segments: pa.Table
+    advances: pa.Table
+    events: pa.Table
+    repeated: pa.ChunkedArray
+
+
 @dataclass(frozen=True)
 class _Pass:
     """What the one pass needs to know: the clock at every boundary, the ids seen more than
@@ -182,13 +194,28 @@ class _Pass:
         starts_at = np.flatnonzero(np.concatenate([[True], segments[1:] != segments[:-1]]))
         present = segments[starts_at]
         bounds = [*starts_at.tolist(), len(segments)]
-        for first, stop in self.clock.runs(present):
-            lines = rows.slice(bounds[first], bounds[stop] - bounds[first])
-            offsets = np.asarray(bounds[first : stop + 1]) - bounds[first]
-            for role, table in self._run(lines, present[first:stop], offsets):
-                yield from _pack(role, table, _PASS).to_batches()
+        # Spark packs the log's files into partitions by size, so a partition's segments seldom
+        # follow each other: each run of consecutive ones is clocked from its own start, and what
+        # is judged line by line after the clock is judged once for the whole partition (per
+        # run, the fixed cost of a dozen Arrow calls dominated).
+        runs = [
+            self._clock(
+                rows.slice(bounds[first], bounds[stop] - bounds[first]),
+                present[first:stop],
+                np.asarray(bounds[first : stop + 1]) - bounds[first],
+            )
+            for first, stop in self.clock.runs(present)
+        ]
+        yield from _pack("segment", pa.concat_tables(run.segments for run in runs), _PASS).to_batches()
+        yield from _pack("advance", pa.concat_tables(run.advances for run in runs), _PASS).to_batches()
+        events = pa.concat_tables(run.events for run in runs).combine_chunks()
+        repeated = pa.chunked_array(
+            [chunk for run in runs for chunk in run.repeated.chunks], pa.bool_()
+        ).combine_chunks()
+        for role, table in self._judge(events, repeated):
+            yield from _pack(role, table, _PASS).to_batches()
 
-    def _run(self, lines: pa.Table, present: np.ndarray, offsets: np.ndarray):
+    def _clock(self, lines: pa.Table, present: np.ndarray, offsets: np.ndarray) -> _Clocked:
         """One run of consecutive segments, clocked in one call from the state at its first."""
         state = self.clock.starts[int(present[0])]
         clocked = clocked_lines(lines, state, self.settings.clock, lines["segment"].to_numpy() - 1)
@@ -196,35 +223,33 @@ class _Pass:
         largest = np.maximum.accumulate(
             np.concatenate([[NO_TIME if state.max_event_time is None else state.max_event_time], event_times(lines)])
         )[1:]
-        yield (
-            "segment",
-            pa.table(
-                {
-                    "segment": pa.array(present, pa.int64()),
-                    "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
-                    "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
-                    "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
-                    "_latest_ingest": pa.array(
-                        np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()
-                    ),
-                }
-            ),
+        figures = pa.table(
+            {
+                "segment": pa.array(present, pa.int64()),
+                "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
+                "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
+                "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
+                "_latest_ingest": pa.array(
+                    np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()
+                ),
+            }
         )
         advances = clocked.advances
-        yield (
-            "advance",
-            pa.table(
-                {
-                    "_line": advances.keys,
-                    "_p": advances.processing_time,
-                    "_w_after": advances.watermark_after,
-                    "batch_id": advances.batch_id,
-                }
-            ),
+        steps = pa.table(
+            {
+                "_line": advances.keys,
+                "_p": advances.processing_time,
+                "_w_after": advances.watermark_after,
+                "batch_id": advances.batch_id,
+            }
         )
-        events = clocked.events
         is_event = pc.and_(pc.is_null(lines["reject_reason"]), pc.invert(lines["heartbeat"]))
         repeated = pc.fill_null(lines.filter(is_event)["_repeated"], False)
+        return _Clocked(figures, steps, clocked.events, repeated)
+
+    def _judge(self, events: pa.Table, repeated: pa.Array):
+        """Every clocked event of a partition (``repeated``: whether its id is seen more than
+        once), judged: each line on its own, so any set of runs at once."""
         yield "repeat", events.filter(repeated)
         horizon, final = self.settings.dedup_horizon, self.clock.final
         since = remembered_from(micros_or_unknown(events["event_time"]), events["_w"].to_numpy())
