@@ -583,6 +583,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         .persist()
     )
     role = lambda name: passed.where(F.col("_role") == name)
+    roles = lambda *names: passed.where(F.col("_role").isin(*names))
 
     contested = per_key(
         role("repeat").select(*_EVENT_COLUMNS),
@@ -609,34 +610,37 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         windows = _ordered(events, clock, advances, settings, history)
         first_copies = events.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time"))
     else:
-        pairs = counted(role("pair")).select(
+        # A part summed in the pass and the copies of repeated ids, in one scan of the pass each:
+        # a sum's ``_line`` is null or a line of an id seen once, never a duplicate's, so the
+        # anti-join keeps every sum.
+        single = F.col("_role").endswith("_sum")
+        pairs = counted(roles("pair", "pair_sum")).select(
             *WINDOW_KEY,
-            F.lit(1).cast("long").alias("_count"),
-            F.col("amount").cast("decimal(38,6)").alias("amount_total"),
+            F.when(single, F.col("_count")).otherwise(1).cast("long").alias("_count"),
+            F.when(single, F.col("amount_total"))
+            .otherwise(F.col("amount"))
+            .cast("decimal(38,6)")
+            .alias("amount_total"),
             "_p",
             "batch_id",
             "_line",
         )
-        outcomes = counted(role("outcome")).select(
+        late = F.col("_late")
+        money = lambda part, summed: (  # noqa: E731
+            F.when(single, F.col(summed)).otherwise(F.when(late == part, F.col("amount")).otherwise(0))
+        )
+        outcomes = counted(roles("outcome", "outcome_sum")).select(
             "segment",
             "currency",
-            (1 - F.col("_late")).alias("_on_time"),
+            F.when(single, F.col("_on_time")).otherwise(1 - late).alias("_on_time"),
             "_late",
             "_late_updates",
-            F.when(F.col("_late") == 0, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_on_time_amount"),
-            F.when(F.col("_late") == 1, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_late_amount"),
+            money(0, "_on_time_amount").cast("decimal(38,6)").alias("_on_time_amount"),
+            money(1, "_late_amount").cast("decimal(38,6)").alias("_late_amount"),
         )
-        windows = _summed(
-            role("pair_sum").select(*pairs.columns).unionByName(pairs),
-            counted(role("late")).select(*LATE_SCHEMA.names),
-            role("outcome_sum").select(*outcomes.columns).unionByName(outcomes),
-            clock,
-            settings,
-        )
-    memory = (
-        role("memory_sum")
-        .select("_created", "_gone", "_count")
-        .unionByName(counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count")))
+        windows = _summed(pairs, counted(role("late")).select(*LATE_SCHEMA.names), outcomes, clock, settings)
+    memory = counted(roles("memory", "memory_sum")).select(
+        "_created", "_gone", F.when(F.col("_role") == "memory_sum", F.col("_count")).otherwise(1).alias("_count")
     )
     change = F.explode(
         F.array(
