@@ -39,8 +39,13 @@ from shared.config import LabConfig  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 
 
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes): the figures beside them were measured on a shared machine."""
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
 def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[{time.strftime('%H:%M:%S')}] {message} ({load()})", file=sys.stderr, flush=True)
 
 
 def timed(action):
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_seconds": medians,
         "events_per_second": {side: events / value for side, value in medians.items()},
         "ratio_replay_to_batch": medians["replay"] / medians["batch"],
+        "load_average_at_end": list(os.getloadavg()),
     }
     if processes:
         figures["process_seconds"] = processes
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
     print(
-        f"log: {lines:,} lines ({events:,} events), {manifest['segments']:,} segments; {args.repeats} measured run(s) of each, median"
+        f"log: {lines:,} lines ({events:,} events), {manifest['segments']:,} segments; {args.repeats} measured run(s) of each, median; {load()} at the end"
     )
     for side, label in (("batch", "batch recompute (the truth)"), ("replay", "Kappa replay (the stream's rows)")):
         print(f"{label:35s} {medians[side]:7.1f}s  {events / medians[side]:9,.0f} events/s")

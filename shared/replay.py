@@ -52,6 +52,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -164,6 +165,17 @@ def _sums(table: pa.Table, keys: list[str], aggregations: list[tuple], names: li
     return pa.table(columns)
 
 
+class _Clocked(NamedTuple):
+    """One run of consecutive segments after the clock: per segment its figures, the
+    watermark's advances, its events with their clock columns, and whether each event's id is
+    seen more than once in the log."""
+
+    segments: pa.Table
+    advances: pa.Table
+    events: pa.Table
+    repeated: pa.ChunkedArray
+
+
 @dataclass(frozen=True)
 class _Pass:
     """What the one pass needs to know: the clock at every boundary, the ids seen more than
@@ -182,13 +194,28 @@ class _Pass:
         starts_at = np.flatnonzero(np.concatenate([[True], segments[1:] != segments[:-1]]))
         present = segments[starts_at]
         bounds = [*starts_at.tolist(), len(segments)]
-        for first, stop in self.clock.runs(present):
-            lines = rows.slice(bounds[first], bounds[stop] - bounds[first])
-            offsets = np.asarray(bounds[first : stop + 1]) - bounds[first]
-            for role, table in self._run(lines, present[first:stop], offsets):
-                yield from _pack(role, table, _PASS).to_batches()
+        # Spark packs the log's files into partitions by size, so a partition's segments seldom
+        # follow each other: each run of consecutive ones is clocked from its own start, and what
+        # is judged line by line after the clock is judged once for the whole partition (per
+        # run, the fixed cost of a dozen Arrow calls dominated).
+        runs = [
+            self._clock(
+                rows.slice(bounds[first], bounds[stop] - bounds[first]),
+                present[first:stop],
+                np.asarray(bounds[first : stop + 1]) - bounds[first],
+            )
+            for first, stop in self.clock.runs(present)
+        ]
+        yield from _pack("segment", pa.concat_tables(run.segments for run in runs), _PASS).to_batches()
+        yield from _pack("advance", pa.concat_tables(run.advances for run in runs), _PASS).to_batches()
+        events = pa.concat_tables(run.events for run in runs).combine_chunks()
+        repeated = pa.chunked_array(
+            [chunk for run in runs for chunk in run.repeated.chunks], pa.bool_()
+        ).combine_chunks()
+        for role, table in self._judge(events, repeated):
+            yield from _pack(role, table, _PASS).to_batches()
 
-    def _run(self, lines: pa.Table, present: np.ndarray, offsets: np.ndarray):
+    def _clock(self, lines: pa.Table, present: np.ndarray, offsets: np.ndarray) -> _Clocked:
         """One run of consecutive segments, clocked in one call from the state at its first."""
         state = self.clock.starts[int(present[0])]
         clocked = clocked_lines(lines, state, self.settings.clock, lines["segment"].to_numpy() - 1)
@@ -196,35 +223,33 @@ class _Pass:
         largest = np.maximum.accumulate(
             np.concatenate([[NO_TIME if state.max_event_time is None else state.max_event_time], event_times(lines)])
         )[1:]
-        yield (
-            "segment",
-            pa.table(
-                {
-                    "segment": pa.array(present, pa.int64()),
-                    "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
-                    "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
-                    "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
-                    "_latest_ingest": pa.array(
-                        np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()
-                    ),
-                }
-            ),
+        figures = pa.table(
+            {
+                "segment": pa.array(present, pa.int64()),
+                "_w": pa.array(clocked.clock.watermark[first_line], pa.int64()),
+                "_w_after": pa.array(clocked.clock.watermark_after[last_line], pa.int64()),
+                "_max_event": pa.array(largest[last_line], pa.int64(), mask=largest[last_line] == NO_TIME),
+                "_latest_ingest": pa.array(
+                    np.maximum.reduceat(micros_or_unknown(lines["ingest_time"]), first_line), pa.int64()
+                ),
+            }
         )
         advances = clocked.advances
-        yield (
-            "advance",
-            pa.table(
-                {
-                    "_line": advances.keys,
-                    "_p": advances.processing_time,
-                    "_w_after": advances.watermark_after,
-                    "batch_id": advances.batch_id,
-                }
-            ),
+        steps = pa.table(
+            {
+                "_line": advances.keys,
+                "_p": advances.processing_time,
+                "_w_after": advances.watermark_after,
+                "batch_id": advances.batch_id,
+            }
         )
-        events = clocked.events
         is_event = pc.and_(pc.is_null(lines["reject_reason"]), pc.invert(lines["heartbeat"]))
         repeated = pc.fill_null(lines.filter(is_event)["_repeated"], False)
+        return _Clocked(figures, steps, clocked.events, repeated)
+
+    def _judge(self, events: pa.Table, repeated: pa.Array):
+        """Every clocked event of a partition (``repeated``: whether its id is seen more than
+        once), judged: each line on its own, so any set of runs at once."""
         yield "repeat", events.filter(repeated)
         horizon, final = self.settings.dedup_horizon, self.clock.final
         since = remembered_from(micros_or_unknown(events["event_time"]), events["_w"].to_numpy())
@@ -558,6 +583,7 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         .persist()
     )
     role = lambda name: passed.where(F.col("_role") == name)
+    roles = lambda *names: passed.where(F.col("_role").isin(*names))
 
     contested = per_key(
         role("repeat").select(*_EVENT_COLUMNS),
@@ -584,34 +610,37 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
         windows = _ordered(events, clock, advances, settings, history)
         first_copies = events.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time"))
     else:
-        pairs = counted(role("pair")).select(
+        # A part summed in the pass and the copies of repeated ids, in one scan of the pass each:
+        # a sum's ``_line`` is null or a line of an id seen once, never a duplicate's, so the
+        # anti-join keeps every sum.
+        single = F.col("_role").endswith("_sum")
+        pairs = counted(roles("pair", "pair_sum")).select(
             *WINDOW_KEY,
-            F.lit(1).cast("long").alias("_count"),
-            F.col("amount").cast("decimal(38,6)").alias("amount_total"),
+            F.when(single, F.col("_count")).otherwise(1).cast("long").alias("_count"),
+            F.when(single, F.col("amount_total"))
+            .otherwise(F.col("amount"))
+            .cast("decimal(38,6)")
+            .alias("amount_total"),
             "_p",
             "batch_id",
             "_line",
         )
-        outcomes = counted(role("outcome")).select(
+        late = F.col("_late")
+        money = lambda part, summed: (  # noqa: E731
+            F.when(single, F.col(summed)).otherwise(F.when(late == part, F.col("amount")).otherwise(0))
+        )
+        outcomes = counted(roles("outcome", "outcome_sum")).select(
             "segment",
             "currency",
-            (1 - F.col("_late")).alias("_on_time"),
+            F.when(single, F.col("_on_time")).otherwise(1 - late).alias("_on_time"),
             "_late",
             "_late_updates",
-            F.when(F.col("_late") == 0, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_on_time_amount"),
-            F.when(F.col("_late") == 1, F.col("amount")).otherwise(0).cast("decimal(38,6)").alias("_late_amount"),
+            money(0, "_on_time_amount").cast("decimal(38,6)").alias("_on_time_amount"),
+            money(1, "_late_amount").cast("decimal(38,6)").alias("_late_amount"),
         )
-        windows = _summed(
-            role("pair_sum").select(*pairs.columns).unionByName(pairs),
-            counted(role("late")).select(*LATE_SCHEMA.names),
-            role("outcome_sum").select(*outcomes.columns).unionByName(outcomes),
-            clock,
-            settings,
-        )
-    memory = (
-        role("memory_sum")
-        .select("_created", "_gone", "_count")
-        .unionByName(counted(role("memory")).select("_created", "_gone", F.lit(1).cast("long").alias("_count")))
+        windows = _summed(pairs, counted(role("late")).select(*LATE_SCHEMA.names), outcomes, clock, settings)
+    memory = counted(roles("memory", "memory_sum")).select(
+        "_created", "_gone", F.when(F.col("_role") == "memory_sum", F.col("_count")).otherwise(1).alias("_count")
     )
     change = F.explode(
         F.array(
