@@ -27,7 +27,6 @@ Run as ``lklab batch`` or ``spark-submit spark_jobs/batch_job.py --date D``.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -43,7 +42,7 @@ from shared.events import parse_events
 from shared.partitions import DayRange
 from shared.table_settings import batch_settings
 from shared.tables import Tables
-from shared.windows import WindowSpec
+from shared.windows import window_reach
 
 __all__ = ["BILLING_TRUTH", "BillingTruth", "run_batch"]
 
@@ -85,12 +84,15 @@ class BillingTruth(TruthRule):
         )
         if first_segment == 1:
             lines = classify_lines(parsed).persisted()
-            firsts, events_write = lines.events, Replace(app_id=EVENTS_APP)
+            firsts, kept, events_write = lines.events, lines.events, Replace(app_id=EVENTS_APP)
         else:
             earlier = Tables(spark, config.lake, config.table_engine).read(BATCH_EVENTS.name)
             lines = classify_lines_after(parsed, earlier).persisted()
-            firsts = earlier.where(_may_fall_in(days, config.window)).unionByName(lines.events)
-            events_write = Append(EVENTS_APP)
+            held = earlier.where(days.may_hold(F.col("event_time"), window_reach(config.window)))
+            firsts = held.unionByName(lines.events)
+            # one file a run, not one a task: with runs of 10,000 events or more the table's files
+            # stay large enough for Spark to read as Parquet, not through the driver (shared.tables)
+            kept, events_write = lines.events.coalesce(1), Append(EVENTS_APP)
         truth = firsts.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
 
         def figures(_tables) -> dict[str, Any]:
@@ -105,7 +107,7 @@ class BillingTruth(TruthRule):
                 BATCH_TRUTH: truth,
                 BATCH_DEAD_LETTER: lines.dead_letters,
                 BATCH_DUPLICATES: lines.duplicates,
-                BATCH_EVENTS: lines.events,
+                BATCH_EVENTS: kept,
             },
             writes={
                 BATCH_TRUTH: Replace(days.predicate()),
@@ -127,22 +129,6 @@ class BillingTruth(TruthRule):
 
 
 BILLING_TRUTH = BillingTruth()
-
-
-def _may_fall_in(days: DayRange, spec: WindowSpec):
-    """Spark condition on an event: its time may put it in a window starting on ``days``. A
-    fixed window starting in ``[first, last + 1 day)`` holds times in
-    ``[first, last + 1 day + size)``; a session may hold any time of its key, so every event."""
-    if days.everything or spec.pick(fixed=False, merging=True):
-        return F.lit(True)
-    low = dt.datetime.combine(days.first, dt.time(), dt.UTC)
-    high = dt.datetime.combine(days.last + dt.timedelta(days=1), dt.time(), dt.UTC)
-    time = F.unix_micros("event_time")
-    return (time >= F.lit(_micros(low))) & (time < F.lit(_micros(high) + spec.size))
-
-
-def _micros(moment: dt.datetime) -> int:
-    return int(moment.timestamp()) * 1_000_000
 
 
 def _batch_run(run: TruthRun, days: DayRange) -> BatchRun:
