@@ -82,16 +82,17 @@ class BillingTruth(TruthRule):
         parsed = (
             raw.transform(parse_events, max_clock_skew=config.max_clock_skew).transform(without_event_text).persist()
         )
+        # batch_events in a few files, not one a task (a task reads a few segments): files of
+        # 10,000 rows or more are read by Spark as Parquet, not through the driver (shared.tables)
         if first_segment == 1:
             lines = classify_lines(parsed).persisted()
-            firsts, kept, events_write = lines.events, lines.events, Replace(app_id=EVENTS_APP)
+            files = int(spark.conf.get("spark.sql.shuffle.partitions"))
+            firsts, kept, events_write = lines.events, lines.events.coalesce(files), Replace(app_id=EVENTS_APP)
         else:
             earlier = Tables(spark, config.lake, config.table_engine).read(BATCH_EVENTS.name)
             lines = classify_lines_after(parsed, earlier).persisted()
             held = earlier.where(days.may_hold(F.col("event_time"), window_reach(config.window)))
             firsts = held.unionByName(lines.events)
-            # one file a run, not one a task: with runs of 10,000 events or more the table's files
-            # stay large enough for Spark to read as Parquet, not through the driver (shared.tables)
             kept, events_write = lines.events.coalesce(1), Append(EVENTS_APP)
         truth = firsts.transform(window_totals(config.window)).where(days.contains(F.col("window_start"))).persist()
 
