@@ -24,8 +24,9 @@ lakes, else the script exits 1.
     .venv/bin/python benchmarks/nightly_bench.py [--days 30] [--events-per-day 20000]
         [--segment-minutes 10] [--repeats 1] [--keep DIR] [--json-out FILE]
 
-At the defaults ``many`` holds 600,000 events (about 612,000 lines) in 4,320 segments; the whole
-script takes about ten minutes on two cores.
+At the defaults ``many`` holds 600,000 events (606,600 lines: 1% retries, 0.1% malformed) in
+4,589 segments (a day's late arrivals spill past its 144th); on two cores at load 10-16 the
+script took 21 minutes, most of it building the lakes.
 """
 
 from __future__ import annotations
