@@ -10,14 +10,17 @@ into the rows of each table (``TruthOutput``). ``run_truth`` runs it:
 * the rule's ``settings`` required of every table it replaces before anything is read
   (``SettingsConflict`` for tables built with others) and recorded on each once written;
 * an empty log refused (``RuntimeError`` naming ``lklab generate``, with ``--pipeline NAME``);
-* segments ``1..N`` read through Spark (``shared.log_source.raw_log``) into ``compute``: ``N``
+* segments ``F..N`` read through Spark (``shared.log_source.raw_log``) into ``compute``: ``N``
   the ``last_segment`` asked (a prefix of the log), else the rule's ``position`` (where a rerun
-  of the same rows read to before, say), else the log's end now;
+  of the same rows read to before, say), else the log's end now; ``F`` the rule's
+  ``first_segment`` (1 unless the rule keeps what it found in the segments before: an index of
+  the events read, say);
 * every table written with its rows, in the rule's order, with the table's columns in its order
   (Arrow rows also cast to its schema): replaced whole (``Replace()``, the default), each commit
-  tagged ``(app_id, N)`` when the rule has an ``app_id`` (a rerun at the same position then
-  commits nothing again); replaced where a predicate holds (``Replace(where)``: the days asked,
-  say); or merged, the rows of new keys appended (``InsertNew``);
+  tagged ``(app_id, N)`` when the rule (or the ``Replace``) has an ``app_id`` (a rerun at the
+  same position then commits nothing again); replaced where a predicate holds
+  (``Replace(where)``: the days asked, say); merged, the rows of new keys appended
+  (``InsertNew``); or appended, tagged ``(app_id, N)`` (``Append``);
 * the figures taken once the tables are written, the frames ``compute`` persisted released,
   and the wall and CPU seconds of it all measured (``shared.compute_cost``); then the rule's
   ``recorded`` (its run history), still under the locks.
@@ -48,17 +51,18 @@ from shared.log_source import raw_log
 from shared.table_settings import record, require
 from shared.tables import Tables
 
-__all__ = ["truth_lock", "InsertNew", "Replace", "TruthOutput", "TruthRule", "TruthRun", "run_truth"]
+__all__ = ["truth_lock", "Append", "InsertNew", "Replace", "TruthOutput", "TruthRule", "TruthRun", "run_truth"]
 
 
 @dataclass(frozen=True)
 class Replace:
     """A table's rows replaced by the batch's: all of them, or with ``where`` (a SQL predicate,
     e.g. the days asked) only those matching it, the others kept. A whole replace is tagged
-    ``(app_id, last segment)`` when the rule has an ``app_id``; a partial one is not (a rerun for
-    other rows at the same position must commit)."""
+    ``(app_id, last segment)`` with its own ``app_id``, else the rule's when it has one; a
+    partial one is not (a rerun for other rows at the same position must commit)."""
 
     where: str | None = None
+    app_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,14 @@ class InsertNew:
     segment)``: a rerun at the same position commits nothing."""
 
     keys: tuple[str, ...]
+    app_id: str
+
+
+@dataclass(frozen=True)
+class Append:
+    """The batch's rows appended, tagged ``(app_id, last segment)``: rows of segments the table
+    has not seen (the rule reads from after them). A rerun at the same position commits nothing."""
+
     app_id: str
 
 
@@ -82,7 +94,7 @@ class TruthOutput:
     rows: Mapping[catalog.Table, DataFrame | pa.Table]
     figures: Callable[[Tables], Mapping[str, Any]]
     persisted: tuple[DataFrame, ...] = ()
-    writes: Mapping[catalog.Table, Replace | InsertNew] = field(default_factory=dict)
+    writes: Mapping[catalog.Table, Replace | InsertNew | Append] = field(default_factory=dict)
 
 
 def truth_lock(pipeline: str) -> str:
@@ -115,8 +127,14 @@ class TruthRule:
         raise NotImplementedError
 
     def compute(self, spark: SparkSession, raw: DataFrame, config: LabConfig, **options: Any) -> TruthOutput:
-        """The rows of every table from the log's raw lines (``RAW_LINE_SCHEMA``)."""
+        """The rows of every table from the log's raw lines (``RAW_LINE_SCHEMA``): of segments
+        ``first_segment`` on when the rule's ``first_segment`` is not 1 (then passed), else all."""
         raise NotImplementedError
+
+    def first_segment(self, tables: Tables, last: int, **options: Any) -> int:
+        """The first segment to read for a run to ``last``: 1 (the whole log) unless the rule
+        keeps, in its tables, what it needs of the segments before."""
+        return 1
 
     def position(self, tables: Tables, **options: Any) -> int | None:
         """The last segment to read (None: the log's end now), e.g. where a rerun of the same
@@ -159,8 +177,10 @@ def run_truth(
         if last == 0:
             raise RuntimeError(f"the log under {lake} is empty: run '{command_line(rule.pipeline, 'generate')}' first")
         with measure_cost(config.spark_master) as cost:
-            raw = raw_log(spark, lake, last, max_line_bytes=config.max_line_bytes)
-            output = rule.compute(spark, raw, config, **options)
+            first = rule.first_segment(tables, last, **options)
+            raw = raw_log(spark, lake, last, first_segment=first, max_line_bytes=config.max_line_bytes)
+            later = {"first_segment": first} if first > 1 else {}  # compute reads a part of the log
+            output = rule.compute(spark, raw, config, **later, **options)
             missing = [table.name for table in rule.tables if table not in output.rows]
             if missing:
                 raise ValueError(f"the {rule.pipeline} truth has no rows for {', '.join(missing)}")
@@ -181,9 +201,12 @@ def _write(tables: Tables, table: catalog.Table, output: TruthOutput, app_id: st
     rows, how = _as_table(table, output.rows[table]), output.writes.get(table, Replace())
     if isinstance(how, InsertNew):
         tables.insert_new(table.name, rows, keys=how.keys, app_id=how.app_id, version=last)
+    elif isinstance(how, Append):
+        tables.append(table.name, rows, app_id=how.app_id, version=last)
     elif how.where is not None:
         tables.overwrite(table.name, rows, predicate=how.where)
     else:
+        app_id = how.app_id or app_id
         tables.overwrite(table.name, rows, app_id=app_id, version=None if app_id is None else last)
 
 

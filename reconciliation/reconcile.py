@@ -71,6 +71,7 @@ from shared.session_conf import session_conf
 from shared.stream_cut import StreamCut, stream_cut
 from shared.table_settings import record, require, window_settings
 from shared.tables import Tables
+from shared.windows import window_reach
 
 __all__ = ["compute", "commit", "Outputs", "stream_prefix", "truth_position", "ReconcileInputError"]
 
@@ -257,12 +258,17 @@ def compute(
     stream_all = _frame(tables, SPEED_AGGREGATES, prefix, cut).select(*AGGREGATE_COLUMNS)
     late_all = _frame(tables, LATE_EVENTS, prefix, cut).where(F.col("segment") <= stream_last)
 
-    batch_records = LineRecords(batch_last, _frame(tables, BATCH_DUPLICATES), _frame(tables, BATCH_DEAD_LETTER))
+    # A recorded event whose time puts it in no window of the days changes no window of theirs:
+    # the lines of other days are left where they are (dead letters have no time until parsed).
+    near = days.may_hold(F.col("event_time"), window_reach(spec))
+    batch_records = LineRecords(
+        batch_last, _frame(tables, BATCH_DUPLICATES).where(near), _frame(tables, BATCH_DEAD_LETTER)
+    )
     stream_records = LineRecords(
         stream_last,
-        _frame(tables, DUPLICATE_EVENTS, prefix, cut),
+        _frame(tables, DUPLICATE_EVENTS, prefix, cut).where(near),
         _frame(tables, DEAD_LETTER, prefix, cut),
-        late_all,
+        late_all.where(near),
         stream_all.select(*WINDOW_KEY),
     )
     # Kept on the executors and cut from the plans built on it: the parser's expressions are

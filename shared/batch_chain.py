@@ -2,7 +2,8 @@
 
 ``parse_events`` (in ``shared.events``) types and validates lines; ``classify_lines`` sorts every
 parsed line into exactly one place: a deduplicated event, a duplicate, or a dead letter.
-``window_totals`` turns events into per-window totals. Dedup, windows and totals are the Arrow
+``classify_lines_after`` sorts the lines of later segments alone the same way, given the first
+copies of the segments before. ``window_totals`` turns events into per-window totals. Dedup, windows and totals are the Arrow
 rules of ``shared.dedup``, ``shared.windows`` and ``shared.aggregation`` run by Spark; the
 speed layer (``shared.speed``) calls the same rules on each micro-batch. Where a rule needs
 nothing but a row's own columns, Spark runs it as its own columns instead, and a test holds the
@@ -21,12 +22,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from shared.aggregation import AGGREGATE_SCHEMA, AMOUNT_TOTAL_TYPE, WINDOW_KEY, aggregate_windows_table
-from shared.dedup import Copies, split_copies
+from shared.dedup import Copies, split_copies, split_copies_after
 from shared.events import rejected_lines, valid_events
 from shared.spark_arrow import per_key
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows_table
 
-__all__ = ["LineDispositions", "classify_lines", "without_event_text", "window_totals", "window_totals_table"]
+__all__ = [
+    "LineDispositions",
+    "classify_lines",
+    "classify_lines_after",
+    "without_event_text",
+    "window_totals",
+    "window_totals_table",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,16 @@ def classify_lines(parsed: DataFrame) -> LineDispositions:
     """
     return LineDispositions(
         copies=split_copies(parsed.transform(valid_events)),
+        dead_letters=parsed.transform(rejected_lines),
+    )
+
+
+def classify_lines_after(parsed: DataFrame, earlier: DataFrame) -> LineDispositions:
+    """``classify_lines`` of the whole log, for the lines of segments ``F..N`` (``parsed``) alone:
+    ``earlier`` holds the first copy of every id in segments ``1..F-1``
+    (``shared.dedup.split_copies_after``). Validation and dead letters need nothing but the line."""
+    return LineDispositions(
+        copies=split_copies_after(parsed.transform(valid_events), earlier),
         dead_letters=parsed.transform(rejected_lines),
     )
 

@@ -42,7 +42,11 @@ class PositionError(ValueError):
 
 @dataclass(frozen=True)
 class BatchRun:
-    """Where a batch recompute read up to, where every line went, and what it cost."""
+    """Where a batch recompute read up to, where every line it read went, and what it cost.
+
+    It read segments ``first_segment..last_segment``: from 1, or after those its
+    ``batch_events`` already held (``lklab.pipelines.billing_windows.batch``); the counts are of
+    the lines it read. ``batch_runs`` records ``last_segment`` and the counts."""
 
     last_segment: int
     lines: int
@@ -54,6 +58,7 @@ class BatchRun:
     windows: int = 0
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    first_segment: int = 1
 
     @property
     def conserved(self) -> bool:

@@ -49,6 +49,7 @@ __all__ = [
     "BATCH_DEAD_LETTER",
     "BATCH_DUPLICATES",
     "BATCH_RUNS",
+    "BATCH_EVENTS",
     "BATCH_TABLES",
     "REPLAY_RUNS",
     "GENERATOR_TRUTH",
@@ -112,6 +113,9 @@ BATCH_TRUTH = Table("batch_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")
 BATCH_DEAD_LETTER = Table("batch_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA", without=("batch_id",))
 BATCH_DUPLICATES = Table("batch_duplicates", "shared.speed:DUPLICATE_SCHEMA", without=("batch_id",))
 BATCH_RUNS = Table("batch_runs", "shared.batch_runs:RUNS_SCHEMA")
+# Each event_id's first copy among the segments the batch has read: what a recompute of one day
+# needs of the log before the segments it reads (``lklab.pipelines.billing_windows.batch``).
+BATCH_EVENTS = Table("batch_events", "shared.events:EVENT_SCHEMA")
 BATCH_TABLES = (BATCH_TRUTH, BATCH_DUPLICATES, BATCH_DEAD_LETTER, BATCH_RUNS)
 # The generator's ground truth of the batch's windows, computed without Spark (``lklab.pipelines.billing_windows.truth``).
 GENERATOR_TRUTH = Table("generator_truth", "shared.aggregation:AGGREGATE_ARROW_SCHEMA")

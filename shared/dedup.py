@@ -9,7 +9,8 @@ harmless retry. ``ingest_time`` is not payload: a retry lands later by nature.
 The batch rule is written once, in Arrow (``mark_duplicates_table``); ``mark_duplicates`` runs
 it over a Spark DataFrame, every copy of an id in one call. Only ids seen more than once need
 it (``flag_repeated``: about 1% of a log's ids); a copy of an id seen once is its own first copy
-and is marked where it is, never leaving the JVM.
+and is marked where it is, never leaving the JVM. ``split_copies_after`` gives the same marks to
+the events of later segments alone, given the first copy of every id in the segments before.
 
 The stream cannot remember every id forever. It remembers a first copy for ``dedup_horizon``
 behind the watermark, counted from the later of its event time and the watermark it arrived
@@ -48,6 +49,7 @@ __all__ = [
     "flag_repeated",
     "Copies",
     "split_copies",
+    "split_copies_after",
     "mark_duplicates",
     "first_copies",
     "later_copies",
@@ -192,6 +194,37 @@ def split_copies(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) ->
         once=flagged.where(~repeated).drop("_repeated"),
         repeated=per_key(contested, ["event_id"], function, with_fields(events.schema, *MARK_FIELDS)),
     )
+
+
+def split_copies_after(events: DataFrame, earlier: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> Copies:
+    """``events`` (every copy of every id in segments ``F..N``) as ``Copies``, marked as
+    ``split_copies`` marks them among all the events of segments ``1..N``, given ``earlier``: the
+    first copy of every id in segments ``1..F-1`` (at most one row per id, the event columns).
+
+    An id ``earlier`` holds has its first copy there: every copy of it in ``events`` is a
+    duplicate of that row (``payload_conflict`` against its payload). Any other id has no copy
+    before ``F``: ``split_copies`` of those events alone decides as the whole log would.
+    """
+    held = earlier.select(
+        "event_id",
+        F.col("segment").alias("first_segment"),
+        F.col("line_number").alias("first_line_number"),
+        *[F.col(name).alias(f"_first_{name}") for name in payload],
+    )
+    differs = functools.reduce(
+        lambda left, right: left | right,
+        [~F.col(name).eqNullSafe(F.col(f"_first_{name}")) for name in payload],
+        F.lit(False),
+    )
+    repeats = events.join(held, "event_id").select(
+        *events.columns,
+        F.lit(True).alias("is_duplicate"),
+        "first_segment",
+        "first_line_number",
+        differs.alias("payload_conflict"),
+    )
+    fresh = split_copies(events.join(held.select("event_id"), "event_id", "left_anti"), payload)
+    return Copies(ids=fresh.ids, once=fresh.once, repeated=fresh.repeated.unionByName(repeats))
 
 
 def mark_duplicates(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> DataFrame:

@@ -78,6 +78,19 @@ class DayRange:
         low, high = self._bounds()
         return (window_start >= F.to_timestamp(F.lit(low))) & (window_start < F.to_timestamp(F.lit(high)))
 
+    def may_hold(self, event_time: Column, reach: int | None) -> Column:
+        """Spark condition: an event at ``event_time`` may lie in a window starting on one of the
+        days. ``reach``: the longest window (microseconds) for windows fixed on the clock, which
+        start no later than the events they hold, so the times are ``[first day, last day + 1 day
+        + reach)``; None (sessions, whose span has no bound) for every time."""
+        if self.everything or reach is None:
+            return F.lit(True)
+        low, high = self._bounds()
+        time = F.unix_micros(event_time)
+        return (time >= F.unix_micros(F.to_timestamp(F.lit(low)))) & (
+            time < F.unix_micros(F.to_timestamp(F.lit(high))) + F.lit(reach)
+        )
+
     def predicate(self) -> str | None:
         """The same condition as SQL text for a Delta overwrite (None = the whole table)."""
         if self.everything:

@@ -63,6 +63,7 @@ __all__ = [
     "SessionWindows",
     "WindowSpec",
     "window_spec",
+    "window_reach",
     "assign_windows_table",
     "assign_windows",
     "micros",
@@ -264,6 +265,12 @@ class SessionWindows:
 
 FixedWindows = TumblingWindows | SlidingWindows
 WindowSpec = TumblingWindows | SlidingWindows | SessionWindows
+
+
+def window_reach(spec: WindowSpec) -> int | None:
+    """How far after its start a window holds events (microseconds): ``size`` for windows fixed
+    on the clock; None for sessions, which grow with their events."""
+    return spec.size if spec.pick(fixed=True, merging=False) else None
 
 
 def window_spec(kind: str, *, size: int, slide: int | None = None, gap: int) -> WindowSpec:

@@ -234,6 +234,7 @@ def test_every_table_written_has_the_rows_its_catalog_entry_says(spark, known):
         "batch_truth",
         "batch_dead_letter",
         "batch_duplicates",
+        "batch_events",
         "batch_runs",
         "corrected_aggregates",
         "recon_runs",

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from reconciliation.render import grouped, render_text
 from shared.aggregation import AGGREGATE_COLUMNS
 from shared.batch_runs import BatchRun
-from shared.catalog import BATCH_DEAD_LETTER, BATCH_TRUTH, GENERATOR_TRUTH
+from shared.catalog import BATCH_DEAD_LETTER, BATCH_EVENTS, BATCH_TRUTH, GENERATOR_TRUTH
 from shared.tables import Tables
 
 if TYPE_CHECKING:
@@ -108,11 +108,20 @@ def batch_summary(tables: Tables, run: BatchRun, window: WindowSpec, top: int = 
     )
 
 
+def _segments_read(run: BatchRun) -> str:
+    if run.first_segment == 1:
+        return f"segments 1..{run.last_segment}"
+    known = f"1..{run.first_segment - 1} known from {BATCH_EVENTS.name}"
+    if run.first_segment > run.last_segment:
+        return f"no segment read ({known})"
+    return f"segments {run.first_segment}..{run.last_segment} read ({known})"
+
+
 @render_text.register
 def _render_batch_summary(summary: BatchSummary) -> str:
     run = summary.run
     lines = [
-        f"days: {run.days.describe()}; log: segments 1..{run.last_segment}, {grouped(run.lines)} lines",
+        f"days: {run.days.describe()}; log: {_segments_read(run)}, {grouped(run.lines)} lines",
         f"  = {grouped(run.events)} events + {grouped(run.duplicates)} duplicates + {grouped(run.dead_letters)} dead letters"
         + (f" + {grouped(run.heartbeats)} heartbeats" if run.heartbeats else "")
         + f"  [{'conserved' if run.conserved else 'NOT CONSERVED'}]",

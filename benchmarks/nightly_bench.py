@@ -1,0 +1,350 @@
+"""The nightly pair on a lake of many days against the same pair on a lake of that one day.
+
+A nightly run recomputes the new day (``lklab batch --date D``) and reconciles it
+(``lklab reconcile --date D``). Its cost should follow the day, not the lake. Two lakes are
+built: ``one`` holds the last day alone; ``many`` holds ``--days`` days, the last one the same.
+Each day is its own generated log (``start`` at its midnight, a day of event time, seed
+``--seed`` plus the day's number, so event ids never repeat across days), appended to the lake
+in day order; the last day's segments are the same bytes in both lakes.
+
+Before anything is timed, ``many`` has the batch truth of every earlier day, computed before
+the last day was appended (as the earlier nights left it), and both lakes have the stream's
+tables of every day they hold, derived from the log as ``benchmarks/stream_from_truth.py``
+derives them (1% of events late, by a hash of ``event_id``; 20% of the retries counted, by a
+hash of ``event_id`` and ``ingest_time``: the same lines in both lakes). Then, on each lake,
+``lklab batch --date D`` and ``lklab reconcile --date D`` run as processes, ``--repeats`` times,
+interleaved between the lakes; the medians of wall and CPU seconds (the process and everything
+it started, read every 0.2 s) and their ratios ``many / one`` are printed with the 1-minute load
+average before and after each run.
+
+The two nights must agree: the last day's ``batch_truth`` rows, and the per-window statuses,
+sides and deltas of the last reconcile (``recon_diffs`` of its run) must be identical in both
+lakes, else the script exits 1.
+
+    .venv/bin/python benchmarks/nightly_bench.py [--days 30] [--events-per-day 20000]
+        [--segment-minutes 10] [--repeats 1] [--keep DIR] [--json-out FILE]
+
+At the defaults ``many`` holds 600,000 events (606,600 lines: 1% retries, 0.1% malformed) in
+4,589 segments (a day's late arrivals spill past its 144th); on two cores at load 10-16 the
+script took 21 minutes, most of it building the lakes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+
+DAY_SECONDS = 86_400
+ENGINE = ["--table-engine", "deltalake"]
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _tree_cpu(root: psutil.Process, seen: dict[int, float]) -> None:
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            seen[proc.pid] = times.user + times.system
+        except psutil.Error:
+            continue
+
+
+def run_process(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> dict:
+    """Run ``argv``; its wall and CPU seconds, exit code, and the 1-minute load before and after."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    before = os.getloadavg()[0]
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    root, seen = psutil.Process(process.pid), {}
+    while process.poll() is None:
+        _tree_cpu(root, seen)
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    if process.returncode not in ok:
+        raise SystemExit(f"{' '.join(argv[2:5])} failed ({process.returncode}):\n{process.stderr.read()[-3000:]}")
+    return {
+        "seconds": seconds,
+        "cpu_seconds": sum(seen.values()),
+        "exit": process.returncode,
+        "load_before": before,
+        "load_after": os.getloadavg()[0],
+    }
+
+
+def lklab(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lklab", *args, *ENGINE]
+
+
+def day_of(number: int):
+    from lklab.scenarios import EPOCH_START, SECOND
+
+    return dt.datetime.fromtimestamp(EPOCH_START // SECOND + number * DAY_SECONDS, dt.UTC).date()
+
+
+def generate_day(scratch: Path, number: int, args) -> list[Path]:
+    """Day ``number``'s log, generated alone; its segments in order."""
+    from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+    from lklab.scenarios import EPOCH_START, SECOND
+    from shared.eventlog import EventLog
+
+    lake = scratch / "days" / f"{number:03d}"
+    if not (lake / "log").is_dir():
+        params = GeneratorParams(
+            events=args.events_per_day,
+            accounts=args.accounts,
+            start=EPOCH_START + number * DAY_SECONDS * SECOND,
+            span=DAY_SECONDS * SECOND,
+            segment_interval=args.segment_minutes * 60 * SECOND,
+            seed=args.seed + number,
+        )
+        generate(params, lake)
+    return [segment.path for segment in EventLog(lake).segments()]
+
+
+def append_day(lake: Path, segments: list[Path]) -> None:
+    """Link a day's segments after the lake's last one (segments never change: sharing is safe)."""
+    from shared.eventlog import EventLog
+
+    log = EventLog(lake)
+    log.root.mkdir(parents=True, exist_ok=True)
+    last = log.last_segment()
+    for offset, path in enumerate(segments, start=1):
+        os.link(path, log.segment_path(last + offset))
+
+
+def derive_stream(lake: Path) -> None:
+    """The stream's tables of every segment of ``lake`` (the module docstring), written once."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from shared.batch_chain import classify_lines, window_totals
+    from shared.catalog import (
+        DEAD_LETTER,
+        DUPLICATE_EVENTS,
+        LATE_EVENTS,
+        SPEED_AGGREGATES,
+        STREAM_METRICS,
+        STREAM_STATE,
+    )
+    from shared.config import LabConfig
+    from shared.eventlog import EventLog
+    from shared.events import EVENT_COLUMNS, parse_events
+    from shared.log_source import raw_log
+    from shared.spark_session import spark_session
+    from shared.tables import Tables
+    from shared.windows import assign_windows
+
+    config = LabConfig(lake=lake, table_engine="deltalake")
+    spark = spark_session(config, "lklab-nightly-bench-stream")
+    tables = Tables(spark, lake, config.table_engine)
+    last = EventLog(lake).last_segment()
+
+    def sampled(share: float, *columns: str):
+        return F.pmod(F.xxhash64(*columns), F.lit(1_000_000)) < F.lit(int(share * 1_000_000))
+
+    def with_batch(frame):
+        return frame.withColumn("batch_id", (F.col("segment") - 1).cast("long"))
+
+    parsed = raw_log(spark, str(lake), last).transform(parse_events, max_clock_skew=config.max_clock_skew).persist()
+    lines = classify_lines(parsed)
+    late, counted = sampled(0.01, "event_id"), sampled(0.2, "event_id", "ingest_time")
+    aggregated = (
+        lines.events.where(~late)
+        .select(*EVENT_COLUMNS)
+        .unionByName(lines.duplicates.where(counted).select(*EVENT_COLUMNS))
+    )
+    watermark = F.timestamp_micros(
+        F.unix_micros("window_end") + F.pmod(F.xxhash64("event_id"), F.lit(3600)) * 1_000_000
+    )
+    lateness = (F.unix_micros("watermark") - F.unix_micros("event_time")).cast("decimal(20,0)") / 1_000_000
+    rows = {
+        SPEED_AGGREGATES.name: aggregated.transform(window_totals(config.window)).select(
+            "*",
+            F.lit("final").alias("status"),
+            F.lit(last - 1).cast("long").alias("updated_batch_id"),
+            F.lit(None).cast("timestamp").alias("updated_ingest_time"),
+        ),
+        LATE_EVENTS.name: lines.events.where(late)
+        .transform(assign_windows(config.window))
+        .withColumn("watermark", watermark)
+        .withColumn("lateness_seconds", lateness.cast("decimal(20,6)"))
+        .transform(with_batch),
+        DUPLICATE_EVENTS.name: lines.duplicates.where(~counted).transform(with_batch),
+        DEAD_LETTER.name: lines.dead_letters.transform(with_batch),
+    }
+    written = {}
+    for name, frame in rows.items():
+        arrow = frame.toArrow()
+        tables.overwrite(name, arrow)
+        written[name] = arrow.num_rows
+    summary = {
+        "batch_id": pa.array([last - 1], pa.int64()),
+        "first_segment": pa.array([1], pa.int64()),
+        "last_segment": pa.array([last], pa.int64()),
+        "input_lines": pa.array([parsed.count()], pa.int64()),
+        "late": pa.array([written[LATE_EVENTS.name]], pa.int64()),
+        "duplicates": pa.array([written[DUPLICATE_EVENTS.name]], pa.int64()),
+        "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
+    }
+    tables.overwrite(STREAM_METRICS.name, pa.table(summary))
+    # a state without tagged commits: tables written in one go, read as they stand
+    tables.overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
+
+
+def build_lakes(scratch: Path, args) -> tuple[dict[str, Path], dt.date, dict[str, int]]:
+    last = args.days - 1
+    lakes = {"one": scratch / "one", "many": scratch / "many"}
+    progress(f"generating {args.days} days of {args.events_per_day:,} events")
+    days = [generate_day(scratch, number, args) for number in range(args.days)]
+    for number in range(last):
+        append_day(lakes["many"], days[number])
+    if last:
+        first_day, before_last = day_of(0), day_of(last - 1)
+        progress(f"many: batch truth of {first_day}..{before_last} (not timed)")
+        run_process(
+            lklab("batch", "--lake", str(lakes["many"]), "--from", str(first_day), "--to", str(before_last)), scratch
+        )
+    for lake in lakes.values():
+        append_day(lake, days[last])
+    sizes = {}
+    for side, lake in lakes.items():
+        progress(f"{side}: the stream's tables (not timed)")
+        run_process([sys.executable, __file__, "--derive-stream", str(lake)], scratch)
+        sizes[side] = len(list((lake / "log").glob("segment-*.jsonl")))
+    return lakes, day_of(last), sizes
+
+
+def last_day_rows(lake: Path, day: dt.date, run_id: str) -> dict[str, list]:
+    """What the two nights must agree on: the day's truth rows and the reconcile's windows."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    from shared.catalog import BATCH_TRUTH, tables_root
+
+    def rows(name: str, where, drop: tuple[str, ...] = ()) -> list:
+        table = DeltaTable(str(tables_root(lake) / name)).to_pyarrow_table()
+        table = table.filter(where(table)).drop_columns(list(drop))
+        return sorted(table.to_pylist(), key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+    start = dt.datetime.combine(day, dt.time(), dt.UTC)
+    in_day = lambda t: pc.and_(  # noqa: E731
+        pc.greater_equal(t["window_start"], start), pc.less(t["window_start"], start + dt.timedelta(days=1))
+    )
+    return {
+        "batch_truth": rows(BATCH_TRUTH.name, in_day),
+        "recon_diffs": rows("recon_diffs", lambda t: pc.equal(t["run_id"], run_id), drop=("run_id",)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=30, help="days in the larger lake (default 30)")
+    parser.add_argument("--events-per-day", type=int, default=20_000, help="events a day (default 20,000)")
+    parser.add_argument("--accounts", type=int, default=200, help="accounts (default 200)")
+    parser.add_argument("--segment-minutes", type=int, default=10, help="ingest time per segment (default 10)")
+    parser.add_argument("--seed", type=int, default=7, help="day N is generated with seed SEED+N (default 7)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of the pair on each lake (default 1)")
+    parser.add_argument("--keep", default=None, help="build the lakes in this directory and keep them")
+    parser.add_argument("--json-out", default=None)
+    parser.add_argument("--derive-stream", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.derive_stream:
+        derive_stream(Path(args.derive_stream))
+        return 0
+    if args.days < 1 or args.events_per_day < 1 or args.repeats < 1:
+        parser.error("--days, --events-per-day and --repeats must be at least 1")
+
+    with tempfile.TemporaryDirectory(prefix="nightly-bench-") as temporary:
+        scratch = Path(args.keep) if args.keep else Path(temporary)
+        scratch.mkdir(parents=True, exist_ok=True)
+        for side in ("one", "many"):
+            shutil.rmtree(scratch / side, ignore_errors=True)
+        lakes, day, segments = build_lakes(scratch, args)
+        runs: dict[str, dict[str, list[dict]]] = {side: {"batch": [], "reconcile": []} for side in lakes}
+        run_ids: dict[str, str] = {}
+        for repeat in range(1, args.repeats + 1):
+            for side, lake in lakes.items():
+                report = scratch / f"recon-{side}.json"
+                commands = {
+                    "batch": lklab("batch", "--lake", str(lake), "--date", str(day)),
+                    "reconcile": lklab("reconcile", "--lake", str(lake), "--date", str(day), "--json-out", str(report)),
+                }
+                for step, command in commands.items():
+                    run = run_process(command, scratch, ok=(0, 3))
+                    runs[side][step].append(run)
+                    progress(
+                        f"run {repeat}/{args.repeats} {side} {step}: wall {run['seconds']:.1f}s, "
+                        f"cpu {run['cpu_seconds']:.1f}s (load {run['load_before']:.2f} -> {run['load_after']:.2f})"
+                    )
+                run_ids[side] = json.loads(report.read_text())["run_id"]
+        agreed = {side: last_day_rows(lake, day, run_ids[side]) for side, lake in lakes.items()}
+
+    medians = {
+        side: {
+            step: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "cpu_seconds")} for step, rs in s.items()
+        }
+        for side, s in runs.items()
+    }
+    ratios = {
+        step: {k: medians["many"][step][k] / medians["one"][step][k] for k in ("seconds", "cpu_seconds")}
+        for step in ("batch", "reconcile")
+    }
+    differing = [name for name in agreed["one"] if agreed["one"][name] != agreed["many"][name]]
+    exits = {side: [r["exit"] for r in s["reconcile"]] for side, s in runs.items()}
+    print(
+        f"the night: {day}, {args.events_per_day:,} events; lakes: one day ({segments['one']:,} segments), "
+        f"{args.days} days ({segments['many']:,} segments); {args.repeats} run(s) of each, median; "
+        f"{os.cpu_count()} cores"
+    )
+    for side in lakes:
+        for step in ("batch", "reconcile"):
+            loads = ", ".join(f"{r['load_before']:.2f}->{r['load_after']:.2f}" for r in runs[side][step])
+            m = medians[side][step]
+            print(f"{side:>4} {step:<9}: wall {m['seconds']:6.1f}s, cpu {m['cpu_seconds']:6.1f}s   load: {loads}")
+    for step, ratio in ratios.items():
+        print(f"ratio {args.days} days / 1 day, {step}: wall {ratio['seconds']:.2f}x, cpu {ratio['cpu_seconds']:.2f}x")
+    counts = {name: len(rows) for name, rows in agreed["one"].items()}
+    print(
+        f"the two nights agree on the day's {counts['batch_truth']:,} batch_truth rows and "
+        f"{counts['recon_diffs']:,} reconciled windows: {'yes' if not differing else 'NO: ' + ', '.join(differing)}"
+        f"; reconcile exit codes {exits}"
+    )
+    if args.json_out:
+        figures = {
+            "day": str(day),
+            "days": args.days,
+            "events_per_day": args.events_per_day,
+            "segments": segments,
+            "runs": runs,
+            "medians": medians,
+            "ratios": ratios,
+            "agree": not differing,
+            "cores": os.cpu_count(),
+        }
+        Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
+    return 1 if differing or exits["one"] != exits["many"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
