@@ -175,6 +175,11 @@ def test_a_night_reads_its_own_segments_and_agrees_with_the_whole_log(spark, tmp
     ]
     for day in ("2026-01-05", "2026-01-06"):
         assert _windows(nightly_tables, day) == _windows(whole_tables, day)
+    # whole_log reads from segment 1 again, whatever batch_events holds, to the same rows
+    again = run_batch(spark, configs[nightly], DayRange(), refresh=True, whole_log=True)
+    assert (again.first_segment, again.last_segment, again.lines, again.events) == (1, 4, 11, 7)
+    for day in ("2026-01-05", "2026-01-06"):
+        assert _windows(nightly_tables, day) == _windows(whole_tables, day)
     assert (
         _line_rows(nightly_tables)
         == _line_rows(whole_tables)

@@ -62,13 +62,13 @@ class BillingTruth(TruthRule):
     def settings(self, config: LabConfig) -> dict[str, str]:
         return batch_settings(config)  # the windows, and which lines are dead letters
 
-    def position(self, tables: Tables, *, days: DayRange, refresh: bool) -> int | None:
+    def position(self, tables: Tables, *, days: DayRange, refresh: bool, **_) -> int | None:
         return None if refresh else recorded_position(tables, days)
 
-    def first_segment(self, tables: Tables, last: int, **_) -> int:
+    def first_segment(self, tables: Tables, last: int, *, whole_log: bool = False, **_) -> int:
         """After the segments ``batch_events`` has read, when the line tables have read them too
-        and the run reads on from there (the module docstring); else 1."""
-        read = tables.committed_version(BATCH_EVENTS.name, EVENTS_APP)
+        and the run reads on from there (the module docstring); else (or with ``whole_log``) 1."""
+        read = None if whole_log else tables.committed_version(BATCH_EVENTS.name, EVENTS_APP)
         if read is None or read > last:
             return 1
         lines = [tables.committed_version(table.name, LINES_APP) for table in (BATCH_DEAD_LETTER, BATCH_DUPLICATES)]
@@ -154,13 +154,19 @@ def run_batch(
     *,
     refresh: bool = False,
     last_segment: int | None = None,
+    whole_log: bool = False,
 ) -> BatchRun:
     """Recompute ``batch_truth`` for ``days`` from segments ``1..last_segment``.
+
+    The run reads on after the segments ``batch_events`` holds (the module docstring); with
+    ``whole_log`` it reads from segment 1 whatever that table holds, and rewrites it.
 
     Without ``last_segment`` the position is the one recorded for these days, else (or with
     ``refresh``, or for every day) the log's current end. One recompute at a time per lake
     (``LockHeld`` otherwise); reconciliations wait while its tables change. Windows other than
     the ones ``batch_truth`` was built with are refused (``SettingsConflict``).
     """
-    run = run_truth(spark, config, BILLING_TRUTH, days=days, refresh=refresh, last_segment=last_segment)
+    run = run_truth(
+        spark, config, BILLING_TRUTH, days=days, refresh=refresh, last_segment=last_segment, whole_log=whole_log
+    )
     return _batch_run(run, days)

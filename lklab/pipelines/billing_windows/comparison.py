@@ -127,22 +127,27 @@ def _clocked_log(spark: SparkSession, config: LabConfig, lake: str, last: int, s
 def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log: _Log, last: int, progress: Progress):
     """Lambda's recomputes at the midnights inside the log, then the one over the whole log.
 
-    Returns the landings ``(midnight, rows)`` of the runs inside the log, the run over the whole
-    log, and the cost of all of them, split over the runs' sizes (``comparison_runs.batch_path``:
+    Returns the landings ``(midnight, rows)`` of the runs inside the log, the events of the whole
+    log (the first run reads from segment 1, each later one the segments after the one before:
+    their events add up), and the cost of all of them, split over the runs' sizes (``comparison_runs.batch_path``:
     with no recompute inside the log, a run over its first half measures the second size)."""
     first_event = int(log.events["event_time"].cast(pa.int64()).to_numpy().min()) if log.events.num_rows else log.first
     first_day = measure.to_utc(first_event - getattr(config.window, "size", 0)).date()
 
+    landings, runs = [], []
+
     def recompute(on: LabConfig, last_segment: int | None) -> BatchRun:
+        # Lambda's first recompute reads the log from segment 1, whatever batch_events held
+        # before the comparison; each later one reads the segments after it, as a night does
+        first = on is not config or not runs
         if last_segment is None:
-            return run_batch(spark, on, refresh=True)
-        return run_batch(spark, on, last_segment=last_segment)
+            return run_batch(spark, on, refresh=True, whole_log=first)
+        return run_batch(spark, on, last_segment=last_segment, whole_log=first)
 
     inside = [(m, log.segments[log.segment_ends < m]) for m in midnights(log.first, log.last)]
     inside = [(m, complete) for m, complete in inside if len(complete)]
     if inside:
         warm_up(config, recompute, progress)
-    landings, runs = [], []
     for midnight, complete in inside:
         day = measure.to_utc(midnight).date()
         days = DayRange(min(first_day, day - dt.timedelta(days=1)), day - dt.timedelta(days=1))
@@ -150,12 +155,12 @@ def _nightly_batches(spark: SparkSession, config: LabConfig, tables: Tables, log
             f"nightly batch recompute at {measure.to_utc(midnight):%Y-%m-%d %H:%M}Z: days to {days.last}, "
             f"segments 1..{int(complete[-1])}"
         )
-        runs.append(run_batch(spark, config, days, last_segment=int(complete[-1])))
+        runs.append(run_batch(spark, config, days, last_segment=int(complete[-1]), whole_log=not runs))
         rows = measure.rows_of(days.select(tables.read_arrow(BATCH_TRUTH.name)))
         landings.append((midnight, {k: v for k, v in rows.items() if k[0] < midnight}))
 
     final, cost = batch_path(config, last, recompute, progress, runs)
-    return landings, final, cost
+    return landings, sum(r.events for r in [*runs, final]), cost
 
 
 def _rows_in(tables: Tables, name: str) -> int:
@@ -227,7 +232,7 @@ def run_comparison(
     configurations, tables, last = plan.configurations(), on.tables, on.last
 
     log = _clocked_log(spark, config, on.lake, last, StreamSettings.of(config))
-    landings, batch, batch_cost = _nightly_batches(spark, config, tables, log, last, progress)
+    landings, events, batch_cost = _nightly_batches(spark, config, tables, log, last, progress)
     truth = measure.rows_of(tables.read_arrow(BATCH_TRUTH.name))
     firsts = _first_copies(tables, log, last)
 
@@ -259,7 +264,7 @@ def run_comparison(
         source=source,
         window=config.window.describe(),
         generated_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
-        events=batch.events,
+        events=events,
         arrival_delay=_arrival(firsts),
         results=assessed.results,
         heat_maps=assessed.heat_maps,
