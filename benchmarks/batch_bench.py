@@ -64,7 +64,7 @@ def bare_spark(spark: SparkSession, log_dir: Path, window_seconds: int, out: Pat
 def lab_batch(spark: SparkSession, config: LabConfig) -> BatchRun:
     """``run_batch`` on a lake without tables, so every write really happens."""
     shutil.rmtree(tables_root(config.lake), ignore_errors=True)
-    return run_batch(spark, config)
+    return run_batch(spark, config, whole_log=True)
 
 
 def timed(action):

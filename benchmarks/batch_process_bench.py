@@ -86,7 +86,17 @@ def main(argv: list[str] | None = None) -> int:
             generate(GeneratorParams(events=args.events), lake, progress=progress)
         manifest = json.loads((lake / "generator" / "manifest.json").read_text())
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        lab = [sys.executable, "-m", "lklab.cli", "batch", "--lake", str(lake), "--table-engine", "deltalake"]
+        lab = [
+            sys.executable,
+            "-m",
+            "lklab.cli",
+            "batch",
+            "--whole-log",
+            "--lake",
+            str(lake),
+            "--table-engine",
+            "deltalake",
+        ]
         bare = [
             sys.executable,
             str(REPO / "benchmarks" / "bare_batch.py"),

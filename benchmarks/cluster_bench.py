@@ -115,7 +115,7 @@ def on_cluster(lake: Path, workers: int, scratch: Path) -> dict:
         common = ["--lake", str(lake), "--table-engine", "deltalake", "--spark-master", f"spark://127.0.0.1:{port}"]
         run_env = venv_env({"SPARK_LOCAL_IP": "127.0.0.1"})
         progress(f"{workers} worker(s): lklab batch")
-        batch_seconds, _ = timed([str(VENV_BIN / "lklab"), "batch", *common], run_env)
+        batch_seconds, _ = timed([str(VENV_BIN / "lklab"), "batch", "--whole-log", *common], run_env)
         progress(f"{workers} worker(s): lklab reconcile")
         reconcile_seconds, out = timed([str(VENV_BIN / "lklab"), "reconcile", *common, "--json"], run_env)
         result = json.loads(out)

@@ -138,7 +138,7 @@ class Bench:
 
     def billing_batch(self, run: str) -> dict:
         self._drop(table.name for table in BATCH_TABLES)
-        run_batch(self.spark, self.config)
+        run_batch(self.spark, self.config, whole_log=True)
         return totals(self.tables, BATCH_TRUTH.name, "amount_total")
 
     def declared_batch(self, run: str) -> dict:

@@ -136,7 +136,7 @@ def run_four_jobs(
         def lab_batch(run: str):
             for table in batch_tables:
                 shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
-            return run_batch(spark, config)
+            return run_batch(spark, config, whole_log=True)
 
         jobs = {
             "bare_batch": lambda run: bare_batch(spark, log_dir, config, scratch / "bare-batch"),

@@ -58,7 +58,7 @@ def batch(spark, config: LabConfig):
     """``run_batch`` on a lake without batch tables, so every write really happens."""
     for table in BATCH_TABLES:
         shutil.rmtree(tables_root(config.lake) / table.name, ignore_errors=True)
-    return run_batch(spark, config)
+    return run_batch(spark, config, whole_log=True)
 
 
 def as_processes(lake: Path) -> dict[str, float]:
@@ -67,7 +67,7 @@ def as_processes(lake: Path) -> dict[str, float]:
     env = {**os.environ, "LKLAB_LAKE": str(lake), "LKLAB_TABLE_ENGINE": "deltalake"}
     seconds = {}
     for side, argv in (
-        ("batch", [lklab, "batch", "--refresh"]),
+        ("batch", [lklab, "batch", "--refresh", "--whole-log"]),
         ("replay", [lklab, "replay", "--name", "process", "--replace"]),
     ):
         wall, done = timed(lambda: subprocess.run(argv, env=env, capture_output=True, text=True))

@@ -110,6 +110,7 @@ def test_a_flag_the_command_does_not_use_is_refused_with_exit_2(lab, capsys, arg
         (["health"], None),
         (["health", "--pipeline", "order_payments"], None),  # its own stream's health
         (["batch", "--date", "2026-01-05"], "lklab.cli.pipeline_jobs.billing_windows_batch"),
+        (["batch", "--refresh", "--whole-log"], "lklab.cli.pipeline_jobs.billing_windows_batch"),
         (
             ["reconcile", "--against", "kappa:r", "--abs-tol", "1", "--json"],
             "lklab.cli.pipeline_jobs.billing_windows_reconcile",

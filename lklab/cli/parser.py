@@ -264,6 +264,12 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="read up to the log's current end, not the position recorded for these days",
     )
+    batch.add_argument(
+        "--whole-log",
+        action="store_true",
+        help="read the log from its first segment, not on from the segments the last run kept in batch_events "
+        "(billing's batch; the other pipelines' batches read the whole log every run)",
+    )
 
     speed = _command(
         sub,

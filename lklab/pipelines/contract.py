@@ -86,6 +86,7 @@ _JOB_COMMANDS = ("generate", "speed", "batch", "replay", "reconcile")
 OPTIONS = (
     "days",
     "refresh",
+    "whole_log",
     "history",
     "abs_tol",
     "rel_tol",

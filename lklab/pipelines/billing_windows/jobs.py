@@ -161,7 +161,7 @@ def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) 
     )
 
 
-def batch(spark, config, *, days, refresh: bool) -> Outcome:
+def batch(spark, config, *, days, refresh: bool, whole_log: bool = False) -> Outcome:
     """The batch recompute of ``days``, its summary, and the generator's ground truth when there is one."""
     from lklab.pipelines.billing_windows.batch import run_batch
     from lklab.pipelines.billing_windows.generator import load_events
@@ -170,7 +170,7 @@ def batch(spark, config, *, days, refresh: bool) -> Outcome:
     from shared.tables import Tables
 
     _log.info("batch recompute: parse, validate, dedup, window, aggregate")
-    run = run_batch(spark, config, days, refresh=refresh)
+    run = run_batch(spark, config, days, refresh=refresh, whole_log=whole_log)
     digest = events_digest(config.lake)
     if digest is not None and truth_written_for(config.window, config.lake, digest):
         _log.info(f"ground truth for {config.window.describe()} windows: already written for these generated events")
