@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
-from .model import PATHS, Configuration, ConfigurationResult, Report
+from .model import PATH_NAMES, PATHS, Configuration, ConfigurationResult, Report
 
 __all__ = ["GROUPS", "ComparisonRow", "Comparison", "compare", "winners"]
 
@@ -27,13 +27,6 @@ Value = Decimal | int | None
 
 _RATIO = Decimal("0.0001")
 _SECONDS = Decimal("0.001")
-_PATH_NAMES = {
-    "speed": "speed layer",
-    "batch": "batch recompute",
-    "reconciliation": "reconciliation",
-    "streaming": "streaming job",
-    "replay": "full replay",
-}
 
 
 @dataclass(frozen=True)
@@ -243,7 +236,7 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(
             (
                 "cost",
-                f"CPU, {_PATH_NAMES[path]}",
+                f"CPU, {PATH_NAMES[path]}",
                 "s",
                 "lower",
                 lambda r, p=path: _seconds(r.cost(p).cpu_seconds) if r.cost(p) else None,
@@ -252,7 +245,7 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         rows.append(
             (
                 "cost",
-                f"wall time, {_PATH_NAMES[path]}",
+                f"wall time, {PATH_NAMES[path]}",
                 "s",
                 "lower",
                 lambda r, p=path: _seconds(r.cost(p).wall_seconds) if r.cost(p) else None,

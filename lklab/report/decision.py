@@ -14,18 +14,11 @@ whose criterion reaches ``target_completeness``; ties go to the shorter delay, t
 order. None reaching it: the one with the highest criterion. The same rule within each
 architecture picks the configuration its headline shows.
 
-**Cost per day** at ``events_per_second`` (one line of the log per event), over the paths an
-architecture runs every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: its
-streaming job; a full replay is a reprocessing, priced on its own), each run once a day:
-
-    Σ split paths (fixed_cpu_seconds + cpu_seconds_per_line × lines per day)
-    + Σ paths measured at one size (their CPU on this log, once a day)
-
-A path is split (``lklab.report.scaling``) over its micro-batches (a stream, a replay walked in
-timed micro-batches) or over its runs at different sizes (the nightly batch). The second sum
-makes the figure a lower bound (``per_day_lower_bound``); the ranking uses it alike for every
-candidate, and uses the CPU on this log instead when a candidate has no split path at all.
-``Decision.method`` says in words how each path was measured and which were not split.
+**Cost per day** at ``events_per_second``: ``lklab.report.daily_cost`` (the daily paths, their
+split into fixed and per-line parts, and why a figure is a lower bound,
+``per_day_lower_bound``); the ranking uses it alike for every candidate, and uses the CPU on
+this log instead when a candidate has no split path at all. ``Decision.method`` says in words
+how each path was measured and which were not split.
 """
 
 from __future__ import annotations
@@ -36,31 +29,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from . import formats
 from .curve import CurvePoint, WatermarkCurve
+from .daily_cost import DAILY_NAMES, cost_method, daily_costs
 from .model import Report
 from .pipeline_model import PipelineReport
-from .scaling import MICRO_BATCHES, CostScaling
+from .scaling import CostScaling
 
-__all__ = ["DAILY_PATHS", "Candidate", "Decision", "decide", "headline_table"]
+__all__ = ["Candidate", "Decision", "decide", "headline_table"]
 
-SECONDS_PER_DAY = 86_400
-DAILY_PATHS = {"lambda": ("speed", "batch", "reconciliation"), "kappa": ("streaming",)}
 _RATIO = Decimal("0.0001")
-_PATH_NAMES = {
-    "speed": "speed layer",
-    "batch": "nightly batch",
-    "reconciliation": "reconciliation",
-    "streaming": "streaming job",
-    "replay": "full replay",
-}
-# Why a path has no split where it has none: what its runs measured.
-_ONE_SIZE = {
-    "speed": "its micro-batches read one size or timed no step",
-    "streaming": "its micro-batches read one size or timed no step",
-    "batch": "the log has one segment, so no first half to run",
-    "reconciliation": "one reconciliation per stream setting, over the whole log; a second size would "
-    "reconcile every stream again",
-    "replay": "computed over the whole log at once, or walked in one micro-batch",
-}
 
 
 def _ratio(numerator: int, denominator: int) -> Decimal | None:
@@ -123,30 +99,6 @@ class Decision:
         return next(c for c in self.candidates if c.key == key)
 
 
-def _costs(costs, architecture: str, events_per_second: float) -> dict:
-    daily = [c for c in costs if c.path in DAILY_PATHS[architecture]]
-    split = [c for c in daily if c.scaling is not None]
-    lines_per_day = events_per_second * SECONDS_PER_DAY
-    replay = next((c for c in costs if c.path == "replay"), None)
-    known = {
-        "replay_cpu_seconds": None if replay is None else replay.cpu_seconds,
-        "replay_scaling": None if replay is None else replay.scaling,
-        "measured": tuple((c.path, c.scaling) for c in costs),
-    }
-    if not split:
-        return {"cpu_per_million_lines": None, "cpu_per_million_stderr": None, "cpu_per_day": None,
-                "unsplit": tuple(c.path for c in daily), **known}  # fmt: skip
-    errors = [c.scaling.per_million_stderr for c in split]
-    return {
-        "cpu_per_million_lines": sum(c.scaling.per_million_lines for c in split),
-        "cpu_per_million_stderr": None if None in errors else sum(e * e for e in errors) ** 0.5,
-        "cpu_per_day": sum(c.scaling.cpu_seconds(lines_per_day) for c in split)
-        + sum(c.cpu_seconds for c in daily if c.scaling is None),
-        "unsplit": tuple(c.path for c in daily if c.scaling is None),
-        **known,
-    }
-
-
 def _billing_candidates(report: Report) -> list[Candidate]:
     candidates = []
     for r in report.results:
@@ -169,7 +121,7 @@ def _billing_candidates(report: Report) -> list[Candidate]:
                 latencies=(("time until final", latency.final_p50, latency.final_p95),),
                 money_wrong=dict(r.error_series[-1].money_wrong) if r.error_series else {},
                 cpu_seconds=sum(p.cpu_seconds for p in r.costs),
-                **_costs(r.costs, c.architecture, report.events_per_second),
+                **daily_costs(r.costs, c.architecture, report.events_per_second),
             )
         )
     return candidates
@@ -192,7 +144,7 @@ def _pipeline_candidates(report: PipelineReport) -> list[Candidate]:
                 latencies=tuple((f"{kind}: time until exactly right", f.p50, f.p95) for kind, f in r.latency.items()),
                 money_wrong={},
                 cpu_seconds=r.cpu_seconds,
-                **_costs(r.costs, c.architecture, report.events_per_second),
+                **daily_costs(r.costs, c.architecture, report.events_per_second),
             )
         )
     return candidates
@@ -224,7 +176,7 @@ def _sentence(candidate: Candidate, rate: str) -> str:
         about = "" if candidate.per_day_lower_bound else "about "
         text += f"; at {rate} events/s {about}{_per_day(candidate)} a day ({paths})"
         if candidate.unsplit:
-            named = " and ".join(_PATH_NAMES.get(p, p) for p in candidate.unsplit)
+            named = " and ".join(DAILY_NAMES.get(p, p) for p in candidate.unsplit)
             text += f", its {named} measured at one size and counted once a day"
     if candidate.replay_cpu_seconds is not None:
         text += f"; a full replay of this log took {candidate.replay_cpu_seconds:,.1f} CPU s"
@@ -232,55 +184,6 @@ def _sentence(candidate: Candidate, rate: str) -> str:
         if split is not None:
             text += f" ({split.fixed_cpu_seconds:,.1f} s fixed + {split.per_million_lines:,.1f} s per million lines)"
     return text + "."
-
-
-def _method(candidates: list[Candidate]) -> str:
-    """How the candidates' costs were measured, and which paths were not split and why."""
-    text = (
-        "How costs were measured: CPU seconds of each path, split into a fixed part and a part per line of the "
-        "log. A stream's split comes from its micro-batches: a least-squares line of their step times over their "
-        "lines gives the share of its CPU that grows with the lines (± the slope's standard error); the rest is "
-        "fixed (start-up, per-micro-batch overhead, commits). The nightly batch's comes from its runs at "
-        "different sizes: a least-squares line of each run's CPU over the lines it read (the recomputes at the "
-        "midnights inside the log, else a run over the first half of the segments before the run over the whole "
-        "log, a measurement not counted in Lambda's cost). A replay walked in timed micro-batches is split as a "
-        "stream is."
-    )
-    kinds: dict[str, set[str]] = {}  # per path: how it was measured ("one size", or its scaling's points)
-    for c in candidates:
-        for path, scaling in c.measured:
-            if path == "replay" or path in DAILY_PATHS[c.architecture]:
-                kinds.setdefault(path, set()).add("one size" if scaling is None else scaling.over)
-    splits = []
-    for path, hows in kinds.items():
-        ways, named = sorted(hows), _PATH_NAMES.get(path, path)
-        if ways == ["one size"]:
-            splits.append(f"the {named} was measured at one size ({_ONE_SIZE.get(path, 'one run')})")
-        elif "one size" in ways:
-            splits.append(f"the {named} was split in some configurations and measured at one size in others")
-        else:
-            over = " or ".join("micro-batches" if w == MICRO_BATCHES else "runs" for w in ways)
-            splits.append(f"the {named} was split over its {over}")
-    if splits:
-        text += " In this report " + "; ".join(splits) + "."
-    flat: dict[str, list[int]] = {}  # per path: [configurations where its line fell, configurations costing it]
-    for c in candidates:
-        for path, scaling in c.measured:
-            counts = flat.setdefault(path, [0, 0])
-            counts[0] += scaling is not None and scaling.cpu_seconds_per_line == 0
-            counts[1] += 1
-    fell = [f"the {_PATH_NAMES.get(p, p)} in {n} of {m}" for p, (n, m) in flat.items() if n]
-    if fell:
-        text += (
-            " Where a line falls (the smaller runs or micro-batches cost as much or more, e.g. a path's first run "
-            "paying the session's warm-up), the path counts as all fixed: here " + ", ".join(fell) + " configurations."
-        )
-    text += (
-        " Per day: the paths run every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: streaming "
-        "job), each once a day, one line per event; a path measured at one size counts once a day at its cost on "
-        "this log, so that figure is a lower bound (“≥”, “at least”)."
-    )
-    return text
 
 
 def decide(report: Report | PipelineReport) -> Decision:
@@ -343,7 +246,7 @@ def decide(report: Report | PipelineReport) -> Decision:
         sentences=tuple(_sentence(next(c for c in candidates if c.key == k), shown_rate) for k in headline),
         curve=curve,
         advised=advised,
-        method=_method(candidates),
+        method=cost_method((c.architecture, c.measured) for c in candidates),
     )
 
 

@@ -39,6 +39,7 @@ from .validation import check_decision_inputs, check_per_currency, check_utc, fr
 __all__ = [
     "ARCHITECTURES",
     "PATHS",
+    "PATH_NAMES",
     "Configuration",
     "ErrorPoint",
     "LatencySummary",
@@ -57,6 +58,14 @@ PATHS = ("speed", "batch", "reconciliation", "streaming", "replay")
 """Where compute goes. Lambda: its speed layer, the nightly batch recomputes and the
 reconciliation of the speed layer against them. Kappa: its streaming job (with its allowed
 lateness) and a full replay of the log (the cost of reprocessing), each measured on its own."""
+PATH_NAMES = {
+    "speed": "speed layer",
+    "batch": "batch recompute",
+    "reconciliation": "reconciliation",
+    "streaming": "streaming job",
+    "replay": "full replay",
+}
+"""Each path as the reports name it."""
 
 
 @dataclass(frozen=True)

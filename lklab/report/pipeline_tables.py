@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import formats
+from .model import PATH_NAMES
 from .pipeline_model import PipelineReport, PipelineResult
 
 __all__ = [
@@ -30,14 +31,6 @@ __all__ = [
     "stream_checks",
     "audit_links",
 ]
-
-_PATH_NAMES = {
-    "speed": "speed layer",
-    "streaming": "streaming job",
-    "replay": "full replay",
-    "batch": "batch recompute",
-    "reconciliation": "reconciliation",
-}
 
 
 @dataclass(frozen=True)
@@ -138,7 +131,7 @@ def side_by_side(report: PipelineReport) -> Table:
         row("duplicates set aside", lambda r: f"{r.duplicates:,}"),
         row("dead letters", lambda r: f"{r.dead_letters:,}"),
         row("state entries: peak / final", lambda r: f"{r.state_peak:,} / {r.state_final:,}"),
-        *(row(f"cost: {_PATH_NAMES[path]}, CPU s (wall s)", lambda r, p=path: cost(r, p)) for path in paths),
+        *(row(f"cost: {PATH_NAMES[path]}, CPU s (wall s)", lambda r, p=path: cost(r, p)) for path in paths),
         row("cost: total CPU s (wall s)", lambda r: f"{r.cpu_seconds:.1f} ({r.wall_seconds:.1f})"),
         *(row(f"reconciliation: {kind}", lambda r, k=kind: f"{r.reconciliation.get(k, 0):,}") for kind in recon_kinds),
         row("reconciliation: unexplained", lambda r: f"{r.unexplained:,}"),
