@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import psutil  # noqa: E402
+from process_runs import timed_run  # noqa: E402
 
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
@@ -41,31 +40,11 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _tree_cpu(root: psutil.Process, seen: dict[int, float]) -> None:
-    """Record the CPU seconds of ``root`` and every descendant alive now (the latest reading
-    of each process is kept, so one that ends between two readings keeps its last one)."""
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-            seen[proc.pid] = times.user + times.system
-        except psutil.Error:
-            continue
-
-
 def timed_process(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float, float]:
-    """Wall seconds and CPU seconds (the process and every process it started, read every 0.2 s)
-    of one process, and the load average before and after it."""
-    before = os.getloadavg()[0]
-    started = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    root, seen = psutil.Process(process.pid), {}
-    while process.poll() is None:
-        _tree_cpu(root, seen)
-        time.sleep(0.2)
-    seconds = time.perf_counter() - started
-    if process.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({process.returncode}):\n{process.stderr.read()[-3000:]}")
-    return seconds, sum(seen.values()), before, os.getloadavg()[0]
+    """Wall seconds and CPU seconds of one process and every process it started, and the load
+    average before and after it (``process_runs.timed_run``)."""
+    run = timed_run(argv, env, cwd)
+    return run.seconds, run.cpu_seconds, run.load_before, run.load_after
 
 
 def main(argv: list[str] | None = None) -> int:

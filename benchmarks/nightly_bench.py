@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import psutil  # noqa: E402
+from process_runs import timed_run  # noqa: E402
 
 DAY_SECONDS = 86_400
 ENGINE = ["--table-engine", "deltalake"]
@@ -54,15 +53,6 @@ ENGINE = ["--table-engine", "deltalake"]
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _tree_cpu(root: psutil.Process, seen: dict[int, float]) -> None:
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-            seen[proc.pid] = times.user + times.system
-        except psutil.Error:
-            continue
 
 
 def run_process(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> dict:
@@ -73,22 +63,13 @@ def run_process(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> dict:
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    before = os.getloadavg()[0]
-    started = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    root, seen = psutil.Process(process.pid), {}
-    while process.poll() is None:
-        _tree_cpu(root, seen)
-        time.sleep(0.2)
-    seconds = time.perf_counter() - started
-    if process.returncode not in ok:
-        raise SystemExit(f"{' '.join(argv[2:5])} failed ({process.returncode}):\n{process.stderr.read()[-3000:]}")
+    run = timed_run(argv, env, str(cwd), ok)
     return {
-        "seconds": seconds,
-        "cpu_seconds": sum(seen.values()),
-        "exit": process.returncode,
-        "load_before": before,
-        "load_after": os.getloadavg()[0],
+        "seconds": run.seconds,
+        "cpu_seconds": run.cpu_seconds,
+        "exit": run.exit,
+        "load_before": run.load_before,
+        "load_after": run.load_after,
     }
 
 
