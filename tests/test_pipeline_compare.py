@@ -572,16 +572,15 @@ def test_the_cli_compares_order_payments_sweeping_the_allowed_lateness(tmp_path)
     assert (lake / "reports" / "op" / "error_over_time.png").exists()
     assert f"report: {lake / 'reports' / 'op' / 'report.html'}\n" in done.stdout
     # the answer follows the verdicts; the streams' records per micro-batch went to a file, not the console
-    # Lambda W=0s L=0 (exact once its batch lands) and Kappa W=0s L=10m both reach the target; which
-    # is cheaper per day comes from per-line fits over a handful of lines, which do not
-    # order them the same way every run. Kappa W=0s L=0, two outputs wrong, is never the answer.
-    rule = next(line for line in done.stdout.splitlines() if line.startswith("Recommended: "))
-    assert rule.startswith(
-        tuple(
-            f"Recommended: {label}, the cheapest of the 3 swept configurations"
-            for label in ("Kappa W=0s L=10m", "Lambda W=0s L=0")
-        )
-    )
+    # Lambda W=0s L=0 (exact once its batch lands) and Kappa W=0s L=10m both reach the target. Per-line
+    # fits over a dozen lines carry standard errors far larger than their costs per day differ, so
+    # CPU on this log decides, and the rule says so: Kappa's stream and replay against Lambda's
+    # speed layer, batch and reconciliation. Kappa W=0s L=0, two outputs wrong, is never the answer.
+    assert (
+        "Recommended: Kappa W=0s L=10m, the cheapest of the 3 swept configurations (CPU per day at 1,000 events/s, "
+        "and CPU on this log among those whose costs per day differ by less than the standard error of their "
+        "difference)"
+    ) in done.stdout
     streams_log = lake / "reports" / "op" / "streams.log"
     assert f"the streams' records per micro-batch: {streams_log}" in done.stdout
     records = streams_log.read_text().splitlines()

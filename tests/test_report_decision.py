@@ -185,6 +185,34 @@ def test_a_batch_split_over_runs_leaves_only_the_reconciliation_at_this_logs_cos
     assert whole.cpu_per_day == pytest.approx(38.5 + 43_200 + 2 + 86_400 + 0.5 + 0.0005 * 86_400_000)
 
 
+def test_costs_per_day_within_their_standard_errors_leave_the_choice_to_cpu_on_this_log():
+    report = dataclasses.replace(sample_report(), target_completeness=D("0.95"))
+    # Lambda's speed layer a little cheaper a line than Kappa W=10s L=0's stream: per day 38.5 +
+    # 0.00049 x 86.4M + 12 + 20.25 = 42,406.75 s against Kappa's 43,238.5 s
+    cheaper = lambda stderr: CostScaling(4_000, 3, 38.5, 0.00049, stderr)  # noqa: E731
+    noisy = decide(_with_costs(report, "lambda-w10s-l0", speed=cheaper(0.0001)))
+    assert noisy.candidate("lambda-w10s-l0").cpu_per_day == pytest.approx(42_406.75)
+    # 831.75 s apart, each ± 8,640 s (0.0001 s a line x 86.4M): not told apart, and Kappa's 60.6 CPU
+    # s on this log against Lambda's 72.8 decide
+    assert noisy.recommended == "kappa-w10s-l0"
+    assert noisy.rule.startswith(
+        "Recommended: Kappa W=10s L=0, the cheapest of the 4 swept configurations (CPU per day at 1,000 "
+        "events/s, and CPU on this log among those whose costs per day differ by less than the standard error "
+        "of their difference) whose completeness when final reaches 95.00%"
+    )
+    # ± 8.64 s each (every stream's slope known to 0.0000001 s a line): 831.75 s tells them apart,
+    # and the cheaper per day is recommended
+    sharp = _with_costs(report, "lambda-w10s-l0", speed=cheaper(0.0000001))
+    for key, fixed in (("kappa-w10s-l0", 38.5), ("kappa-w10s-l1h", 48.75)):
+        sharp = _with_costs(sharp, key, streaming=CostScaling(4_000, 3, fixed, 0.0005, 0.0000001))
+    sharp = decide(sharp)
+    assert sharp.recommended == "lambda-w10s-l0"
+    assert sharp.rule.startswith(
+        "Recommended: Lambda W=10s L=0, the cheapest of the 4 swept configurations (CPU per day at 1,000 "
+        "events/s) whose"
+    )
+
+
 def test_the_method_says_how_each_path_was_measured_and_the_replays_split():
     replay = fit_micro_batches(20.125, [(100, 0.6), (200, 0.7), (700, 1.2)])
     report = _with_costs(sample_report(), "lambda-w10s-l0", batch=fit_runs([(1_000, 3.0), (3_000, 5.0)]))

@@ -11,25 +11,29 @@ events in truth); a pipeline without it, its outputs exactly right at the end.
 
 **The rule**, until an advisor computes the whole watermark-delay curve: the cheapest candidate
 whose criterion reaches ``target_completeness``; ties go to the shorter delay, then the report's
-order. None reaching it: the one with the highest criterion. The same rule within each
-architecture picks the configuration its headline shows.
+order. None reaching it: the cheapest of those with the highest criterion. The same rule within
+each architecture picks the configuration its headline shows.
 
 **Cost per day** at ``events_per_second``: ``lklab.report.daily_cost`` (the daily paths, their
 split into fixed and per-line parts, and why a figure is a lower bound,
 ``per_day_lower_bound``); the ranking uses it alike for every candidate, and uses the CPU on
-this log instead when a candidate has no split path at all. ``Decision.method`` says in words
+this log instead when a candidate has no split path at all. Costs per day that differ by less
+than the standard error of their difference (the per-line slopes' errors, combined) do not tell
+candidates apart: among those within it of the cheapest, CPU on this log decides, and the rule
+says so. ``Decision.method`` says in words
 how each path was measured and which were not split.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from . import formats
 from .curve import CurvePoint, WatermarkCurve
-from .daily_cost import DAILY_NAMES, cost_method, daily_costs
+from .daily_cost import DAILY_NAMES, SECONDS_PER_DAY, cost_method, daily_costs
 from .model import Report
 from .pipeline_model import PipelineReport
 from .scaling import CostScaling
@@ -99,29 +103,38 @@ class Decision:
         return next(c for c in self.candidates if c.key == key)
 
 
+def _candidate(configuration, costs, rate: float, **figures) -> Candidate:
+    """A swept ``configuration`` as a candidate: its ``figures`` and its costs at ``rate``."""
+    return Candidate(
+        key=configuration.key,
+        label=configuration.label,
+        architecture=configuration.architecture,
+        delay_seconds=configuration.watermark_delay_seconds,
+        **figures,
+        **daily_costs(costs, configuration.architecture, rate),
+    )
+
+
 def _billing_candidates(report: Report) -> list[Candidate]:
     candidates = []
     for r in report.results:
-        c = r.configuration
-        if c.is_baseline:
+        if r.configuration.is_baseline:
             continue
         latency = r.latency
         completeness = (
             None if latency.events_when_final is None else _ratio(latency.events_when_final, latency.truth_events)
         )
         candidates.append(
-            Candidate(
-                key=c.key,
-                label=c.label,
-                architecture=c.architecture,
-                delay_seconds=c.watermark_delay_seconds,
+            _candidate(
+                r.configuration,
+                r.costs,
+                report.events_per_second,
                 criterion=completeness,
                 exact_at_end=_ratio(r.end.windows_exact, r.end.windows_compared),
                 completeness_when_final=completeness,
                 latencies=(("time until final", latency.final_p50, latency.final_p95),),
                 money_wrong=dict(r.error_series[-1].money_wrong) if r.error_series else {},
                 cpu_seconds=sum(p.cpu_seconds for p in r.costs),
-                **daily_costs(r.costs, c.architecture, report.events_per_second),
             )
         )
     return candidates
@@ -130,36 +143,60 @@ def _billing_candidates(report: Report) -> list[Candidate]:
 def _pipeline_candidates(report: PipelineReport) -> list[Candidate]:
     candidates = []
     for r in report.results:
-        c = r.configuration
         exact = _ratio(r.compared - r.wrong, r.compared)
         candidates.append(
-            Candidate(
-                key=c.key,
-                label=c.label,
-                architecture=c.architecture,
-                delay_seconds=c.watermark_delay_seconds,
+            _candidate(
+                r.configuration,
+                r.costs,
+                report.events_per_second,
                 criterion=exact,
                 exact_at_end=exact,
                 completeness_when_final=None,
                 latencies=tuple((f"{kind}: time until exactly right", f.p50, f.p95) for kind, f in r.latency.items()),
                 money_wrong={},
                 cpu_seconds=r.cpu_seconds,
-                **daily_costs(r.costs, c.architecture, report.events_per_second),
             )
         )
     return candidates
 
 
-def _choose(candidates: list[Candidate], target: Decimal) -> Candidate | None:
-    if not candidates:
-        return None
-    by_day = all(c.cpu_per_day is not None for c in candidates)
-    cost = lambda c: c.cpu_per_day if by_day else c.cpu_seconds  # noqa: E731
+def _per_day_stderr(candidate: Candidate, rate: float) -> float:
+    """The standard error of ``candidate``'s cost per day: its per-line slopes' (0 where unknown)."""
+    if candidate.cpu_per_million_stderr is None:
+        return 0.0
+    return candidate.cpu_per_million_stderr * rate * SECONDS_PER_DAY / 1_000_000
+
+
+def _cheapest(candidates: list[Candidate], rate: float) -> tuple[Candidate, bool]:
+    """The cheapest of ``candidates`` (ties: shorter delay, then the report's order), and whether
+    CPU on this log decided it (the costs per day do not tell the cheapest ones apart).
+
+    By cost per day where every candidate has one; but the candidates whose cost per day is within
+    the standard error of the difference from the cheapest's are not told apart by it, and among
+    those CPU on this log decides."""
     order = {c.key: i for i, c in enumerate(candidates)}
+    if not all(c.cpu_per_day is not None for c in candidates):
+        return min(candidates, key=lambda c: (c.cpu_seconds, c.delay_seconds, order[c.key])), False
+    first = min(candidates, key=lambda c: (c.cpu_per_day, c.delay_seconds, order[c.key]))
+    close = [
+        c
+        for c in candidates
+        if c.cpu_per_day - first.cpu_per_day <= math.hypot(_per_day_stderr(c, rate), _per_day_stderr(first, rate))
+    ]
+    chosen = min(close, key=lambda c: (c.cpu_seconds, c.delay_seconds, order[c.key]))
+    return chosen, len(close) > 1
+
+
+def _choose(candidates: list[Candidate], target: Decimal, rate: float) -> tuple[Candidate | None, bool]:
+    """The rule of the module docstring: the chosen candidate, and whether CPU on this log decided
+    among candidates the costs per day do not tell apart."""
+    if not candidates:
+        return None, False
     meeting = [c for c in candidates if c.criterion is not None and c.criterion >= target]
     if meeting:
-        return min(meeting, key=lambda c: (cost(c), c.delay_seconds, order[c.key]))
-    return min(candidates, key=lambda c: (-(c.criterion or Decimal(-1)), cost(c), order[c.key]))
+        return _cheapest(meeting, rate)
+    best = max(c.criterion or Decimal(-1) for c in candidates)
+    return _cheapest([c for c in candidates if (c.criterion or Decimal(-1)) == best], rate)
 
 
 def _per_day(candidate: Candidate) -> str:
@@ -192,10 +229,10 @@ def decide(report: Report | PipelineReport) -> Decision:
     candidates = _billing_candidates(report) if billing else _pipeline_candidates(report)
     target, rate = report.target_completeness, report.events_per_second
     criterion = "completeness when final" if billing else "outputs exactly right at the end"
-    chosen = _choose(candidates, target)
+    chosen, by_this_log = _choose(candidates, target, rate)
     headline = []
     for architecture in ("lambda", "kappa"):
-        best = _choose([c for c in candidates if c.architecture == architecture], target)
+        best, _ = _choose([c for c in candidates if c.architecture == architecture], target, rate)
         if best is not None:
             headline.append(best.key)
     shown_rate = f"{rate:,.0f}" if rate == int(rate) else f"{rate:,}"
@@ -204,6 +241,11 @@ def decide(report: Report | PipelineReport) -> Decision:
         if all(c.cpu_per_day is not None for c in candidates)
         else "CPU on this log"
     )
+    if by_this_log:
+        by += (
+            ", and CPU on this log among those whose costs per day differ by less than the standard error of "
+            "their difference"
+        )
     if chosen is None:
         rule = "No Lambda or Kappa configuration was swept: nothing to recommend."
     elif chosen.criterion is not None and chosen.criterion >= target:
