@@ -116,81 +116,20 @@ def append_day(lake: Path, segments: list[Path]) -> None:
 
 def derive_stream(lake: Path) -> None:
     """The stream's tables of every segment of ``lake`` (the module docstring), written once."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
+    from stream_from_truth import LakeShape, stream_tables, write_stream_tables
 
-    from shared.batch_chain import classify_lines, window_totals
-    from shared.catalog import (
-        DEAD_LETTER,
-        DUPLICATE_EVENTS,
-        LATE_EVENTS,
-        SPEED_AGGREGATES,
-        STREAM_METRICS,
-        STREAM_STATE,
-    )
     from shared.config import LabConfig
     from shared.eventlog import EventLog
-    from shared.events import EVENT_COLUMNS, parse_events
-    from shared.log_source import raw_log
     from shared.spark_session import spark_session
     from shared.tables import Tables
-    from shared.windows import assign_windows
 
     config = LabConfig(lake=lake, table_engine="deltalake")
     spark = spark_session(config, "lklab-nightly-bench-stream")
-    tables = Tables(spark, lake, config.table_engine)
     last = EventLog(lake).last_segment()
-
-    def sampled(share: float, *columns: str):
-        return F.pmod(F.xxhash64(*columns), F.lit(1_000_000)) < F.lit(int(share * 1_000_000))
-
-    def with_batch(frame):
-        return frame.withColumn("batch_id", (F.col("segment") - 1).cast("long"))
-
-    parsed = raw_log(spark, str(lake), last).transform(parse_events, max_clock_skew=config.max_clock_skew).persist()
-    lines = classify_lines(parsed)
-    late, counted = sampled(0.01, "event_id"), sampled(0.2, "event_id", "ingest_time")
-    aggregated = (
-        lines.events.where(~late)
-        .select(*EVENT_COLUMNS)
-        .unionByName(lines.duplicates.where(counted).select(*EVENT_COLUMNS))
-    )
-    watermark = F.timestamp_micros(
-        F.unix_micros("window_end") + F.pmod(F.xxhash64("event_id"), F.lit(3600)) * 1_000_000
-    )
-    lateness = (F.unix_micros("watermark") - F.unix_micros("event_time")).cast("decimal(20,0)") / 1_000_000
-    rows = {
-        SPEED_AGGREGATES.name: aggregated.transform(window_totals(config.window)).select(
-            "*",
-            F.lit("final").alias("status"),
-            F.lit(last - 1).cast("long").alias("updated_batch_id"),
-            F.lit(None).cast("timestamp").alias("updated_ingest_time"),
-        ),
-        LATE_EVENTS.name: lines.events.where(late)
-        .transform(assign_windows(config.window))
-        .withColumn("watermark", watermark)
-        .withColumn("lateness_seconds", lateness.cast("decimal(20,6)"))
-        .transform(with_batch),
-        DUPLICATE_EVENTS.name: lines.duplicates.where(~counted).transform(with_batch),
-        DEAD_LETTER.name: lines.dead_letters.transform(with_batch),
-    }
-    written = {}
-    for name, frame in rows.items():
-        arrow = frame.toArrow()
-        tables.overwrite(name, arrow)
-        written[name] = arrow.num_rows
-    summary = {
-        "batch_id": pa.array([last - 1], pa.int64()),
-        "first_segment": pa.array([1], pa.int64()),
-        "last_segment": pa.array([last], pa.int64()),
-        "input_lines": pa.array([parsed.count()], pa.int64()),
-        "late": pa.array([written[LATE_EVENTS.name]], pa.int64()),
-        "duplicates": pa.array([written[DUPLICATE_EVENTS.name]], pa.int64()),
-        "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
-    }
-    tables.overwrite(STREAM_METRICS.name, pa.table(summary))
-    # a state without tagged commits: tables written in one go, read as they stand
-    tables.overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
+    # the log is generated already: only the behaviours' shares of the shape are read
+    shape = LakeShape(events=0, accounts=0, late_share=0.01, counted_retry_share=0.2)
+    stream = stream_tables(spark, lake, config, shape, last)
+    write_stream_tables(Tables(spark, lake, config.table_engine), stream, last, stream["_parsed"].count())
 
 
 def build_lakes(scratch: Path, args) -> tuple[dict[str, Path], dt.date, dict[str, int]]:

@@ -7,8 +7,9 @@ log and behaved in three known ways, and records how many lines each behaviour t
 * ``late``: a deterministic sample of the events (``late_share``, by a hash of ``event_id``)
   went to ``late_events`` (their window, a watermark past the window's end, the lateness)
   instead of ``speed_aggregates``;
-* ``counted retries``: a sample of the later copies (``counted_retry_share``) was counted as
-  new events (a stream that had forgotten the first copy: beyond its dedup horizon); every
+* ``counted retries``: a sample of the later copies (``counted_retry_share``, by a hash of
+  ``event_id`` and ``ingest_time``: the same lines wherever a log's segments are numbered) was
+  counted as new events (a stream that had forgotten the first copy: beyond its dedup horizon); every
   other later copy is in ``duplicate_events``;
 * ``unread``: the batch ran ``unread_segments`` segments before the log's end
   (``run_batch(last_segment=...)``); the stream read to the end.
@@ -41,7 +42,7 @@ from shared.log_source import log_reader
 from shared.tables import Tables
 from shared.windows import assign_windows
 
-__all__ = ["LakeShape", "DerivedLake", "build_lake"]
+__all__ = ["LakeShape", "DerivedLake", "build_lake", "stream_tables", "write_stream_tables"]
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,12 @@ def _with_batch(frame: DataFrame) -> DataFrame:
     return frame.withColumn("batch_id", (F.col("segment") - 1).cast("long"))
 
 
-def _stream_tables(
+def stream_tables(
     spark: SparkSession, lake: Path, config: LabConfig, shape: LakeShape, last: int
 ) -> dict[str, DataFrame]:
+    """The stream's tables of segments 1..``last`` of ``lake`` (the module docstring), by name, and
+    ``_parsed`` (every line), ``_aggregated`` (the events counted), ``_counted`` (the counted
+    retries) for the figures a caller wants of them."""
     raw = (
         log_reader(spark)
         .option("path", str(lake))
@@ -92,9 +96,10 @@ def _stream_tables(
         .option("maxLineBytes", config.max_line_bytes)
         .load()
     )
-    lines = classify_lines(raw.transform(parse_events, max_clock_skew=config.max_clock_skew).persist())
+    parsed = raw.transform(parse_events, max_clock_skew=config.max_clock_skew).persist()
+    lines = classify_lines(parsed)
     late = _sampled(shape.late_share, "event_id")
-    counted = _sampled(shape.counted_retry_share, "segment", "line_number")
+    counted = _sampled(shape.counted_retry_share, "event_id", "ingest_time")
     aggregated = (
         lines.events.where(~late)
         .select(*EVENT_COLUMNS)
@@ -127,9 +132,35 @@ def _stream_tables(
         LATE_EVENTS.name: late_events,
         DUPLICATE_EVENTS.name: lines.duplicates.where(~counted).transform(_with_batch),
         DEAD_LETTER.name: lines.dead_letters.transform(_with_batch),
+        "_parsed": parsed,
         "_aggregated": aggregated,
         "_counted": lines.duplicates.where(counted),
     }
+
+
+def write_stream_tables(tables: Tables, stream: dict[str, DataFrame], last: int, input_lines: int) -> dict[str, int]:
+    """Write ``stream`` (``stream_tables``) as the speed layer's tables of a log of ``last``
+    segments and ``input_lines`` lines, with one ``stream_metrics`` summary row; the rows written
+    per table."""
+    written = {}
+    for name in (t.name for t in (SPEED_AGGREGATES, LATE_EVENTS, DUPLICATE_EVENTS, DEAD_LETTER)):
+        rows = stream[name].toArrow()
+        tables.overwrite(name, rows)
+        written[name] = rows.num_rows
+    summary = {
+        "batch_id": pa.array([last - 1], pa.int64()),
+        "first_segment": pa.array([1], pa.int64()),
+        "last_segment": pa.array([last], pa.int64()),
+        "input_lines": pa.array([input_lines], pa.int64()),
+        "late": pa.array([written[LATE_EVENTS.name]], pa.int64()),
+        "duplicates": pa.array([written[DUPLICATE_EVENTS.name]], pa.int64()),
+        "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
+    }
+    tables.overwrite(STREAM_METRICS.name, pa.table(summary))
+    # Reconcile reads a stream at the cut its state names (shared.stream_cut); a state without
+    # tagged commits means tables written in one go, read as they stand, as a replay's are.
+    tables.overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
+    return written
 
 
 def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambda message: None) -> DerivedLake:
@@ -147,25 +178,8 @@ def build_lake(spark: SparkSession, lake: Path, shape: LakeShape, progress=lambd
     batch = run_batch(spark, config, last_segment=batch_last)
 
     progress("deriving the speed layer's tables")
-    stream = _stream_tables(spark, lake, config, shape, last)
-    written = {}
-    for name in (t.name for t in (SPEED_AGGREGATES, LATE_EVENTS, DUPLICATE_EVENTS, DEAD_LETTER)):
-        rows = stream[name].toArrow()
-        tables.overwrite(name, rows)
-        written[name] = rows.num_rows
-    summary = {
-        "batch_id": pa.array([last - 1], pa.int64()),
-        "first_segment": pa.array([1], pa.int64()),
-        "last_segment": pa.array([last], pa.int64()),
-        "input_lines": pa.array([manifest["lines"]], pa.int64()),
-        "late": pa.array([written[LATE_EVENTS.name]], pa.int64()),
-        "duplicates": pa.array([written[DUPLICATE_EVENTS.name]], pa.int64()),
-        "dead_letters": pa.array([written[DEAD_LETTER.name]], pa.int64()),
-    }
-    tables.overwrite(STREAM_METRICS.name, pa.table(summary))
-    # Reconcile reads a stream at the cut its state names (shared.stream_cut); a state without
-    # tagged commits means tables written in one go, read as they stand, as a replay's are.
-    tables.overwrite(STREAM_STATE.name, STREAM_STATE.schema.empty_table())
+    stream = stream_tables(spark, lake, config, shape, last)
+    written = write_stream_tables(tables, stream, last, manifest["lines"])
     beyond = F.col("segment") > F.lit(batch_last)
     derived = DerivedLake(
         lines=manifest["lines"],
