@@ -34,17 +34,6 @@ from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys,
 __all__ = ["LogClock", "log_clock", "by_line", "event_times", "micros_or_unknown", "CLOCK_INPUT"]
 
 CLOCK_INPUT = ("segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat")
-_SUMMARY = pa.schema(
-    [
-        pa.field("segment", pa.int64()),
-        pa.field("key", pa.int64()),
-        pa.field("p", pa.int64()),
-        pa.field("e", pa.int64()),
-        pa.field("last", pa.bool_()),
-    ]
-)
-
-
 def by_line(table: pa.Table) -> pa.Table:
     """``table`` in log order."""
     return table.take(pc.sort_indices(table, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))

@@ -24,9 +24,21 @@ import pyarrow.compute as pc
 
 from shared.events import UTC_MICROS
 
-__all__ = ["BATCH_ID", "MicroBatch", "StepRows", "StepState", "duplicate_schema", "metrics_row", "metrics_schema"]
+__all__ = [
+    "BATCH_ID",
+    "TIMING_COLUMNS",
+    "MicroBatch",
+    "StepRows",
+    "StepState",
+    "duplicate_schema",
+    "metrics_row",
+    "metrics_schema",
+]
 
 BATCH_ID = pa.field("batch_id", pa.int64(), nullable=False)
+# The metrics columns that say how long a run took, not what it read: two runs of a stream over
+# the same log (live, replayed, cut another way, restarted after a crash) agree on every other.
+TIMING_COLUMNS = frozenset({"duration_seconds"})
 
 
 class StepState(Protocol):

@@ -21,6 +21,7 @@ from lklab.pipelines.declared.declaration import declarations
 from lklab.pipelines.declared.parse import parse_declared_lines
 from lklab.pipelines.declared.rule import DeclaredState, declared_step
 from lklab.pipelines.declared.tables import tables_of
+from shared.micro_batch import TIMING_COLUMNS
 from shared.tables import Tables
 from tests.conftest import cli_in_this_process
 
@@ -312,7 +313,7 @@ def replay_is_live(spark, lake, d) -> None:
     """The replay ``again``'s stream tables hold the live run's rows."""
     for table in tables_of(d).stream:
         live, replayed = read(spark, lake, table.name), read(spark, lake, table.at("kappa/again/"))
-        columns = [c for c in live.schema.names if c != "duration_seconds"]  # how long a step took differs
+        columns = [c for c in live.schema.names if c not in TIMING_COLUMNS]  # how long a step took differs
         order = [(c, "ascending") for c in columns if c not in ("watermark_lag_seconds",)]
         assert replayed.select(columns).sort_by(order).equals(live.select(columns).sort_by(order)), table.name
 
@@ -443,7 +444,7 @@ def committed_rows(spark, lake) -> dict[str, list[dict]]:
     found = {}
     for table in tables_of(declaration()).stream:
         rows = tables.read_arrow(table.name)
-        rows = rows.drop_columns([name for name in ("duration_seconds",) if name in rows.column_names])
+        rows = rows.drop_columns([name for name in TIMING_COLUMNS if name in rows.column_names])
         found[table.name] = sorted(rows.to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values()))
     return found
 

@@ -21,12 +21,13 @@ import pytest
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from lklab.pipelines.billing_windows.speed import SPEED_TABLES, run_speed
 from shared.config import LabConfig
+from shared.micro_batch import TIMING_COLUMNS
 from shared.tables import Tables
 from tests.crash_runs import CRASH_SEED, sampled_points
 
 pytestmark = pytest.mark.slow
 LKLAB = str(Path(sys.executable).parent / "lklab")
-VOLATILE = {"duration_seconds"}
+VOLATILE = TIMING_COLUMNS
 
 
 def speed(lake: Path, crash_at: str | None = None, kill_at_commit: int | None = None) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lklab.pipelines.billing_windows.agreement import metric_totals, row_counts
+from lklab.pipelines.billing_windows.agreement import BOOKKEEPING, metric_totals, row_counts
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 from lklab.pipelines.billing_windows.replay import run_replay
 from lklab.pipelines.billing_windows.speed import SPEED_TABLES, run_speed
@@ -30,6 +30,7 @@ from shared.catalog import replay_prefix
 from shared.config import load_config
 from shared.eventlog import EventLog, format_timestamp, heartbeat_line
 from shared.log_source import parsed_log
+from shared.micro_batch import TIMING_COLUMNS
 from shared.replay import replay
 from shared.speed import StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
@@ -46,7 +47,6 @@ WINDOWS = {
     "sliding": SlidingWindows(120 * SECOND, 30 * SECOND),
     "session": SessionWindows(90 * SECOND),
 }
-BOOKKEEPING = {"batch_id", "updated_batch_id", "duration_seconds"}
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_the_spark_replay_writes_the_rows_of_one_segment_per_micro_batch(spark, 
     finally:
         result.release()
     names = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state", "stream_metrics")
-    same(got, expected, {"duration_seconds"}, names=names + (("window_history",) if history else ()))
+    same(got, expected, TIMING_COLUMNS, names=names + (("window_history",) if history else ()))
     if history:
         assert got["window_history"].num_rows > got["speed_aggregates"].num_rows
 
@@ -209,7 +209,7 @@ def test_lklab_speed_at_any_batch_size_and_lklab_replay_leave_the_same_tables(sp
     one_per_batch, all_in_one, replayed = tables_of(fine), tables_of(coarse), tables_of(fine, "kappa/again/")
     names = ("dead_letter", "duplicate_events", "late_events", "speed_aggregates", "stream_state")
     same(all_in_one, one_per_batch, BOOKKEEPING, names)
-    same(replayed, one_per_batch, {"duration_seconds"}, (*names, "stream_metrics"))
+    same(replayed, one_per_batch, TIMING_COLUMNS, (*names, "stream_metrics"))
     assert all_in_one["stream_metrics"].num_rows == 1 < one_per_batch["stream_metrics"].num_rows
 
 
@@ -359,7 +359,7 @@ def test_on_a_clock_that_goes_back_live_cuts_restarts_and_lklab_replay_write_the
             replayed = {
                 table: tables.read_arrow(replay_prefix(name) + table) for table in (*SPEED_TABLES, "window_history")
             }
-            same(replayed, finest, {"duration_seconds"}, (*every, "stream_metrics", "window_history"))
+            same(replayed, finest, TIMING_COLUMNS, (*every, "stream_metrics", "window_history"))
         else:
             result = replay(spark.createDataFrame(parsed), settings)
             try:
@@ -373,7 +373,7 @@ def test_on_a_clock_that_goes_back_live_cuts_restarts_and_lklab_replay_write_the
                 }
             finally:
                 result.release()
-            same(replayed, finest, {"duration_seconds"}, (*every, "stream_metrics"))
+            same(replayed, finest, TIMING_COLUMNS, (*every, "stream_metrics"))
         late, duplicates = finest["late_events"], finest["duplicate_events"]
         assert (
             late.num_rows > 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lklab.pipelines.billing_windows.agreement import BOOKKEEPING
 from lklab.pipelines.billing_windows.replay import run_replay
 from lklab.pipelines.billing_windows.speed import SPEED_TABLES
 from shared.config import load_config
@@ -77,7 +78,7 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
     )
     for name in SPEED_TABLES:
         live, replayed = (tables.read_arrow(prefix + name).to_pylist() for prefix in ("", "kappa/after/"))
-        ignore = {"batch_id", "updated_batch_id", "duration_seconds"}
+        ignore = BOOKKEEPING
         normal = lambda rows: Counter(
             tuple((k, str(v)) for k, v in sorted(row.items()) if k not in ignore) for row in rows
         )

@@ -35,6 +35,7 @@ from lklab.pipelines.order_payments.tables import (
 from shared import catalog
 from shared.config import LabConfig
 from shared.durations import parse_duration
+from shared.micro_batch import TIMING_COLUMNS
 
 MINUTE = 60_000_000
 PARAMS = dict(orders=150, seed=7, span=120 * MINUTE, segment_interval=10 * MINUTE, malformed_rate=0.01, retry_rate=0.05)
@@ -216,7 +217,7 @@ def committed(lake) -> dict:
     for table in PAYMENTS_TABLES:
         got = tables.read_arrow(table.name)
         if table is PAYMENTS_STREAM_METRICS:
-            got = got.drop_columns(["duration_seconds"])
+            got = got.drop_columns(sorted(TIMING_COLUMNS))
         found[table.name] = sorted(map(str, got.to_pylist()))
     return found
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from deltalake import DeltaTable
 
+from lklab.pipelines.billing_windows.agreement import BOOKKEEPING
 from lklab.pipelines.billing_windows.batch import run_batch
 from shared.config import LabConfig
 from shared.partitions import DayRange
@@ -166,7 +167,7 @@ def test_replay_job_on_the_cluster_writes_the_live_speed_layers_rows(cluster, sp
         master=cluster["url"],
         timeout=400,
     )
-    ignore = {"batch_id", "updated_batch_id", "duration_seconds"}
+    ignore = BOOKKEEPING
 
     def rows(name: str) -> Counter:
         table = DeltaTable(str(lake / "tables" / name)).to_pyarrow_dataset().to_table().to_pylist()

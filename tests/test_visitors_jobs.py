@@ -35,6 +35,7 @@ from shared.catalog import replay_prefix
 from shared.config import LabConfig
 from shared.durations import parse_duration
 from shared.eventlog import EventLog
+from shared.micro_batch import TIMING_COLUMNS
 from shared.tables import Tables
 from tests.visitor_lines import at, seconds_of, url
 
@@ -175,7 +176,7 @@ def committed_rows(spark, lake: Path) -> dict[str, list[dict]]:
     found = {}
     for table in VISITORS_SPEED_TABLES:
         rows = tables.read_arrow(table.name)
-        rows = rows.drop_columns([name for name in ("duration_seconds",) if name in rows.column_names])
+        rows = rows.drop_columns([name for name in TIMING_COLUMNS if name in rows.column_names])
         found[table.name] = sorted(rows.to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values()))
     return found
 

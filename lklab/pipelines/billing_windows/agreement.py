@@ -32,6 +32,7 @@ from shared.catalog import (
     STREAM_STATE,
     Table,
 )
+from shared.micro_batch import TIMING_COLUMNS
 from shared.tables import Tables
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
     "require_same_rows",
 ]
 
-BOOKKEEPING = frozenset({"batch_id", "updated_batch_id", "duration_seconds"})
+BOOKKEEPING = frozenset({"batch_id", "updated_batch_id", *TIMING_COLUMNS})
 ROW_TABLES = (DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_STATE)
 _COUNTS = ("input_lines", "on_time", "late", "late_updates", "duplicates", "dead_letters", "heartbeats")
 _MONEY = ("on_time_amounts", "late_amounts", "duplicate_amounts")
