@@ -20,13 +20,27 @@ everything a batch does, the lab's Delta commits included), and the lines those 
 per second of it. That is what an always-on speed layer costs. (Segments differ in size: the
 generator's log ends in a tail of small ones, so a median per batch would mostly weigh those.)
 
-    .venv/bin/python benchmarks/speed_bench.py [--events N] [--segment-minutes M] [--repeats R] [--json-out FILE]
+``--masters local[1],local[2]`` runs the whole comparison once per Spark master, each in a
+session of its own, and prints the steady-state lines per second of each side per master and the
+ratio of the last master's to the first's: how throughput grows with executors' cores (a
+standalone cluster's ``spark://host:port`` is a master too).
+
+``--dedup-scales 1,10`` then runs the lab's speed layer once per scale with the dedup horizon
+``--dedup-horizon`` times the scale (the log's event time must span the largest, or the state
+cannot grow with it: ``--span-hours``), and prints the largest state the stream kept
+(``stream_metrics.state_rows``) and the peak resident memory of the driver process (this
+Python process, where the speed layer's state lives) and of the whole process tree.
+
+    .venv/bin/python benchmarks/speed_bench.py [--events N] [--segment-minutes M] [--span-hours H] [--repeats R]
+        [--masters M1,M2] [--dedup-horizon D] [--dedup-scales S1,S2] [--json-out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -40,7 +54,12 @@ from pyspark.sql import functions as F  # noqa: E402
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from lklab.pipelines.billing_windows.speed import run_speed  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
+from shared.durations import format_duration, parse_duration  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
+from shared.tables import Tables  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stream_runs import PeakMemory  # noqa: E402
 
 
 def progress(message: str) -> None:
@@ -95,46 +114,29 @@ def measured(action) -> tuple[float, list]:
     return time.perf_counter() - started, progress
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=20_000, help="events to generate (default 20,000)")
-    parser.add_argument("--segment-minutes", type=int, default=30, help="event time per log segment (default 30)")
-    parser.add_argument("--repeats", type=int, default=3, help="measured runs of each side; the median is reported")
-    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
-    args = parser.parse_args(argv)
-    if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1:
-        parser.error("--events, --segment-minutes and --repeats must be at least 1")
-
-    with tempfile.TemporaryDirectory(prefix="speed-bench-") as scratch:
-        lake = Path(scratch) / "lake"
-        progress(f"generating {args.events:,} events")
-        params = GeneratorParams(events=args.events, segment_interval=args.segment_minutes * 60_000_000)
-        manifest = generate(params, lake).manifest
-        lines, segments = manifest["lines"], manifest["segments"]
-        config = LabConfig(lake=lake, table_engine="deltalake")
-        spark = spark_session(config, "lklab-speed-bench")
-
-        progress("warm-up: one unmeasured run of each")
-        bare_spark(spark, lake, Path(scratch) / "bare-warmup")
-        run_speed(spark, config, available_now=True, app_id="warmup", prefix="warmup_")
-
-        runs = {"bare_spark": [], "lab_speed": []}
-        for repeat in range(1, args.repeats + 1):
-            name = f"run{repeat}"
-            sides = {
-                "bare_spark": lambda: bare_spark(spark, lake, Path(scratch) / f"bare-{repeat}"),
-                "lab_speed": lambda: (
-                    run_speed(spark, config, available_now=True, app_id=name, prefix=f"{name}_").progress
-                ),
-            }
-            for side, action in sides.items():
-                wall, progress_reports = measured(action)
-                steady, steady_lines = steady_state(progress_reports, segments)
-                runs[side].append((wall, steady, steady_lines))
-                progress(f"run {repeat}/{args.repeats}: {side} {wall:.1f}s, batches after the first {steady:.1f}s")
-        spark.stop()
-
-    figures = {"log": {"lines": lines, "segments": segments}, "repeats": args.repeats}
+def compare(config: LabConfig, scratch: Path, segments: int, repeats: int) -> dict:
+    """One warm-up run of each side, then ``repeats`` measured runs of each, interleaved, in a
+    session of ``config``'s master (stopped at the end): each side's walls, steady states and
+    medians, and the ratios."""
+    spark = spark_session(config, "lklab-speed-bench")
+    lake = Path(config.lake)
+    progress("warm-up: one unmeasured run of each")
+    bare_spark(spark, lake, scratch / "bare-warmup")
+    run_speed(spark, config, available_now=True, app_id="warmup", prefix=f"{scratch.name}_warmup_")
+    runs = {"bare_spark": [], "lab_speed": []}
+    for repeat in range(1, repeats + 1):
+        name = f"{scratch.name}_run{repeat}"
+        sides = {
+            "bare_spark": lambda: bare_spark(spark, lake, scratch / f"bare-{repeat}"),
+            "lab_speed": lambda: run_speed(spark, config, available_now=True, app_id=name, prefix=f"{name}_").progress,
+        }
+        for side, action in sides.items():
+            wall, progress_reports = measured(action)
+            steady, steady_lines = steady_state(progress_reports, segments)
+            runs[side].append((wall, steady, steady_lines))
+            progress(f"run {repeat}/{repeats}: {side} {wall:.1f}s, batches after the first {steady:.1f}s")
+    spark.stop()
+    figures = {}
     for side, side_runs in runs.items():
         walls, steadies = [w for w, _, _ in side_runs], [s for _, s, _ in side_runs]
         figures[side] = {
@@ -147,27 +149,109 @@ def main(argv: list[str] | None = None) -> int:
     bare, ours = figures["bare_spark"], figures["lab_speed"]
     figures["wall_ratio_lab_to_bare"] = ours["median_wall_seconds"] / bare["median_wall_seconds"]
     figures["steady_ratio_lab_to_bare"] = ours["median_steady_seconds"] / bare["median_steady_seconds"]
+    return figures
+
+
+def state_memory(config: LabConfig, horizon: int, scales: list[int]) -> list[dict]:
+    """Per scale: the speed layer over the whole log with the dedup horizon ``horizon`` (µs)
+    times the scale, its largest state (``state_rows``) and the peak resident memory of the
+    driver process and of the process tree meanwhile."""
+    spark = spark_session(config, "lklab-speed-bench-state")
+    run_speed(spark, config, available_now=True, app_id="state-warmup", prefix="state_warmup_")
+    out = []
+    for scale in scales:
+        scaled = dataclasses.replace(config, dedup_horizon=horizon * scale)
+        prefix = f"state_{scale}x_"
+        with PeakMemory() as memory:
+            run_speed(spark, scaled, available_now=True, app_id=f"state-{scale}x", prefix=prefix)
+        metrics = Tables(spark, Path(config.lake), config.table_engine).read_arrow(prefix + "stream_metrics")
+        out.append(
+            {
+                "scale": scale,
+                "dedup_horizon": format_duration(horizon * scale),
+                "largest_state_rows": max(v for v in metrics["state_rows"].to_pylist() if v is not None),
+                "driver_rss_mib": memory.driver / 2**20,
+                "tree_rss_mib": memory.tree / 2**20,
+            }
+        )
+        progress(f"dedup horizon x{scale}: {out[-1]}")
+    spark.stop()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="events to generate (default 20,000)")
+    parser.add_argument("--segment-minutes", type=int, default=30, help="event time per log segment (default 30)")
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs of each side; the median is reported")
+    parser.add_argument("--span-hours", type=int, default=6, help="event time the log spans (default 6)")
+    parser.add_argument(
+        "--masters", default="local[2]", help="Spark masters to compare, comma-separated (default local[2])"
+    )
+    parser.add_argument("--dedup-horizon", default="30m", help="the dedup horizon at scale 1 (default 30m)")
+    parser.add_argument(
+        "--dedup-scales", default="", help="also: the state at these multiples of the horizon, e.g. 1,10"
+    )
+    parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1 or args.span_hours < 1:
+        parser.error("--events, --segment-minutes, --span-hours and --repeats must be at least 1")
+
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    scales = [int(v) for v in args.dedup_scales.split(",") if v.strip()] if args.dedup_scales else []
+    with tempfile.TemporaryDirectory(prefix="speed-bench-") as scratch:
+        lake = Path(scratch) / "lake"
+        progress(f"generating {args.events:,} events over {args.span_hours} h")
+        params = GeneratorParams(
+            events=args.events, segment_interval=args.segment_minutes * 60_000_000, span=args.span_hours * 3_600_000_000
+        )
+        manifest = generate(params, lake).manifest
+        lines, segments = manifest["lines"], manifest["segments"]
+        figures = {"log": {"lines": lines, "segments": segments}, "repeats": args.repeats, "masters": {}}
+        for master in masters:
+            config = LabConfig(lake=lake, table_engine="deltalake", spark_master=master)
+            progress(f"master {master}")
+            tag = re.sub(r"[^A-Za-z0-9]+", "_", master).strip("_")  # a table prefix and a lock's name
+            figures["masters"][master] = compare(config, Path(scratch) / tag, segments, args.repeats)
+        if scales:
+            figures["dedup_scales"] = state_memory(
+                LabConfig(lake=lake, table_engine="deltalake", spark_master=masters[-1]),
+                parse_duration(args.dedup_horizon),
+                scales,
+            )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
     print(
         f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median"
     )
-    for label, side in (
-        ("bare Spark (withWatermark + groupBy, drops late rows)", bare),
-        ("lab speed layer (nothing dropped, exactly once)", ours),
-    ):
-        wall, steady, steady_lines = (
-            side["median_wall_seconds"],
-            side["median_steady_seconds"],
-            side["lines_after_first_batch"],
-        )
+    for master, sides in figures["masters"].items():
+        print(f"master {master}:")
+        for label, side in (
+            ("bare Spark (withWatermark + groupBy, drops late rows)", sides["bare_spark"]),
+            ("lab speed layer (nothing dropped, exactly once)", sides["lab_speed"]),
+        ):
+            wall, steady, steady_lines = (
+                side["median_wall_seconds"],
+                side["median_steady_seconds"],
+                side["lines_after_first_batch"],
+            )
+            print(
+                f"  {label:55s} wall {wall:6.1f}s {lines / wall:7,.0f} lines/s | batches 1..{segments - 1}: {steady:5.1f}s {steady_lines / steady:7,.0f} lines/s"
+            )
         print(
-            f"{label:55s} wall {wall:6.1f}s {lines / wall:7,.0f} lines/s | batches 1..{segments - 1}: {steady:5.1f}s {steady_lines / steady:7,.0f} lines/s"
+            f"  ratio (speed layer / bare Spark): wall {sides['wall_ratio_lab_to_bare']:.2f}x, steady state {sides['steady_ratio_lab_to_bare']:.2f}x"
         )
-    print(
-        f"ratio (speed layer / bare Spark): wall {figures['wall_ratio_lab_to_bare']:.2f}x, steady state {figures['steady_ratio_lab_to_bare']:.2f}x"
-    )
+    if len(masters) > 1:
+        first, last = figures["masters"][masters[0]], figures["masters"][masters[-1]]
+        for side in ("bare_spark", "lab_speed"):
+            grown = first[side]["median_steady_seconds"] / last[side]["median_steady_seconds"]
+            print(f"{side}: steady-state lines/s on {masters[-1]} / on {masters[0]}: {grown:.2f}x")
+    for scale in figures.get("dedup_scales", []):
+        print(
+            f"dedup horizon {scale['dedup_horizon']} ({scale['scale']}x): largest state {scale['largest_state_rows']:,} rows; "
+            f"peak RSS: driver {scale['driver_rss_mib']:,.0f} MiB, process tree {scale['tree_rss_mib']:,.0f} MiB"
+        )
     return 0
 
 
