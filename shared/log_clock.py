@@ -34,6 +34,8 @@ from shared.clock import NO_TIME, ClockSettings, ClockState, advance, line_keys,
 __all__ = ["LogClock", "log_clock", "by_line", "event_times", "micros_or_unknown", "CLOCK_INPUT"]
 
 CLOCK_INPUT = ("segment", "line_number", "ingest_time", "event_time", "reject_reason", "heartbeat")
+
+
 def by_line(table: pa.Table) -> pa.Table:
     """``table`` in log order."""
     return table.take(pc.sort_indices(table, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
