@@ -6,10 +6,11 @@ event; every later copy is a duplicate. A later copy whose payload differs is st
 duplicate, but is flagged ``payload_conflict`` so that nobody mistakes a collision of ids for a
 harmless retry. ``ingest_time`` is not payload: a retry lands later by nature.
 
-The batch rule is written once, in Arrow (``mark_duplicates_table``); ``mark_duplicates`` runs
-it over a Spark DataFrame, every copy of an id in one call. Only ids seen more than once need
-it (``flag_repeated``: about 1% of a log's ids); a copy of an id seen once is its own first copy
-and is marked where it is, never leaving the JVM. ``split_copies_after`` gives the same marks to
+The batch rule is written in Arrow (``mark_duplicates_table``) and, for Spark, as columns
+(``mark_copies``: each copy against the least ``(segment, line_number)`` of its id), which a
+test holds equal: run by Spark, the batch starts no Python worker and converts no row to Arrow.
+Only ids seen more than once need it (``flag_repeated``: about 1% of a log's ids); a copy of an
+id seen once is its own first copy and is marked where it is. ``split_copies_after`` gives the same marks to
 the events of later segments alone, given the first copy of every id in the segments before.
 
 The stream cannot remember every id forever. It remembers a first copy for ``dedup_horizon``
@@ -32,19 +33,19 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField
 
 from shared.clock import NO_TIME
 from shared.events import EVENT_SCHEMA, UTC_MICROS
-from shared.spark_arrow import per_key, with_fields
 
 __all__ = [
     "parsed_counts",
     "PAYLOAD_COLUMNS",
     "MARK_FIELDS",
     "mark_duplicates_table",
+    "mark_copies",
     "repeated_ids",
     "flag_repeated",
     "Copies",
@@ -101,6 +102,29 @@ def mark_duplicates_table(events: pa.Table, payload: Sequence[str] = PAYLOAD_COL
     return ordered
 
 
+def mark_copies(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> DataFrame:
+    """``mark_duplicates_table`` as Spark columns: ``events`` (every copy of each id they hold)
+    with ``MARK_FIELDS``, in no particular order.
+
+    An id's first copy is its least ``(segment, line_number)`` (a line's position is unique);
+    every other copy is a duplicate of it, ``payload_conflict`` when a ``payload`` column differs
+    from the first copy's (never null on a valid event). One shuffle by ``event_id``.
+    """
+    first = F.min(F.struct("segment", "line_number", *payload)).over(Window.partitionBy("event_id"))
+    marked = events.withColumn("_first", first)
+    is_duplicate = (F.col("segment") != F.col("_first.segment")) | (F.col("line_number") != F.col("_first.line_number"))
+    differs = functools.reduce(
+        lambda left, right: left | right, [F.col(name) != F.col(f"_first.{name}") for name in payload], F.lit(False)
+    )
+    return marked.select(
+        *events.columns,
+        is_duplicate.alias("is_duplicate"),
+        F.col("_first.segment").alias("first_segment"),
+        F.col("_first.line_number").alias("first_line_number"),
+        (is_duplicate & differs).alias("payload_conflict"),
+    )
+
+
 def repeated_ids(lines: DataFrame, events: str = "true") -> DataFrame:
     """``_id_hash``: the 64-bit hash of every ``event_id`` seen more than once among the rows of
     ``lines`` that are events (the SQL condition ``events``).
@@ -135,7 +159,7 @@ class Copies:
     """A complete set of events split by whether their ``event_id`` repeats (``split_copies``).
 
     ``once``: the events of ids seen once, each its own first copy (they never go through the
-    rule); ``repeated``: every copy of the other ids, marked by ``mark_duplicates_table``;
+    rule); ``repeated``: every copy of the other ids, marked by ``mark_copies``;
     ``ids``: the hashes of those ids (``repeated_ids``).
     """
 
@@ -182,18 +206,13 @@ class Copies:
 
 def split_copies(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> Copies:
     """``events`` (complete: every copy of every id) as ``Copies``: the copies of repeated ids
-    hash-partitioned by ``event_id`` through ``mark_duplicates_table`` (``payload``: as there),
-    every other event marked where it is."""
+    marked by ``mark_copies`` (``payload``: as for ``mark_duplicates_table``), every other event
+    marked where it is."""
     ids = repeated_ids(events)
     flagged = events.transform(flag_repeated, repeated=ids)
     repeated = F.coalesce(F.col("_repeated"), F.lit(False))
-    function = functools.partial(mark_duplicates_table, payload=tuple(payload))
     contested = flagged.where(repeated).drop("_repeated")
-    return Copies(
-        ids=ids,
-        once=flagged.where(~repeated).drop("_repeated"),
-        repeated=per_key(contested, ["event_id"], function, with_fields(events.schema, *MARK_FIELDS)),
-    )
+    return Copies(ids=ids, once=flagged.where(~repeated).drop("_repeated"), repeated=mark_copies(contested, payload))
 
 
 def split_copies_after(events: DataFrame, earlier: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> Copies:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming import DataStreamReader
@@ -37,7 +37,6 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import ArrayType, BinaryType
 
 from shared.config import LabConfig
 from shared.eventlog import (
@@ -244,8 +243,8 @@ def raw_log(
     header (if any) taken off as ``appended_at``, and split on ``\\n`` in SQL (a final empty
     piece is no line), so every line keeps its segment and
     number however Spark splits the work; a line longer than ``max_line_bytes`` is then cut to
-    its first bytes as ``scan_lines`` cuts it. A segment that is not valid UTF-8 is split in
-    Python instead, bytes kept as they are (rare, and only that segment's bytes go to Python).
+    its first bytes as ``scan_lines`` cuts it. A segment that is not valid UTF-8 is split on
+    its bytes instead, kept as they are (``_split_bytes``; rare, and slower than ``split``).
     A larger segment is read by the source itself, a chunk at a time.
     """
     log = EventLog(lake)
@@ -287,9 +286,7 @@ def raw_log(
     split = segments.select(
         "segment",
         "appended_at",
-        F.when(utf8, F.split(text, "\n", -1))
-        .otherwise(_split_bytes(F.when(~utf8, text.cast("binary"))).cast("array<string>"))
-        .alias("pieces"),
+        F.when(utf8, F.split(text, "\n", -1)).otherwise(_split_bytes(text.cast("binary"))).alias("pieces"),
     )
     pieces = F.col("pieces")
     lines = F.when(F.element_at(pieces, -1) == "", F.slice(pieces, 1, F.size(pieces) - 1)).otherwise(pieces)
@@ -332,13 +329,18 @@ def _runs(numbers: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _split_on_newlines(data: bytes | None) -> list[bytes] | None:
-    """A segment's bytes split on ``\\n`` as they are (a final empty piece kept, as ``split``
-    keeps it)."""
-    return None if data is None else bytes(data).split(b"\n")
+def _split_bytes(data: Column) -> Column:
+    """Binary ``data`` split on the byte ``\\n`` (a final empty piece kept, as ``split`` keeps it),
+    each piece its bytes as they are, as a string: what ``split`` gives text that is UTF-8.
 
-
-_split_bytes = F.udf(_split_on_newlines, ArrayType(BinaryType()), useArrow=False)
+    In SQL, not in a Python UDF: with a UDF in the plan, every segment's text passes through its
+    operator and Python workers start, for the rare segment that is not UTF-8. In hex with a
+    space before every byte (``" 7B 0A 41"``), ``" 0A"`` is exactly a newline byte.
+    """
+    spaced = F.regexp_replace(F.hex(data), "(..)", " $1")
+    return F.transform(
+        F.split(spaced, " 0A", -1), lambda piece: F.unhex(F.replace(piece, F.lit(" "), F.lit(""))).cast("string")
+    )
 
 
 def parsed_log(
