@@ -102,6 +102,24 @@ def test_a_key_held_twice_is_refused_even_where_both_sides_hold_it_twice(spark):
         range_diff(spark.createDataFrame(twice, SCHEMA), spark.createDataFrame(twice, SCHEMA), KEYS, MEASURES)
 
 
+def test_a_key_held_twice_is_refused_where_the_other_side_holds_it_once_and_equal(spark):
+    once = [("eu", "m1", D("0.500000"), 1)]
+    # both of the truth's rows pair the stream's one and agree: refused all the same
+    with pytest.raises(DuplicateKeys, match=r"the truth holds key \{'region': 'eu', 'meter': 'm1'\} 2 times"):
+        range_diff(
+            spark.createDataFrame(once * 2 + TWELVE[2:], SCHEMA),
+            spark.createDataFrame(once + TWELVE[2:], SCHEMA),
+            KEYS,
+            MEASURES,
+        )
+
+
+def test_a_key_held_twice_by_the_stream_alone_is_refused(spark):
+    twice = [("us", "m1", D("0.500000"), 1)] * 2  # the truth has no such key
+    with pytest.raises(DuplicateKeys, match=r"the stream holds key \{'region': 'us', 'meter': 'm1'\} 2 times"):
+        range_diff(spark.createDataFrame(TWELVE, SCHEMA), spark.createDataFrame(TWELVE + twice, SCHEMA), KEYS, MEASURES)
+
+
 def test_decimals_of_another_scale_are_joined_and_compared_exactly(spark):
     truth = spark.createDataFrame(TWELVE, SCHEMA)
     stream = spark.createDataFrame(TWELVE, "region string, meter string, kwh decimal(20,3), readings long")
