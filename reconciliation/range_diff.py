@@ -59,7 +59,8 @@ _HASH_REPEATS_CHECKED = 20
 @dataclass(frozen=True)
 class RangeDiff:
     """What ``range_diff`` found: ``keyed_diff``'s rows for the keys whose checksums differ
-    (``differing``, ``keys_joined`` key hashes), the other keys' rows (``matched``: each a match,
+    (``differing``, ``keys_joined`` key hashes: every one where two keys of the two sides share
+    a hash), the other keys' rows (``matched``: each a match,
     from the truth alone) and how many they are (``matched_unjoined``)."""
 
     differing: DataFrame
@@ -146,7 +147,7 @@ def range_diff(
             differing=every,
             matched=every.limit(0),
             matched_unjoined=0,
-            keys_joined=every.select(*keys).distinct().count(),
+            keys_joined=truth.select(key_hash(keys)).union(stream.select(key_hash(keys))).distinct().count(),
         )
     keys_joined = int(summary["joined"] or 0)
     differing_hashes = found.where(F.col("_differing_hash").isNotNull()).select(

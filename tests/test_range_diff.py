@@ -5,6 +5,7 @@ import random
 from decimal import Decimal as D
 
 import pytest
+from pyspark.sql import functions as F
 
 from reconciliation.keyed_diff import DuplicateKeys, keyed_diff, status_counts
 from reconciliation.range_diff import range_diff
@@ -118,6 +119,18 @@ def test_a_key_held_twice_by_the_stream_alone_is_refused(spark):
     twice = [("us", "m1", D("0.500000"), 1)] * 2  # the truth has no such key
     with pytest.raises(DuplicateKeys, match=r"the stream holds key \{'region': 'us', 'meter': 'm1'\} 2 times"):
         range_diff(spark.createDataFrame(TWELVE, SCHEMA), spark.createDataFrame(TWELVE + twice, SCHEMA), KEYS, MEASURES)
+
+
+def test_keys_sharing_a_hash_across_the_sides_are_all_joined(spark, monkeypatch):
+    import reconciliation.range_diff as range_module
+
+    # every key one hash: the truth's rows pair the stream's many times over, with no key repeated
+    monkeypatch.setattr(range_module, "key_hash", lambda keys: F.lit(7).cast("long"))
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    changed = [*TWELVE[:5], ("eu", "m5", D("5.250001"), 5), *TWELVE[6:]]
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA))
+    assert ranged.keys_joined == 1 and ranged.matched_unjoined == 0 and len(joined) == 12
+    assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
 
 
 def test_decimals_of_another_scale_are_joined_and_compared_exactly(spark):
