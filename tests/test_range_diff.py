@@ -133,6 +133,17 @@ def test_keys_sharing_a_hash_across_the_sides_are_all_joined(spark, monkeypatch)
     assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
 
 
+def test_an_empty_side(spark):
+    rows = spark.createDataFrame(TWELVE[:3], SCHEMA)
+    empty = spark.createDataFrame([], SCHEMA)
+    ranged, _ = same_as_full_join(empty, rows)
+    assert ranged.status_counts() == {"match": 0, "value_mismatch": 0, "missing_in_stream": 0, "extra_in_stream": 3}
+    ranged, _ = same_as_full_join(rows, rows.where("false"))
+    assert ranged.status_counts()["missing_in_stream"] == 3
+    ranged, _ = same_as_full_join(empty, empty)
+    assert sum(ranged.status_counts().values()) == 0
+
+
 def test_decimals_of_another_scale_are_joined_and_compared_exactly(spark):
     truth = spark.createDataFrame(TWELVE, SCHEMA)
     stream = spark.createDataFrame(TWELVE, "region string, meter string, kwh decimal(20,3), readings long")
