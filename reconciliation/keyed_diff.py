@@ -80,15 +80,16 @@ def refusing_repeated_keys() -> Iterator[None]:
         raise DuplicateKeys(_message(found[1], json.loads(found[2]), found[3])) from None
 
 
-def refuse_repeated_hashes(truth: DataFrame, stream: DataFrame, keys: Sequence[str], hashes: Sequence[int]) -> None:
+def refuse_repeated_hashes(
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], hashes: Sequence[int] | None
+) -> None:
     """``DuplicateKeys`` for a key that a side holds twice among the rows whose ``key_hash`` is
-    one of ``hashes`` (the truth's first; none: two keys that share a hash)."""
-    if not hashes:
+    one of ``hashes`` (None: among every row; the truth's first; none: two keys that share a hash)."""
+    if hashes is not None and not hashes:
         return
     for name, side in (("truth", truth), ("stream", stream)):
-        repeated = (
-            side.where(key_hash(keys).isin(list(hashes))).groupBy(*keys).count().where("count > 1").limit(1).collect()
-        )
+        among = side if hashes is None else side.where(key_hash(keys).isin(list(hashes)))
+        repeated = among.groupBy(*keys).count().where("count > 1").limit(1).collect()
         if repeated:
             raise DuplicateKeys(_message(name, {k: repeated[0][k] for k in keys}, repeated[0]["count"]))
 

@@ -1,24 +1,27 @@
 """A keyed diff that joins only the keys whose checksums differ.
 
 Where two tables differ in few keys, most of a full outer join pairs equal rows. ``range_diff``
-first compares checksums: one aggregation over both sides by key hash (``key_hash``,
-``reconciliation.keyed_diff``), a few longs a row, gives each key hash its rows on each side
-and the ``bit_xor`` of their row hashes (``xxhash64`` over the key and measures and which of
-them are null). A key hash held once on each side whose two row hashes cancel is a ``match``:
-counted, not joined. ``keyed_diff`` runs on the rows of the other key hashes only, so their
-statuses and deltas are the full join's, tolerance and null rules included. ``rows()`` adds the
-matched keys' rows, built from the truth alone (no join): every key's row, as ``keyed_diff``
-gives it.
+first compares checksums: a full outer join of the two sides' (key hash, row hash) pairs, two
+longs a row (``key_hash``, ``reconciliation.keyed_diff``; the row hash is ``xxhash64`` over the
+key and measures and which of them are null), counted by whether the two row hashes agree. A key
+hash whose pair agrees is a ``match``: counted, not joined. ``keyed_diff`` runs on the rows of
+the other key hashes only, so their statuses and deltas are the full join's, tolerance and null
+rules included. ``rows()`` adds the matched keys' rows, built from the truth alone (no join):
+every key's row, as ``keyed_diff`` gives it.
 
-The range compared is one key hash, not a bucket of them: refusing a key held twice needs the
-aggregation by key hash on every row anyway, and a coarser range would join the equal keys that
-share it with a differing one, and need a second aggregation over every key to say which.
+The range compared is one key hash, not a bucket of them: refusing a key held twice needs every
+row's key hash to meet the others anyway, and a coarser range would join the equal keys that
+share it with a differing one, and need a second pass over every key to say which.
 
-A key held twice by a side is a ``DuplicateKeys`` error, found by that aggregation on every row
-(not only on the joined ones; a side's rows are counted below 2^31 a key hash) and checked exactly
-on the rows of the hash it repeats, so two keys sharing a hash are never taken for a repeat. A
-row with a null key field matches nothing in the join: its row hash includes its side, so it is
-always joined.
+A key held twice by a side is a ``DuplicateKeys`` error, found on every row (not only on the
+joined ones) by the same job. Each side's rows are counted as the join reads them; with no key
+hash held twice, the join pairs each row once, so the rows it paired equal those counts. A key
+hash held twice by one side and at least once by the other pairs a row twice, and the counts
+part; held twice and not by the other side, its rows differ and the differing key hash is in two
+pairs. Either way the rows are then checked exactly (grouped by key), so two keys sharing a hash
+are never taken for a repeat: shared across the sides, nothing is taken from the checksums and
+every key is joined; on one side only, their rows differ and are joined. A row with a null key
+field matches nothing in the join: its row hash includes its side, so it is always joined.
 
 Equal rows give equal hashes, so a key joined needlessly costs time, never a status: decimals of
 different scales (``1.50`` against ``1.500``) hash apart and are compared by the join, exactly.
@@ -38,7 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from reconciliation.keyed_diff import joined_diff, key_hash, refuse_repeated_hashes, status_counts
@@ -48,8 +52,6 @@ __all__ = ["BROADCAST_HASHES", "RangeDiff", "range_diff"]
 
 BROADCAST_HASHES = 1 << 21  # 16 MiB of longs
 
-_LOW_HALF = 0xFFFFFFFF
-
 # Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
 # pairs, so a repeat among the first few is a repeated key.
 _HASH_REPEATS_CHECKED = 20
@@ -58,7 +60,8 @@ _HASH_REPEATS_CHECKED = 20
 @dataclass(frozen=True)
 class RangeDiff:
     """What ``range_diff`` found: ``keyed_diff``'s rows for the keys whose checksums differ
-    (``differing``, ``keys_joined`` key hashes), the other keys' rows (``matched``: each a match,
+    (``differing``, ``keys_joined`` key hashes: every one where two keys of the two sides share
+    a hash), the other keys' rows (``matched``: each a match,
     from the truth alone) and how many they are (``matched_unjoined``)."""
 
     differing: DataFrame
@@ -77,43 +80,46 @@ class RangeDiff:
         return self.differing.unionByName(self.matched)
 
 
-def _differing_hashes(truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str]) -> DataFrame:
-    """One row per key hash whose checksums differ (``_differing_hash``) and one (null) for the
-    keys that agree; ``keys``: how many, ``_repeated_hash``: a key hash a side holds twice (null:
-    none). One job: an aggregation by key hash, then by what it found."""
+def _differing_hashes(
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str]
+) -> tuple[DataFrame, Observation, Observation]:
+    """One row per key hash with a row whose checksums differ (``_differing_hash``; ``pairs``:
+    its rows in the join of row hashes) and one (null) for the pairs that agree; and what each
+    side's rows are counted by (``rows``), observed in the same job. One job: a full outer join
+    of the two sides' (key hash, row hash), then an aggregation by what it found."""
     columns = [*keys, *measures]
     null_key = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
 
-    def hashed(frame: DataFrame, in_truth: bool) -> DataFrame:
-        # A row with a null key field hashes with its side, so the two sides' never cancel.
+    def hashed(frame: DataFrame, name: str, in_truth: bool) -> tuple[DataFrame, Observation]:
+        # A row with a null key field hashes with its side, so the two sides' never agree.
         row_hash = F.xxhash64(
             *[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns], F.when(null_key, F.lit(in_truth))
         )
-        # the rows of each side counted in one sum: the truth's in the low 32 bits, the stream's above
-        return frame.select(
-            key_hash(keys).alias("_key_hash"),
-            row_hash.alias("_row_hash"),
-            F.lit(1 if in_truth else 1 << 32).cast("long").alias("_side_rows"),
-        )
+        counted = Observation()
+        rows = frame.select(key_hash(keys).alias("_key_hash"), row_hash.alias(name))
+        return rows.observe(counted, F.count(F.lit(1)).alias("rows")), counted
 
-    per_key = (
-        hashed(truth, True)
-        .unionByName(hashed(stream, False))
-        .groupBy("_key_hash")
-        .agg(F.sum("_side_rows").alias("_side_rows"), F.bit_xor("_row_hash").alias("_xor"))
-        .select(
-            "_key_hash",
-            "_xor",
-            F.col("_side_rows").bitwiseAND(F.lit(_LOW_HALF)).alias("truth_rows"),
-            F.shiftrightunsigned("_side_rows", 32).alias("stream_rows"),
-        )
+    truth_rows, truth_counted = hashed(truth, "_truth_row", True)
+    stream_rows, stream_counted = hashed(stream, "_stream_row", False)
+    # A join of two longs a row: its sort is a radix sort of the key hashes, cheaper than a
+    # hash table of every key hash (each held once a side, so nothing to aggregate map-side).
+    pairs = truth_rows.join(stream_rows, "_key_hash", "full_outer")
+    agree = F.coalesce(F.col("_truth_row") == F.col("_stream_row"), F.lit(False))
+    found = pairs.groupBy(F.when(~agree, F.col("_key_hash")).alias("_differing_hash")).agg(
+        F.count(F.lit(1)).alias("pairs"),
+        F.count("_truth_row").alias("truth_paired"),
+        F.count("_stream_row").alias("stream_paired"),
     )
-    agree = (F.col("truth_rows") == 1) & (F.col("stream_rows") == 1) & (F.col("_xor") == 0)
-    repeated = (F.col("truth_rows") > 1) | (F.col("stream_rows") > 1)
-    return per_key.groupBy(F.when(~agree, F.col("_key_hash")).alias("_differing_hash")).agg(
-        F.count(F.lit(1)).alias("keys"),
-        F.max(F.when(repeated, F.col("_key_hash"))).alias("_repeated_hash"),
-    )
+    return found, truth_counted, stream_counted
+
+
+def _rows_counted(counted: Observation, side: DataFrame) -> int:
+    """The rows of ``side`` that ``counted`` saw; counted again where Spark planned the side away
+    (an empty relation: the job reported no metrics for it)."""
+    try:
+        return counted.get["rows"]
+    except Py4JJavaError:
+        return side.count()
 
 
 def range_diff(
@@ -125,14 +131,34 @@ def range_diff(
 ) -> RangeDiff:
     """``keyed_diff`` of the keys whose checksums differ (the module docstring)."""
     # One row per differing key hash, kept: the figures and the rows to join read it, not the tables again.
-    found = _differing_hashes(truth, stream, keys, measures).localCheckpoint(eager=True)
+    found, truth_counted, stream_counted = _differing_hashes(truth, stream, keys, measures)
+    found = found.localCheckpoint(eager=True)
     summary = found.agg(
-        F.sum(F.when(F.col("_differing_hash").isNull(), F.col("keys"))).alias("matched"),
+        F.sum(F.when(F.col("_differing_hash").isNull(), F.col("pairs"))).alias("matched"),
         F.count("_differing_hash").alias("joined"),
-        F.slice(F.collect_set("_repeated_hash"), 1, _HASH_REPEATS_CHECKED).alias("repeated"),
+        F.sum("truth_paired").alias("truth_paired"),
+        F.sum("stream_paired").alias("stream_paired"),
+        F.slice(F.collect_set(F.when(F.col("pairs") > 1, F.col("_differing_hash"))), 1, _HASH_REPEATS_CHECKED).alias(
+            "repeated"
+        ),
     ).first()
-    # a key hash held twice: a repeated key (DuplicateKeys), or two keys sharing a hash
+    # A differing key hash in two pairs: a side holds it twice, with the other side not at all
+    # (a repeated key, DuplicateKeys), or two keys share it (joined, so compared exactly).
     refuse_repeated_hashes(truth, stream, keys, summary["repeated"])
+    if (summary["truth_paired"] or 0) != _rows_counted(truth_counted, truth) or (
+        summary["stream_paired"] or 0
+    ) != _rows_counted(stream_counted, stream):
+        # A row paired twice: its key hash is held twice by one side and at least once by the
+        # other, in pairs that may agree. A repeated key (DuplicateKeys) or, about never, two keys
+        # sharing a hash across the sides: then no pair's agreement says a key matches.
+        refuse_repeated_hashes(truth, stream, keys, None)
+        every = joined_diff(truth, stream, keys, measures, tolerance)
+        return RangeDiff(
+            differing=every,
+            matched=every.limit(0),
+            matched_unjoined=0,
+            keys_joined=truth.select(key_hash(keys)).union(stream.select(key_hash(keys))).distinct().count(),
+        )
     keys_joined = int(summary["joined"] or 0)
     differing_hashes = found.where(F.col("_differing_hash").isNotNull()).select(
         F.col("_differing_hash").alias("_key_hash")

@@ -5,6 +5,7 @@ import random
 from decimal import Decimal as D
 
 import pytest
+from pyspark.sql import functions as F
 
 from reconciliation.keyed_diff import DuplicateKeys, keyed_diff, status_counts
 from reconciliation.range_diff import range_diff
@@ -100,6 +101,47 @@ def test_a_key_held_twice_is_refused_even_where_both_sides_hold_it_twice(spark):
     twice = [("eu", "m1", D("0.500000"), 1), ("eu", "m1", D("0.500000"), 1)]
     with pytest.raises(DuplicateKeys, match=r"the truth holds key \{'region': 'eu', 'meter': 'm1'\} 2 times"):
         range_diff(spark.createDataFrame(twice, SCHEMA), spark.createDataFrame(twice, SCHEMA), KEYS, MEASURES)
+
+
+def test_a_key_held_twice_is_refused_where_the_other_side_holds_it_once_and_equal(spark):
+    once = [("eu", "m1", D("0.500000"), 1)]
+    # both of the truth's rows pair the stream's one and agree: refused all the same
+    with pytest.raises(DuplicateKeys, match=r"the truth holds key \{'region': 'eu', 'meter': 'm1'\} 2 times"):
+        range_diff(
+            spark.createDataFrame(once * 2 + TWELVE[2:], SCHEMA),
+            spark.createDataFrame(once + TWELVE[2:], SCHEMA),
+            KEYS,
+            MEASURES,
+        )
+
+
+def test_a_key_held_twice_by_the_stream_alone_is_refused(spark):
+    twice = [("us", "m1", D("0.500000"), 1)] * 2  # the truth has no such key
+    with pytest.raises(DuplicateKeys, match=r"the stream holds key \{'region': 'us', 'meter': 'm1'\} 2 times"):
+        range_diff(spark.createDataFrame(TWELVE, SCHEMA), spark.createDataFrame(TWELVE + twice, SCHEMA), KEYS, MEASURES)
+
+
+def test_keys_sharing_a_hash_across_the_sides_are_all_joined(spark, monkeypatch):
+    import reconciliation.range_diff as range_module
+
+    # every key one hash: the truth's rows pair the stream's many times over, with no key repeated
+    monkeypatch.setattr(range_module, "key_hash", lambda keys: F.lit(7).cast("long"))
+    truth = spark.createDataFrame(TWELVE, SCHEMA)
+    changed = [*TWELVE[:5], ("eu", "m5", D("5.250001"), 5), *TWELVE[6:]]
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA))
+    assert ranged.keys_joined == 1 and ranged.matched_unjoined == 0 and len(joined) == 12
+    assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
+
+
+def test_an_empty_side(spark):
+    rows = spark.createDataFrame(TWELVE[:3], SCHEMA)
+    empty = spark.createDataFrame([], SCHEMA)
+    ranged, _ = same_as_full_join(empty, rows)
+    assert ranged.status_counts() == {"match": 0, "value_mismatch": 0, "missing_in_stream": 0, "extra_in_stream": 3}
+    ranged, _ = same_as_full_join(rows, rows.where("false"))
+    assert ranged.status_counts()["missing_in_stream"] == 3
+    ranged, _ = same_as_full_join(empty, empty)
+    assert sum(ranged.status_counts().values()) == 0
 
 
 def test_decimals_of_another_scale_are_joined_and_compared_exactly(spark):
