@@ -6,7 +6,8 @@ the windows: a third with the amount one unit of the last digit higher, a third 
 more, a third missing from the stream; the stream also holds as many windows the truth does not
 (``extra_in_stream``). Both are Parquet files read back, so every diff reads the same files.
 
-``time_pair`` times, interleaved in one Spark session: bare Spark's full outer join of the two
+``time_pair`` times, interleaved in one Spark session (``rounds`` times each, the medians; a
+single run of a 3-second join moves by a tenth or more on a shared machine): bare Spark's full outer join of the two
 (a status per window, the statuses counted), the lab's ``keyed_diff`` (the full join, with the
 repeated-key check, deltas and tolerance rule) and its ``status_counts``, the lab's ``range_diff``
 (checksums per key hash, the full join of the differing keys only) and its counts, and
@@ -16,6 +17,7 @@ no report). All four must count the same statuses, and the counts must be the on
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,32 +131,43 @@ def _timed(run):
     return time.perf_counter() - started, value
 
 
-def time_pair(spark: SparkSession, out: Path, share: float, windows: int) -> PairTimes:
+def time_pair(spark: SparkSession, out: Path, share: float, windows: int, rounds: int = 1) -> PairTimes:
     """Build the pair under ``out`` and time the four diffs of it (``SystemExit`` if any counts
-    a status otherwise than the pair was built)."""
+    a status otherwise than the pair was built): bare Spark's join and the lab's two diffs
+    ``rounds`` times, interleaved, each the median of its rounds; datacompy's, several times
+    slower than the others, once."""
     built = build_pair(spark, windows, share, out)
     read = lambda name: spark.read.parquet(str(out / name))
     keys = list(WINDOW_KEY)
-    bare_seconds, bare = _timed(lambda: _bare_join(read("truth"), read("stream")))
-    full_seconds, full = _timed(lambda: status_counts(keyed_diff(read("truth"), read("stream"), keys, MEASURES)))
 
     def ranged_counts():
         ranged = range_diff(read("truth"), read("stream"), keys, MEASURES)
         return ranged.keys_joined, ranged.status_counts()
 
-    range_seconds, (keys_joined, range_counts) = _timed(ranged_counts)
-    datacompy_seconds, theirs = _timed(lambda: _datacompy(spark, read("truth"), read("stream")))
-    found = {"bare join": bare, "lab full join": full, "lab range diff": range_counts, "datacompy": theirs}
+    diffs = {
+        "bare join": lambda: _bare_join(read("truth"), read("stream")),
+        "lab full join": lambda: status_counts(keyed_diff(read("truth"), read("stream"), keys, MEASURES)),
+        "lab range diff": ranged_counts,
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in diffs}
+    found = {}
+    for _ in range(rounds):
+        for name, run in diffs.items():
+            took, found[name] = _timed(run)
+            seconds[name].append(took)
+    keys_joined, found["lab range diff"] = found["lab range diff"]
+    datacompy_seconds, found["datacompy"] = _timed(lambda: _datacompy(spark, read("truth"), read("stream")))
     wrong = {name: counts for name, counts in found.items() if counts != built}
     if wrong:
         raise SystemExit(f"differing pairs, share {share}: built {built}, counted otherwise by {wrong}")
+    median = {name: statistics.median(times) for name, times in seconds.items()}
     return PairTimes(
         share=share,
         windows=sum(built.values()),
         statuses=built,
-        bare_join=bare_seconds,
-        lab_full_join=full_seconds,
-        lab_range_diff=range_seconds,
+        bare_join=median["bare join"],
+        lab_full_join=median["lab full join"],
+        lab_range_diff=median["lab range diff"],
         keys_joined=keys_joined,
         datacompy=datacompy_seconds,
     )

@@ -38,8 +38,10 @@ five first (JVM, JIT, Python workers, imports).
 ``--differing-pairs W`` runs another mode instead (``differing_pairs``): pairs of ``W`` windows
 differing in 0.5%, 2% and 10% of them, each timed in the same session, interleaved, through bare
 Spark's full outer join, the lab's ``keyed_diff`` (full join), the lab's ``range_diff``
-(checksums per key hash, the full join of the differing keys only) and datacompy's
-``SparkSQLCompare``, with the ratios to bare Spark's time.
+(checksums by a join of key and row hashes, the full join of the differing keys only) and
+datacompy's ``SparkSQLCompare``, with the ratios to bare Spark's time. ``--rounds R`` (default 3):
+bare Spark and the lab's diffs are timed ``R`` times each, interleaved, and their medians
+compared; datacompy once.
 """
 
 from __future__ import annotations
@@ -300,7 +302,7 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
 DIFFERING_SHARES = (0.005, 0.02, 0.10)
 
 
-def differing_pairs_mode(windows: int, scratch: str | None) -> int:
+def differing_pairs_mode(windows: int, scratch: str | None, rounds: int = 3) -> int:
     """The ``--differing-pairs`` mode: a warm-up pair, then each share's pair, timed and printed."""
     with tempfile.TemporaryDirectory(prefix="reconcile-bench-pairs-", dir=scratch) as root:
         spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-pairs")
@@ -309,8 +311,9 @@ def differing_pairs_mode(windows: int, scratch: str | None) -> int:
         measured = []
         for share in DIFFERING_SHARES:
             progress(f"measured: {windows:,} windows, {share:.1%} differing")
-            measured.append(time_pair(spark, Path(root) / f"pair-{share}", share, windows))
+            measured.append(time_pair(spark, Path(root) / f"pair-{share}", share, windows, rounds))
         spark.stop()
+    print(f"bare Spark and the lab: the median of {rounds} interleaved rounds each; datacompy: one run")
     print(
         "share differing | windows | bare Spark full join | lab keyed_diff (full join) | lab range_diff | datacompy SparkSQLCompare"
     )
@@ -345,11 +348,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="W",
         help="instead: pairs of W windows differing in 0.5%%, 2%%, 10%% of them, four diffs of each",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --differing-pairs: interleaved rounds of bare Spark and the lab's diffs, medians (default 3)",
+    )
     args = parser.parse_args(argv)
     if args.differing_pairs is not None:
         if args.differing_pairs < 1:
             parser.error("--differing-pairs must be at least 1")
-        return differing_pairs_mode(args.differing_pairs, args.scratch)
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        return differing_pairs_mode(args.differing_pairs, args.scratch, args.rounds)
     if args.events < 1 or args.accounts < 1:
         parser.error("--events and --accounts must be at least 1")
 
