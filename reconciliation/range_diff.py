@@ -37,11 +37,11 @@ semi-join up to ``BROADCAST_HASHES`` of them, by a shuffled one beyond.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from reconciliation.keyed_diff import joined_diff, key_hash, refuse_repeated_hashes, status_counts
@@ -54,6 +54,8 @@ BROADCAST_HASHES = 1 << 21  # 16 MiB of longs
 # Repeated hashes checked exactly; two distinct keys share a 64-bit hash about once in 2^64 / n^2
 # pairs, so a repeat among the first few is a repeated key.
 _HASH_REPEATS_CHECKED = 20
+
+_KeyHash = Callable[[Sequence[str]], Column]
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class RangeDiff:
 
 
 def _differing_hashes(
-    truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str]
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str], hash_keys: _KeyHash
 ) -> tuple[DataFrame, Observation, Observation]:
     """One row per key hash with a row whose checksums differ (``_differing_hash``; ``pairs``:
     its rows in the join of row hashes) and one (null) for the pairs that agree; and what each
@@ -95,7 +97,7 @@ def _differing_hashes(
             *[F.col(c) for c in columns], *[F.col(c).isNull() for c in columns], F.when(null_key, F.lit(in_truth))
         )
         counted = Observation()
-        rows = frame.select(key_hash(keys).alias("_key_hash"), row_hash.alias(name))
+        rows = frame.select(hash_keys(keys).alias("_key_hash"), row_hash.alias(name))
         return rows.observe(counted, F.count(F.lit(1)).alias("rows")), counted
 
     truth_rows, truth_counted = hashed(truth, "_truth_row", True)
@@ -127,10 +129,14 @@ def range_diff(
     keys: Sequence[str],
     measures: Sequence[str],
     tolerance: Tolerance | None = None,
+    *,
+    hash_keys: _KeyHash = key_hash,
 ) -> RangeDiff:
-    """``keyed_diff`` of the keys whose checksums differ (the module docstring)."""
+    """``keyed_diff`` of the keys whose checksums differ (the module docstring). ``hash_keys``:
+    the key hash of ``keys`` as a long column (``keyed_diff.key_hash``; another only to make keys
+    share hashes on purpose)."""
     # One row per differing key hash, kept: the figures and the rows to join read it, not the tables again.
-    found, truth_counted, stream_counted = _differing_hashes(truth, stream, keys, measures)
+    found, truth_counted, stream_counted = _differing_hashes(truth, stream, keys, measures, hash_keys)
     found = found.localCheckpoint(eager=True)
     summary = found.agg(
         F.sum(F.when(F.col("_differing_hash").isNull(), F.col("pairs"))).alias("matched"),
@@ -156,7 +162,7 @@ def range_diff(
             differing=every,
             matched=every.limit(0),
             matched_unjoined=0,
-            keys_joined=truth.select(key_hash(keys)).union(stream.select(key_hash(keys))).distinct().count(),
+            keys_joined=truth.select(hash_keys(keys)).union(stream.select(hash_keys(keys))).distinct().count(),
         )
     keys_joined = int(summary["joined"] or 0)
     differing_hashes = found.where(F.col("_differing_hash").isNotNull()).select(
@@ -166,7 +172,7 @@ def range_diff(
         differing_hashes = F.broadcast(differing_hashes)
 
     def rows(frame: DataFrame, how: str) -> DataFrame:
-        return frame.withColumn("_key_hash", key_hash(keys)).join(differing_hashes, "_key_hash", how).drop("_key_hash")
+        return frame.withColumn("_key_hash", hash_keys(keys)).join(differing_hashes, "_key_hash", how).drop("_key_hash")
 
     differing = joined_diff(rows(truth, "left_semi"), rows(stream, "left_semi"), keys, measures, tolerance)
     as_stream = {m: stream.schema[m].dataType for m in measures}

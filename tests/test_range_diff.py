@@ -20,11 +20,12 @@ def by_key(frame):
     return {(r["region"], r["meter"]): r.asDict() for r in frame.collect()}
 
 
-def same_as_full_join(truth, stream, tolerance=None):
-    """The range diff, after checking it against the full join: its rows are the join's rows of
-    the same keys, every key it did not join is a match there, the counts are the join's, and
-    ``rows()`` is the join's every row, value for value and type for type."""
-    ranged = range_diff(truth, stream, KEYS, MEASURES, tolerance)
+def same_as_full_join(truth, stream, tolerance=None, **options):
+    """The range diff (``options``: ``range_diff``'s), after checking it against the full join:
+    its rows are the join's rows of the same keys, every key it did not join is a match there,
+    the counts are the join's, and ``rows()`` is the join's every row, value for value and type
+    for type."""
+    ranged = range_diff(truth, stream, KEYS, MEASURES, tolerance, **options)
     full_diff = keyed_diff(truth, stream, KEYS, MEASURES, tolerance)
     full = by_key(full_diff)
     joined = by_key(ranged.differing)
@@ -121,14 +122,12 @@ def test_a_key_held_twice_by_the_stream_alone_is_refused(spark):
         range_diff(spark.createDataFrame(TWELVE, SCHEMA), spark.createDataFrame(TWELVE + twice, SCHEMA), KEYS, MEASURES)
 
 
-def test_keys_sharing_a_hash_across_the_sides_are_all_joined(spark, monkeypatch):
-    import reconciliation.range_diff as range_module
-
+def test_keys_sharing_a_hash_across_the_sides_are_all_joined(spark):
     # every key one hash: the truth's rows pair the stream's many times over, with no key repeated
-    monkeypatch.setattr(range_module, "key_hash", lambda keys: F.lit(7).cast("long"))
+    one_hash = lambda keys: F.lit(7).cast("long")  # noqa: E731
     truth = spark.createDataFrame(TWELVE, SCHEMA)
     changed = [*TWELVE[:5], ("eu", "m5", D("5.250001"), 5), *TWELVE[6:]]
-    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA))
+    ranged, joined = same_as_full_join(truth, spark.createDataFrame(changed, SCHEMA), hash_keys=one_hash)
     assert ranged.keys_joined == 1 and ranged.matched_unjoined == 0 and len(joined) == 12
     assert ranged.status_counts() == {"match": 11, "value_mismatch": 1, "missing_in_stream": 0, "extra_in_stream": 0}
 
