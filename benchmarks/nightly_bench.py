@@ -13,9 +13,10 @@ tables of every day they hold, derived from the log as ``benchmarks/stream_from_
 derives them (1% of events late, by a hash of ``event_id``; 20% of the retries counted, by a
 hash of ``event_id`` and ``ingest_time``: the same lines in both lakes). Then, on each lake,
 ``lklab batch --date D`` and ``lklab reconcile --date D`` run as processes, ``--repeats`` times,
-interleaved between the lakes; the medians of wall and CPU seconds (the process and everything
-it started, read every 0.2 s) and their ratios ``many / one`` are printed with the 1-minute load
-average before and after each run.
+interleaved between the lakes, each repeat on a fresh copy of the lake as it was built (a
+second batch on the same lake would find the day's segments read already); the medians of
+wall and CPU seconds (the process and everything it started, read every 0.2 s) and their ratios
+``many / one`` are printed with the 1-minute load average before and after each run.
 
 The two nights must agree: the last day's ``batch_truth`` rows, and the per-window statuses,
 sides and deltas of the last reconcile (``recon_diffs`` of its run) must be identical in both
@@ -155,6 +156,21 @@ def build_lakes(scratch: Path, args) -> tuple[dict[str, Path], dt.date, dict[str
     return lakes, day_of(last), sizes
 
 
+def fresh_copy(built: Path, lake: Path) -> None:
+    """``lake`` as ``built`` left it: a repeat runs the same night on the same lake, not on the
+    one the previous repeat wrote (whose batch would find the day's segments read already).
+    The log's segments never change, so they are linked; everything else is copied."""
+
+    def copy(source: str, target: str) -> None:
+        if Path(source).parent.name == "log":
+            os.link(source, target)
+        else:
+            shutil.copy2(source, target)
+
+    shutil.rmtree(lake, ignore_errors=True)
+    shutil.copytree(built, lake, copy_function=copy)
+
+
 def last_day_rows(lake: Path, day: dt.date, run_id: str) -> dict[str, list]:
     """What the two nights must agree on: the day's truth rows and the reconcile's windows."""
     import pyarrow.compute as pc
@@ -200,11 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         scratch.mkdir(parents=True, exist_ok=True)
         for side in ("one", "many"):
             shutil.rmtree(scratch / side, ignore_errors=True)
+            shutil.rmtree(scratch / f"{side}.built", ignore_errors=True)
         lakes, day, segments = build_lakes(scratch, args)
+        built = {side: lake.with_name(f"{side}.built") for side, lake in lakes.items()}
+        for side, lake in lakes.items():
+            lake.rename(built[side])
         runs: dict[str, dict[str, list[dict]]] = {side: {"batch": [], "reconcile": []} for side in lakes}
         run_ids: dict[str, str] = {}
         for repeat in range(1, args.repeats + 1):
             for side, lake in lakes.items():
+                fresh_copy(built[side], lake)
                 report = scratch / f"recon-{side}.json"
                 commands = {
                     "batch": lklab("batch", "--lake", str(lake), "--date", str(day)),
