@@ -160,12 +160,14 @@ class Copies:
 
     ``once``: the events of ids seen once, each its own first copy (they never go through the
     rule); ``repeated``: every copy of the other ids, marked by ``mark_copies``;
-    ``ids``: the hashes of those ids (``repeated_ids``).
+    ``ids``: the hashes of those ids (``repeated_ids``); ``earlier``: for events of later
+    segments (``split_copies_after``), the earlier first copies of the ids they repeat.
     """
 
     ids: DataFrame
     once: DataFrame
     repeated: DataFrame
+    earlier: DataFrame | None = None
 
     @property
     def marked(self) -> DataFrame:
@@ -190,14 +192,15 @@ class Copies:
         return self.repeated.transform(later_copies)
 
     def persisted(self) -> Copies:
-        """The same with ``ids`` and ``repeated`` cached: the rule runs once, and ``once`` is a
-        filter of the events (which the caller caches) however often it is read."""
-        return Copies(self.ids.persist(), self.once, self.repeated.persist())
+        """The same with ``ids``, ``repeated`` and ``earlier`` cached: the rule runs once, and
+        ``once`` is a filter of the events (which the caller caches) however often it is read."""
+        earlier = None if self.earlier is None else self.earlier.persist()
+        return Copies(self.ids.persist(), self.once, self.repeated.persist(), earlier)
 
     @property
     def cached(self) -> tuple[DataFrame, ...]:
         """The frames ``persisted`` caches."""
-        return (self.ids, self.repeated)
+        return (self.ids, self.repeated) + (() if self.earlier is None else (self.earlier,))
 
     def release(self) -> None:
         for frame in self.cached:
@@ -223,8 +226,13 @@ def split_copies_after(events: DataFrame, earlier: DataFrame, payload: Sequence[
     An id ``earlier`` holds has its first copy there: every copy of it in ``events`` is a
     duplicate of that row (``payload_conflict`` against its payload). Any other id has no copy
     before ``F``: ``split_copies`` of those events alone decides as the whole log would.
+
+    ``earlier`` grows with the log, ``events`` with the segments read: only the rows of
+    ``earlier`` whose id ``events`` hold are looked at (a semi join, its build side the ids of
+    ``events``), and they are what the two joins read (``Copies.earlier``, cached with the marks).
     """
-    held = earlier.select(
+    seen = earlier.join(events.select("event_id"), "event_id", "left_semi")
+    held = seen.select(
         "event_id",
         F.col("segment").alias("first_segment"),
         F.col("line_number").alias("first_line_number"),
@@ -243,7 +251,7 @@ def split_copies_after(events: DataFrame, earlier: DataFrame, payload: Sequence[
         differs.alias("payload_conflict"),
     )
     fresh = split_copies(events.join(held.select("event_id"), "event_id", "left_anti"), payload)
-    return Copies(ids=fresh.ids, once=fresh.once, repeated=fresh.repeated.unionByName(repeats))
+    return Copies(ids=fresh.ids, once=fresh.once, repeated=fresh.repeated.unionByName(repeats), earlier=seen)
 
 
 def mark_duplicates(events: DataFrame, payload: Sequence[str] = PAYLOAD_COLUMNS) -> DataFrame:
