@@ -69,10 +69,13 @@ class Replace:
 class InsertNew:
     """The batch's rows whose ``keys`` the table lacks appended, the others left: rows that
     depend on the log alone and grow with it (a line's dead letter, say). Tagged ``(app_id, last
-    segment)``: a rerun at the same position commits nothing."""
+    segment)``: a rerun at the same position commits nothing. ``among``: a SQL condition every
+    row of the table that can share keys with the batch's holds (the segments read, say), so
+    that the others are not read; None: any row can."""
 
     keys: tuple[str, ...]
     app_id: str
+    among: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def run_truth(
 def _write(tables: Tables, table: catalog.Table, output: TruthOutput, app_id: str | None, last: int) -> None:
     rows, how = _as_table(table, output.rows[table]), output.writes.get(table, Replace())
     if isinstance(how, InsertNew):
-        tables.insert_new(table.name, rows, keys=how.keys, app_id=how.app_id, version=last)
+        tables.insert_new(table.name, rows, keys=how.keys, app_id=how.app_id, version=last, among=how.among)
     elif isinstance(how, Append):
         tables.append(table.name, rows, app_id=how.app_id, version=last)
     elif how.where is not None:

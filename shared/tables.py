@@ -251,15 +251,20 @@ class Tables:
         merge.when_matched_update(values, whole).when_not_matched_insert(values, whole).execute()
         return True
 
-    def insert_new(self, name: str, rows: DataFrame, *, keys: tuple[str, ...], app_id: str, version: int) -> bool:
+    def insert_new(
+        self, name: str, rows: DataFrame, *, keys: tuple[str, ...], app_id: str, version: int, among: str | None = None
+    ) -> bool:
         """Append the ``rows`` whose ``keys`` the table does not hold yet, once per
         ``(app_id, version)``: an upsert for rows that never change once written (e.g. what a
-        line of the log is), without sending them through the driver."""
+        line of the log is), without sending them through the driver. ``among``: a SQL
+        condition that every held row sharing keys with one of ``rows`` meets (e.g. ``segment >=
+        F`` for the lines of segments ``F..N``); the keys of the other rows are not compared."""
         if self.already_committed(name, app_id, version):
             return False
         if self.exists(name) and self._delta(name, None).file_uris():
             table = self._delta(name, None)
-            held = self.spark.read.parquet(*table.file_uris()) if _plain(table) else self.read(name)
+            held = self._parquet(table, table.file_uris()) if _plain(table) else self.read(name)
+            held = held if among is None else held.where(among)
             rows = rows.join(held.select(*keys), list(keys), "left_anti")
         if self.engine == "delta-spark":
             return self.append(name, rows, app_id=app_id, version=version)
@@ -327,8 +332,14 @@ class Tables:
         table = self._delta(name, version)
         files = _plain_parquet_files(table)
         if files:
-            return self.spark.read.parquet(*files)
+            return self._parquet(table, files)
         return self.spark.createDataFrame(table.to_pyarrow_dataset().to_table())
+
+    def _parquet(self, table: DeltaTable, files: list[str]) -> DataFrame:
+        """A plain table's data ``files`` read by Spark with the table's schema: no footer is
+        read to infer one (a job per read of many files), and a column added to the table after
+        a file was written reads as null in it."""
+        return self.spark.read.schema(from_arrow_schema(pa.schema(table.schema().to_arrow()))).parquet(*files)
 
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""

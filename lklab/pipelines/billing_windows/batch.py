@@ -110,8 +110,9 @@ class BillingTruth(TruthRule):
             },
             writes={
                 BATCH_TRUTH: Replace(days.predicate()),
-                BATCH_DEAD_LETTER: InsertNew(LINE_KEY, LINES_APP),
-                BATCH_DUPLICATES: InsertNew(LINE_KEY, LINES_APP),
+                # a line of segment F or after is held only with a segment >= F
+                BATCH_DEAD_LETTER: InsertNew(LINE_KEY, LINES_APP, among=f"segment >= {first_segment}"),
+                BATCH_DUPLICATES: InsertNew(LINE_KEY, LINES_APP, among=f"segment >= {first_segment}"),
                 BATCH_EVENTS: events_write,
             },
             figures=figures,
