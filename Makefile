@@ -22,6 +22,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	@# the driver JVM's class-data archive (shared/jvm_archive.py): every command starts sooner
+	$(BIN)/python -m lklab.class_archive || echo "no class-data archive: commands will start slower, and compute the same"
 	touch $(STAMP)
 
 install: $(STAMP)

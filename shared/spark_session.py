@@ -5,7 +5,9 @@ session pins ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` for local mode) to
 ``sys.executable``. Timestamps are UTC (``spark.sql.session.timeZone``): event times in the
 log carry offsets, and windows are aligned in UTC. Cached frames are kept uncompressed (see
 below). The log source is registered by its readers (``shared.log_source.log_reader``), not here.
-When the table engine is delta-spark, its jars and SQL extension are added here.
+When the table engine is delta-spark, its jars and SQL extension are added here. A JVM this
+process starts maps the installation's class-data archive when there is one
+(``shared.jvm_archive``): it starts seconds sooner, and computes the same.
 
 Under ``spark-submit`` (which starts the JVM first and tells Python its gateway port), the
 master given to ``spark-submit`` wins; ``spark-master`` applies to sessions started from Python.
@@ -19,6 +21,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from shared.config import LabConfig
+from shared.jvm_archive import driver_java_options
 from shared.tables import delta_spark_jars, resolve_engine
 
 __all__ = ["spark_session"]
@@ -32,6 +35,9 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # This process starts the JVM: its heap is ours to size (under spark-submit it is not).
         builder = builder.master(config.spark_master).config("spark.driver.memory", config.driver_memory)
+        java_options = driver_java_options()
+        if java_options:
+            builder = builder.config("spark.driver.extraJavaOptions", java_options)
     builder = (
         builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)

@@ -23,7 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+from shared.jvm_archive import QUIET
+
 DUMP = """
 import sys, tempfile
 from pathlib import Path
