@@ -5,8 +5,8 @@ from Spark's jars before its first job, and more as each kind of plan is first a
 cores that is seconds at the start of every command. Java's class-data sharing (CDS) keeps the
 classes one run loaded, already parsed and verified, in an archive that a later JVM maps from
 disk (``-XX:SharedArchiveFile``). ``ARCHIVE`` is this installation's: ``lklab.class_archive``
-writes it once (``make install`` does) by running a small batch and reconcile in a JVM started
-with ``-XX:ArchiveClassesAtExit``.
+writes it once (``make install`` does) by running a speed layer, a batch, a replay and a
+reconcile over a small log in a JVM started with ``-XX:ArchiveClassesAtExit``.
 
 ``driver_java_options`` gives the options a session's driver starts with: the archive when it
 exists, else none (``LKLAB_WRITE_CLASS_ARCHIVE``: the archiving run's, which writes one there);
