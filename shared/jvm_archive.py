@@ -33,11 +33,13 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
 
 
 def driver_java_options(archive: Path = ARCHIVE) -> str | None:
-    """The driver JVM's options for class-data sharing: write an archive where
-    ``LKLAB_WRITE_CLASS_ARCHIVE`` says, else map ``archive`` when it exists, else None."""
+    """The driver JVM's options for class-data sharing, to add to ``SPARK_SUBMIT_OPTS``: write an
+    archive where ``LKLAB_WRITE_CLASS_ARCHIVE`` says, else map ``archive`` when it exists; None
+    when ``SPARK_SUBMIT_OPTS`` names an archive already."""
+    given = os.environ.get("SPARK_SUBMIT_OPTS", "")
     target = os.environ.get(WRITE_ARCHIVE)
-    if target:
+    if target and "-XX:ArchiveClassesAtExit=" not in given:
         return f"-XX:ArchiveClassesAtExit={target} {QUIET}"
-    if "-XX:SharedArchiveFile=" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-        return None
+    if "-XX:SharedArchiveFile=" in given or "-XX:ArchiveClassesAtExit=" in given:
+        return None  # the caller's, or added by an earlier session of this process
     return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive.is_file() else None

@@ -36,11 +36,10 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
         # This process starts the JVM: its heap is ours to size (under spark-submit it is not).
         builder = builder.master(config.spark_master).config("spark.driver.memory", config.driver_memory)
         java_options = driver_java_options()
-        submit_options = os.environ.get("SPARK_SUBMIT_OPTS", "")
-        if java_options and java_options not in submit_options:
+        if java_options:
             # spark-submit passes these to the JVM beside spark.driver.extraJavaOptions, which
             # stays the user's
-            os.environ["SPARK_SUBMIT_OPTS"] = f"{submit_options} {java_options}".strip()
+            os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {java_options}".strip()
     builder = (
         builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)

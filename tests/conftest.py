@@ -28,8 +28,9 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # lklab and Airflow processes, which inherit this environment (spark-submit passes SPARK_SUBMIT_OPTS to
 # the driver's JVM). The C1 compiler alone and the serial collector leave the cores to the work instead
 # of to C2 compiler and parallel GC threads: a small `lklab batch` took about half the CPU seconds.
-# They also map a class-data-sharing archive of the classes a Spark driver loads (tests/jvm_archive.py),
-# written once per machine, instead of loading and verifying them from the jars at every start.
+# They also map the installation's class-data-sharing archive of the classes a Spark driver loads
+# (tests/jvm_archive.py; written by make install, else first), instead of loading and verifying them
+# from the jars at every start.
 # The README's clean-environment test passes them on too (its environment is HOME, LANG, PATH and these).
 if "SPARK_SUBMIT_OPTS" not in os.environ:
     from pathlib import Path
