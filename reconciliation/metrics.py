@@ -187,16 +187,43 @@ class _Figures:
         )
 
 
+def _add_agreeing(by_currency: dict[str, dict], agreeing: DataFrame) -> None:
+    """Count into ``by_currency`` windows known to match in both diffs (``agreeing``: their
+    ``WINDOW_KEY``, ``event_count``, ``amount_total``, each side's value): one job."""
+    rows = (
+        agreeing.groupBy("currency")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("event_count").alias("events"),
+            F.sum("amount_total").alias("amount"),
+            F.max(F.col("amount_total") != 0).alias("with_money"),
+        )
+        .collect()
+    )
+    for r in rows:
+        row = by_currency.setdefault(r["currency"], {})
+        for of in ("", "corrected_"):
+            added = {"compared": r["n"], "match": r["n"], "truth_events": r["events"], "stream_events": r["events"]}
+            added.update({"truth_amount": r["amount"], "stream_amount": r["amount"]})
+            for name, value in added.items():
+                row[of + name] = (row.get(of + name) or 0) + (value or 0)
+            row[f"{of}exact_with_money"] = bool(row.get(f"{of}exact_with_money")) or bool(r["with_money"])
+
+
 def currency_figures(
-    windows: DataFrame, late: DataFrame, changed: Column | None = None
+    windows: DataFrame, late: DataFrame, changed: Column | None = None, agreeing: DataFrame | None = None
 ) -> tuple[list[CurrencyReconciliation], int]:
     """One ``CurrencyReconciliation`` per currency seen on any side or in the side output, and
     the number of windows ``changed`` is true of (counted in the same pass; none without it).
 
     ``windows``: ``explained_windows``; ``late``: the distinct late events in scope
-    (``currency, amount, lateness_seconds``).
+    (``currency, amount, lateness_seconds``); ``agreeing``: windows left out of ``windows``
+    because they match in both diffs and no reason explains them (``reconciliation.agreeing``),
+    counted in too.
     """
     by_currency = _by_currency(windows, F.lit(False) if changed is None else changed)
+    if agreeing is not None:
+        _add_agreeing(by_currency, agreeing)
     late_by_currency = _late_by_currency(late)
     out = []
     for currency in sorted(set(by_currency) | set(late_by_currency)):

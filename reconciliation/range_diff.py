@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from reconciliation.keyed_diff import joined_diff, key_hash, refuse_repeated_hashes, status_counts
 from reconciliation.tolerance import Tolerance
 
-__all__ = ["BROADCAST_HASHES", "RangeDiff", "range_diff"]
+__all__ = ["BROADCAST_HASHES", "Checksums", "RangeDiff", "checksums", "range_diff"]
 
 BROADCAST_HASHES = 1 << 21  # 16 MiB of longs
 
@@ -123,6 +123,57 @@ def _rows_counted(counted: Observation, side: DataFrame) -> int:
         return side.count()
 
 
+@dataclass(frozen=True)
+class Checksums:
+    """What the join of the two sides' (key hash, row hash) pairs found (``checksums``).
+
+    ``matched``: the pairs whose row hashes agree; ``joined``: the key hashes in a pair that
+    does not; ``repeated``: some of those in more than one pair (a side holds the key hash
+    twice); ``paired_once``: every row of each side was in exactly one pair. Without it a key
+    hash is held twice by one side and at least once by the other, and no pair's agreement says
+    its key matches."""
+
+    found: DataFrame  # one row per differing key hash, one (null) for the agreeing pairs; kept
+    matched: int
+    joined: int
+    repeated: list[int]
+    paired_once: bool
+
+    def differing_hashes(self) -> DataFrame:
+        """``_key_hash``: each differing key hash once; broadcast up to ``BROADCAST_HASHES``."""
+        hashes = self.found.where(F.col("_differing_hash").isNotNull()).select(
+            F.col("_differing_hash").alias("_key_hash")
+        )
+        return F.broadcast(hashes) if self.joined <= BROADCAST_HASHES else hashes
+
+
+def checksums(
+    truth: DataFrame, stream: DataFrame, keys: Sequence[str], measures: Sequence[str], hash_keys: _KeyHash = key_hash
+) -> Checksums:
+    """The two sides' row checksums compared per key hash: one job, its result kept."""
+    found, truth_counted, stream_counted = _differing_hashes(truth, stream, keys, measures, hash_keys)
+    found = found.localCheckpoint(eager=True)
+    summary = found.agg(
+        F.sum(F.when(F.col("_differing_hash").isNull(), F.col("pairs"))).alias("matched"),
+        F.count("_differing_hash").alias("joined"),
+        F.sum("truth_paired").alias("truth_paired"),
+        F.sum("stream_paired").alias("stream_paired"),
+        F.slice(F.collect_set(F.when(F.col("pairs") > 1, F.col("_differing_hash"))), 1, _HASH_REPEATS_CHECKED).alias(
+            "repeated"
+        ),
+    ).first()
+    paired_once = (summary["truth_paired"] or 0) == _rows_counted(truth_counted, truth) and (
+        summary["stream_paired"] or 0
+    ) == _rows_counted(stream_counted, stream)
+    return Checksums(
+        found=found,
+        matched=int(summary["matched"] or 0),
+        joined=int(summary["joined"] or 0),
+        repeated=list(summary["repeated"] or []),
+        paired_once=paired_once,
+    )
+
+
 def range_diff(
     truth: DataFrame,
     stream: DataFrame,
@@ -136,23 +187,11 @@ def range_diff(
     the key hash of ``keys`` as a long column (``keyed_diff.key_hash``; another only to make keys
     share hashes on purpose)."""
     # One row per differing key hash, kept: the figures and the rows to join read it, not the tables again.
-    found, truth_counted, stream_counted = _differing_hashes(truth, stream, keys, measures, hash_keys)
-    found = found.localCheckpoint(eager=True)
-    summary = found.agg(
-        F.sum(F.when(F.col("_differing_hash").isNull(), F.col("pairs"))).alias("matched"),
-        F.count("_differing_hash").alias("joined"),
-        F.sum("truth_paired").alias("truth_paired"),
-        F.sum("stream_paired").alias("stream_paired"),
-        F.slice(F.collect_set(F.when(F.col("pairs") > 1, F.col("_differing_hash"))), 1, _HASH_REPEATS_CHECKED).alias(
-            "repeated"
-        ),
-    ).first()
+    sums = checksums(truth, stream, keys, measures, hash_keys)
     # A differing key hash in two pairs: a side holds it twice, with the other side not at all
     # (a repeated key, DuplicateKeys), or two keys share it (joined, so compared exactly).
-    refuse_repeated_hashes(truth, stream, keys, summary["repeated"])
-    if (summary["truth_paired"] or 0) != _rows_counted(truth_counted, truth) or (
-        summary["stream_paired"] or 0
-    ) != _rows_counted(stream_counted, stream):
+    refuse_repeated_hashes(truth, stream, keys, sums.repeated)
+    if not sums.paired_once:
         # A row paired twice: its key hash is held twice by one side and at least once by the
         # other, in pairs that may agree. A repeated key (DuplicateKeys) or, about never, two keys
         # sharing a hash across the sides: then no pair's agreement says a key matches.
@@ -164,12 +203,7 @@ def range_diff(
             matched_unjoined=0,
             keys_joined=truth.select(hash_keys(keys)).union(stream.select(hash_keys(keys))).distinct().count(),
         )
-    keys_joined = int(summary["joined"] or 0)
-    differing_hashes = found.where(F.col("_differing_hash").isNotNull()).select(
-        F.col("_differing_hash").alias("_key_hash")
-    )
-    if keys_joined <= BROADCAST_HASHES:
-        differing_hashes = F.broadcast(differing_hashes)
+    differing_hashes = sums.differing_hashes()
 
     def rows(frame: DataFrame, how: str) -> DataFrame:
         return frame.withColumn("_key_hash", hash_keys(keys)).join(differing_hashes, "_key_hash", how).drop("_key_hash")
@@ -192,6 +226,6 @@ def range_diff(
     return RangeDiff(
         differing=differing,
         matched=matched.select(*differing.columns),
-        matched_unjoined=int(summary["matched"] or 0),
-        keys_joined=keys_joined,
+        matched_unjoined=sums.matched,
+        keys_joined=sums.joined,
     )

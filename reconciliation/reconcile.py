@@ -38,6 +38,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reconciliation.agreeing import split_agreeing
 from reconciliation.attribution import (
     REASONS,
     LineRecords,
@@ -295,10 +296,19 @@ def compute(
         side_rows(truth, truth_count="event_count", truth_amount="amount_total"),
         *stream_parts(stream_all, late_all, spec, scope),
     ]
+    # Windows that agree and that nothing touches are counted from the truth alone; the
+    # aggregation compares the others (fixed windows; sessions: every window).
+    agreeing = spec.pick(fixed=True, merging=False) and split_agreeing(
+        truth, stream_all.where(scope), [spec.late_windows(late_all.where(scope)), explanations, folded]
+    )
+    if agreeing:
+        parts = [agreeing.disputed(part) for part in parts]
     joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()
     windows = explained_windows(joined)
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
-    figures, corrections_count = currency_figures(windows, late_in_scope, corrections_due())
+    figures, corrections_count = currency_figures(
+        windows, late_in_scope, corrections_due(), agreeing.rows if agreeing else None
+    )
 
     result = Reconciliation(
         run_id=run_id,
@@ -320,7 +330,12 @@ def compute(
             CORRECTED_AGGREGATES.name: str(tables.path(CORRECTED_AGGREGATES.at(prefix))),
         },
     )
-    outputs = Outputs(diff_rows(windows), window_corrections(windows), corrected_rows(windows), (joined, parsed))
+    diffs, corrected = diff_rows(windows), corrected_rows(windows)
+    if agreeing:
+        diffs = diffs.unionByName(agreeing.diff_rows(diffs.columns, diffs))
+        corrected = corrected.unionByName(agreeing.corrected_rows(corrected))
+    scratch = (joined, parsed, agreeing.hashes) if agreeing else (joined, parsed)
+    outputs = Outputs(diffs, window_corrections(windows), corrected, scratch)
     return result, outputs
 
 

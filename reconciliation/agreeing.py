@@ -1,0 +1,122 @@
+"""The windows where the truth and the stream agree and nothing else touches them.
+
+On a night that went well nearly every window agrees: the stream's row equals the truth's, no
+late event folds into it, no line is disputed in it. A reconcile still reports each of them (a
+``match`` in both diffs, counted in the figures, a row in ``recon_diffs`` and in
+``corrected_aggregates``), but none needs the comparison's decimal arithmetic: each is known
+from the truth's row alone.
+
+``split_agreeing`` finds them with checksums (``reconciliation.range_diff.checksums``: a join
+of the two sides' key and row hashes, two longs a row) and leaves every other window, the
+*disputed* ones, to the full comparison: those whose checksums differ, those a late event
+folds into, and those the attribution explains. Fixed windows only: a late event can merge
+sessions, so with session windows every window is compared.
+
+Equal rows give equal hashes; two different rows of one window with equal hashes would be taken
+for agreeing, about once in 2^64 differing windows (the range diff's failure mode, its module
+says more). A key hash paired more than once (a window held twice by a side) leaves no split:
+every window is compared, as without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from reconciliation.attribution import REASONS
+from reconciliation.diff import SIDE_VALUES
+from reconciliation.keyed_diff import key_hash
+from reconciliation.range_diff import BROADCAST_HASHES, checksums
+from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
+
+__all__ = ["Agreeing", "split_agreeing"]
+
+_MEASURES = ("event_count", "amount_total")
+
+
+def _typed(frame: DataFrame) -> DataFrame:
+    return frame.select(
+        *WINDOW_KEY,
+        F.col("event_count").cast(SIDE_VALUES["truth_count"]).alias("event_count"),
+        F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
+    )
+
+
+@dataclass(frozen=True)
+class Agreeing:
+    """The split: ``disputed(part)`` keeps a part's rows of the disputed windows; ``rows``: the
+    agreeing windows' truth rows (``WINDOW_KEY``, ``event_count``, ``amount_total``), each equal
+    to the stream's row and to the corrected one; ``disputed_windows``: how many key hashes the
+    full comparison gets."""
+
+    hashes: DataFrame  # ``_key_hash`` of every disputed window (broadcast when small)
+    truth: DataFrame
+    disputed_windows: int
+
+    def disputed(self, part: DataFrame) -> DataFrame:
+        return self._with_hash(part).join(self.hashes, "_key_hash", "left_semi").drop("_key_hash")
+
+    @property
+    def rows(self) -> DataFrame:
+        return self._with_hash(self.truth).join(self.hashes, "_key_hash", "left_anti").drop("_key_hash")
+
+    @staticmethod
+    def _with_hash(frame: DataFrame) -> DataFrame:
+        return frame.withColumn("_key_hash", key_hash(WINDOW_KEY))
+
+    def diff_rows(self, columns: list[str], like: DataFrame) -> DataFrame:
+        """The agreeing windows as ``recon_diffs`` rows (``columns`` of ``like``): both sides the
+        truth's, every delta, reason and unexplained rest zero, status ``match``."""
+        values = {
+            "truth_count": F.col("event_count"),
+            "truth_amount": F.col("amount_total"),
+            "stream_count": F.col("event_count"),
+            "stream_amount": F.col("amount_total"),
+            "status": F.lit("match"),
+        }
+        zero = [
+            "count_delta",
+            "amount_delta",
+            *[f"{r}_{what}" for r in REASONS for what in ("events", "money")],
+            "unexplained_events",
+            "unexplained_money",
+        ]
+        values.update({name: F.lit(0) for name in zero})
+        types = {field.name: field.dataType for field in like.schema.fields}
+        return self.rows.select(
+            *[(F.col(c) if c in WINDOW_KEY else values[c].cast(types[c])).alias(c) for c in columns]
+        )
+
+    def corrected_rows(self, like: DataFrame) -> DataFrame:
+        """The agreeing windows as ``corrected_aggregates`` rows: the stream's, nothing folded in."""
+        types = {field.name: field.dataType for field in like.schema.fields}
+        values = {
+            "event_count": F.col("event_count"),
+            "amount_total": F.col("amount_total"),
+            "late_events": F.lit(0),
+            "late_amount": F.lit(0),
+        }
+        return self.rows.select(
+            *[(F.col(c) if c in WINDOW_KEY else values[c].cast(types[c])).alias(c) for c in like.columns]
+        )
+
+
+def split_agreeing(truth: DataFrame, stream: DataFrame, touched: list[DataFrame]) -> Agreeing | None:
+    """The agreeing windows of ``truth`` and ``stream`` (both the compared scope's rows) that no
+    frame of ``touched`` (rows with ``WINDOW_KEY``: the late events' windows, the explained
+    ones) names; None when a window is held twice by a side (compare every window)."""
+    truth, stream = _typed(truth), _typed(stream)
+    sums = checksums(truth, stream, WINDOW_KEY, _MEASURES)
+    if not sums.paired_once:
+        return None
+    named = [frame.select(key_hash(WINDOW_KEY).alias("_key_hash")) for frame in touched]
+    hashes = sums.found.where(F.col("_differing_hash").isNotNull()).select(F.col("_differing_hash").alias("_key_hash"))
+    for frame in named:
+        hashes = hashes.unionByName(frame)
+    hashes = hashes.distinct().localCheckpoint(eager=True)
+    disputed = hashes.count()
+    return Agreeing(
+        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes, truth=truth, disputed_windows=disputed
+    )
