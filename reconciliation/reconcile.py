@@ -12,6 +12,10 @@ up to the last segment its micro-batches read. Tables written (Delta, under ``<l
 * ``<stream>/corrected_aggregates``: the stream's windows with the side output folded in
   (the rows of ``days`` are replaced).
 
+With fixed windows, the windows whose truth and stream rows agree (by checksum) and that no late
+event or reason touches are counted from the truth's rows alone; the comparison's aggregation
+runs on the others (``reconciliation.agreeing``). The figures and rows are the same either way.
+
 ``run_id`` is derived from the inputs (days, stream, tolerance, windows and the Delta versions
 of every table read), so a rerun on unchanged inputs writes nothing new: the tables stay
 identical. Any change of input gives a new run and new history rows.
