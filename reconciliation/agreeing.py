@@ -1,10 +1,9 @@
 """The windows where the truth and the stream agree and nothing else touches them.
 
 On a night that went well nearly every window agrees: the stream's row equals the truth's, no
-late event folds into it, no line is disputed in it. A reconcile still reports each of them (a
-``match`` in both diffs, counted in the figures, a row in ``recon_diffs`` and in
-``corrected_aggregates``), but none needs the comparison's decimal arithmetic: each is known
-from the truth's row alone.
+late event folds into it, no line is disputed in it. A reconcile still accounts for each of them
+(a ``match`` in both diffs, counted in the figures; a row of ``corrected_aggregates``), but none
+needs the comparison's decimal arithmetic: each is known from the truth's row alone.
 
 ``split_agreeing`` finds them with checksums (``reconciliation.range_diff.checksums``: a join
 of the two sides' key and row hashes, two longs a row) and leaves every other window, the
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciliation.attribution import REASONS
 from reconciliation.diff import SIDE_VALUES
 from reconciliation.keyed_diff import key_hash
 from reconciliation.range_diff import BROADCAST_HASHES, checksums
@@ -65,29 +63,6 @@ class Agreeing:
     @staticmethod
     def _with_hash(frame: DataFrame) -> DataFrame:
         return frame.withColumn("_key_hash", key_hash(WINDOW_KEY))
-
-    def diff_rows(self, columns: list[str], like: DataFrame) -> DataFrame:
-        """The agreeing windows as ``recon_diffs`` rows (``columns`` of ``like``): both sides the
-        truth's, every delta, reason and unexplained rest zero, status ``match``."""
-        values = {
-            "truth_count": F.col("event_count"),
-            "truth_amount": F.col("amount_total"),
-            "stream_count": F.col("event_count"),
-            "stream_amount": F.col("amount_total"),
-            "status": F.lit("match"),
-        }
-        zero = [
-            "count_delta",
-            "amount_delta",
-            *[f"{r}_{what}" for r in REASONS for what in ("events", "money")],
-            "unexplained_events",
-            "unexplained_money",
-        ]
-        values.update({name: F.lit(0) for name in zero})
-        types = {field.name: field.dataType for field in like.schema.fields}
-        return self.rows.select(
-            *[(F.col(c) if c in WINDOW_KEY else values[c].cast(types[c])).alias(c) for c in columns]
-        )
 
     def corrected_rows(self, like: DataFrame) -> DataFrame:
         """The agreeing windows as ``corrected_aggregates`` rows: the stream's, nothing folded in."""

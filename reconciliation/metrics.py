@@ -103,8 +103,14 @@ def explained_windows(joined: DataFrame) -> DataFrame:
 
 
 def diff_rows(windows: DataFrame) -> DataFrame:
-    """The windows on the truth or the stream side: ``DIFF_COLUMNS`` + ``EXPLAINED_COLUMNS``."""
-    return windows.where(F.col("_in_truth") | F.col("_in_stream")).select(*DIFF_COLUMNS, *EXPLAINED_COLUMNS)
+    """``DIFF_COLUMNS`` + ``EXPLAINED_COLUMNS`` of the windows on the truth or the stream side
+    that differ in either diff (a status other than ``match``, or a delta: tolerance can call
+    a window with one a match), or that a reason explains. A window whose two rows are equal,
+    that nothing folds into and nothing explains is counted, not listed."""
+    differs = (F.col("status") != "match") | F.col("_explained")
+    for delta in ("count_delta", "amount_delta", "corrected_count_delta", "corrected_amount_delta"):
+        differs = differs | F.coalesce(F.col(delta) != 0, F.lit(False))
+    return windows.where((F.col("_in_truth") | F.col("_in_stream")) & differs).select(*DIFF_COLUMNS, *EXPLAINED_COLUMNS)
 
 
 def _figures(of: str, compared: Column) -> list[Column]:

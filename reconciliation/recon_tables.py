@@ -5,7 +5,8 @@ points here).
 * ``recon_runs``: one row per run and currency, the figures of ``CurrencyReconciliation``
   (money ``DECIMAL(38, 6)``, lateness seconds ``DECIMAL(20, 6)``, rates as floats) and, per
   attribution reason, the events and money it explains;
-* ``recon_diffs``: every compared window of a run, ``DIFF_COLUMNS`` then ``EXPLAINED_COLUMNS``;
+* ``recon_diffs``: every compared window of a run that differs or that a reason explains,
+  ``DIFF_COLUMNS`` then ``EXPLAINED_COLUMNS``;
 * ``recon_corrections``: the deltas a consumer of the stream applies, per changed window;
 * ``corrected_aggregates``: the stream's windows with the late events folded in.
 

@@ -5,8 +5,9 @@ replay's ``kappa/<RUN>/`` tables) with ``batch_truth`` for the windows starting 
 The truth side reads up to the log position the batch recorded for those days; the stream side
 up to the last segment its micro-batches read. Tables written (Delta, under ``<lake>/tables``):
 
-* ``recon_diffs``: every compared window of the run (both sides, deltas, status, explanation
-  per reason, unexplained rest), tagged with ``run_id``;
+* ``recon_diffs``: every compared window of the run that differs in either diff or that a
+  reason explains (both sides, deltas, status, explanation per reason, unexplained rest),
+  tagged with ``run_id``; the windows that match exactly are counted in ``recon_runs``;
 * ``recon_runs``: one row per run and currency (append-only history of the figures);
 * ``recon_corrections``: the per-window deltas a consumer of the stream must apply;
 * ``<stream>/corrected_aggregates``: the stream's windows with the side output folded in
@@ -210,7 +211,7 @@ def _runs_rows(result: Reconciliation, recorded_at: dt.datetime) -> pa.Table:
 
 @dataclass(frozen=True)
 class Outputs:
-    """What a run writes beside its ``Reconciliation``: the diff of every window, the corrections
+    """What a run writes beside its ``Reconciliation``: the windows that differ, the corrections
     to apply to the stream's rows, and the stream's windows with the late events folded in."""
 
     windows: DataFrame
@@ -334,12 +335,11 @@ def compute(
             CORRECTED_AGGREGATES.name: str(tables.path(CORRECTED_AGGREGATES.at(prefix))),
         },
     )
-    diffs, corrected = diff_rows(windows), corrected_rows(windows)
+    corrected = corrected_rows(windows)
     if agreeing:
-        diffs = diffs.unionByName(agreeing.diff_rows(diffs.columns, diffs))
         corrected = corrected.unionByName(agreeing.corrected_rows(corrected))
     scratch = (joined, parsed, agreeing.hashes) if agreeing else (joined, parsed)
-    outputs = Outputs(diffs, window_corrections(windows), corrected, scratch)
+    outputs = Outputs(diff_rows(windows), window_corrections(windows), corrected, scratch)
     return result, outputs
 
 
