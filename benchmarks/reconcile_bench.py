@@ -35,7 +35,10 @@ reconcile must attribute exactly the lines the lake was built with, leaving noth
 unexplained; the script fails otherwise. A small lake built the same way is run through all
 five first (JVM, JIT, Python workers, imports).
 
-    .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--scratch DIR] [--json-out FILE]
+    .venv/bin/python benchmarks/reconcile_bench.py [--events N] [--accounts A] [--rounds R] [--scratch DIR] [--json-out FILE]
+
+The five are timed ``R`` times (default 3), in rounds, each round on a fresh copy of the built
+lake; every figure printed is a median over the rounds.
 
 ``--differing-pairs W`` runs another mode instead (``differing_pairs``): pairs of ``W`` windows
 differing in 0.5%, 2% and 10% of them, each timed in the same session, interleaved, through bare
@@ -51,6 +54,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -256,21 +261,21 @@ def check(result: Reconciliation, built: DerivedLake, ours: dict, theirs: dict) 
     return problems
 
 
-def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> dict:
-    built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
-    progress(f"{'measured' if measured else 'warm-up'}: lab diff + per-currency figures")
+def _round(spark: SparkSession, lake: Path, built: DerivedLake, label: str) -> dict:
+    """One timing of each of the five on ``lake`` (the reconcile writes into it), checked."""
+    progress(f"{label}: lab diff + per-currency figures")
     diff_seconds, ours = lab_diff(spark, lake)
-    progress(f"{'measured' if measured else 'warm-up'}: bare Spark diff (full outer join, statuses per currency)")
+    progress(f"{label}: bare Spark diff (full outer join, statuses per currency)")
     bare_seconds, bare_statuses = bare_spark_diff(spark, lake)
-    progress(f"{'measured' if measured else 'warm-up'}: bare Spark writing the diff's rows and the folded stream")
+    progress(f"{label}: bare Spark writing the diff's rows and the folded stream")
     floor_diff, floor_fold, floor_rows = bare_spark_writes(spark, lake, lake.parent / f"{lake.name}-bare-writes")
-    progress(f"{'measured' if measured else 'warm-up'}: datacompy (load into pandas, compare, report)")
+    progress(f"{label}: datacompy (load into pandas, compare, report)")
     started = time.perf_counter()
     truth_pd, stream_pd = load_pandas(lake)
     load_seconds = time.perf_counter() - started
     compare_seconds, theirs = datacompy_compare(truth_pd, stream_pd)
     del truth_pd, stream_pd
-    progress(f"{'measured' if measured else 'warm-up'}: lab full reconcile")
+    progress(f"{label}: lab full reconcile")
     reconcile_seconds, result, memory = lab_reconcile(spark, lake)
     listed = DeltaTable(str(tables_root(lake) / "recon_diffs")).to_pyarrow_table(columns=["status"]).num_rows
     problems = check(result, built, ours, theirs)
@@ -280,15 +285,11 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
         problems.append(f"bare Spark wrote {floor_rows:,} diff rows, the lab compared {sum(ours.values()):,} windows")
     if problems:
         raise SystemExit("reconcile_bench: " + "; ".join(problems))
-    datacompy_seconds = load_seconds + compare_seconds
     return {
-        "lake": built.__dict__,
         "statuses": ours,
         "recon_diffs_rows": listed,
-        "explained_events": explained_events(result),
-        "corrected_explained_events": explained_events(result, corrected=True),
-        "corrected_equals_truth": result.corrected_equals_truth,
-        "unexplained_events": result.unexplained_events,
+        "result": result,
+        "memory": memory,
         "seconds": {
             "lab_diff": diff_seconds,
             "lab_reconcile": reconcile_seconds,
@@ -298,15 +299,52 @@ def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool) -> di
             "bare_spark_writes_folded_stream": floor_fold,
             "datacompy_load": load_seconds,
             "datacompy_compare": compare_seconds,
-            "datacompy": datacompy_seconds,
+            "datacompy": load_seconds + compare_seconds,
         },
+    }
+
+
+def run(spark: SparkSession, lake: Path, shape: LakeShape, measured: bool, rounds: int = 1) -> dict:
+    """Build the lake, then ``rounds`` rounds of the five, each on a fresh copy of the built lake
+    (a reconcile rerun on unchanged inputs writes nothing, so it would time less work); the
+    figures are each measure's median over the rounds."""
+    built = build_lake(spark, lake, shape, progress if measured else (lambda message: None))
+    pristine = lake.parent / f"{lake.name}.built"
+    if rounds > 1:
+        shutil.copytree(lake, pristine)
+    taken = []
+    for number in range(rounds):
+        if number:
+            shutil.rmtree(lake)
+            shutil.copytree(pristine, lake)
+        label = "measured" if measured else "warm-up"
+        taken.append(_round(spark, lake, built, f"{label} {number + 1}/{rounds}" if rounds > 1 else label))
+    seconds = {name: statistics.median(t["seconds"][name] for t in taken) for name in taken[0]["seconds"]}
+    last = taken[-1]
+    result, memory = last["result"], max((t["memory"] for t in taken), key=lambda m: m.tree)
+    datacompy_seconds, diff_seconds, bare_seconds = (
+        seconds["datacompy"],
+        seconds["lab_diff"],
+        seconds["bare_spark_diff"],
+    )
+    return {
+        "lake": built.__dict__,
+        "rounds": rounds,
+        "statuses": last["statuses"],
+        "recon_diffs_rows": last["recon_diffs_rows"],
+        "explained_events": explained_events(result),
+        "corrected_explained_events": explained_events(result, corrected=True),
+        "corrected_equals_truth": result.corrected_equals_truth,
+        "unexplained_events": result.unexplained_events,
+        "seconds": seconds,
+        "seconds_each_round": [t["seconds"] for t in taken],
         "peak_rss_mib": {"process_tree": memory.tree / 2**20, "largest_process": memory.largest / 2**20},
         "driver_memory": LabConfig(lake=lake).driver_memory,
         "ratio_datacompy_to_lab_diff": datacompy_seconds / diff_seconds,
-        "ratio_datacompy_to_lab_reconcile": datacompy_seconds / reconcile_seconds,
+        "ratio_datacompy_to_lab_reconcile": datacompy_seconds / seconds["lab_reconcile"],
         "ratio_lab_diff_to_bare_spark": diff_seconds / bare_seconds,
         "ratio_datacompy_to_bare_spark": datacompy_seconds / bare_seconds,
-        "ratio_bare_spark_writes_to_datacompy": (floor_diff + floor_fold) / datacompy_seconds,
+        "ratio_bare_spark_writes_to_datacompy": seconds["bare_spark_writes"] / datacompy_seconds,
     }
 
 
@@ -363,14 +401,15 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=3,
-        help="with --differing-pairs: interleaved rounds of bare Spark and the lab's diffs, medians (default 3)",
+        help="rounds of the five timings on fresh copies of the lake, medians (default 3); with --differing-pairs: "
+        "interleaved rounds of bare Spark and the lab's diffs",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.differing_pairs is not None:
         if args.differing_pairs < 1:
             parser.error("--differing-pairs must be at least 1")
-        if args.rounds < 1:
-            parser.error("--rounds must be at least 1")
         return differing_pairs_mode(args.differing_pairs, args.scratch, args.rounds)
     if args.events < 1 or args.accounts < 1:
         parser.error("--events and --accounts must be at least 1")
@@ -386,13 +425,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         progress(f"building the measured lake: {args.events:,} events, {args.accounts:,} accounts")
         figures = run(
-            spark, Path(scratch) / "lake", LakeShape(events=args.events, accounts=args.accounts), measured=True
+            spark,
+            Path(scratch) / "lake",
+            LakeShape(events=args.events, accounts=args.accounts),
+            measured=True,
+            rounds=args.rounds,
         )
         spark.stop()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2, default=str) + "\n")
 
     lake, s = figures["lake"], figures["seconds"]
+    print(f"every time below: the median of {figures['rounds']} rounds, each on a fresh copy of the lake")
     print(
         f"lake: {lake['lines']:,} log lines in {lake['segments']:,} segments; batch read 1..{lake['batch_last_segment']:,}"
     )
