@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from reconciliation.diff import SIDE_VALUES
 from reconciliation.keyed_diff import key_hash
@@ -34,12 +35,18 @@ __all__ = ["Agreeing", "split_agreeing"]
 _MEASURES = ("event_count", "amount_total")
 
 
-def _typed(frame: DataFrame) -> DataFrame:
+def _typed(frame: DataFrame, key_types: dict[str, DataType]) -> DataFrame:
     return frame.select(
-        *WINDOW_KEY,
+        *[F.col(k).cast(key_types[k]).alias(k) for k in WINDOW_KEY],
         F.col("event_count").cast(SIDE_VALUES["truth_count"]).alias("event_count"),
         F.col("amount_total").cast(AMOUNT_TOTAL_TYPE).alias("amount_total"),
     )
+
+
+def _hashed(frame: DataFrame, key_types: dict[str, DataType]) -> Column:
+    """The window's key hash, its fields typed as the truth's: equal windows hash equal whatever
+    frame names them."""
+    return key_hash([frame[k].cast(key_types[k]) for k in WINDOW_KEY])
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class Agreeing:
     hashes: DataFrame  # ``_key_hash`` of every disputed window (broadcast when small)
     truth: DataFrame
     disputed_windows: int
+    key_types: dict[str, DataType]
 
     def disputed(self, part: DataFrame) -> DataFrame:
         return self._with_hash(part).join(self.hashes, "_key_hash", "left_semi").drop("_key_hash")
@@ -60,9 +68,8 @@ class Agreeing:
     def rows(self) -> DataFrame:
         return self._with_hash(self.truth).join(self.hashes, "_key_hash", "left_anti").drop("_key_hash")
 
-    @staticmethod
-    def _with_hash(frame: DataFrame) -> DataFrame:
-        return frame.withColumn("_key_hash", key_hash(WINDOW_KEY))
+    def _with_hash(self, frame: DataFrame) -> DataFrame:
+        return frame.withColumn("_key_hash", _hashed(frame, self.key_types))
 
     def corrected_rows(self, like: DataFrame) -> DataFrame:
         """The agreeing windows as ``corrected_aggregates`` rows: the stream's, nothing folded in."""
@@ -82,16 +89,20 @@ def split_agreeing(truth: DataFrame, stream: DataFrame, touched: list[DataFrame]
     """The agreeing windows of ``truth`` and ``stream`` (both the compared scope's rows) that no
     frame of ``touched`` (rows with ``WINDOW_KEY``: the late events' windows, the explained
     ones) names; None when a window is held twice by a side (compare every window)."""
-    truth, stream = _typed(truth), _typed(stream)
+    key_types = {k: truth.schema[k].dataType for k in WINDOW_KEY}
+    truth, stream = _typed(truth, key_types), _typed(stream, key_types)
     sums = checksums(truth, stream, WINDOW_KEY, _MEASURES)
     if not sums.paired_once:
         return None
-    named = [frame.select(key_hash(WINDOW_KEY).alias("_key_hash")) for frame in touched]
+    named = [frame.select(_hashed(frame, key_types).alias("_key_hash")) for frame in touched]
     hashes = sums.found.where(F.col("_differing_hash").isNotNull()).select(F.col("_differing_hash").alias("_key_hash"))
     for frame in named:
         hashes = hashes.unionByName(frame)
     hashes = hashes.distinct().localCheckpoint(eager=True)
     disputed = hashes.count()
     return Agreeing(
-        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes, truth=truth, disputed_windows=disputed
+        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes,
+        truth=truth,
+        disputed_windows=disputed,
+        key_types=key_types,
     )

@@ -53,10 +53,11 @@ class DuplicateKeys(ValueError):
     """A side holds a key more than once."""
 
 
-def key_hash(keys: Sequence[str]) -> Column:
-    """A 64-bit hash of a row's key (``xxhash64`` of the key columns and of which are null, so
-    ``(1, null)`` and ``(null, 1)`` hash apart)."""
-    return F.xxhash64(*[F.col(k) for k in keys], *[F.col(k).isNull() for k in keys])
+def key_hash(keys: Sequence[str | Column]) -> Column:
+    """A 64-bit hash of a row's key (``xxhash64`` of the key columns, named or given, and of
+    which are null, so ``(1, null)`` and ``(null, 1)`` hash apart)."""
+    columns = [F.col(k) if isinstance(k, str) else k for k in keys]
+    return F.xxhash64(*columns, *[c.isNull() for c in columns])
 
 
 def _message(side: str, key: object, times: object) -> str:

@@ -109,3 +109,15 @@ def test_a_window_held_twice_leaves_no_split(spark):
     truth = spark.createDataFrame([*TRUTH, TRUTH[0]], ROWS)  # window 0 twice, each copy equal to the stream's
     stream = spark.createDataFrame(STREAM, ROWS)
     assert split_agreeing(truth, stream, []) is None
+
+
+def test_a_window_named_in_other_types_is_still_disputed(spark):
+    truth, stream = spark.createDataFrame(TRUTH, ROWS), spark.createDataFrame(STREAM, ROWS)
+    start, end, account, currency = window(3, "a")
+    named = spark.createDataFrame(
+        [(str(start), str(end), account, currency)],
+        "window_start string, window_end string, account_id string, currency string",
+    )
+    agreeing = split_agreeing(truth, stream, [named])
+    kept = sorted((r["window_start"].minute, r["account_id"]) for r in agreeing.rows.collect())
+    assert kept == [(0, "a"), (4, "a"), (5, "b"), (6, "b")]
