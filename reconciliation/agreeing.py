@@ -43,6 +43,10 @@ def _typed(frame: DataFrame, key_types: dict[str, DataType]) -> DataFrame:
     )
 
 
+def _key_types(frame: DataFrame) -> dict[str, DataType]:
+    return {k: frame.schema[k].dataType for k in WINDOW_KEY}
+
+
 def _hashed(frame: DataFrame, key_types: dict[str, DataType]) -> Column:
     """The window's key hash, its fields typed as the truth's: equal windows hash equal whatever
     frame names them."""
@@ -57,9 +61,8 @@ class Agreeing:
     full comparison gets."""
 
     hashes: DataFrame  # ``_key_hash`` of every disputed window (broadcast when small)
-    truth: DataFrame
+    truth: DataFrame  # its key fields' types are the ones every frame's keys are hashed as
     disputed_windows: int
-    key_types: dict[str, DataType]
 
     def disputed(self, part: DataFrame) -> DataFrame:
         return self._with_hash(part).join(self.hashes, "_key_hash", "left_semi").drop("_key_hash")
@@ -69,7 +72,7 @@ class Agreeing:
         return self._with_hash(self.truth).join(self.hashes, "_key_hash", "left_anti").drop("_key_hash")
 
     def _with_hash(self, frame: DataFrame) -> DataFrame:
-        return frame.withColumn("_key_hash", _hashed(frame, self.key_types))
+        return frame.withColumn("_key_hash", _hashed(frame, _key_types(self.truth)))
 
     def corrected_rows(self, like: DataFrame) -> DataFrame:
         """The agreeing windows as ``corrected_aggregates`` rows: the stream's, nothing folded in."""
@@ -89,20 +92,16 @@ def split_agreeing(truth: DataFrame, stream: DataFrame, touched: list[DataFrame]
     """The agreeing windows of ``truth`` and ``stream`` (both the compared scope's rows) that no
     frame of ``touched`` (rows with ``WINDOW_KEY``: the late events' windows, the explained
     ones) names; None when a window is held twice by a side (compare every window)."""
-    key_types = {k: truth.schema[k].dataType for k in WINDOW_KEY}
+    key_types = _key_types(truth)
     truth, stream = _typed(truth, key_types), _typed(stream, key_types)
     sums = checksums(truth, stream, WINDOW_KEY, _MEASURES)
     if not sums.paired_once:
         return None
-    named = [frame.select(_hashed(frame, key_types).alias("_key_hash")) for frame in touched]
-    hashes = sums.found.where(F.col("_differing_hash").isNotNull()).select(F.col("_differing_hash").alias("_key_hash"))
-    for frame in named:
-        hashes = hashes.unionByName(frame)
+    hashes = sums.differing_hashes()
+    for frame in touched:
+        hashes = hashes.unionByName(frame.select(_hashed(frame, key_types).alias("_key_hash")))
     hashes = hashes.distinct().localCheckpoint(eager=True)
     disputed = hashes.count()
     return Agreeing(
-        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes,
-        truth=truth,
-        disputed_windows=disputed,
-        key_types=key_types,
+        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes, truth=truth, disputed_windows=disputed
     )

@@ -303,9 +303,8 @@ def compute(
     ]
     # Windows that agree and that nothing touches are counted from the truth alone; the
     # aggregation compares the others (fixed windows; sessions: every window).
-    agreeing = spec.pick(fixed=True, merging=False) and split_agreeing(
-        truth, stream_all.where(scope), [spec.late_windows(late_all.where(scope)), explanations, folded]
-    )
+    touched = [spec.late_windows(late_all.where(scope)), explanations, folded]
+    agreeing = split_agreeing(truth, stream_all.where(scope), touched) if spec.pick(fixed=True, merging=False) else None
     if agreeing:
         parts = [agreeing.disputed(part) for part in parts]
     joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()
