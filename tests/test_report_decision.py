@@ -205,12 +205,23 @@ def test_costs_per_day_within_their_standard_errors_leave_the_choice_to_cpu_on_t
     sharp = _with_costs(report, "lambda-w10s-l0", speed=cheaper(0.0000001))
     for key, fixed in (("kappa-w10s-l0", 38.5), ("kappa-w10s-l1h", 48.75)):
         sharp = _with_costs(sharp, key, streaming=CostScaling(4_000, 3, fixed, 0.0005, 0.0000001))
+    sharp_report = sharp
     sharp = decide(sharp)
     assert sharp.recommended == "lambda-w10s-l0"
     assert sharp.rule.startswith(
         "Recommended: Lambda W=10s L=0, the cheapest of the 4 swept configurations (CPU per day at 1,000 "
         "events/s) whose"
     )
+    # Lambda's batch fit through two runs (no standard error) beside its noisy speed layer: its cost
+    # per day is still known only to ± 8,640 s, so 38.5 + 42,336 + 1 + 20.25 = 42,395.75 s against
+    # Kappa's sharp 43,238.5 s tells them no more apart than before, and CPU on this log decides
+    flat_batch = fit_runs([(1_000, 1.0), (3_000, 1.0)])
+    partly = _with_costs(sharp_report, "lambda-w10s-l0", speed=cheaper(0.0001), batch=flat_batch)
+    partly = decide(partly)
+    lam = partly.candidate("lambda-w10s-l0")
+    assert lam.cpu_per_day == pytest.approx(42_395.75) and lam.cpu_per_million_stderr is None
+    assert partly.recommended == "kappa-w10s-l0"
+    assert "(CPU per day at 1,000 events/s, and CPU on this log among those" in partly.rule
 
 
 def test_the_method_says_how_each_path_was_measured_and_the_replays_split():

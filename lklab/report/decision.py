@@ -18,8 +18,8 @@ each architecture picks the configuration its headline shows.
 split into fixed and per-line parts, and why a figure is a lower bound,
 ``per_day_lower_bound``); the ranking uses it alike for every candidate, and uses the CPU on
 this log instead when a candidate has no split path at all. Costs per day that differ by less
-than the standard error of their difference (the per-line slopes' errors, combined) do not tell
-candidates apart: among those within it of the cheapest, CPU on this log decides, and the rule
+than the standard error of their difference (the per-line slopes' errors, combined; a slope fit
+through two runs has none to add) do not tell candidates apart: among those within it of the cheapest, CPU on this log decides, and the rule
 says so. ``Decision.method`` says in words
 how each path was measured and which were not split.
 """
@@ -33,7 +33,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from . import formats
 from .curve import CurvePoint, WatermarkCurve
-from .daily_cost import DAILY_NAMES, SECONDS_PER_DAY, cost_method, daily_costs
+from .daily_cost import DAILY_NAMES, DAILY_PATHS, SECONDS_PER_DAY, cost_method, daily_costs
 from .model import Report
 from .pipeline_model import PipelineReport
 from .scaling import CostScaling
@@ -161,10 +161,14 @@ def _pipeline_candidates(report: PipelineReport) -> list[Candidate]:
 
 
 def _per_day_stderr(candidate: Candidate, rate: float) -> float:
-    """The standard error of ``candidate``'s cost per day: its per-line slopes' (0 where unknown)."""
-    if candidate.cpu_per_million_stderr is None:
-        return 0.0
-    return candidate.cpu_per_million_stderr * rate * SECONDS_PER_DAY / 1_000_000
+    """The standard error of ``candidate``'s cost per day as far as it is known: the per-line
+    slopes' errors of its daily paths, combined. A path fit through two runs has no residual to
+    judge its slope by and adds none, so the figure is at least the error; the candidate's
+    ``cpu_per_million_stderr`` is None then, as the page shows it."""
+    daily = DAILY_PATHS[candidate.architecture]
+    errors = [s.per_million_stderr for path, s in candidate.measured if path in daily and s is not None]
+    known = [e for e in errors if e is not None]
+    return math.sqrt(sum(e * e for e in known)) * rate * SECONDS_PER_DAY / 1_000_000
 
 
 def _cheapest(candidates: list[Candidate], rate: float) -> tuple[Candidate, bool]:
