@@ -59,7 +59,8 @@ def outputs(spark, split: bool):
         side_rows(truth, truth_count="event_count", truth_amount="amount_total"),
         *stream_parts(stream, late, SPEC, F.lit(True)),
     ]
-    agreeing = split_agreeing(truth, stream, [SPEC.late_windows(late), explanations, folded]) if split else None
+    touched = [SPEC.late_windows(late), explanations, folded]
+    agreeing = split_agreeing(truth, stream, touched, min_windows=0) if split else None
     if agreeing:
         parts = [agreeing.disputed(part) for part in parts]
     windows = explained_windows(join_explanations(compare_windows(parts), explanations, folded))
@@ -108,7 +109,7 @@ def test_the_split_reports_what_comparing_every_window_reports(spark):
 def test_a_window_held_twice_leaves_no_split(spark):
     truth = spark.createDataFrame([*TRUTH, TRUTH[0]], ROWS)  # window 0 twice, each copy equal to the stream's
     stream = spark.createDataFrame(STREAM, ROWS)
-    assert split_agreeing(truth, stream, []) is None
+    assert split_agreeing(truth, stream, [], min_windows=0) is None
 
 
 def test_a_window_named_in_other_types_is_still_disputed(spark):
@@ -118,6 +119,14 @@ def test_a_window_named_in_other_types_is_still_disputed(spark):
         [(str(start), str(end), account, currency)],
         "window_start string, window_end string, account_id string, currency string",
     )
-    agreeing = split_agreeing(truth, stream, [named])
+    agreeing = split_agreeing(truth, stream, [named], min_windows=0)
     kept = sorted((r["window_start"].minute, r["account_id"]) for r in agreeing.rows.collect())
     assert kept == [(0, "a"), (4, "a"), (5, "b"), (6, "b")]
+
+
+def test_a_truth_of_fewer_windows_than_the_threshold_is_compared_whole(spark):
+    # 7 windows of truth: a split up to a threshold of 7, none from 8 (the default is far above)
+    truth, stream = spark.createDataFrame(TRUTH, ROWS), spark.createDataFrame(STREAM, ROWS)
+    assert split_agreeing(truth, stream, [], min_windows=7).disputed_windows == 3  # 1 differs, 2 missing, 9 extra
+    assert split_agreeing(truth, stream, [], min_windows=8) is None
+    assert split_agreeing(truth, stream, []) is None

@@ -18,6 +18,7 @@ stream and its truth part:
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+import reconciliation.agreeing as agreeing
 from lklab.cli import main as lklab_main
 from lklab.pipelines.billing_windows.batch import run_batch
 from lklab.pipelines.billing_windows.reconcile import reconcile
@@ -100,6 +102,7 @@ def known(spark, tmp_path_factory):
     config = load_config(None, {"lake": str(lake), "table-engine": "deltalake", **SETTINGS}, environ={})
     run_speed(spark, config, available_now=True)
     run_batch(spark, config, DAY, last_segment=8)
+    shutil.copytree(lake, tmp_path_factory.getbasetemp() / "recon-known-unreconciled")
     result = reconcile(spark, config, DAY)
     return lake, config, result
 
@@ -275,6 +278,25 @@ def test_rerun_on_unchanged_inputs_leaves_tables_identical(spark, known):
     again = reconcile(spark, config, DAY)
     assert again.run_id == result.run_id and again == result
     assert {name: tables.version(name) for name in names} == before
+
+
+def test_the_split_of_agreeing_windows_writes_what_comparing_every_window_writes(spark, tmp_path, known, monkeypatch):
+    # The known lake is far below the split's threshold: every window was compared. The same lake
+    # before its reconcile, reconciled with the windows whose checksums agree counted from the truth
+    # (window 80; window 40 agrees but a late event folds into it), gives the same result and rows.
+    lake, config, result = known
+    shutil.copytree(lake.parent / "recon-known-unreconciled", tmp_path, dirs_exist_ok=True)
+    split_config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
+    monkeypatch.setattr(agreeing, "SPLIT_FROM_WINDOWS", 0)
+    split = reconcile(spark, split_config, DAY)
+    assert dataclasses.replace(split, tables=result.tables) == result  # the tables' paths name its own lake
+    every, ours = Tables(spark, lake, "deltalake"), Tables(spark, tmp_path, "deltalake")
+    clocks = {"recon_runs": ["recorded_at"]}  # when each run was recorded
+    for name in ("recon_runs", "recon_diffs", "recon_corrections", "corrected_aggregates"):
+        rows = [
+            sorted(t.read_arrow(name).drop_columns(clocks.get(name, [])).to_pylist(), key=repr) for t in (every, ours)
+        ]
+        assert rows[0] == rows[1], name
 
 
 @pytest.mark.slow
