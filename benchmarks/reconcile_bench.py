@@ -9,7 +9,7 @@ counted beyond the dedup horizon and unread segments. Four timings on that pair:
   and its ``report()``. Timed from the Delta tables on disk: loading them into pandas (delta-rs
   to Arrow to pandas) is included and also shown apart.
 * the lab's diff, as billing's reconcile runs it: the checksums that split off the windows whose
-  rows agree (``split_agreeing``), ``compare_windows`` on the others (full outer join as one
+  rows agree (``split_agreeing``, from ``SPLIT_FROM_WINDOWS`` windows), ``compare_windows`` on the others (full outer join as one
   aggregation, status, deltas under the tolerance rule) and the per-currency figures of both
   (``explained_windows``, ``currency_figures``), timed from the same Delta tables (read with the
   lab's ``Tables``).
@@ -40,6 +40,11 @@ five first (JVM, JIT, Python workers, imports).
 The five are timed ``R`` times (default 3), in rounds, each round on a fresh copy of the built
 lake; every figure printed is a median over the rounds.
 
+``--split-sizes`` runs another mode instead: billing's reconcile with the windows that agree
+split off (``reconciliation.agreeing``) and with every window compared, interleaved, ``R`` rounds
+each after an unmeasured one, on lakes of about 13,000, 106,000 and 247,000 windows of truth:
+where the split starts to pay (``SPLIT_FROM_WINDOWS``).
+
 ``--differing-pairs W`` runs another mode instead (``differing_pairs``): pairs of ``W`` windows
 differing in 0.5%, 2% and 10% of them, each timed in the same session, interleaved, through bare
 Spark's full outer join, the lab's ``keyed_diff`` (full join), the lab's ``range_diff``
@@ -68,6 +73,7 @@ from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+import reconciliation.agreeing as agreeing  # noqa: E402
 from lklab.pipelines.billing_windows.reconcile import reconcile  # noqa: E402
 from reconciliation.agreeing import split_agreeing  # noqa: E402
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
@@ -377,6 +383,53 @@ def differing_pairs_mode(windows: int, scratch: str | None, rounds: int = 3) -> 
     return 0
 
 
+# (events, accounts, hours) of the lakes ``--split-sizes`` reconciles: about 13,000, 106,000 and
+# 247,000 windows of truth, around the split's threshold
+SPLIT_LAKES = ((20_000, 500, 2), (125_000, 2_000, 24), (300_000, 5_000, 24))
+
+
+def split_sizes_mode(scratch: str | None, rounds: int = 3) -> int:
+    """The ``--split-sizes`` mode: billing's reconcile with the agreeing windows split off and
+    with every window compared, interleaved, on lakes around ``SPLIT_FROM_WINDOWS``."""
+    measured = []
+    with tempfile.TemporaryDirectory(prefix="reconcile-bench-split-", dir=scratch) as root:
+        spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-split")
+        threshold = agreeing.SPLIT_FROM_WINDOWS
+        try:
+            for events, accounts, hours in SPLIT_LAKES:
+                source = Path(root) / f"lake-{events}"
+                progress(f"building a lake: {events:,} events, {accounts:,} accounts over {hours} h")
+                built = build_lake(spark, source, LakeShape(events, accounts, span_hours=hours, unread_segments=5))
+                times: dict[str, list[float]] = {"every window": [], "split": []}
+                # one unmeasured reconcile of each kind first (the first lake's warms the session)
+                for r in range(rounds + 1):
+                    for kind in ("split", "every window") if r % 2 else ("every window", "split"):
+                        agreeing.SPLIT_FROM_WINDOWS = 0 if kind == "split" else sys.maxsize
+                        lake = Path(root) / "copy"
+                        shutil.rmtree(lake, ignore_errors=True)
+                        shutil.copytree(source, lake)
+                        seconds, result, _ = lab_reconcile(spark, lake)
+                        if r:
+                            times[kind].append(seconds)
+                        progress(
+                            f"{built.truth_windows:,} windows, {kind}: {seconds:.1f}s{'' if r else ' (unmeasured)'}"
+                        )
+                measured.append((built.truth_windows, {k: statistics.median(v) for k, v in times.items()}))
+                shutil.rmtree(source)
+        finally:
+            agreeing.SPLIT_FROM_WINDOWS = threshold
+            spark.stop()
+    print(
+        f"billing's reconcile, the median of {rounds} interleaved rounds each, every round on a fresh copy of the lake"
+    )
+    print(f"windows of truth | every window compared | the split | split / every (taken from {threshold:,} windows)")
+    for windows, median in measured:
+        every, split = median["every window"], median["split"]
+        print(f"{windows:,} | {every:.1f}s | {split:.1f}s | {split / every:.2f}x")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -404,9 +457,17 @@ def main(argv: list[str] | None = None) -> int:
         help="rounds of the five timings on fresh copies of the lake, medians (default 3); with --differing-pairs: "
         "interleaved rounds of bare Spark and the lab's diffs",
     )
+    parser.add_argument(
+        "--split-sizes",
+        action="store_true",
+        help="instead: the reconcile with and without the agreeing windows split off, on three lakes around "
+        "the split's threshold",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.split_sizes:
+        return split_sizes_mode(args.scratch, args.rounds)
     if args.differing_pairs is not None:
         if args.differing_pairs < 1:
             parser.error("--differing-pairs must be at least 1")
