@@ -19,9 +19,9 @@ split into fixed and per-line parts, and why a figure is a lower bound,
 ``per_day_lower_bound``); the ranking uses it alike for every candidate, and uses the CPU on
 this log instead when a candidate has no split path at all. Costs per day that differ by less
 than the standard error of their difference (the per-line slopes' errors, combined; a slope fit
-through two runs has none to add) do not tell candidates apart: among those within it of the cheapest, CPU on this log decides, and the rule
-says so. ``Decision.method`` says in words
-how each path was measured and which were not split.
+through two runs has none to add) do not tell candidates apart: among those within it of the
+cheapest, CPU on this log decides, and the rule says so. ``Decision.method`` says in words how
+each path was measured and which were not split.
 """
 
 from __future__ import annotations
