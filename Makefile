@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: install demo test test-fast bench docs clean
+.PHONY: install chromium demo test test-fast bench docs clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
@@ -31,10 +31,15 @@ install: $(STAMP)
 demo: install
 	$(BIN)/lklab demo
 
-test: install
+# The report's browser tests open report.html in Debian's headless Chromium (no network): said at
+# once, not by six failures at the end of the run.
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { echo "Chromium is needed by the report's browser tests: apt-get install -y chromium"; exit 1; }
+
+test: install chromium
 	$(PYTEST)
 
-test-fast: install
+test-fast: install chromium
 	$(PYTEST) -m "not slow"
 
 bench: install
