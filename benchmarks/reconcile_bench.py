@@ -73,9 +73,8 @@ from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-import reconciliation.agreeing as agreeing  # noqa: E402
 from lklab.pipelines.billing_windows.reconcile import reconcile  # noqa: E402
-from reconciliation.agreeing import split_agreeing  # noqa: E402
+from reconciliation.agreeing import SPLIT_FROM_WINDOWS, split_agreeing  # noqa: E402
 from reconciliation.diff import DIFF_STATUSES, compare_windows, side_rows  # noqa: E402
 from reconciliation.metrics import currency_figures, explained_windows, join_explanations  # noqa: E402
 from reconciliation.result import Reconciliation  # noqa: E402
@@ -231,10 +230,13 @@ def datacompy_compare(truth: pd.DataFrame, stream: pd.DataFrame) -> tuple[float,
     }
 
 
-def lab_reconcile(spark: SparkSession, lake: Path) -> tuple[float, Reconciliation, PeakMemory]:
+def lab_reconcile(
+    spark: SparkSession, lake: Path, split_from_windows: int | None = None
+) -> tuple[float, Reconciliation, PeakMemory]:
     with PeakMemory() as memory:
         started = time.perf_counter()
-        result = reconcile(spark, LabConfig(lake=lake, table_engine="deltalake"), against="speed")
+        config = LabConfig(lake=lake, table_engine="deltalake")
+        result = reconcile(spark, config, against="speed", split_from_windows=split_from_windows)
         seconds = time.perf_counter() - started
     return seconds, result, memory
 
@@ -394,35 +396,30 @@ def split_sizes_mode(scratch: str | None, rounds: int = 3) -> int:
     measured = []
     with tempfile.TemporaryDirectory(prefix="reconcile-bench-split-", dir=scratch) as root:
         spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-split")
-        threshold = agreeing.SPLIT_FROM_WINDOWS
-        try:
-            for events, accounts, hours in SPLIT_LAKES:
-                source = Path(root) / f"lake-{events}"
-                progress(f"building a lake: {events:,} events, {accounts:,} accounts over {hours} h")
-                built = build_lake(spark, source, LakeShape(events, accounts, span_hours=hours, unread_segments=5))
-                times: dict[str, list[float]] = {"every window": [], "split": []}
-                # one unmeasured reconcile of each kind first (the first lake's warms the session)
-                for r in range(rounds + 1):
-                    for kind in ("split", "every window") if r % 2 else ("every window", "split"):
-                        agreeing.SPLIT_FROM_WINDOWS = 0 if kind == "split" else sys.maxsize
-                        lake = Path(root) / "copy"
-                        shutil.rmtree(lake, ignore_errors=True)
-                        shutil.copytree(source, lake)
-                        seconds, result, _ = lab_reconcile(spark, lake)
-                        if r:
-                            times[kind].append(seconds)
-                        progress(
-                            f"{built.truth_windows:,} windows, {kind}: {seconds:.1f}s{'' if r else ' (unmeasured)'}"
-                        )
-                measured.append((built.truth_windows, {k: statistics.median(v) for k, v in times.items()}))
-                shutil.rmtree(source)
-        finally:
-            agreeing.SPLIT_FROM_WINDOWS = threshold
-            spark.stop()
+        for events, accounts, hours in SPLIT_LAKES:
+            source = Path(root) / f"lake-{events}"
+            progress(f"building a lake: {events:,} events, {accounts:,} accounts over {hours} h")
+            built = build_lake(spark, source, LakeShape(events, accounts, span_hours=hours, unread_segments=5))
+            times: dict[str, list[float]] = {"every window": [], "split": []}
+            # one unmeasured reconcile of each kind first (the first lake's warms the session)
+            for r in range(rounds + 1):
+                for kind in ("split", "every window") if r % 2 else ("every window", "split"):
+                    lake = Path(root) / "copy"
+                    shutil.rmtree(lake, ignore_errors=True)
+                    shutil.copytree(source, lake)
+                    seconds, _, _ = lab_reconcile(spark, lake, 0 if kind == "split" else sys.maxsize)
+                    if r:
+                        times[kind].append(seconds)
+                    progress(f"{built.truth_windows:,} windows, {kind}: {seconds:.1f}s{'' if r else ' (unmeasured)'}")
+            measured.append((built.truth_windows, {k: statistics.median(v) for k, v in times.items()}))
+            shutil.rmtree(source)
+        spark.stop()
     print(
         f"billing's reconcile, the median of {rounds} interleaved rounds each, every round on a fresh copy of the lake"
     )
-    print(f"windows of truth | every window compared | the split | split / every (taken from {threshold:,} windows)")
+    print(
+        f"windows of truth | every window compared | the split | split / every (taken from {SPLIT_FROM_WINDOWS:,} windows)"
+    )
     for windows, median in measured:
         every, split = median["every window"], median["split"]
         print(f"{windows:,} | {every:.1f}s | {split:.1f}s | {split / every:.2f}x")

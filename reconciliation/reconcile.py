@@ -234,9 +234,12 @@ def compute(
     gaps_shown: int = 10,
     *,
     cut: StreamCut | None = None,
+    split_from_windows: int | None = None,
 ) -> tuple[Reconciliation, Outputs]:
     """The reconciliation of the stream under ``prefix`` with the truth, and what it would write;
-    the stream read at ``cut`` (None: the cut of its last completed micro-batch now)."""
+    the stream read at ``cut`` (None: the cut of its last completed micro-batch now). The agreeing
+    windows are split off from ``split_from_windows`` windows of truth (None:
+    ``agreeing.SPLIT_FROM_WINDOWS``)."""
     spark, lake, spec = tables.spark, str(tables.root.parent), config.window
     require(
         tables,
@@ -304,7 +307,11 @@ def compute(
     # Windows that agree and that nothing touches are counted from the truth alone; the
     # aggregation compares the others (fixed windows; sessions: every window).
     touched = [spec.late_windows(late_all.where(scope)), explanations, folded]
-    agreeing = split_agreeing(truth, stream_all.where(scope), touched) if spec.pick(fixed=True, merging=False) else None
+    agreeing = (
+        split_agreeing(truth, stream_all.where(scope), touched, min_windows=split_from_windows)
+        if spec.pick(fixed=True, merging=False)
+        else None
+    )
     if agreeing:
         parts = [agreeing.disputed(part) for part in parts]
     joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()

@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-import reconciliation.agreeing as agreeing
 from lklab.cli import main as lklab_main
 from lklab.pipelines.billing_windows.batch import run_batch
 from lklab.pipelines.billing_windows.reconcile import reconcile
@@ -280,15 +279,14 @@ def test_rerun_on_unchanged_inputs_leaves_tables_identical(spark, known):
     assert {name: tables.version(name) for name in names} == before
 
 
-def test_the_split_of_agreeing_windows_writes_what_comparing_every_window_writes(spark, tmp_path, known, monkeypatch):
+def test_the_split_of_agreeing_windows_writes_what_comparing_every_window_writes(spark, tmp_path, known):
     # The known lake is far below the split's threshold: every window was compared. The same lake
     # before its reconcile, reconciled with the windows whose checksums agree counted from the truth
     # (window 80; window 40 agrees but a late event folds into it), gives the same result and rows.
     lake, config, result = known
     shutil.copytree(lake.parent / "recon-known-unreconciled", tmp_path, dirs_exist_ok=True)
     split_config = load_config(None, {"lake": str(tmp_path), "table-engine": "deltalake", **SETTINGS}, environ={})
-    monkeypatch.setattr(agreeing, "SPLIT_FROM_WINDOWS", 0)
-    split = reconcile(spark, split_config, DAY)
+    split = reconcile(spark, split_config, DAY, split_from_windows=0)
     assert dataclasses.replace(split, tables=result.tables) == result  # the tables' paths name its own lake
     every, ours = Tables(spark, lake, "deltalake"), Tables(spark, tmp_path, "deltalake")
     clocks = {"recon_runs": ["recorded_at"]}  # when each run was recorded

@@ -34,10 +34,20 @@ def _truth_position(tables: Tables, *, days: DayRange, **_) -> int | None:
     return truth_position(tables, days)
 
 
-def _compare(sides: Sides, *, days: DayRange, tolerance: Tolerance, write: bool, gaps_shown: int) -> Reconciliation:
+def _compare(
+    sides: Sides, *, days: DayRange, tolerance: Tolerance, write: bool, gaps_shown: int, split_from_windows: int | None
+) -> Reconciliation:
     cut = StreamCut(sides.batch, sides.stream_versions)
     result, outputs = compute(
-        sides.tables, sides.config, sides.prefix, days, sides.against, tolerance, gaps_shown, cut=cut
+        sides.tables,
+        sides.config,
+        sides.prefix,
+        days,
+        sides.against,
+        tolerance,
+        gaps_shown,
+        cut=cut,
+        split_from_windows=split_from_windows,
     )
     try:
         if write:
@@ -66,10 +76,20 @@ def reconcile(
     tolerance: Tolerance = Tolerance(),
     write: bool = True,
     gaps_shown: int = 10,
+    split_from_windows: int | None = None,
 ) -> Reconciliation:
     """Reconcile ``against`` (``speed`` or ``kappa:<RUN>``) with the batch truth for ``days``
     (no days: every day ``batch_truth`` holds), and with ``write`` commit the result
-    (``reconciliation.reconcile``)."""
+    (``reconciliation.reconcile``; ``split_from_windows``: where the agreeing windows are split
+    off, None for ``reconciliation.agreeing.SPLIT_FROM_WINDOWS``)."""
     return reconcile_stream(
-        spark, config, BILLING_RECONCILE, against, days=days, tolerance=tolerance, write=write, gaps_shown=gaps_shown
+        spark,
+        config,
+        BILLING_RECONCILE,
+        against,
+        days=days,
+        tolerance=tolerance,
+        write=write,
+        gaps_shown=gaps_shown,
+        split_from_windows=split_from_windows,
     )
