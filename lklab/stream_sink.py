@@ -7,7 +7,9 @@ die between any two of them. ``StreamSink.commit`` makes the whole micro-batch l
   skipped when the table already holds that tag, so a micro-batch replayed after a crash
   commits nothing twice;
 * the outputs are committed side by side (a thread per table), the **state last**: the state
-  table is the commit point. A micro-batch whose state is committed (``committed``) is done
+  table is the commit point. A table may be held back to be written after the other outputs,
+  its rows finished then (``commit``'s ``after_outputs``: the live runner stamps the metrics row
+  with the moment the outputs were committed). A micro-batch whose state is committed (``committed``) is done
   whole and skipped; one whose state is not starts again from the state before it;
 * a table without rows in a micro-batch gets no commit once it exists (there is nothing a
   replay could repeat, and most micro-batches have no side output); the first micro-batch
@@ -24,7 +26,7 @@ merge by keys, or overwrite), the state table last.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -127,18 +129,31 @@ class StreamSink:
         name = self.name(self.state)
         return self.tables.read_arrow(name) if self.tables.exists(name) else None
 
-    def commit(self, batch_id: int, rows: Mapping[catalog.Table, pa.Table]) -> None:
+    def commit(
+        self,
+        batch_id: int,
+        rows: Mapping[catalog.Table, pa.Table],
+        *,
+        after_outputs: tuple[catalog.Table, Callable[[pa.Table], pa.Table]] | None = None,
+    ) -> None:
         """Commit micro-batch ``batch_id``'s ``rows`` (one table of rows per table of the
-        layout): the outputs side by side, then the state."""
+        layout): the outputs side by side, then the state. ``after_outputs``: ``(table,
+        finish)``, an output written once the others are committed, its rows ``finish(rows)``."""
         missing = [table.name for table in self.commit_order if table not in rows]
         if missing:
             raise ValueError(f"micro-batch {batch_id} has no rows for {', '.join(missing)}")
         *outputs, state = self.layout
-        if self._writers is None and outputs:
-            self._writers = ThreadPoolExecutor(max_workers=len(outputs), thread_name_prefix="lklab-commit")
-        done = [self._writers.submit(self._write, batch_id, entry, rows[entry.table]) for entry in outputs]
+        held = next((entry for entry in outputs if after_outputs and entry.table == after_outputs[0]), None)
+        if after_outputs and held is None:
+            raise ValueError(f"{after_outputs[0].name}: not among the stream's outputs")
+        together = [entry for entry in outputs if entry is not held]
+        if self._writers is None and together:
+            self._writers = ThreadPoolExecutor(max_workers=len(together), thread_name_prefix="lklab-commit")
+        done = [self._writers.submit(self._write, batch_id, entry, rows[entry.table]) for entry in together]
         for future in done:
             future.result()
+        if held is not None:
+            self._write(batch_id, held, after_outputs[1](rows[held.table]))
         self._write(batch_id, state, rows[state.table])
         if not self._recorded:
             record(self.tables, self.names(), self.settings)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Table",
     "tables_root",
+    "LATENCY_COLUMNS",
     "REPLAY_ROOT",
     "replay_prefix",
     "replay_name",
@@ -96,12 +97,16 @@ class Table:
         return spark.createDataFrame([], self.spark_schema)
 
 
+# The columns the live runner sets on every stream's metrics row (``shared.live_latency``): added
+# after the first lakes were written, so every metrics table lists them as ``added``.
+LATENCY_COLUMNS = ("committed_at", "latency_p50_seconds", "latency_p95_seconds", "latency_max_seconds")
+
 # The stream's tables: written by the always-on speed layer (no prefix) and by each replay.
 DEAD_LETTER = Table("dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
 DUPLICATE_EVENTS = Table("duplicate_events", "shared.speed:DUPLICATE_SCHEMA")
 LATE_EVENTS = Table("late_events", "shared.stream_windows:LATE_SCHEMA")
 SPEED_AGGREGATES = Table("speed_aggregates", "shared.stream_windows:WINDOW_ROW_SCHEMA")
-STREAM_METRICS = Table("stream_metrics", "shared.stream_metrics:METRICS_SCHEMA")
+STREAM_METRICS = Table("stream_metrics", "shared.stream_metrics:METRICS_SCHEMA", added=LATENCY_COLUMNS)
 STREAM_STATE = Table("stream_state", "shared.stream_state:STATE_SCHEMA")
 WINDOW_HISTORY = Table("window_history", "shared.stream_windows:HISTORY_SCHEMA")  # a replay's, on request
 SPEED_TABLES = (DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE)

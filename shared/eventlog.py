@@ -297,6 +297,15 @@ class EventLog:
                 os.close(directory)
             return Segment(number, target)
 
+    def published_at(self, number: int) -> float | None:
+        """When segment ``number`` was published, in Unix seconds: its file's change time, set
+        as it is linked under its final name (and as its temporary name is removed, right
+        after). None: no such segment on disk. A copied log has its copy's times."""
+        try:
+            return self.segment_path(number).stat().st_ctime
+        except FileNotFoundError:
+            return None
+
     def stamp(self, number: int) -> str | None:
         """Segment ``number``'s stamp (its lines' ``appended_at``), None when it has none."""
         with self.segment_path(number).open("rb") as handle:

@@ -22,7 +22,9 @@ from typing import Generic, Protocol, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shared.catalog import LATENCY_COLUMNS
 from shared.events import UTC_MICROS
+from shared.live_latency import LATENCY_FIELDS
 
 __all__ = [
     "BATCH_ID",
@@ -36,9 +38,10 @@ __all__ = [
 ]
 
 BATCH_ID = pa.field("batch_id", pa.int64(), nullable=False)
-# The metrics columns that say how long a run took, not what it read: two runs of a stream over
-# the same log (live, replayed, cut another way, restarted after a crash) agree on every other.
-TIMING_COLUMNS = frozenset({"duration_seconds"})
+# The metrics columns that say how long a run took or when, not what it read: two runs of a
+# stream over the same log (live, replayed, cut another way, restarted after a crash) agree on
+# every other.
+TIMING_COLUMNS = frozenset({"duration_seconds", *LATENCY_COLUMNS})
 
 
 class StepState(Protocol):
@@ -89,7 +92,8 @@ class MicroBatch(Generic[S]):
 
 def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:
     """``batch_id``, ``first_segment``/``last_segment`` read (null: none), ``counts`` (int64),
-    ``watermark``/``next_watermark`` (UTC timestamps, null: unknown), then ``after``."""
+    ``watermark``/``next_watermark`` (UTC timestamps, null: unknown), then ``after``, then the
+    live latency (``shared.live_latency.LATENCY_FIELDS``, set by the live runner)."""
     return pa.schema(
         [
             BATCH_ID,
@@ -99,6 +103,7 @@ def metrics_schema(counts: Sequence[str], *after: pa.Field) -> pa.Schema:
             pa.field("watermark", UTC_MICROS),
             pa.field("next_watermark", UTC_MICROS),
             *after,
+            *LATENCY_FIELDS,
         ]
     )
 
@@ -120,7 +125,8 @@ def duplicate_schema(events: pa.Schema) -> pa.Schema:
 
 def metrics_row(schema: pa.Schema, batch_id: int, parsed: pa.Table, step: MicroBatch, **figures) -> pa.Table:
     """The one-row metrics table of micro-batch ``batch_id`` (``parsed``: the lines it read),
-    ``figures`` giving the pipeline's own columns of ``schema``."""
+    ``figures`` giving the pipeline's own columns of ``schema`` (the live latency is null until
+    the live runner sets it)."""
     row = {
         "batch_id": batch_id,
         "first_segment": pc.min(parsed["segment"]).as_py() if parsed.num_rows else None,
@@ -133,5 +139,5 @@ def metrics_row(schema: pa.Schema, batch_id: int, parsed: pa.Table, step: MicroB
         "next_watermark": step.next_watermark,
         **figures,
     }
-    columns = {f.name: pa.array([row[f.name]], pa.int64() if f.type == UTC_MICROS else f.type) for f in schema}
+    columns = {f.name: pa.array([row.get(f.name)], pa.int64() if f.type == UTC_MICROS else f.type) for f in schema}
     return pa.table(columns).cast(schema)

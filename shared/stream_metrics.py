@@ -7,7 +7,9 @@ time seen so far; the watermark lag (the batch's latest ingest time minus the wa
 on, in seconds); the state rows kept (remembered first copies and windows held); the money on
 time, late and duplicated per currency; and ``duration_seconds``, from the start of the batch
 until its rows were ready to commit (the commits themselves are not included; null where the
-rows were computed for many batches at once, as the Kappa replay does).
+rows were computed for many batches at once, as the Kappa replay does); then the live latency
+(``shared.live_latency``: ``committed_at`` and the p50, p95 and maximum seconds from a line's
+publication in the log to its batch's commit), set by the live runner, null in a replay's rows.
 
 A row is built from a ``BatchFigures`` record: the speed layer fills one per micro-batch from
 its ``StreamBatch``; the replay fills one per segment from aggregates over the whole log.
@@ -24,6 +26,7 @@ import pyarrow.compute as pc
 
 from shared.aggregation import AMOUNT_TOTAL_ARROW_TYPE
 from shared.events import UTC_MICROS
+from shared.live_latency import LATENCY_FIELDS
 from shared.speed import StreamBatch
 from shared.windows import micros
 
@@ -42,6 +45,7 @@ METRICS_SCHEMA = pa.schema(
         pa.field("state_rows", pa.int64()),
         *[pa.field(name, _MONEY) for name in ("on_time_amounts", "late_amounts", "duplicate_amounts")],
         pa.field("duration_seconds", pa.float64()),
+        *LATENCY_FIELDS,
     ]
 )
 
@@ -124,7 +128,7 @@ def metrics_table(records: list[BatchFigures]) -> pa.Table:
     """``stream_metrics`` rows, one per record."""
     columns = {}
     for field in METRICS_SCHEMA:
-        values = [getattr(r, field.name) for r in records]
+        values = [getattr(r, field.name, None) for r in records]  # the live latency: set by the runner
         if field.type == UTC_MICROS:
             columns[field.name] = pa.array(values, pa.int64()).cast(UTC_MICROS)
         else:

@@ -4,6 +4,7 @@ import pyarrow as pa
 import pytest
 
 from lklab.pipelines.unique_visitors.tables import VISITORS_STREAM_METRICS
+from shared.catalog import LATENCY_COLUMNS
 from shared.tables import TableNameError, Tables
 
 
@@ -213,4 +214,5 @@ def test_an_append_adds_a_column_the_table_lacks_only_when_asked(tables):
         {"batch_id": 0, "input_lines": 3, "duration_seconds": None},
         {"batch_id": 1, "input_lines": 3, "duration_seconds": 0.25},
     ]
-    assert VISITORS_STREAM_METRICS.added == ("duration_seconds",)  # the stream sink appends it so
+    # the stream sink appends them so
+    assert VISITORS_STREAM_METRICS.added == ("duration_seconds", "committed_at", *LATENCY_COLUMNS[1:])

@@ -36,9 +36,10 @@ import pyarrow as pa
 
 from lklab.pipelines.declared.declaration import Declaration
 from lklab.pipelines.declared.names import table_name
-from shared.catalog import Table
+from shared.catalog import LATENCY_COLUMNS, Table
 from shared.events import UTC_MICROS
 from shared.line_rows import EVENT_CLOCK, EVENT_ID, LINE_POSITION, RAW_LINE
+from shared.live_latency import LATENCY_FIELDS
 from shared.speed import DEAD_LETTER_SCHEMA
 
 __all__ = [
@@ -164,6 +165,7 @@ def metrics_schema(d: Declaration) -> pa.Schema:
             pa.field("watermark", UTC_MICROS),
             pa.field("watermark_lag_seconds", pa.float64()),
             pa.field("duration_seconds", pa.float64()),
+            *LATENCY_FIELDS,  # set by the live runner
         ]
     )
 
@@ -224,7 +226,7 @@ def tables_of(d: Declaration) -> DeclaredTables:
         late=table("late", late_schema(d)),
         duplicates=table("duplicates", duplicate_schema(d)),
         dead_letter=table("dead_letter", DEAD_LETTER_SCHEMA),
-        stream_metrics=table("stream_metrics", metrics_schema(d), added=("duration_seconds",)),
+        stream_metrics=table("stream_metrics", metrics_schema(d), added=("duration_seconds", *LATENCY_COLUMNS)),
         stream_state=table("stream_state", state_schema(d)),
         truth=table("truth", window_schema(d)),
         batch_duplicates=table("batch_duplicates", _without_batch(duplicate_schema(d))),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from shared.catalog import Table
+from shared.catalog import LATENCY_COLUMNS, Table
 
 __all__ = [
     "PAYMENTS_MATCHED",
@@ -35,7 +35,9 @@ PAYMENTS_ORPHANS = Table("payments_orphans", f"{_RULE}:ORPHAN_SCHEMA")
 PAYMENTS_LATE_EVENTS = Table("payments_late_events", f"{_RULE}:LATE_JOIN_SCHEMA")
 PAYMENTS_DUPLICATES = Table("payments_duplicates", f"{_RULE}:JOIN_DUPLICATE_SCHEMA")
 PAYMENTS_DEAD_LETTER = Table("payments_dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")
-PAYMENTS_STREAM_METRICS = Table("payments_stream_metrics", "lklab.pipelines.order_payments.metrics:JOIN_METRICS_SCHEMA")
+PAYMENTS_STREAM_METRICS = Table(
+    "payments_stream_metrics", "lklab.pipelines.order_payments.metrics:JOIN_METRICS_SCHEMA", added=LATENCY_COLUMNS
+)
 PAYMENTS_STATE = Table("payments_state", "lklab.pipelines.order_payments.state:JOIN_STATE_SCHEMA")
 # The join's rows: what a live run and a replay of the same log must agree on (the metrics
 # time the run, the state is the commit point).

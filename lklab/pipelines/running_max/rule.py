@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from lklab.pipelines.running_max.parse import PARSED_SCHEMA
 from shared.events import HEARTBEAT_FIELD
+from shared.live_latency import LATENCY_FIELDS
 from shared.micro_batch import StepRows
 from shared.speed import DEAD_LETTER_SCHEMA
 
@@ -66,6 +67,7 @@ METRICS_SCHEMA = pa.schema(
         pa.field("first_segment", pa.int64()),
         pa.field("last_segment", pa.int64()),
         *(pa.field(name, pa.int64()) for name in _COUNTS),
+        *LATENCY_FIELDS,  # set by the live runner
     ]
 )
 # One table, two kinds of rows: ``max`` (key, max_value, events) and ``seen`` (an event id, its

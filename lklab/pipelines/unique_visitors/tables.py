@@ -3,7 +3,7 @@ prefix), its batch truth's and the reconciliation's."""
 
 from __future__ import annotations
 
-from shared.catalog import Table
+from shared.catalog import LATENCY_COLUMNS, Table
 
 __all__ = [
     "VISITORS_WINDOWS",
@@ -60,7 +60,7 @@ VISITORS_CORRECTED = Table(
 VISITORS_STREAM_METRICS = Table(
     "visitors_stream_metrics",
     "lklab.pipelines.unique_visitors.metrics:VISITOR_METRICS_SCHEMA",
-    added=("duration_seconds",),
+    added=("duration_seconds", *LATENCY_COLUMNS),
 )
 # Each user's URLs seen within the state TTL, as of the last micro-batch (rewritten every batch).
 VISITORS_SEEN = Table("visitors_seen", "lklab.pipelines.unique_visitors.state:SEEN_TABLE_SCHEMA")
