@@ -4,7 +4,8 @@ A live stream is a service (``spark_jobs/speed_job.py`` under spark-submit), not
 check reads each stream's table of one row per micro-batch and the log with delta-rs (no Spark)
 and fails the run, with what it saw of every stream in the task log, when one is stalled (no
 micro-batch for ``max_staleness`` while segments wait), lagging (watermark lag over
-``max_watermark_lag``) or has never committed. The streams checked are the default pipeline's
+``max_watermark_lag``), slow (behind, and a micro-batch of the last ``latency_window`` had its
+lines' p95 live latency over ``max_latency``) or has never committed. The streams checked are the default pipeline's
 and every other pipeline's that has committed in the lake (``lklab.health.watched_streams``);
 ``lklab.health`` holds the rules. The lake is the configured one (``LKLAB_LAKE`` /
 ``LKLAB_CONFIG``).
@@ -34,6 +35,12 @@ DURATION = r"^\d+(ms|s|m|h|d)$"
         "max_watermark_lag": Param(
             "15m", type="string", pattern=DURATION, description="largest watermark lag of the newest micro-batch"
         ),
+        "max_latency": Param(
+            "2m", type="string", pattern=DURATION, description="largest p95 live latency of a recent micro-batch"
+        ),
+        "latency_window": Param(
+            "10m", type="string", pattern=DURATION, description="how far back the live latency is checked"
+        ),
     },
     tags=["lklab", "lambda", "monitoring"],
     doc_md=__doc__,
@@ -44,7 +51,10 @@ def speed_layer_health():
         from lklab.health import require_healthy_streams
 
         checked = require_healthy_streams(
-            max_staleness=params["max_staleness"], max_watermark_lag=params["max_watermark_lag"]
+            max_staleness=params["max_staleness"],
+            max_watermark_lag=params["max_watermark_lag"],
+            max_latency=params["max_latency"],
+            latency_window=params["latency_window"],
         )
         print("\n".join(health.describe() for health in checked))
         return [health.as_dict() for health in checked]

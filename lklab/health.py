@@ -7,7 +7,13 @@ its Delta commit history, and from the log itself, the check derives:
 * **backlog**: log segments published after the last one a micro-batch read, and how long the
   oldest of them has been waiting (seconds since it was published);
 * **watermark lag**: the newest micro-batch's ``watermark_lag_seconds`` (its max ingest time
-  minus the watermark it hands on): how far event time trails arrival.
+  minus the watermark it hands on): how far event time trails arrival;
+* **live latency** over the micro-batches committed in the last ``latency_window``
+  (``shared.live_latency``: per line, from its segment's publication to its batch's commit):
+  how many batches, the highest of their p50s and of their p95s, and the largest wait. The
+  highest batch p95 bounds the window's p95 over all its lines from above (every batch has at
+  least 95% of its lines at or below its own p95), so a window whose batches keep their p95
+  under ``max_latency`` has its lines' p95 under it too; the check counts the batches over it.
 
 A negative lag is not by itself a bad clock. The stream accepts an event dated up to
 ``max-clock-skew`` after its ingest time and hands on ``max event time - watermark-delay``, so
@@ -30,7 +36,10 @@ The stream is **stalled** when it has not committed for longer than ``max_stalen
 a segment has waited at least that long: a segment published a second ago after a quiet hour is
 not a stall. The stream is **lagging** when it is behind (unread segments) and the watermark lag
 exceeds ``max_watermark_lag``, and **ahead** when the watermark leads arrival by more than the
-allowed lead. No ``stream_metrics`` table at all is unhealthy too. A lake that is not there (no
+allowed lead, and **slow** when it is behind and a micro-batch of the latency window had its
+p95 over ``max_latency`` (while idle, a slow batch is shown, not an alarm: it read a backlog
+that is gone, such as a log written before the stream started). No ``stream_metrics`` table at
+all is unhealthy too. A lake that is not there (no
 directory, or one holding neither ``log/`` nor ``tables/``) is no verdict at all but an error,
 ``NoLake``: a mistyped path must not read as a stream that never ran. Durations are strings as
 everywhere in the lab (``90s``, ``10m``).
@@ -43,12 +52,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.catalog import STREAM_METRICS, tables_root
+from shared.catalog import LATENCY_COLUMNS, STREAM_METRICS, tables_root
 from shared.durations import MICROS_PER_SECOND, parse_duration
 from shared.eventlog import EventLog
 
 __all__ = [
     "StreamHealth",
+    "LiveLatency",
+    "live_latency",
     "NoLake",
     "SpeedLayerUnhealthy",
     "stream_health",
@@ -61,6 +72,61 @@ __all__ = [
 
 DEFAULT_MAX_STALENESS = "10m"
 DEFAULT_MAX_WATERMARK_LAG = "15m"
+DEFAULT_MAX_LATENCY = "2m"
+DEFAULT_LATENCY_WINDOW = "10m"
+
+
+@dataclass(frozen=True)
+class LiveLatency:
+    """The live latency of the micro-batches committed in the last ``window_seconds``: how many
+    (``batches``, those that measured a line), the highest batch p50 and p95, the largest wait,
+    and how many batches had a p95 over ``limit_seconds``. Seconds; None: no batch measured."""
+
+    window_seconds: float
+    limit_seconds: float
+    batches: int
+    p50_highest: float | None
+    p95_highest: float | None
+    max: float | None
+    over_limit: int
+
+    @property
+    def slow(self) -> bool:
+        return self.over_limit > 0
+
+    def describe(self) -> str:
+        window = f"the last {self.window_seconds:,.0f}s"
+        if not self.batches:
+            return f"  live latency: no micro-batch measured in {window}"
+        flag = f"; {self.over_limit:,} over the {self.limit_seconds:,.1f}s limit" if self.slow else ""
+        return (
+            f"  live latency, {self.batches:,} micro-batch(es) in {window}: p50 at most {self.p50_highest:,.2f}s, "
+            f"p95 at most {self.p95_highest:,.2f}s (the highest batch figures), max {self.max:,.2f}s "
+            f"(limit on a batch's p95: {self.limit_seconds:,.1f}s{flag})"
+        )
+
+
+def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seconds: float) -> LiveLatency:
+    """``LiveLatency`` of metrics ``rows`` (``committed_at`` as datetimes, the three latency
+    columns) committed in ``(now - window_seconds, now]``."""
+    since = now - window_seconds
+    recent = [
+        row
+        for row in rows
+        if row.get("committed_at") is not None
+        and row["committed_at"].timestamp() > since
+        and row.get("latency_p95_seconds") is not None
+    ]
+    highest = lambda name: max((row[name] for row in recent), default=None)
+    return LiveLatency(
+        window_seconds=window_seconds,
+        limit_seconds=limit_seconds,
+        batches=len(recent),
+        p50_highest=highest("latency_p50_seconds"),
+        p95_highest=highest("latency_p95_seconds"),
+        max=highest("latency_max_seconds"),
+        over_limit=sum(row["latency_p95_seconds"] > limit_seconds for row in recent),
+    )
 
 
 @dataclass(frozen=True)
@@ -85,6 +151,7 @@ class StreamHealth:
     records_lag: bool = True
     log_quiet_seconds: float | None = None
     open_windows: tuple[tuple[str, str], ...] | None = None
+    latency: LiveLatency | None = None  # None: the stream's metrics record no live latency
 
     @property
     def idle(self) -> bool:
@@ -102,6 +169,8 @@ class StreamHealth:
             out[key] = None if out[key] is None else out[key].isoformat()
         out["reasons"] = list(self.reasons)
         out["open_windows"] = None if self.open_windows is None else [list(w) for w in self.open_windows]
+        if self.latency is not None:
+            out["latency"]["slow"] = self.latency.slow
         out["healthy"] = self.healthy
         out["idle"] = self.idle
         return out
@@ -121,6 +190,8 @@ class StreamHealth:
             if self.records_lag
             else "  watermark lag: not recorded by this stream (its metrics have no watermark_lag_seconds)",
         ]
+        if self.latency is not None:
+            lines.append(self.latency.describe())
         if self.idle:
             lines += self._idle_lines()
         lines += [f"  - {reason}" for reason in self.reasons]
@@ -140,6 +211,10 @@ class StreamHealth:
             lines.append("  open windows: none")
         if self.watermark_lag_seconds is not None and self.watermark_lag_seconds > self.max_watermark_lag_seconds:
             lines.append("  the watermark lag over its limit is no alarm while idle: no segment waits to be read")
+        if self.latency is not None and self.latency.slow:
+            lines.append(
+                "  the live latency over its limit is no alarm while idle: the backlog it waited behind is read"
+            )
         return lines
 
 
@@ -236,6 +311,8 @@ def stream_health(
     state: str | None = None,
     what: str = "speed layer",
     now: float | None = None,
+    max_latency: str = DEFAULT_MAX_LATENCY,
+    latency_window: str = DEFAULT_LATENCY_WINDOW,
 ) -> StreamHealth:
     """Check the stream writing one row per micro-batch to ``<lake>/tables/<table>`` (lake: the
     configured one; ``NoLake`` when it is not there); ``what`` names the stream in what the
@@ -243,13 +320,16 @@ def stream_health(
     the state of the registered pipeline's stream whose metrics ``table`` is, if any).
 
     The table needs ``batch_id`` and ``last_segment``; the watermark lag is checked where it
-    records ``watermark_lag_seconds`` (a stream without a watermark records none).
+    records ``watermark_lag_seconds`` (a stream without a watermark records none), the live
+    latency of the batches committed in the last ``latency_window`` where it records it.
     ``now`` is a Unix timestamp in seconds (default: the current time).
     """
     from deltalake import DeltaTable
 
     staleness_limit = _seconds(parse_duration(max_staleness, name="max-staleness"))
     lag_limit = _seconds(parse_duration(max_watermark_lag, name="max-watermark-lag"))
+    latency_limit = _seconds(parse_duration(max_latency, name="max-latency"))
+    latency_span = _seconds(parse_duration(latency_window, name="latency-window"))
     lake = Path(lake) if lake is not None else _configured_lake()
     require_lake(lake)
     now = time.time() if now is None else now
@@ -257,7 +337,7 @@ def stream_health(
     segments = EventLog(lake).segments()
     log_last = segments[-1].number if segments else 0
 
-    last_commit_at = freshness = last_batch = last_read = lag = None
+    last_commit_at = freshness = last_batch = last_read = lag = latency = None
     records_lag = True
     lead, lead_rule = _allowed_lead(lake.resolve(), table)
     if DeltaTable.is_deltatable(str(path)):
@@ -269,8 +349,11 @@ def stream_health(
         # teardown; the lklab process ends through lklab.cli.process_exit for that reason.
         dataset = delta.to_pyarrow_dataset()
         records_lag = "watermark_lag_seconds" in dataset.schema.names
+        records_latency = set(LATENCY_COLUMNS) <= set(dataset.schema.names)
         columns = ["batch_id", "last_segment"] + (["watermark_lag_seconds"] if records_lag else [])
-        rows = dataset.to_table(columns=columns)
+        rows = dataset.to_table(columns=columns + (list(LATENCY_COLUMNS) if records_latency else []))
+        if records_latency:
+            latency = live_latency(rows.select(list(LATENCY_COLUMNS)).to_pylist(), now, latency_span, latency_limit)
         if rows.num_rows:
             newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])
             last_batch, lag = newest["batch_id"], newest.get("watermark_lag_seconds")
@@ -293,6 +376,11 @@ def stream_health(
         )
     if lag is not None and lag > lag_limit and not idle:
         reasons.append(f"lagging: watermark lag {lag:,.0f}s exceeds {max_watermark_lag} (micro-batch {last_batch})")
+    if latency is not None and latency.slow and not idle:
+        reasons.append(
+            f"slow: {latency.over_limit:,} of the {latency.batches:,} micro-batch(es) of the last {latency_window} "
+            f"had a p95 live latency over {max_latency} (the highest {latency.p95_highest:,.1f}s)"
+        )
     if lag is not None and -lag > _seconds(lead):
         reasons.append(
             f"ahead: the watermark is {_exact(-lag)}s ahead of the latest ingest time (micro-batch {last_batch}), "
@@ -318,6 +406,7 @@ def stream_health(
         records_lag=records_lag,
         log_quiet_seconds=quiet,
         open_windows=open_windows,
+        latency=latency,
     )
 
 
@@ -371,6 +460,8 @@ def streams_health(
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
     now: float | None = None,
+    max_latency: str = DEFAULT_MAX_LATENCY,
+    latency_window: str = DEFAULT_LATENCY_WINDOW,
 ) -> list[tuple[WatchedStream, StreamHealth]]:
     """``stream_health`` of every ``watched_streams`` stream, with one ``now`` for all."""
     lake = Path(lake) if lake is not None else _configured_lake()
@@ -386,6 +477,8 @@ def streams_health(
                 state=stream.state,
                 what=stream.what,
                 now=now,
+                max_latency=max_latency,
+                latency_window=latency_window,
             ),
         )
         for stream in watched_streams(lake)
@@ -398,12 +491,21 @@ def require_healthy_streams(
     max_staleness: str = DEFAULT_MAX_STALENESS,
     max_watermark_lag: str = DEFAULT_MAX_WATERMARK_LAG,
     now: float | None = None,
+    max_latency: str = DEFAULT_MAX_LATENCY,
+    latency_window: str = DEFAULT_LATENCY_WINDOW,
 ) -> list[StreamHealth]:
     """``streams_health``, raising ``SpeedLayerUnhealthy`` for the first unhealthy stream once
     every stream was checked (its message: that stream's description, then the others')."""
     checked = [
         health
-        for _, health in streams_health(lake, max_staleness=max_staleness, max_watermark_lag=max_watermark_lag, now=now)
+        for _, health in streams_health(
+            lake,
+            max_staleness=max_staleness,
+            max_watermark_lag=max_watermark_lag,
+            now=now,
+            max_latency=max_latency,
+            latency_window=latency_window,
+        )
     ]
     for health in checked:
         if not health.healthy:

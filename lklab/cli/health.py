@@ -27,6 +27,8 @@ def cmd_health(args: argparse.Namespace) -> int:
             table=rule.metrics.name,
             state=rule.layout[-1].table.name,
             what=rule.what,
+            max_latency=args.max_latency,
+            latency_window=args.latency_window,
         )
     except ValueError as err:
         raise UsageError(str(err)) from None
