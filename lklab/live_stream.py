@@ -7,6 +7,9 @@ whether its state holds something a heartbeat could make final. ``LiveStream`` i
 ``foreachBatch`` body: the crash point ``start``, a micro-batch already committed skipped whole,
 the state carried in memory (read from the state table when a process starts and after a batch
 found committed), the step, the sink's exactly-once commit, one JSON log line per micro-batch.
+The metrics row is committed once the other outputs are, stamped with that moment and the live
+latency of the batch's lines (``shared.live_latency``: from each segment's publication in the
+log to then).
 ``run_live`` runs it:
 
 * ``stream_lock``: one process per table prefix and app (``shared.locks.writer``; a second one
@@ -14,9 +17,11 @@ found committed), the step, the sink's exactly-once commit, one JSON log line pe
 * ``checkpoint_for``: ``<lake>/checkpoints/<prefix><app_id>``, refused when it is missing while
   the stream's tables already hold batches (its batch ids would restart at 0 and be skipped as
   already committed);
-* ``start_over_log``: the log source (``shared.log_source``) read ``segments_per_batch`` segments
-  per micro-batch into ``process``, once to the end (``available_now``) or every
-  ``trigger_interval``;
+* ``start_over_log``: the log source (``shared.log_source``) read at most ``segments_per_batch``
+  segments per micro-batch into ``process``, once to the end (``available_now``: one segment per
+  micro-batch unless told) or every ``trigger_interval`` (up to ``CATCH_UP_SEGMENTS`` unless
+  told: a stream behind takes its backlog at once instead of one segment a trigger, which at one
+  segment a second of traffic would never catch up);
 * ``watch``: waits for the query, stops it once ``stop`` is set, appends heartbeats to a quiet
   log while always on (``lklab.heartbeats``), and raises when the query failed.
 """
@@ -44,6 +49,7 @@ from lklab.stream_sink import SinkTable, StreamSink
 from shared import catalog
 from shared.config import LabConfig
 from shared.eventlog import EventLog
+from shared.live_latency import LineLatency, line_latency, lines_per_segment, with_latency
 from shared.locks import stream_role, writer
 from shared.log_source import log_stream_reader
 from shared.tables import Tables
@@ -52,6 +58,7 @@ __all__ = [
     "StreamRule",
     "StateKind",
     "METRICS_SUFFIX",
+    "CATCH_UP_SEGMENTS",
     "StepOutput",
     "LiveStream",
     "run_live",
@@ -165,6 +172,10 @@ class StateKind:
     holds_open: Callable[[Any, Any], bool] = _never_open
 
 
+# At most this many segments a micro-batch of an always-on stream takes (what it holds in memory
+# at once), unless told otherwise: more than a trigger's traffic, so a stream behind catches up.
+CATCH_UP_SEGMENTS = 100
+
 # What a stream's table of one row per micro-batch is called, under its pipeline's prefix
 # (``stream_metrics``, ``payments_stream_metrics`` ...).
 METRICS_SUFFIX = "stream_metrics"
@@ -232,6 +243,7 @@ class LiveStream:
     last_segment_read: int = 0
     progress: list = field(default_factory=list)  # Spark's progress reports of the query's recent micro-batches
     busy: threading.Event = field(default_factory=threading.Event)
+    latency: LineLatency | None = None  # the live latency of the last micro-batch committed
     _carried: tuple[int, Any] | None = None  # (the batch it is the state before, the state)
 
     @property
@@ -268,10 +280,20 @@ class LiveStream:
         parsed = self.rule.read(lines.toArrow(), self.config)
         if parsed.num_rows:
             self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
+        log = EventLog(self.config.lake)
+        lines = lines_per_segment(parsed)
+        published = {segment: log.published_at(segment) for segment in lines}
         output = self.rule.step(parsed, self._resume(batch_id), self.settings, batch_id, started)
-        self.sink.commit(batch_id, output.rows)
+
+        def stamped(rows: pa.Table) -> pa.Table:
+            self.latency = line_latency(lines, published, time.time())
+            return with_latency(rows, self.latency)
+
+        metrics = self.rule.metrics
+        self.sink.commit(batch_id, output.rows, after_outputs=None if metrics is None else (metrics, stamped))
         self._carried = (batch_id + 1, output.state)
         self.batches += 1
+        latency = {} if self.latency is None else {"latency_p95_seconds": self.latency.p95}
         logging.getLogger(self.rule.logger).info(
             json.dumps(
                 {
@@ -279,6 +301,7 @@ class LiveStream:
                     "stream": self.sink.prefix + self.sink.app_id,
                     "batch": batch_id,
                     **output.figures,
+                    **latency,
                     "seconds": round(time.monotonic() - started, 3),
                 }
             )
@@ -291,14 +314,15 @@ def run_live(
     rule: StreamRule,
     *,
     available_now: bool = False,
-    segments_per_batch: int = 1,
+    segments_per_batch: int | None = None,
     trigger_interval: str = "1 second",
     app_id: str | None = None,
     prefix: str = "",
     stop: threading.Event | None = None,
 ) -> LiveStream:
     """Run ``rule``'s stream until the log is consumed (``available_now``) or ``stop`` is set
-    (after the micro-batch under way).
+    (after the micro-batch under way), at most ``segments_per_batch`` segments per micro-batch
+    (None: one with ``available_now``, else ``CATCH_UP_SEGMENTS``).
 
     One process at a time per table prefix and app: a second one is refused (``LockHeld``);
     tables built with other settings are refused (``SettingsConflict``)."""
@@ -325,7 +349,7 @@ def run_live(
             lake,
             checkpoint,
             stream.process,
-            segments_per_batch=segments_per_batch,
+            segments_per_batch=segments_per_batch or (1 if available_now else CATCH_UP_SEGMENTS),
             available_now=available_now,
             trigger_interval=trigger_interval,
             parse=rule.parse,

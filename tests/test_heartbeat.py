@@ -36,7 +36,9 @@ def test_a_quiet_log_gets_one_heartbeat_and_the_replay_sees_it(spark, tmp_path):
             [event_line(event_id=f"e{index}", event_time=iso(seconds), ingest_time=iso(10_000 + index))], stamp=False
         )
     env = {**os.environ, "LKLAB_LAKE": str(tmp_path), "LKLAB_TABLE_ENGINE": "deltalake"}
-    argv = [LKLAB, "speed", "--heartbeat-interval", "1s", *[f"--{k}={v}" for k, v in SETTINGS.items()]]
+    # a micro-batch a segment (always on, a stream would take the five at once)
+    argv = [LKLAB, "speed", "--heartbeat-interval", "1s", "--segments-per-batch", "1"]
+    argv += [f"--{k}={v}" for k, v in SETTINGS.items()]
     process = subprocess.Popen(
         argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -322,7 +322,9 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_unpaid_orders_and_orphans_fin
     )
     stop = threading.Event()
     stream = threading.Thread(
-        target=run_payments_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop)
+        target=run_payments_speed,
+        args=(spark, config),
+        kwargs=dict(trigger_interval="0.5 seconds", segments_per_batch=1, stop=stop),  # a micro-batch a segment
     )
     tables = Tables(None, tmp_path, "deltalake")
     metrics = PAYMENTS_STREAM_METRICS.name

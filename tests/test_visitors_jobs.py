@@ -255,7 +255,9 @@ def test_a_quiet_log_gets_one_heartbeat_that_makes_the_windows_final(spark, tmp_
     )
     stop = threading.Event()
     stream = threading.Thread(
-        target=run_visitors_speed, args=(spark, config), kwargs=dict(trigger_interval="0.5 seconds", stop=stop)
+        target=run_visitors_speed,
+        args=(spark, config),
+        kwargs=dict(trigger_interval="0.5 seconds", segments_per_batch=1, stop=stop),  # a micro-batch a segment
     )
     tables = Tables(spark, tmp_path, "deltalake")
     metrics = VISITORS_STREAM_METRICS.name

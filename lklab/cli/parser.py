@@ -282,8 +282,9 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     speed.add_argument(
         "--segments-per-batch",
         type=int,
-        default=1,
-        help="segments per micro-batch (default 1: the watermark advances as the traffic did)",
+        default=None,
+        help="at most this many segments per micro-batch; the rows do not depend on it (default: 1 with "
+        "--available-now; always on 100, so a stream behind takes its backlog at once and catches up)",
     )
     speed.add_argument(
         "--log-format",
@@ -370,14 +371,23 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         sub,
         "health",
         "Is a pipeline's live stream keeping up (--pipeline; the default: billing's speed layer)? Freshness, "
-        "backlog and watermark lag where the stream has a watermark (exit 3 when unhealthy).",
-        "lklab health --max-staleness 10m --max-watermark-lag 15m",
+        "backlog, watermark lag where the stream has a watermark, and the live latency of the last micro-batches "
+        "(exit 3 when unhealthy).",
+        "lklab health --max-staleness 10m --max-watermark-lag 15m --max-latency 2m",
     )
     _common(health, windows=False)
     health.add_argument(
         "--max-staleness", default="10m", help="no commit for this long while segments wait is a stall (default 10m)"
     )
     health.add_argument("--max-watermark-lag", default="15m", help="watermark lag beyond this is lagging (default 15m)")
+    health.add_argument(
+        "--max-latency",
+        default="2m",
+        help="a micro-batch whose lines' p95 wait from publication to commit exceeds this is slow (default 2m)",
+    )
+    health.add_argument(
+        "--latency-window", default="10m", help="the live latency is shown over the batches of this long (default 10m)"
+    )
     health.add_argument("--json", action="store_true", help="print the check as JSON")
     health.set_defaults(handler=cmd_health)
 

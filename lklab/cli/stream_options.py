@@ -15,7 +15,7 @@ __all__ = ["stream_stop", "replay_name"]
 
 def stream_stop(args: argparse.Namespace) -> threading.Event:
     """``speed``: check ``--segments-per-batch``; the event SIGTERM sets (the stream stops after its current micro-batch)."""
-    if args.segments_per_batch < 1:
+    if args.segments_per_batch is not None and args.segments_per_batch < 1:
         raise UsageError(f"--segments-per-batch must be at least 1, got {args.segments_per_batch}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -144,7 +144,7 @@ def generate(config, request: GenerateRequest) -> str:
     )
 
 
-def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+def speed(spark, config, *, available_now: bool, segments_per_batch: int | None, stop) -> Outcome:
     from lklab.pipelines.billing_windows.speed import run_speed
     from shared import catalog
 

@@ -50,7 +50,7 @@ def _stream_outcome(d: Declaration, tables, prefix: str, heading: str = "", tail
     )
 
 
-def speed(d: Declaration, spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+def speed(d: Declaration, spark, config, *, available_now: bool, segments_per_batch: int | None, stop) -> Outcome:
     from lklab.pipelines.declared.stream import stream_rule
 
     stream = stream_rule(d).run(

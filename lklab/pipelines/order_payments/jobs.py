@@ -45,7 +45,7 @@ def generate(config, request: GenerateRequest) -> str:
     )
 
 
-def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+def speed(spark, config, *, available_now: bool, segments_per_batch: int | None, stop) -> Outcome:
     from lklab.pipelines.order_payments.stream import run_payments_speed
     from lklab.pipelines.order_payments.tables import PAYMENTS_STREAM_METRICS
 

@@ -41,7 +41,7 @@ def _stream_outcome(tables, prefix: str, heading: str = "", tail: str = "") -> O
     )
 
 
-def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+def speed(spark, config, *, available_now: bool, segments_per_batch: int | None, stop) -> Outcome:
     from lklab.pipelines.running_max.stream import MAX_RULE
 
     stream = MAX_RULE.run(spark, config, available_now=available_now, segments_per_batch=segments_per_batch, stop=stop)

@@ -34,7 +34,7 @@ def generate(config, request: GenerateRequest) -> str:
     return f"{counts}: {log_written(made, config.lake)}"
 
 
-def speed(spark, config, *, available_now: bool, segments_per_batch: int, stop) -> Outcome:
+def speed(spark, config, *, available_now: bool, segments_per_batch: int | None, stop) -> Outcome:
     from lklab.pipelines.unique_visitors.speed import run_visitors_speed
     from lklab.pipelines.unique_visitors.tables import VISITORS_SEEN, VISITORS_STREAM_METRICS
     from shared.eventlog import format_timestamp
