@@ -45,6 +45,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from shared.micro_batch import TIMING_COLUMNS
+
 LKLAB = str(Path(sys.executable).parent / "lklab")
 JOBS = {
     "speed": ["speed", "--available-now"],
@@ -53,7 +55,8 @@ JOBS = {
     "reconcile": ["reconcile"],
 }
 HISTORY = ("batch_runs", "replay_runs")  # one row per execution
-WHEN = ("duration_seconds", "recorded_at", "wall_seconds", "cpu_seconds", "run_id")  # when / how long / which execution
+# when / how long / which execution (a metrics row's step time and live latency: TIMING_COLUMNS)
+WHEN = (*sorted(TIMING_COLUMNS), "recorded_at", "wall_seconds", "cpu_seconds", "run_id")
 MAX_MISSES = 5  # per job: attempts that found the job finished before its kill
 
 

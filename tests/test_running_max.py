@@ -24,6 +24,7 @@ from lklab.pipelines.running_max.tables import (
 )
 from shared import catalog
 from shared.eventlog import EventLog
+from shared.micro_batch import TIMING_COLUMNS
 from shared.tables import Tables
 
 
@@ -209,6 +210,8 @@ def test_the_replay_writes_the_live_rows_exactly(spark, lab):
     for entry in MAX_RULE.layout:
         live, replayed = (tables.read_arrow(entry.table.at(prefix)) for prefix in ("", done.prefix))
         assert replayed.column_names == live.column_names, entry.table.name
+        timing = [name for name in TIMING_COLUMNS if name in live.column_names]  # a replay serves nothing live
+        live, replayed = live.drop_columns(timing), replayed.drop_columns(timing)
         assert sorted(map(str, replayed.to_pylist())) == sorted(map(str, live.to_pylist())), entry.table.name
     with pytest.raises(FileExistsError, match="already has kappa/exact/max_state"):
         replay_on_executors(spark, config, MAX_RULE, "exact")
