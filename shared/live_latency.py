@@ -4,7 +4,8 @@ A line's latency is the wall-clock time from the moment its segment was publishe
 (linked into place under its final name, ``shared.eventlog``: the segment file's change time)
 to the moment the micro-batch that read it had committed its outputs, the rows a consumer
 reads (``committed_at``: after every output table's commit, before the metrics row and the
-state are written). Every line of a segment shares its segment's publication, so a
+state are written). A file's times come from the kernel's coarse clock, up to one tick (1-10
+ms) behind the wall clock: a wait is known to about a hundredth of a second. Every line of a segment shares its segment's publication, so a
 micro-batch's latencies are one value per segment, weighted by the segment's lines.
 
 What a live stream's metrics row records of them (``LATENCY_FIELDS``, set by the live runner;
