@@ -60,6 +60,11 @@ def test_the_window_shows_the_highest_batch_figures_and_counts_the_batches_over_
     assert "p50 at most 1.50s, p95 at most 2.50s" in seen.describe() and "1 over the 2.0s limit" in seen.describe()
 
 
+# How much later than the window rows' commit the stamp may be taken: the thread that commits
+# them, then stamps, can wait for a core while the other test process runs.
+SCHEDULING = 0.5
+
+
 def _events_seen(path: str) -> int:
     if not DeltaTable.is_deltatable(path):
         return 0
@@ -127,11 +132,11 @@ def test_a_minute_of_one_segment_a_second_records_the_waits_the_test_saw(spark, 
         # the batch committed after its last segment began to be appended, and the test saw its
         # event counted no earlier than the window rows' commit (the stamp follows that commit)
         assert committed >= appended[last][0]
-        assert committed <= seen[last] + 0.25
+        assert committed <= seen[last] + SCHEDULING
         # the oldest segment waited longest: published between the test's two timestamps
         before, after = appended[first]
         assert committed - after - slack <= row["latency_max_seconds"] <= committed - before + slack
-        assert row["latency_max_seconds"] <= seen[first] - before + 0.25
+        assert row["latency_max_seconds"] <= seen[first] - before + SCHEDULING
         if first == last:
             assert row["latency_p50_seconds"] == row["latency_p95_seconds"] == row["latency_max_seconds"]
 
