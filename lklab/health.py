@@ -106,6 +106,12 @@ class LiveLatency:
         )
 
 
+def _since(now: float, published: float | None) -> float | None:
+    """Seconds from a segment's publication (``EventLog.published_at``, the clock the live
+    latency counts from) to ``now``; None when the segment left the disk meanwhile."""
+    return None if published is None else max(0.0, now - published)
+
+
 def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seconds: float) -> LiveLatency:
     """``LiveLatency`` of metrics ``rows`` (``committed_at`` as datetimes, the three latency
     columns) committed in ``(now - window_seconds, now]``."""
@@ -334,7 +340,8 @@ def stream_health(
     require_lake(lake)
     now = time.time() if now is None else now
     path = tables_root(lake) / table
-    segments = EventLog(lake).segments()
+    log = EventLog(lake)
+    segments = log.segments()
     log_last = segments[-1].number if segments else 0
 
     last_commit_at = freshness = last_batch = last_read = lag = latency = None
@@ -360,8 +367,8 @@ def stream_health(
             last_read = max((row for row in rows.column("last_segment").to_pylist() if row is not None), default=None)
 
     unread = [s for s in segments if s.number > (last_read or 0)]
-    waiting = max(0.0, now - unread[0].path.stat().st_mtime) if unread else None
-    quiet = max(0.0, now - segments[-1].path.stat().st_mtime) if segments else None
+    waiting = _since(now, log.published_at(unread[0].number)) if unread else None
+    quiet = _since(now, log.published_at(segments[-1].number)) if segments else None
     idle = last_commit_at is not None and not unread
     state = state if state is not None else _state_of(table)
     open_windows = _open_windows(tables_root(lake) / state) if idle and state is not None else None

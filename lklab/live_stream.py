@@ -8,7 +8,7 @@ whether its state holds something a heartbeat could make final. ``LiveStream`` i
 the state carried in memory (read from the state table when a process starts and after a batch
 found committed), the step, the sink's exactly-once commit, one JSON log line per micro-batch.
 The metrics row is committed once the other outputs are, stamped with that moment and the live
-latency of the batch's lines (``shared.live_latency``: from each segment's publication in the
+latency of the batch's lines (``lklab.line_latency``: from each segment's publication in the
 log to then).
 ``run_live`` runs it:
 
@@ -45,11 +45,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lklab.crash_points import crash_point
 from lklab.heartbeats import Heartbeats, HeartbeatStream, marks_busy
+from lklab.line_latency import LineLatency, line_latency, lines_per_segment, with_latency
 from lklab.stream_sink import SinkTable, StreamSink
 from shared import catalog
 from shared.config import LabConfig
 from shared.eventlog import EventLog
-from shared.live_latency import LineLatency, line_latency, lines_per_segment, with_latency
 from shared.locks import stream_role, writer
 from shared.log_source import log_stream_reader
 from shared.tables import Tables

@@ -25,6 +25,7 @@ __all__ = [
     "WindowGap",
     "Reconciliation",
     "nearest_rank",
+    "weighted_nearest_rank",
     "rank_sql",
 ]
 
@@ -55,6 +56,23 @@ def nearest_rank(ordered: Sequence[T], probability: Decimal | str | float) -> T 
     if len(ordered) == 0:
         return None
     return ordered[max(math.ceil(p * len(ordered)), 1) - 1]
+
+
+def weighted_nearest_rank(ordered: Sequence[tuple[T, int]], probability: Decimal | str | float) -> T | None:
+    """``nearest_rank`` over values that repeat: ``ordered`` holds ``(value, count)`` pairs in
+    ascending order of value, each standing for ``count`` copies of its value (a count of 0 or
+    less stands for none). The same rank, ``ceil(p * n)`` computed exactly, over the ``n``
+    copies in all. ``None`` when there are none."""
+    p = _probability(probability)
+    total = sum(max(count, 0) for _, count in ordered)
+    if total == 0:
+        return None
+    rank, seen = max(math.ceil(p * total), 1), 0
+    for value, count in ordered:
+        seen += max(count, 0)
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable: the rank is at most the total")
 
 
 def rank_sql(count: str, probability: Decimal | str | float) -> str:

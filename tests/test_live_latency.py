@@ -11,11 +11,11 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.health import live_latency, stream_health
+from lklab.line_latency import LineLatency, line_latency, lines_per_segment
 from lklab.pipelines.billing_windows.speed import run_speed
 from shared.catalog import LATENCY_COLUMNS, tables_root
 from shared.config import load_config
 from shared.eventlog import EventLog
-from shared.live_latency import LineLatency, line_latency, lines_per_segment
 from tests.conftest import event_line
 
 

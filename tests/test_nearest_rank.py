@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import numpy as np
 import pytest
 
-from reconciliation.result import nearest_rank, rank_sql
+from reconciliation.result import nearest_rank, rank_sql, weighted_nearest_rank
 
 
 def textbook(values: list, p: D):
@@ -24,6 +24,27 @@ def test_the_textbook_definition_on_small_exact_inputs():
             assert nearest_rank(values, p) == textbook(values, p), (n, p)
     assert nearest_rank([D(1), D(2), D(2), D(3)], "0.5") == D(2)  # ties count once each
     assert nearest_rank([D(1), D(2)], 0) == D(1)
+
+
+def test_the_weighted_form_is_the_rank_over_every_copy():
+    """``weighted_nearest_rank`` over ``(value, count)`` pairs is ``nearest_rank`` over the
+    values repeated; counts of zero (or less) stand for no copy."""
+    pairs = [(D("0.5"), 3), (D(2), 0), (D(4), 1), (D(9), 6), (D(11), -2)]
+    copies = [value for value, count in pairs for _ in range(max(count, 0))]
+    assert len(copies) == 10
+    for k in range(0, 101):
+        p = D(k) / 100
+        assert weighted_nearest_rank(pairs, p) == nearest_rank(copies, p), p
+    assert [weighted_nearest_rank(pairs, p) for p in ("0.3", "0.31", "0.4", "0.41", "0.95")] == [
+        D("0.5"),
+        D(4),
+        D(4),
+        D(9),
+        D(9),
+    ]
+    assert weighted_nearest_rank([], "0.5") is None and weighted_nearest_rank([(D(1), 0)], "0.5") is None
+    with pytest.raises(ValueError, match="from 0 to 1"):
+        weighted_nearest_rank(pairs, "1.5")
 
 
 def test_numpy_inverted_cdf_where_its_floating_point_is_exact():

@@ -1,0 +1,70 @@
+"""A live micro-batch's line latency: the waits of its lines, from publication to commit.
+
+What the figures mean and where they are recorded: ``shared.live_latency``. Here they are
+computed (by the live runner, ``lklab.live_stream``) with the lab's one percentile,
+``reconciliation.result.weighted_nearest_rank``: every line of a segment waited as long as its
+segment, so the waits are one value per segment, counted once per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from reconciliation.result import weighted_nearest_rank
+from shared.live_latency import LATENCY_COLUMNS, LATENCY_FIELDS
+
+__all__ = ["LineLatency", "lines_per_segment", "line_latency", "with_latency"]
+
+
+@dataclass(frozen=True)
+class LineLatency:
+    """One micro-batch's live latency: ``committed_at`` (Unix seconds), ``lines`` measured, and
+    the nearest-rank quantiles over them in seconds (None: no line measured)."""
+
+    committed_at: float
+    lines: int
+    p50: float | None
+    p95: float | None
+    max: float | None
+
+
+def lines_per_segment(parsed: pa.Table) -> dict[int, int]:
+    """``{segment: lines}`` of a micro-batch's lines (``parsed`` has a ``segment`` column)."""
+    if parsed.num_rows == 0:
+        return {}
+    counts = pc.value_counts(parsed["segment"]).to_pylist()
+    return {row["values"]: row["counts"] for row in counts if row["values"] is not None}
+
+
+def line_latency(lines: Mapping[int, int], published: Mapping[int, float | None], committed_at: float) -> LineLatency:
+    """The latency of a micro-batch that read ``lines`` (``{segment: lines}``), its segments
+    published at ``published`` (Unix seconds; None: unknown, its lines not measured), committed
+    at ``committed_at``. A wait below zero (a clock stepped back) counts as zero."""
+    waits = sorted(
+        (max(0.0, committed_at - published[segment]), count)
+        for segment, count in lines.items()
+        if published.get(segment) is not None and count
+    )
+    if not waits:
+        return LineLatency(committed_at, 0, None, None, None)
+    p50, p95 = (round(weighted_nearest_rank(waits, p), 6) for p in ("0.5", "0.95"))
+    return LineLatency(committed_at, sum(count for _, count in waits), p50, p95, round(waits[-1][0], 6))
+
+
+def with_latency(rows: pa.Table, latency: LineLatency) -> pa.Table:
+    """A metrics row (``rows``, whose schema ends with ``LATENCY_FIELDS``) with ``latency`` set."""
+    committed, p50, p95, largest = LATENCY_COLUMNS
+    values = {
+        committed: round(latency.committed_at * 1e6),
+        p50: latency.p50,
+        p95: latency.p95,
+        largest: latency.max,
+    }
+    for field in LATENCY_FIELDS:
+        column = pa.array([values[field.name]] * rows.num_rows, pa.int64() if field.name == committed else field.type)
+        rows = rows.set_column(rows.schema.get_field_index(field.name), field, column.cast(field.type))
+    return rows
