@@ -37,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lklab.progress import progress as track
+from lklab.report.commit_time import commit_time
 from lklab.report.model import Configuration, PathCost
 from lklab.report.scaling import fit_micro_batches, fit_runs
 from shared import catalog
@@ -168,26 +170,34 @@ def live_run(
         "speed",
         lambda: run_stream(spark, config, available_now=True, segments_per_batch=segments_per_batch, prefix=live),
     )
-    return live, dataclasses.replace(cost, scaling=fit_micro_batches(cost.cpu_seconds, _micro_batches(stream)))
+    rows = _metrics_rows(stream)
+    return live, dataclasses.replace(
+        cost,
+        scaling=fit_micro_batches(cost.cpu_seconds, _timed_batches(rows)),
+        commit_time=commit_time(_commit_times(rows)),
+    )
 
 
-def _micro_batches(stream: object) -> list[tuple[int, float]]:
-    """``(input lines, step seconds)`` of each micro-batch a live stream committed, from its
-    metrics table; none when it has no such table."""
+def _metrics_rows(stream: object) -> pa.Table | None:
+    """The metrics table of a live stream's run, None when it has none."""
     rule, tables = getattr(stream, "rule", None), getattr(stream, "tables", None)
     metrics = getattr(rule, "metrics", None)
-    if metrics is None or tables is None:
-        return []
-    return _timed_batches(tables, stream.table(metrics))
+    if metrics is None or tables is None or not tables.exists(stream.table(metrics)):
+        return None
+    return tables.read_arrow(stream.table(metrics))
 
 
-def _timed_batches(tables: Tables, metrics: str) -> list[tuple[int, float]]:
-    """``(input lines, step seconds)`` of each micro-batch in the metrics table ``metrics``; none
-    when it does not exist or times no step."""
-    if not tables.exists(metrics):
+def _commit_times(rows: pa.Table | None) -> list[tuple[int, object, object]]:
+    """``(input lines, started_at, committed_at)`` of each micro-batch in metrics ``rows``."""
+    if rows is None or not {"input_lines", "started_at", "committed_at"} <= set(rows.column_names):
         return []
-    rows = tables.read_arrow(metrics)
-    if not {"input_lines", "duration_seconds"} <= set(rows.column_names):
+    return list(zip(*(rows[name].to_pylist() for name in ("input_lines", "started_at", "committed_at"))))
+
+
+def _timed_batches(rows: pa.Table | None) -> list[tuple[int, float]]:
+    """``(input lines, step seconds)`` of each micro-batch in metrics ``rows``; none when there
+    are none or they time no step."""
+    if rows is None or not {"input_lines", "duration_seconds"} <= set(rows.column_names):
         return []
     return list(zip(rows["input_lines"].to_pylist(), rows["duration_seconds"].to_pylist()))
 
@@ -308,7 +318,8 @@ def run_setting(on: Comparing, setting: Setting, step: Progress, runs: StreamRun
     _, replay_cost = timed(config, "replay", lambda: runs.replay(spark, run_config, f"{name}-replay"))
     replayed = replay_prefix(f"{name}-replay")
     if runs.metrics is not None:
-        batches = _timed_batches(tables, runs.metrics.at(replayed))
+        metrics = runs.metrics.at(replayed)
+        batches = _timed_batches(tables.read_arrow(metrics) if tables.exists(metrics) else None)
         replay_cost = dataclasses.replace(replay_cost, scaling=fit_micro_batches(replay_cost.cpu_seconds, batches))
     ours, theirs = runs.rows(tables, live), runs.rows(tables, replayed)
     for table in ours:

@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.catalog import LATENCY_COLUMNS, STREAM_METRICS, tables_root
-from shared.durations import MICROS_PER_SECOND, parse_duration
+from shared.durations import MICROS_PER_SECOND, format_duration, parse_duration
 from shared.eventlog import EventLog
 
 __all__ = [
@@ -74,6 +74,7 @@ DEFAULT_MAX_STALENESS = "10m"
 DEFAULT_MAX_WATERMARK_LAG = "15m"
 DEFAULT_MAX_LATENCY = "2m"
 DEFAULT_LATENCY_WINDOW = "10m"
+LATENCY_READ = LATENCY_COLUMNS[:4]  # committed_at and the line latencies (started_at came later)
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,20 @@ class LiveLatency:
         return self.over_limit > 0
 
     def describe(self) -> str:
-        window = f"the last {self.window_seconds:,.0f}s"
+        window = f"the last {setting(self.window_seconds)}"
         if not self.batches:
             return f"  live latency: no micro-batch measured in {window}"
-        flag = f"; {self.over_limit:,} over the {self.limit_seconds:,.1f}s limit" if self.slow else ""
+        flag = f"; {self.over_limit:,} over the {setting(self.limit_seconds)} limit" if self.slow else ""
         return (
             f"  live latency, {self.batches:,} micro-batch(es) in {window}: p50 at most {self.p50_highest:,.2f}s, "
             f"p95 at most {self.p95_highest:,.2f}s (the highest batch figures), max {self.max:,.2f}s "
-            f"(limit on a batch's p95: {self.limit_seconds:,.1f}s{flag})"
+            f"(limit on a batch's p95: {setting(self.limit_seconds)}{flag})"
         )
+
+
+def setting(seconds: float | None) -> str:
+    """A limit as the duration it was given as (``2m``, ``15m``, ``500ms``; ``n/a``: none)."""
+    return "n/a" if seconds is None else format_duration(round(seconds * 1_000_000))
 
 
 def _since(now: float, published: float | None) -> float | None:
@@ -188,11 +194,11 @@ class StreamHealth:
         lines = [
             f"{self.what} {verdict} ({self.table_path})",
             f"  last micro-batch: {self.last_batch_id if self.last_batch_id is not None else 'none'}, "
-            f"committed {seconds(self.freshness_seconds)} ago (limit {seconds(self.max_staleness_seconds)})",
+            f"committed {seconds(self.freshness_seconds)} ago (limit {setting(self.max_staleness_seconds)})",
             f"  log: segment {self.log_last_segment}, read up to {self.last_segment_read or 0}, "
             f"{self.segments_behind} behind, oldest unread waiting {seconds(self.oldest_unread_wait_seconds)}",
-            f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {seconds(self.max_watermark_lag_seconds)}; "
-            f"the watermark may lead arrival by {seconds(self.max_watermark_lead_seconds)})"
+            f"  watermark lag: {seconds(self.watermark_lag_seconds)} (limit {setting(self.max_watermark_lag_seconds)}; "
+            f"the watermark may lead arrival by {setting(self.max_watermark_lead_seconds)})"
             if self.records_lag
             else "  watermark lag: not recorded by this stream (its metrics have no watermark_lag_seconds)",
         ]
@@ -356,11 +362,11 @@ def stream_health(
         # teardown; the lklab process ends through lklab.cli.process_exit for that reason.
         dataset = delta.to_pyarrow_dataset()
         records_lag = "watermark_lag_seconds" in dataset.schema.names
-        records_latency = set(LATENCY_COLUMNS) <= set(dataset.schema.names)
+        records_latency = set(LATENCY_READ) <= set(dataset.schema.names)
         columns = ["batch_id", "last_segment"] + (["watermark_lag_seconds"] if records_lag else [])
-        rows = dataset.to_table(columns=columns + (list(LATENCY_COLUMNS) if records_latency else []))
+        rows = dataset.to_table(columns=columns + (list(LATENCY_READ) if records_latency else []))
         if records_latency:
-            latency = live_latency(rows.select(list(LATENCY_COLUMNS)).to_pylist(), now, latency_span, latency_limit)
+            latency = live_latency(rows.select(list(LATENCY_READ)).to_pylist(), now, latency_span, latency_limit)
         if rows.num_rows:
             newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])
             last_batch, lag = newest["batch_id"], newest.get("watermark_lag_seconds")

@@ -22,14 +22,16 @@ __all__ = ["LineLatency", "lines_per_segment", "line_latency", "with_latency"]
 
 @dataclass(frozen=True)
 class LineLatency:
-    """One micro-batch's live latency: ``committed_at`` (Unix seconds), ``lines`` measured, and
-    the nearest-rank quantiles over them in seconds (None: no line measured)."""
+    """One micro-batch's live latency: ``committed_at`` (Unix seconds), ``lines`` measured, the
+    nearest-rank quantiles over them in seconds (None: no line measured), and when the batch
+    began, ``started_at`` (Unix seconds; None: not known)."""
 
     committed_at: float
     lines: int
     p50: float | None
     p95: float | None
     max: float | None
+    started_at: float | None = None
 
 
 def lines_per_segment(parsed: pa.Table) -> dict[int, int]:
@@ -40,31 +42,40 @@ def lines_per_segment(parsed: pa.Table) -> dict[int, int]:
     return {row["values"]: row["counts"] for row in counts if row["values"] is not None}
 
 
-def line_latency(lines: Mapping[int, int], published: Mapping[int, float | None], committed_at: float) -> LineLatency:
-    """The latency of a micro-batch that read ``lines`` (``{segment: lines}``), its segments
-    published at ``published`` (Unix seconds; None: unknown, its lines not measured), committed
-    at ``committed_at``. A wait below zero (a clock stepped back) counts as zero."""
+def line_latency(
+    lines: Mapping[int, int],
+    published: Mapping[int, float | None],
+    committed_at: float,
+    started_at: float | None = None,
+) -> LineLatency:
+    """The latency of a micro-batch that began at ``started_at`` and read ``lines``
+    (``{segment: lines}``), its segments published at ``published`` (Unix seconds; None:
+    unknown, its lines not measured), committed at ``committed_at``. A wait below zero (a clock
+    stepped back) counts as zero."""
     waits = sorted(
         (max(0.0, committed_at - published[segment]), count)
         for segment, count in lines.items()
         if published.get(segment) is not None and count
     )
     if not waits:
-        return LineLatency(committed_at, 0, None, None, None)
+        return LineLatency(committed_at, 0, None, None, None, started_at)
     p50, p95 = (round(weighted_nearest_rank(waits, p), 6) for p in ("0.5", "0.95"))
-    return LineLatency(committed_at, sum(count for _, count in waits), p50, p95, round(waits[-1][0], 6))
+    return LineLatency(committed_at, sum(count for _, count in waits), p50, p95, round(waits[-1][0], 6), started_at)
 
 
 def with_latency(rows: pa.Table, latency: LineLatency) -> pa.Table:
     """A metrics row (``rows``, whose schema ends with ``LATENCY_FIELDS``) with ``latency`` set."""
-    committed, p50, p95, largest = LATENCY_COLUMNS
+    committed, p50, p95, largest, started = LATENCY_COLUMNS
+    micros = lambda seconds: None if seconds is None else round(seconds * 1e6)
     values = {
-        committed: round(latency.committed_at * 1e6),
+        committed: micros(latency.committed_at),
         p50: latency.p50,
         p95: latency.p95,
         largest: latency.max,
+        started: micros(latency.started_at),
     }
     for field in LATENCY_FIELDS:
-        column = pa.array([values[field.name]] * rows.num_rows, pa.int64() if field.name == committed else field.type)
+        timestamp = field.name in (committed, started)
+        column = pa.array([values[field.name]] * rows.num_rows, pa.int64() if timestamp else field.type)
         rows = rows.set_column(rows.schema.get_field_index(field.name), field, column.cast(field.type))
     return rows

@@ -272,7 +272,7 @@ class LiveStream:
     @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:
         """Classify the micro-batch's lines and commit each result once, the state last."""
-        started = time.monotonic()
+        started, began = time.monotonic(), time.time()
         crash_point(batch_id, "start")
         if self.sink.committed(batch_id):
             self._carried = None  # done before a restart; the next batch reads the state it left
@@ -286,7 +286,7 @@ class LiveStream:
         output = self.rule.step(parsed, self._resume(batch_id), self.settings, batch_id, started)
 
         def stamped(rows: pa.Table) -> pa.Table:
-            self.latency = line_latency(lines, published, time.time())
+            self.latency = line_latency(lines, published, time.time(), began)
             return with_latency(rows, self.latency)
 
         metrics = self.rule.metrics

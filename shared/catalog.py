@@ -98,8 +98,9 @@ class Table:
 
 
 # The columns the live runner sets on every stream's metrics row (``shared.live_latency``): added
-# after the first lakes were written, so every metrics table lists them as ``added``.
-LATENCY_COLUMNS = ("committed_at", "latency_p50_seconds", "latency_p95_seconds", "latency_max_seconds")
+# after the first lakes were written, so every metrics table lists them as ``added``. The two
+# timestamps are UTC, the rest seconds.
+LATENCY_COLUMNS = ("committed_at", "latency_p50_seconds", "latency_p95_seconds", "latency_max_seconds", "started_at")
 
 # The stream's tables: written by the always-on speed layer (no prefix) and by each replay.
 DEAD_LETTER = Table("dead_letter", "shared.speed:DEAD_LETTER_SCHEMA")

@@ -17,6 +17,7 @@ from decimal import Decimal as D
 
 from lklab.report.arrival import ArrivalDelay
 from lklab.report.audit import FinanceAudit, LateBillingEvent
+from lklab.report.commit_time import CommitTime
 from lklab.report.gaps import FinalGap, GapHeatMap
 from lklab.report.model import (
     Configuration,
@@ -44,6 +45,9 @@ BASELINE = Configuration("processing-time")
 W10S_L0 = CostScaling(4_000, 3, 38.5, 0.0005, 0.0001)
 W10S_L1H = CostScaling(4_000, 3, 48.75, 0.0005, 0.0001)
 W1M_L0 = CostScaling(4_000, 3, 32.0, 0.001)
+# the live runs' micro-batches from start to commit (one run serves Lambda and Kappa at W=10s L=0)
+COMMIT_W10S_L0 = CommitTime(3, 4_000, 0.25, 0.75, 0.75)
+COMMIT_W10S_L1H = CommitTime(3, 4_000, 0.5, 0.875, 1.0)
 
 
 def at(day: int, hour: int, minute: int = 0, second: int = 0) -> dt.datetime:
@@ -102,7 +106,7 @@ RESULTS = (
         end=_end(40, TRUTH_MONEY),
         late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
         costs=(
-            PathCost("speed", 40.5, 60.25, W10S_L0),
+            PathCost("speed", 40.5, 60.25, W10S_L0, COMMIT_W10S_L0),
             PathCost("batch", 12.0, 8.5),
             PathCost("reconciliation", 20.25, 22.0),
         ),
@@ -119,7 +123,7 @@ RESULTS = (
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("12.5"), D("120"), D("200")), 1, 2, 950),
         end=_end(38, {"USD": D("1970.000001"), "JPY": D("108000")}),
         late=LateSummary(3, LATE_MONEY, 0, {}, side_output_net=LATE_NET),
-        costs=(PathCost("streaming", 40.5, 60.25, W10S_L0), PathCost("replay", 20.125, 15.5)),
+        costs=(PathCost("streaming", 40.5, 60.25, W10S_L0, COMMIT_W10S_L0), PathCost("replay", 20.125, 15.5)),
         state_rows_max=120,
         reconciliation=_recon("kappa:t-w10s-l0"),
     ),
@@ -133,7 +137,7 @@ RESULTS = (
         latency=_latency(FIRST, (D("35"), D("48.5"), D("60")), (D("40"), D("3600"), D("3600")), 1, 0, 950),
         end=_end(40, TRUTH_MONEY),
         late=LateSummary(0, {}, 3, LATE_MONEY, absorbed_net=LATE_NET),
-        costs=(PathCost("streaming", 50.75, 70.0, W10S_L1H), PathCost("replay", 24.5, 18.0)),
+        costs=(PathCost("streaming", 50.75, 70.0, W10S_L1H, COMMIT_W10S_L1H), PathCost("replay", 24.5, 18.0)),
         state_rows_max=900,
         reconciliation=_recon("kappa:t-w10s-l1h"),
     ),

@@ -133,6 +133,10 @@ def test_a_stream_that_read_the_whole_log_is_idle_not_lagging(lake):
     assert described.startswith("speed layer healthy, idle (")
     assert f"open windows a heartbeat would close: {len(held)}: [{iso(held[0][0])}, {iso(held[0][1])})" in described
     assert "the watermark lag over its limit is no alarm while idle" in described
+    # the limits as the durations they are given as
+    assert "ago (limit 10m)" in described and "(limit 15m; the watermark may lead arrival by " in described
+    over_a_day = stream_health(lake, now=now, latency_window="1d").describe()
+    assert "micro-batch(es) in the last 1d" in over_a_day and "(limit on a batch's p95: 2m" in over_a_day
     assert health.as_dict()["idle"] is True
 
 

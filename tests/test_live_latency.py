@@ -11,11 +11,13 @@ import pytest
 from deltalake import DeltaTable
 
 from lklab.health import live_latency, stream_health
-from lklab.line_latency import LineLatency, line_latency, lines_per_segment
+from lklab.line_latency import LineLatency, line_latency, lines_per_segment, with_latency
 from lklab.pipelines.billing_windows.speed import run_speed
+from lklab.report.commit_time import CommitTime, commit_time
 from shared.catalog import LATENCY_COLUMNS, tables_root
 from shared.config import load_config
 from shared.eventlog import EventLog
+from shared.live_latency import LATENCY_FIELDS
 from tests.conftest import event_line
 
 
@@ -33,6 +35,37 @@ def test_the_quantiles_are_nearest_rank_over_lines_weighted_by_their_segment():
 def test_a_clock_stepped_back_waits_zero_and_a_batch_of_nothing_measures_nothing():
     assert line_latency({7: 2}, {7: 50.25}, 50.0) == LineLatency(50.0, 2, 0.0, 0.0, 0.0)
     assert line_latency({}, {}, 50.0) == LineLatency(50.0, 0, None, None, None)
+
+
+def test_a_batch_start_is_kept_and_stamped_beside_the_commit():
+    latency = line_latency({1: 4}, {1: 10.0}, 12.5, 11.75)
+    assert latency == LineLatency(12.5, 4, 2.5, 2.5, 2.5, 11.75)
+    row = with_latency(
+        pa.table({name: pa.nulls(1, f.type) for name, f in zip(LATENCY_COLUMNS, LATENCY_FIELDS)}), latency
+    )
+    assert row.to_pylist() == [
+        {
+            "committed_at": datetime(1970, 1, 1, 0, 0, 12, 500000, tzinfo=UTC),
+            "latency_p50_seconds": 2.5,
+            "latency_p95_seconds": 2.5,
+            "latency_max_seconds": 2.5,
+            "started_at": datetime(1970, 1, 1, 0, 0, 11, 750000, tzinfo=UTC),
+        }
+    ]
+
+
+def test_the_commit_time_per_configuration_is_nearest_rank_over_the_lines_of_timed_batches():
+    at = lambda seconds: datetime(2026, 1, 5, 12, 0, tzinfo=UTC) + timedelta(seconds=seconds)
+    batches = [
+        (10, at(0), at(0.5)),  # 10 lines waited 0.5 s
+        (85, at(1), at(1.25)),  # 85 lines waited 0.25 s
+        (5, at(2), at(4)),  # 5 lines waited 2 s
+        (0, at(5), at(9)),  # read no line: not counted
+        (7, None, at(6)),  # a row from before started_at was recorded: not counted
+    ]
+    # 100 lines: the 50th waited 0.25 s, the 95th 0.5 s, the longest 2 s
+    assert commit_time(batches) == CommitTime(batches=3, lines=100, p50=0.25, p95=0.5, max=2.0)
+    assert commit_time(batches[3:]) is None and commit_time([]) is None
 
 
 def test_lines_are_counted_per_segment():
@@ -57,7 +90,7 @@ def test_the_window_shows_the_highest_batch_figures_and_counts_the_batches_over_
     ]
     seen = live_latency(rows, now.timestamp(), 600.0, 2.0)
     assert (seen.batches, seen.p50_highest, seen.p95_highest, seen.max, seen.over_limit) == (2, 1.5, 2.5, 3.0, 1)
-    assert "p50 at most 1.50s, p95 at most 2.50s" in seen.describe() and "1 over the 2.0s limit" in seen.describe()
+    assert "p50 at most 1.50s, p95 at most 2.50s" in seen.describe() and "1 over the 2s limit" in seen.describe()
 
 
 # How much later than the window rows' commit the stamp may be taken: the thread that commits
@@ -133,6 +166,8 @@ def test_a_minute_of_one_segment_a_second_records_the_waits_the_test_saw(spark, 
         # event counted no earlier than the window rows' commit (the stamp follows that commit)
         assert committed >= appended[last][0]
         assert committed <= seen[last] + SCHEDULING
+        # the batch began after the query had found its last segment, and before its commit
+        assert appended[last][0] - slack <= row["started_at"].timestamp() <= committed
         # the oldest segment waited longest: published between the test's two timestamps
         before, after = appended[first]
         assert committed - after - slack <= row["latency_max_seconds"] <= committed - before + slack

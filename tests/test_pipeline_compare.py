@@ -348,6 +348,10 @@ def test_visitors_costs_split_over_runs_and_micro_batches(visitors):
     # the live stream times each of its 7 micro-batches (1, 1, 1, 2, 2, 1 and 1 lines)
     for stream in (lambda_.cost("speed"), kappa.cost("streaming")):
         assert (stream.scaling.over, stream.scaling.points, stream.scaling.lines) == ("micro-batches", 7, 9)
+        # and records each one's start and commit: a line waits at most its run's wall time
+        timed = stream.commit_time
+        assert (timed.batches, timed.lines) == (7, 9) and 0 < timed.p50 <= timed.p95 <= timed.max < stream.wall_seconds
+    assert lambda_.cost("speed").commit_time == kappa.cost("streaming").commit_time  # one live run
     # the replay walks about 64 MB of log a micro-batch: this log is one, one size
     assert kappa.cost("replay").scaling is None and lambda_.cost("reconciliation").scaling is None
 

@@ -150,6 +150,17 @@ def test_side_by_side_figures_and_winners(page):
     assert rows["time until exactly right, median"][:5] == [n("50,400 s"), n("12.5 s"), n("40 s"), n("60 s"), w("0 s")]
     assert rows["time until final, median"][:5] == [n("35 s"), n("35 s"), n("35 s"), n("85.125 s"), w("0 s")]
     assert rows["windows never final"][:5] == [n("1"), n("1"), n("1"), n("3"), w("0")]
+    # the live runs' own time to commit; W=1m's run recorded none (a lake from before it)
+    assert rows["live micro-batch, start to commit, median"] == [
+        w("0.25 s"),
+        w("0.25 s"),
+        n("0.5 s"),
+        n("—"),
+        n("—"),
+        n("lower"),
+        n("Lambda W=10s L=0, Kappa W=10s L=0"),
+    ]
+    assert rows["live micro-batch, start to commit, p95"][:3] == [w("0.75 s"), w("0.75 s"), n("0.875 s")]
     assert rows["completeness when final"][:5] == [n("95.00%"), n("95.00%"), n("95.00%"), w("99.00%"), n("—")]
     # Lambda: speed layer + batch + reconciliation, each as shown; Kappa: stream + replay
     assert rows["CPU, everything it runs"][:5] == [n("72.75 s"), n("60.625 s"), n("75.25 s"), w("56.125 s"), n("—")]
@@ -274,7 +285,14 @@ def test_json_money_is_exact_strings_per_currency(report):
     assert event["amount"] == "-5.000000" and event["lateness_seconds"] == "3545.500000"
     assert event["event_time"] == "2026-01-05T10:00:45.000000Z"
     costs = document["report"]["results"][1]["costs"]
-    assert costs[1] == {"path": "replay", "cpu_seconds": 20.125, "wall_seconds": 15.5, "scaling": None}
+    assert costs[1] == {
+        "path": "replay",
+        "cpu_seconds": 20.125,
+        "wall_seconds": 15.5,
+        "scaling": None,
+        "commit_time": None,
+    }
+    assert costs[0]["commit_time"] == {"batches": 3, "lines": 4000, "p50": 0.25, "p95": 0.75, "max": 0.75}
     assert costs[0]["scaling"] == {
         "lines": 4000,
         "points": 3,

@@ -79,6 +79,13 @@ def _seconds(value: Decimal | float | None) -> Decimal | None:
     return _quantize(value, _SECONDS)
 
 
+def _commit(r: ConfigurationResult, quantile: str) -> Decimal | None:
+    """A quantile of the live run's micro-batches from start to commit, over their lines
+    (``lklab.report.commit_time``); None for a configuration without a live run."""
+    timed = next((c.commit_time for c in r.costs if c.commit_time is not None), None)
+    return None if timed is None else _seconds(getattr(timed, quantile))
+
+
 def _currencies(results: tuple[ConfigurationResult, ...], money: Callable[[ConfigurationResult], dict]) -> list[str]:
     return sorted({currency for r in results for currency in money(r)})
 
@@ -231,6 +238,8 @@ def _rows(results: tuple[ConfigurationResult, ...]) -> list[tuple]:
         ("latency", "time until exactly right, median", "s", "lower", lambda r: _seconds(r.latency.exact_p50)),
         ("latency", "time until exactly right, p95", "s", "lower", lambda r: _seconds(r.latency.exact_p95)),
         ("latency", "windows never exactly right", "windows", "lower", lambda r: r.latency.never_exact),
+        ("latency", "live micro-batch, start to commit, median", "s", "lower", lambda r: _commit(r, "p50")),
+        ("latency", "live micro-batch, start to commit, p95", "s", "lower", lambda r: _commit(r, "p95")),
     ]
     for path in PATHS:
         rows.append(

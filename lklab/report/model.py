@@ -30,6 +30,7 @@ from shared.durations import parse_duration
 
 from .arrival import ArrivalDelay
 from .audit import FinanceAudit
+from .commit_time import CommitTime
 from .curve import WatermarkCurve
 from .gaps import GapHeatMap
 from .latency import LatencySummary
@@ -163,12 +164,15 @@ class PathCost:
     """Compute spent on one path, seconds as measured (CPU = user + system of all processes).
 
     ``scaling``: its CPU split into a fixed part and a part per line of the log, where the run
-    measured many sizes (a stream's micro-batches; ``lklab.report.scaling``), else ``None``."""
+    measured many sizes (a stream's micro-batches; ``lklab.report.scaling``), else ``None``.
+    ``commit_time``: a live run's micro-batches from start to commit
+    (``lklab.report.commit_time``), else ``None``."""
 
     path: Literal["speed", "batch", "reconciliation", "streaming", "replay"]
     cpu_seconds: float
     wall_seconds: float
     scaling: CostScaling | None = None
+    commit_time: CommitTime | None = None
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
