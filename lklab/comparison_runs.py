@@ -19,6 +19,8 @@ tables mean; what is the same is here:
   fixed part and a part per line by a line over the batch's runs at two sizes or more
   (``lklab.report.scaling.fit_runs``; a run over the first half of the log first when the
   comparison's own runs read one size only);
+* ``warm_live``: the pipeline's live stream over the log's first segment in a scratch lake,
+  before the first measured one, so that no stream setting pays the session's warm-up;
 * ``run_setting``: one stream setting's live stream, replay and reconciliation, the replay's
   cost split over its own micro-batches where its rule times them (``StreamRuns.metrics``);
 * ``each_setting``: one measured stream per setting, progress labelled ``W=.. L=..``;
@@ -28,6 +30,7 @@ tables mean; what is the same is here:
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 import time
@@ -49,7 +52,7 @@ from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
 from shared.durations import parse_duration
-from shared.eventlog import written_log
+from shared.eventlog import EventLog, written_log
 from shared.tables import Tables
 
 __all__ = [
@@ -260,6 +263,34 @@ def warm_up(config: LabConfig, run: Callable[[LabConfig, int | None], object], p
     progress("batch over segment 1: the session warmed up (measured by nothing)")
     with measurement_lake(config) as scratch:
         run(scratch, 1)
+
+
+def warm_live(on: Comparing, run_stream: Callable[..., object], progress: Progress) -> None:
+    """``run_stream`` over the log's first segment in a scratch lake, measured by nothing: a
+    process's first live stream starts what every later one reuses (the query's first plan, the
+    first collect and commits), a cost that would otherwise fall on the first stream setting
+    measured alone: its CPU, and its first micro-batch's time to commit."""
+    progress("live stream over segment 1: the session warmed up (measured by nothing)")
+    with first_segment_lake(on.config) as scratch:
+        run_stream(on.spark, scratch, available_now=True, segments_per_batch=1, prefix=replay_prefix("warm-up"))
+
+
+@contextmanager
+def first_segment_lake(config: LabConfig) -> Iterator[LabConfig]:
+    """``config`` on a scratch lake beside ``config.lake`` whose log is this lake's first
+    segment (a hard link, or a copy across file systems), removed afterwards with its tables."""
+    lake = Path(config.lake).resolve()
+    scratch = Path(tempfile.mkdtemp(prefix=".warm-up-", dir=lake))
+    try:
+        first = EventLog(lake).segment_path(1)
+        (scratch / "log").mkdir()
+        try:
+            os.link(first, scratch / "log" / first.name)
+        except OSError:
+            shutil.copy2(first, scratch / "log" / first.name)
+        yield dataclasses.replace(config, lake=str(scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextmanager

@@ -309,7 +309,11 @@ def test_configurations_runs_and_progress(spark, compared):
     assert stages[0] == "batch over segment 1: the session warmed up (measured by nothing)"
     assert stages[1] == "nightly batch recompute at 2026-01-05 00:00Z: days to 2026-01-04, segments 1..3"
     assert stages[2].startswith("batch recompute")
-    assert not list(Path(lake).glob(".measurement-*"))  # the warm-up's scratch lake is gone
+    # the live stream warmed up too, before the first measured one, in a lake of its own
+    assert stages[3] == "live stream over segment 1: the session warmed up (measured by nothing)"
+    assert stages[4].startswith("[1/2] W=20s L=0: live stream")
+    assert not list(Path(lake).glob(".measurement-*")) and not list(Path(lake).glob(".warm-up-*"))
+    assert not (Path(lake) / "tables" / "kappa" / "warm-up").exists()
     assert any(s.startswith("[2/2] W=20s L=10m: live stream") and "left" in s for s in stages)
     for run in report.streams:
         live = f"kappa/t-w{run.watermark_delay}-l{run.allowed_lateness}/"

@@ -21,8 +21,10 @@ from lklab import served_outputs
 from lklab.comparison_runs import ComparisonPlan
 from lklab.pipelines.order_payments.comparison import run_payments_comparison
 from lklab.pipelines.unique_visitors.comparison import run_visitors_comparison
+from lklab.report import formats
 from lklab.report.pipeline_model import StateSize
 from lklab.report.pipeline_render import verdict_line, write_pipeline_report
+from lklab.report.pipeline_tables import side_by_side
 from shared.config import LabConfig
 from shared.eventlog import EventLog, heartbeat_line
 from tests.pipeline_report_fixtures import audit_path, sample_pipeline_report
@@ -148,7 +150,7 @@ def test_report_page_shows_the_tables_of_summary_md(written):
     rows = {row[0]: row[1:] for row in side_by_side}
     # 2 rows of outputs, 2 kinds wrong, 1 before the batch, 3 per truth kind (3), 1 side output, 4
     # of late, duplicates, dead letters and state, 5 cost paths and the total, 2 of reconciliation.
-    assert len(side_by_side) == 1 + 27
+    assert len(side_by_side) == 1 + 27  # no live micro-batch timed from start to commit in this report
     assert rows[""] == ["Lambda W=0s L=0", "Kappa W=0s L=0", "Kappa W=10m L=0"]
     assert rows["wrong at the end"] == ["0", "2", "0"]
     assert rows["· missed match"] == rows["· wrongly unpaid"] == ["0", "1", "0"]
@@ -352,6 +354,11 @@ def test_visitors_costs_split_over_runs_and_micro_batches(visitors):
         timed = stream.commit_time
         assert (timed.batches, timed.lines) == (7, 9) and 0 < timed.p50 <= timed.p95 <= timed.max < stream.wall_seconds
     assert lambda_.cost("speed").commit_time == kappa.cost("streaming").commit_time  # one live run
+    shown = {row.cells[0]: row.cells[1:] for row in side_by_side(report).rows}
+    timed = kappa.cost("streaming").commit_time
+    assert shown["live micro-batch, start to commit: median / p95"][1] == (
+        f"{formats.seconds(timed.p50)} / {formats.seconds(timed.p95)}"
+    )
     # the replay walks about 64 MB of log a micro-batch: this log is one, one size
     assert kappa.cost("replay").scaling is None and lambda_.cost("reconciliation").scaling is None
 

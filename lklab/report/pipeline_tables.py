@@ -108,9 +108,16 @@ def side_by_side(report: PipelineReport) -> Table:
         spent = r.cost(path)
         return "—" if spent is None else f"{spent.cpu_seconds:.1f} ({spent.wall_seconds:.1f})"
 
+    def commit_time(r: PipelineResult):
+        return next((c.commit_time for c in r.costs if c.commit_time is not None), None)
+
     def commit(r: PipelineResult) -> str:
-        timed = next((c.commit_time for c in r.costs if c.commit_time is not None), None)
+        timed = commit_time(r)
         return "—" if timed is None else f"{_seconds(timed.p50)} / {_seconds(timed.p95)}"
+
+    timed_rows = (
+        [row("live micro-batch, start to commit: median / p95", commit)] if any(map(commit_time, results)) else []
+    )
 
     rows = [
         row("outputs compared at the end", lambda r: f"{r.compared:,}"),
@@ -135,7 +142,7 @@ def side_by_side(report: PipelineReport) -> Table:
         row("duplicates set aside", lambda r: f"{r.duplicates:,}"),
         row("dead letters", lambda r: f"{r.dead_letters:,}"),
         row("state entries: peak / final", lambda r: f"{r.state_peak:,} / {r.state_final:,}"),
-        row("live micro-batch, start to commit: median / p95", commit),
+        *timed_rows,
         *(row(f"cost: {PATH_NAMES[path]}, CPU s (wall s)", lambda r, p=path: cost(r, p)) for path in paths),
         row("cost: total CPU s (wall s)", lambda r: f"{r.cpu_seconds:.1f} ({r.wall_seconds:.1f})"),
         *(row(f"reconciliation: {kind}", lambda r, k=kind: f"{r.reconciliation.get(k, 0):,}") for kind in recon_kinds),
