@@ -6,8 +6,11 @@
             replay.advance()
 
 A stage has a name, a number of steps done out of ``total`` (``None``: not known in advance),
-the seconds elapsed since it began and, once a step is done, the seconds left:
-``elapsed / done * (total - done)``, the pace so far carried over the steps to come.
+the seconds elapsed since it began and, once a step is done, the seconds left: the pace of the
+steps done (``pace``: their seconds over their number) carried over the steps to come, less the
+time already spent on the one under way, ``pace * (total - done) - in_step``, and never less
+than the steps after it would take (``pace * (total - done - 1)``): an estimate that falls as
+the work goes on, not one that grows while a step runs.
 
 Where stderr is a terminal the stage is a ``rich`` bar (name, bar, done/total, elapsed, time
 left) redrawn in place; a stage opened inside it is a bar below it while it runs. Anywhere else (CI, a log
@@ -58,6 +61,7 @@ class Progress:
         self.done = 0
         self._now = clock  # seconds on a clock that only goes forward
         self._started = self._logged = clock()
+        self._done_at = self._started  # when the last step was counted done
         self._bar: tuple[_Bars, int] | None = None
 
     @property
@@ -67,10 +71,14 @@ class Progress:
 
     @property
     def remaining(self) -> float | None:
-        """Seconds left at the pace so far; ``None`` before the first step or without a total."""
+        """Seconds left at the pace of the steps done, less the time spent on the one under way;
+        ``None`` before the first step or without a total."""
         if self.total is None or not self.done:
             return None
-        return self.elapsed / self.done * max(self.total - self.done, 0)
+        to_come = max(self.total - self.done, 0)
+        pace = (self._done_at - self._started) / self.done
+        in_step = self._now() - self._done_at
+        return max(pace * to_come - in_step, pace * max(to_come - 1, 0))
 
     def describe(self) -> str:
         """``3/10 (30%), 12s elapsed, about 28s left``: where the stage is."""
@@ -92,6 +100,7 @@ class Progress:
         if steps < 0:
             raise ValueError(f"steps {steps}: progress only goes forward")
         self.done += steps
+        self._done_at = self._now()
         if self._bar is not None:
             bars, task = self._bar
             bars.update(task, completed=self.done)

@@ -49,6 +49,20 @@ def test_log_lines_off_a_terminal_at_most_one_per_interval(clock, caplog):
     ]
 
 
+def test_the_time_left_falls_while_a_step_runs(clock):
+    with progress("settings", total=4, bar=False, clock=clock) as settings:
+        clock.now += 10
+        settings.advance()  # a step takes 10 s: 3 to come, 30 s
+        assert settings.remaining == 30
+        clock.now += 4
+        assert settings.remaining == 26  # 4 s into the second step
+        assert settings.step("next") == "[2/4] next, about 26s left"
+        clock.now += 15
+        assert settings.remaining == 20  # the step runs long: at least the 2 steps after it
+        settings.advance()  # 2 steps in 29 s: 14.5 s a step, 2 to come
+        assert settings.remaining == 29
+
+
 def test_a_stage_without_a_total_and_one_that_fails(clock, caplog):
     caplog.set_level(logging.INFO, logger="lklab.progress")
     with progress("scan", interval=0, bar=False, clock=clock) as scan:
