@@ -81,7 +81,9 @@ LATENCY_READ = LATENCY_COLUMNS[:4]  # committed_at and the line latencies (start
 class LiveLatency:
     """The live latency of the micro-batches committed in the last ``window_seconds``: how many
     (``batches``, those that measured a line), the highest batch p50 and p95, the largest wait,
-    and how many batches had a p95 over ``limit_seconds``. Seconds; None: no batch measured."""
+    and how many batches had a p95 over ``limit_seconds``; and the longest of those batches from
+    its start to its commit (``started_at``: what a batch itself took, the rest of a wait is the
+    backlog before it). Seconds; None: no batch measured (or none recorded its start)."""
 
     window_seconds: float
     limit_seconds: float
@@ -90,6 +92,7 @@ class LiveLatency:
     p95_highest: float | None
     max: float | None
     over_limit: int
+    commit_highest: float | None = None  # the longest batch from its start to its commit
 
     @property
     def slow(self) -> bool:
@@ -100,10 +103,15 @@ class LiveLatency:
         if not self.batches:
             return f"  live latency: no micro-batch measured in {window}"
         flag = f"; {self.over_limit:,} over the {setting(self.limit_seconds)} limit" if self.slow else ""
+        own = (
+            ""
+            if self.commit_highest is None
+            else f"; a batch from its start to its commit: at most {self.commit_highest:,.2f}s"
+        )
         return (
             f"  live latency, {self.batches:,} micro-batch(es) in {window}: p50 at most {self.p50_highest:,.2f}s, "
             f"p95 at most {self.p95_highest:,.2f}s (the highest batch figures), max {self.max:,.2f}s "
-            f"(limit on a batch's p95: {setting(self.limit_seconds)}{flag})"
+            f"(limit on a batch's p95: {setting(self.limit_seconds)}{flag}){own}"
         )
 
 
@@ -120,7 +128,7 @@ def _since(now: float, published: float | None) -> float | None:
 
 def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seconds: float) -> LiveLatency:
     """``LiveLatency`` of metrics ``rows`` (``committed_at`` as datetimes, the three latency
-    columns) committed in ``(now - window_seconds, now]``."""
+    columns, ``started_at`` where recorded) committed in ``(now - window_seconds, now]``."""
     since = now - window_seconds
     recent = [
         row
@@ -130,6 +138,11 @@ def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seco
         and row.get("latency_p95_seconds") is not None
     ]
     highest = lambda name: max((row[name] for row in recent), default=None)
+    own = [
+        max(0.0, (row["committed_at"] - row["started_at"]).total_seconds())
+        for row in recent
+        if row.get("started_at") is not None
+    ]
     return LiveLatency(
         window_seconds=window_seconds,
         limit_seconds=limit_seconds,
@@ -138,6 +151,7 @@ def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seco
         p95_highest=highest("latency_p95_seconds"),
         max=highest("latency_max_seconds"),
         over_limit=sum(row["latency_p95_seconds"] > limit_seconds for row in recent),
+        commit_highest=max(own, default=None),
     )
 
 
@@ -363,10 +377,11 @@ def stream_health(
         dataset = delta.to_pyarrow_dataset()
         records_lag = "watermark_lag_seconds" in dataset.schema.names
         records_latency = set(LATENCY_READ) <= set(dataset.schema.names)
+        read = [*LATENCY_READ, *(["started_at"] if "started_at" in dataset.schema.names else [])]
         columns = ["batch_id", "last_segment"] + (["watermark_lag_seconds"] if records_lag else [])
-        rows = dataset.to_table(columns=columns + (list(LATENCY_READ) if records_latency else []))
+        rows = dataset.to_table(columns=columns + (read if records_latency else []))
         if records_latency:
-            latency = live_latency(rows.select(list(LATENCY_READ)).to_pylist(), now, latency_span, latency_limit)
+            latency = live_latency(rows.select(read).to_pylist(), now, latency_span, latency_limit)
         if rows.num_rows:
             newest = max(rows.to_pylist(), key=lambda row: row["batch_id"])
             last_batch, lag = newest["batch_id"], newest.get("watermark_lag_seconds")

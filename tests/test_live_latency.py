@@ -76,20 +76,22 @@ def test_lines_are_counted_per_segment():
 
 def test_the_window_shows_the_highest_batch_figures_and_counts_the_batches_over_the_limit():
     now = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
-    row = lambda ago, p50, p95, most: {
+    row = lambda ago, p50, p95, most, took=None: {
         "committed_at": now - timedelta(seconds=ago),
         "latency_p50_seconds": p50,
         "latency_p95_seconds": p95,
         "latency_max_seconds": most,
+        "started_at": None if took is None else now - timedelta(seconds=ago + took),
     }
     rows = [
-        row(700, 9.0, 90.0, 99.0),  # before the 10-minute window
-        row(300, 1.0, 2.5, 3.0),
-        row(60, 1.5, 1.5, 1.5),
-        row(5, None, None, None),  # a batch that read no line
+        row(700, 9.0, 90.0, 99.0, 8.0),  # before the 10-minute window
+        row(300, 1.0, 2.5, 3.0, 0.25),
+        row(60, 1.5, 1.5, 1.5),  # from before started_at was recorded
+        row(5, None, None, None, 4.0),  # a batch that read no line
     ]
     seen = live_latency(rows, now.timestamp(), 600.0, 2.0)
     assert (seen.batches, seen.p50_highest, seen.p95_highest, seen.max, seen.over_limit) == (2, 1.5, 2.5, 3.0, 1)
+    assert seen.commit_highest == 0.25 and "a batch from its start to its commit: at most 0.25s" in seen.describe()
     assert "p50 at most 1.50s, p95 at most 2.50s" in seen.describe() and "1 over the 2s limit" in seen.describe()
 
 
@@ -180,6 +182,8 @@ def test_a_minute_of_one_segment_a_second_records_the_waits_the_test_saw(spark, 
     assert latency.batches == len(measured)
     assert latency.p95_highest == max(row["latency_p95_seconds"] for row in measured)
     assert latency.max == max(row["latency_max_seconds"] for row in measured)
+    took = [(row["committed_at"] - row["started_at"]).total_seconds() for row in measured]
+    assert latency.commit_highest == max(took) and 0 < max(took) <= latency.max + slack
     assert (latency.over_limit, health.idle, health.healthy) == (0, True, True)
     # a limit every batch exceeds: shown, but no alarm for a stream that has read everything
     strict = stream_health(lake, max_latency="1ms", latency_window="10m")
