@@ -9,7 +9,9 @@ is counted. It then prints, over the segments' lines:
 * from outside: the wait from the append's return to the event seen counted (nearest-rank p50,
   p95, max; the poll adds up to ``--poll``);
 * as recorded: the ``stream_metrics`` rows' ``latency_*`` figures (per micro-batch), their
-  highest p95 (what ``lklab health`` shows), and ``duration_seconds`` (the step alone).
+  highest p95 (what ``lklab health`` shows), ``duration_seconds`` (the step alone), and
+  ``committed_at - started_at`` (the batch from its start to its commit: the rest of a line's
+  wait is the trigger and the backlog before it).
 
 The first micro-batches wait for the query to start: ``--skip`` leaves the first segments out of
 a second line of figures (the steady state).
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import threading
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this che
 from deltalake import DeltaTable  # noqa: E402
 
 from lklab.pipelines.billing_windows.speed import run_speed  # noqa: E402
+from reconciliation.result import nearest_rank  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.eventlog import EventLog  # noqa: E402
@@ -45,9 +47,8 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(q * len(ordered))) - 1]
+def quantile(values: list[float], q: str) -> float:
+    return nearest_rank(sorted(values), q)
 
 
 def counted(path: str) -> int:
@@ -112,16 +113,23 @@ def run(args: argparse.Namespace) -> dict:
         batches = [row for row in rows if row["first_segment"] >= kept[0]]
         figures[name] = {
             "segments": len(kept),
-            "outside_p50": quantile(outside, 0.5),
-            "outside_p95": quantile(outside, 0.95),
+            "outside_p50": quantile(outside, "0.5"),
+            "outside_p95": quantile(outside, "0.95"),
             "outside_max": max(outside),
             "micro_batches": len(batches),
-            "batch_p50_median": quantile([row["latency_p50_seconds"] for row in batches], 0.5),
+            "batch_p50_median": quantile([row["latency_p50_seconds"] for row in batches], "0.5"),
             "batch_p95_highest": max(row["latency_p95_seconds"] for row in batches),
             "batch_max": max(row["latency_max_seconds"] for row in batches),
-            "step_seconds_p50": quantile([row["duration_seconds"] for row in batches], 0.5),
+            "step_seconds_p50": quantile([row["duration_seconds"] for row in batches], "0.5"),
+            "start_to_commit_p50": quantile(own := [_took(row) for row in batches], "0.5"),
+            "start_to_commit_max": max(own),
         }
     return figures
+
+
+def _took(row: dict) -> float:
+    """A metrics row's micro-batch from its start to its commit, in seconds."""
+    return (row["committed_at"] - row["started_at"]).total_seconds()
 
 
 def main() -> None:
@@ -140,7 +148,8 @@ def main() -> None:
             f"{name}: {f['segments']} segments in {f['micro_batches']} micro-batches; from outside (append "
             f"returned -> event seen counted) p50 {f['outside_p50']:.3f}s p95 {f['outside_p95']:.3f}s max "
             f"{f['outside_max']:.3f}s; recorded: median batch p50 {f['batch_p50_median']:.3f}s, highest batch p95 "
-            f"{f['batch_p95_highest']:.3f}s, max {f['batch_max']:.3f}s; step p50 {f['step_seconds_p50']:.3f}s"
+            f"{f['batch_p95_highest']:.3f}s, max {f['batch_max']:.3f}s; step p50 {f['step_seconds_p50']:.3f}s; a batch "
+            f"from its start to its commit p50 {f['start_to_commit_p50']:.3f}s max {f['start_to_commit_max']:.3f}s"
         )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2))
