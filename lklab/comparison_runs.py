@@ -23,7 +23,8 @@ tables mean; what is the same is here:
   before the first measured one, so that no stream setting pays the session's warm-up;
 * ``run_setting``: one stream setting's live stream, replay and reconciliation, the replay's
   cost split over its own micro-batches where its rule times them (``StreamRuns.metrics``);
-* ``each_setting``: one measured stream per setting, progress labelled ``W=.. L=..``;
+* ``each_setting``: ``warm_live``, then one measured stream per setting, progress labelled
+  ``W=.. L=..``;
 * ``cost_scope``: which processes the costs count.
 """
 
@@ -367,10 +368,16 @@ def run_setting(on: Comparing, setting: Setting, step: Progress, runs: StreamRun
 
 
 def each_setting(
-    settings: dict[tuple[int, int], Setting], progress: Progress, measure: Callable[[str, str, Progress], T]
+    on: Comparing,
+    run_stream: Callable[..., object],
+    settings: dict[tuple[int, int], Setting],
+    progress: Progress,
+    measure: Callable[[str, str, Progress], T],
 ) -> dict[tuple[int, int], T]:
-    """``measure(delay, lateness, step)`` for each setting, in order; ``step`` reports progress
-    under the setting's label."""
+    """``measure(delay, lateness, step)`` for each setting, in order, after ``warm_live`` with
+    the pipeline's live stream ``run_stream``; ``step`` reports progress under the setting's
+    label."""
+    warm_live(on, run_stream, progress)
     measured = {}
     with track("stream settings", total=len(settings)) as settings_run:
         for key, (delay, lateness) in settings.items():

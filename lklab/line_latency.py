@@ -2,7 +2,7 @@
 
 What the figures mean and where they are recorded: ``shared.live_latency``. Here they are
 computed (by the live runner, ``lklab.live_stream``) with the lab's one percentile,
-``reconciliation.result.weighted_nearest_rank``: every line of a segment waited as long as its
+``reconciliation.result.weighted_waits``: every line of a segment waited as long as its
 segment, so the waits are one value per segment, counted once per line.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reconciliation.result import weighted_nearest_rank
+from reconciliation.result import weighted_waits
 from shared.live_latency import LATENCY_COLUMNS, LATENCY_FIELDS
 
 __all__ = ["LineLatency", "lines_per_segment", "line_latency", "with_latency"]
@@ -52,15 +52,14 @@ def line_latency(
     (``{segment: lines}``), its segments published at ``published`` (Unix seconds; None:
     unknown, its lines not measured), committed at ``committed_at``. A wait below zero (a clock
     stepped back) counts as zero."""
-    waits = sorted(
+    summary = weighted_waits(
         (max(0.0, committed_at - published[segment]), count)
         for segment, count in lines.items()
-        if published.get(segment) is not None and count
+        if published.get(segment) is not None
     )
-    if not waits:
+    if summary is None:
         return LineLatency(committed_at, 0, None, None, None, started_at)
-    p50, p95 = (round(weighted_nearest_rank(waits, p), 6) for p in ("0.5", "0.95"))
-    return LineLatency(committed_at, sum(count for _, count in waits), p50, p95, round(waits[-1][0], 6), started_at)
+    return LineLatency(committed_at, *summary, started_at)
 
 
 def with_latency(rows: pa.Table, latency: LineLatency) -> pa.Table:

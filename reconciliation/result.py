@@ -9,7 +9,7 @@ late events.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypeVar
@@ -26,6 +26,7 @@ __all__ = [
     "Reconciliation",
     "nearest_rank",
     "weighted_nearest_rank",
+    "weighted_waits",
     "rank_sql",
 ]
 
@@ -73,6 +74,17 @@ def weighted_nearest_rank(ordered: Sequence[tuple[T, int]], probability: Decimal
         if seen >= rank:
             return value
     raise AssertionError("unreachable: the rank is at most the total")
+
+
+def weighted_waits(waits: Iterable[tuple[float, int]]) -> tuple[int, float, float, float] | None:
+    """The summary the lab prints of waits in seconds that repeat: ``(copies, p50, p95, max)``
+    over ``(seconds, count)`` pairs in any order, by ``weighted_nearest_rank``, each rounded to
+    the microsecond. Pairs with a count of 0 or less stand for none; ``None`` when none is left."""
+    ordered = sorted((seconds, count) for seconds, count in waits if count > 0)
+    if not ordered:
+        return None
+    p50, p95 = (round(weighted_nearest_rank(ordered, p), 6) for p in ("0.5", "0.95"))
+    return sum(count for _, count in ordered), p50, p95, round(ordered[-1][0], 6)
 
 
 def rank_sql(count: str, probability: Decimal | str | float) -> str:

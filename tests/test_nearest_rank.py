@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import numpy as np
 import pytest
 
-from reconciliation.result import nearest_rank, rank_sql, weighted_nearest_rank
+from reconciliation.result import nearest_rank, rank_sql, weighted_nearest_rank, weighted_waits
 
 
 def textbook(values: list, p: D):
@@ -45,6 +45,16 @@ def test_the_weighted_form_is_the_rank_over_every_copy():
     assert weighted_nearest_rank([], "0.5") is None and weighted_nearest_rank([(D(1), 0)], "0.5") is None
     with pytest.raises(ValueError, match="from 0 to 1"):
         weighted_nearest_rank(pairs, "1.5")
+
+
+def test_the_summary_of_waits_sorts_them_and_rounds_to_the_microsecond():
+    """``weighted_waits``: ``(copies, p50, p95, max)`` of unordered ``(seconds, count)`` pairs."""
+    waits = [(2.0000004, 1), (0.25, 5), (9.5, 0), (1.1234567, 14)]
+    assert weighted_waits(waits) == (20, 1.123457, 1.123457, 2.0)
+    assert weighted_waits([(0.5, 3), (0.1, 17)]) == (20, 0.1, 0.5, 0.5)
+    assert weighted_waits([(0.5, 3), (0.1, 18)]) == (21, 0.1, 0.5, 0.5)
+    assert weighted_waits([(0.5, 1), (0.1, 19)]) == (20, 0.1, 0.1, 0.5)
+    assert weighted_waits([]) is None and weighted_waits([(1.0, 0), (2.0, -1)]) is None
 
 
 def test_numpy_inverted_cdf_where_its_floating_point_is_exact():

@@ -6,7 +6,7 @@ run, which is the order of the runs, not the configuration. What is the configur
 each micro-batch's time from its start to its outputs' commit (``committed_at - started_at`` on
 its metrics row): what a line waits behind no backlog, beyond its trigger's wait. Every line of
 a batch waits its batch's time, so the quantiles are over lines (the lab's one percentile,
-``reconciliation.result.weighted_nearest_rank``); batches that read no line do not count.
+``reconciliation.result.weighted_waits``); batches that read no line do not count.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciliation.result import weighted_nearest_rank
+from reconciliation.result import weighted_waits
 
 __all__ = ["CommitTime", "commit_time"]
 
@@ -41,12 +41,10 @@ class CommitTime:
 def commit_time(batches: Iterable[tuple[int | None, datetime | None, datetime | None]]) -> CommitTime | None:
     """``CommitTime`` of micro-batches ``(input lines, started_at, committed_at)``; None when no
     batch read a line and recorded both times (a replay's rows, a lake from before them)."""
-    measured = sorted(
+    measured = [
         (max(0.0, (committed - started).total_seconds()), lines)
         for lines, started, committed in batches
         if lines and started is not None and committed is not None
-    )
-    if not measured:
-        return None
-    p50, p95 = (round(weighted_nearest_rank(measured, p), 6) for p in ("0.5", "0.95"))
-    return CommitTime(len(measured), sum(lines for _, lines in measured), p50, p95, round(measured[-1][0], 6))
+    ]
+    summary = weighted_waits(measured)
+    return None if summary is None else CommitTime(len(measured), *summary)

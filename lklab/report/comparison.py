@@ -82,7 +82,7 @@ def _seconds(value: Decimal | float | None) -> Decimal | None:
 def _commit(r: ConfigurationResult, quantile: str) -> Decimal | None:
     """A quantile of the live run's micro-batches from start to commit, over their lines
     (``lklab.report.commit_time``); None for a configuration without a live run."""
-    timed = next((c.commit_time for c in r.costs if c.commit_time is not None), None)
+    timed = r.commit_time
     return None if timed is None else _seconds(getattr(timed, quantile))
 
 

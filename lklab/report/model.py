@@ -276,6 +276,12 @@ class ConfigurationResult:
     def cost(self, path: str) -> PathCost | None:
         return next((c for c in self.costs if c.path == path), None)
 
+    @property
+    def commit_time(self) -> CommitTime | None:
+        """The live run's micro-batches from start to commit (``PathCost.commit_time``); None
+        without a timed live run."""
+        return next((c.commit_time for c in self.costs if c.commit_time is not None), None)
+
 
 @dataclass(frozen=True)
 class StreamRun:

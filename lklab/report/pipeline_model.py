@@ -23,6 +23,7 @@ from decimal import Decimal
 
 from reconciliation.result import nearest_rank
 
+from .commit_time import CommitTime
 from .curve import WatermarkCurve
 from .model import Configuration, PathCost
 from .validation import check_decision_inputs, check_utc, freeze
@@ -146,6 +147,12 @@ class PipelineResult:
 
     def cost(self, path: str) -> PathCost | None:
         return next((c for c in self.costs if c.path == path), None)
+
+    @property
+    def commit_time(self) -> CommitTime | None:
+        """The live run's micro-batches from start to commit (``PathCost.commit_time``); None
+        without a timed live run."""
+        return next((c.commit_time for c in self.costs if c.commit_time is not None), None)
 
     @property
     def cpu_seconds(self) -> float:

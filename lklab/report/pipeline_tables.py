@@ -108,15 +108,12 @@ def side_by_side(report: PipelineReport) -> Table:
         spent = r.cost(path)
         return "—" if spent is None else f"{spent.cpu_seconds:.1f} ({spent.wall_seconds:.1f})"
 
-    def commit_time(r: PipelineResult):
-        return next((c.commit_time for c in r.costs if c.commit_time is not None), None)
-
     def commit(r: PipelineResult) -> str:
-        timed = commit_time(r)
+        timed = r.commit_time
         return "—" if timed is None else f"{_seconds(timed.p50)} / {_seconds(timed.p95)}"
 
     timed_rows = (
-        [row("live micro-batch, start to commit: median / p95", commit)] if any(map(commit_time, results)) else []
+        [row("live micro-batch, start to commit: median / p95", commit)] if any(r.commit_time for r in results) else []
     )
 
     rows = [

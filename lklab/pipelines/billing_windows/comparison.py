@@ -56,7 +56,6 @@ from lklab.comparison_runs import (
     live_run,
     setting_config,
     timed,
-    warm_live,
     warm_up,
 )
 from lklab.pipelines.billing_windows import measure
@@ -244,8 +243,9 @@ def run_comparison(
                 (parse_duration(c.watermark_delay), parse_duration(c.allowed_lateness)),
                 (c.watermark_delay, c.allowed_lateness),
             )
-    warm_live(on, run_speed, progress)
-    streams = each_setting(settings, progress, lambda delay, lateness, step: _stream(on, delay, lateness, step))
+    streams = each_setting(
+        on, run_speed, settings, progress, lambda delay, lateness, step: _stream(on, delay, lateness, step)
+    )
 
     assessed = on.measured(
         progress,

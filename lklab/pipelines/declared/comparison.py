@@ -254,9 +254,12 @@ def run_declared_comparison(
     progress("the log parsed in the driver, on its own clock")
     log = ParsedLog.read(spark, d, on.lake, on.last)
     settings = {setting_of(c): (c.watermark_delay, c.allowed_lateness) for c in configurations}
-    comparison_runs.warm_live(on, _stream_runs(d).live, progress)
     streams = comparison_runs.each_setting(
-        settings, progress, lambda delay, lateness, step: _stream(d, on, log, (delay, lateness), step)
+        on,
+        _stream_runs(d).live,
+        settings,
+        progress,
+        lambda delay, lateness, step: _stream(d, on, log, (delay, lateness), step),
     )
     truth = _values(d, tables.read_arrow(tables_of(d).truth.name))
     keys = truth.keys() | {key for stream in streams.values() for key in stream.served}

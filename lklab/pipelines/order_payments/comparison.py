@@ -221,8 +221,7 @@ def run_payments_comparison(
             clocks[key] = LogClock(parsed, ClockSettings(key, config.watermark_interval))
         return _stream(on, delay, lateness, clocks[key], step)
 
-    comparison_runs.warm_live(on, _RUNS.live, progress)
-    streams = comparison_runs.each_setting(settings, progress, measured)
+    streams = comparison_runs.each_setting(on, _RUNS.live, settings, progress, measured)
 
     outputs = _outputs(tables, streams, config.join_bound, events)
     log_end = int(next(iter(clocks.values())).processing_time[-1])

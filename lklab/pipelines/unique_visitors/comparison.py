@@ -270,8 +270,7 @@ def run_visitors_comparison(
         sizes.extend(_ttl_sizes(config, tables, plan, batches, (delay, lateness), ttls, step))
         return stream
 
-    comparison_runs.warm_live(on, _RUNS.live, progress)
-    streams = comparison_runs.each_setting(settings, progress, measured)
+    streams = comparison_runs.each_setting(on, _RUNS.live, settings, progress, measured)
 
     outputs = _outputs(tables, streams)
     state = state_from_table(
