@@ -9,9 +9,10 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Test processes (pytest-xdist): each takes whole test files, so a module's fixtures run once,
-# and has its own Spark session. 2 is this project's machines' core count.
+# and has its own Spark session; they take the files in the order tests/conftest.py gives (the
+# most expensive first). 2 is this project's machines' core count.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: install chromium demo test test-fast bench docs clean
 

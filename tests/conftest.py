@@ -46,6 +46,29 @@ def pytest_report_header():
     return f"SPARK_SUBMIT_OPTS: {os.environ['SPARK_SUBMIT_OPTS']}"
 
 
+# What a test costs, for ordering the files: a slow test (an extra process, a scheduler, a
+# cluster, kill -9) takes half a minute to three; most others a second or less.
+SLOW_TEST_SECONDS, TEST_SECONDS = 60, 1
+
+
+def file_cost(items: list[pytest.Item]) -> int:
+    """The seconds a file's tests are expected to take: ``SLOW_TEST_SECONDS`` a slow one."""
+    return sum(SLOW_TEST_SECONDS if item.get_closest_marker("slow") else TEST_SECONDS for item in items)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The most expensive files first, each file's tests in their own order. The test processes
+    (``make test``: pytest-xdist, ``--dist loadfile --no-loadscope-reorder``) take whole files in
+    this order, each the next when it is almost done, so the cheap files come last and even out
+    the processes' ends. (xdist's own order, most tests first, left the files of one or two slow
+    tests to the end, where one process ran them while the other had nothing left.)"""
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    ordered = sorted(by_file.values(), key=file_cost, reverse=True)  # stable: ties keep their order
+    items[:] = [item for file_items in ordered for item in file_items]
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from shared.spark_session import spark_session
