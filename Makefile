@@ -16,13 +16,15 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadsc
 
 .PHONY: install chromium demo test test-fast bench docs clean
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml Makefile
 	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11, 5) <= sys.version_info[:3] < (3, 12))' || { echo "Python 3.11.5 or a newer 3.11 is required (the pinned requirements need it); $(PYTHON) is $$($(PYTHON) -V 2>&1): set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	@# the bytecode of the pyspark.zip Spark's Python processes import (lklab/worker_bytecode.py)
+	$(BIN)/python -m lklab.worker_bytecode
 	@# the driver JVM's class-data archive (shared/jvm_archive.py): every command starts sooner
 	$(BIN)/python -m lklab.class_archive || echo "no class-data archive: commands will start slower, and compute the same"
 	touch $(STAMP)
