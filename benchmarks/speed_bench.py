@@ -14,7 +14,8 @@ checkpoint and, for the lab, tables of its own), and the median of each side. On
 2-core machine single runs of the same code differ by up to ~20%: compare medians.
 
 Two figures per side: the wall-clock time of a whole run (query start and stop included: the
-lab's Python log source starts a Python process per query, ~2 s here), and the steady state:
+lab's Python log source starts a Python process per query: its first micro-batch came 1.0-1.3 s
+after the start in a warm session, 1.5-2.4 s before ``lklab.worker_bytecode``), and the steady state:
 the time of every micro-batch after the first, summed (Spark's ``triggerExecution``, which holds
 everything a batch does, the lab's Delta commits included), and the lines those batches read
 per second of it. That is what an always-on speed layer costs. (Segments differ in size: the
