@@ -40,6 +40,7 @@ from reconciliation.result import nearest_rank  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
 from shared.config import LabConfig  # noqa: E402
 from shared.eventlog import EventLog  # noqa: E402
+from shared.live_latency import start_to_commit  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 
 
@@ -121,15 +122,12 @@ def run(args: argparse.Namespace) -> dict:
             "batch_p95_highest": max(row["latency_p95_seconds"] for row in batches),
             "batch_max": max(row["latency_max_seconds"] for row in batches),
             "step_seconds_p50": quantile([row["duration_seconds"] for row in batches], "0.5"),
-            "start_to_commit_p50": quantile(own := [_took(row) for row in batches], "0.5"),
+            "start_to_commit_p50": quantile(
+                own := [start_to_commit(row["started_at"], row["committed_at"]) for row in batches], "0.5"
+            ),
             "start_to_commit_max": max(own),
         }
     return figures
-
-
-def _took(row: dict) -> float:
-    """A metrics row's micro-batch from its start to its commit, in seconds."""
-    return (row["committed_at"] - row["started_at"]).total_seconds()
 
 
 def main() -> None:

@@ -55,6 +55,7 @@ from pathlib import Path
 from shared.catalog import LATENCY_COLUMNS, STREAM_METRICS, tables_root
 from shared.durations import MICROS_PER_SECOND, format_duration, parse_duration
 from shared.eventlog import EventLog
+from shared.live_latency import start_to_commit
 
 __all__ = [
     "StreamHealth",
@@ -139,9 +140,7 @@ def live_latency(rows: list[dict], now: float, window_seconds: float, limit_seco
     ]
     highest = lambda name: max((row[name] for row in recent), default=None)
     own = [
-        max(0.0, (row["committed_at"] - row["started_at"]).total_seconds())
-        for row in recent
-        if row.get("started_at") is not None
+        start_to_commit(row["started_at"], row["committed_at"]) for row in recent if row.get("started_at") is not None
     ]
     return LiveLatency(
         window_seconds=window_seconds,

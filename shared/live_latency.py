@@ -25,12 +25,20 @@ log waited for the stream (the comparison reports it per configuration).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pyarrow as pa
 
 from shared.catalog import LATENCY_COLUMNS
 from shared.line_rows import UTC_MICROS
 
-__all__ = ["LATENCY_FIELDS", "LATENCY_COLUMNS"]
+__all__ = ["LATENCY_FIELDS", "LATENCY_COLUMNS", "start_to_commit"]
 
 # committed_at, the p50, p95 and maximum in seconds, started_at
 LATENCY_FIELDS = tuple(pa.field(name, UTC_MICROS if name.endswith("_at") else pa.float64()) for name in LATENCY_COLUMNS)
+
+
+def start_to_commit(started_at: datetime, committed_at: datetime) -> float:
+    """A micro-batch's seconds from its start to its commit (its metrics row's ``started_at`` and
+    ``committed_at``); below zero (a clock stepped back) counts as zero."""
+    return max(0.0, (committed_at - started_at).total_seconds())

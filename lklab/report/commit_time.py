@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciliation.result import weighted_waits
+from shared.live_latency import start_to_commit
 
 __all__ = ["CommitTime", "commit_time"]
 
@@ -42,7 +43,7 @@ def commit_time(batches: Iterable[tuple[int | None, datetime | None, datetime | 
     """``CommitTime`` of micro-batches ``(input lines, started_at, committed_at)``; None when no
     batch read a line and recorded both times (a replay's rows, a lake from before them)."""
     measured = [
-        (max(0.0, (committed - started).total_seconds()), lines)
+        (start_to_commit(started, committed), lines)
         for lines, started, committed in batches
         if lines and started is not None and committed is not None
     ]
