@@ -101,11 +101,14 @@ def test_the_headline_table_and_sentences():
         "time until final, median / p95": ("35 s / 48.5 s", "85.125 s / 98 s"),
         "money wrong at the end (USD)": ("0.00", "0.001234"),
         "CPU per million lines": ("≥ 500.0 s ± 100.0", "1,000.0 s"),
-        "CPU per day at 1,000 events/s": ("at least 12.0 CPU-h", "24.0 CPU-h"),
+        # Lambda's ± 100 s per million lines over the 86.4 million lines of a day: ± 8,640 s, 2.4 h
+        "CPU per day at 1,000 events/s": ("at least 12.0 ± 2.4 CPU-h", "24.0 CPU-h"),
         "CPU on this log": ("72.8 s", "56.1 s"),
     }
     sentences = decide(sample_report()).sentences
-    assert sentences[0].startswith("Lambda W=10s L=0 would cost this log 72.8 CPU s; at 1,000 events/s at least")
+    assert sentences[0].startswith(
+        "Lambda W=10s L=0 would cost this log 72.8 CPU s; at 1,000 events/s at least 12.0 ± 2.4 CPU-h a day"
+    )
     assert "a full replay of this log took 20.1 CPU s" in sentences[1]
 
 
@@ -178,7 +181,10 @@ def test_a_batch_split_over_runs_leaves_only_the_reconciliation_at_this_logs_cos
     # speed 38.5 + 0.0005 x 86.4M; batch 2 + 0.001 x 86.4M; the reconciliation once, 20.25 s
     assert lam.cpu_per_day == pytest.approx(38.5 + 43_200 + 2 + 86_400 + 20.25)
     assert lam.cpu_per_million_lines == pytest.approx(500 + 1_000)
-    assert lam.cpu_per_million_stderr is None  # the batch's two runs give no standard error
+    # the batch's two runs give no standard error: the speed layer's, ± 100 s, is all that is known
+    assert (lam.cpu_per_million_stderr, lam.stderr_complete) == (pytest.approx(100.0), False)
+    header, rows = headline_table(decide(report))
+    assert dict((r[0], r[1:]) for r in rows)["CPU per million lines"][0] == "≥ 1,500.0 s ± ≥ 100.0"
     split = _with_costs(report, "lambda-w10s-l0", reconciliation=fit_runs([(1_000, 1.0), (2_000, 1.5)]))
     whole = decide(split).candidate("lambda-w10s-l0")
     assert whole.unsplit == () and not whole.per_day_lower_bound
@@ -219,9 +225,27 @@ def test_costs_per_day_within_their_standard_errors_leave_the_choice_to_cpu_on_t
     partly = _with_costs(sharp_report, "lambda-w10s-l0", speed=cheaper(0.0001), batch=flat_batch)
     partly = decide(partly)
     lam = partly.candidate("lambda-w10s-l0")
-    assert lam.cpu_per_day == pytest.approx(42_395.75) and lam.cpu_per_million_stderr is None
+    assert lam.cpu_per_day == pytest.approx(42_395.75) and not lam.stderr_complete
+    assert lam.cpu_per_day_stderr == pytest.approx(8_640.0)
     assert partly.recommended == "kappa-w10s-l0"
     assert "(CPU per day at 1,000 events/s, and CPU on this log among those" in partly.rule
+
+
+def test_a_stream_whose_line_fell_shows_its_cost_per_day_with_the_slopes_error():
+    # step seconds fall as the micro-batches grow (slope -0.002 s a line): no share grows with the
+    # lines (all 9 CPU s fixed), but the slope is known only to its standard error: residuals 0.1,
+    # -0.2, 0.1 around the line, sqrt(0.06 / 1 / 20,000) s a line of step time = 0.0017321 s, x 9 / 3 s
+    # CPU a step second = 0.0051962 s of CPU a line, x 86.4 million lines a day = 448,950 s = 124.7 CPU-h
+    fell = fit_micro_batches(9.0, [(100, 1.3), (200, 0.8), (300, 0.9)])
+    assert (fell.fixed_cpu_seconds, fell.cpu_seconds_per_line) == (9.0, 0.0)
+    assert fell.per_line_stderr == pytest.approx((0.06 / 20_000) ** 0.5 * 3)
+    decision = decide(_with_costs(sample_report(), "kappa-w1m-l0", streaming=fell))
+    kappa = decision.candidate("kappa-w1m-l0")
+    assert kappa.cpu_per_day == pytest.approx(9.0)
+    assert kappa.cpu_per_day_stderr == pytest.approx((0.06 / 20_000) ** 0.5 * 3 * 86_400_000)
+    header, rows = headline_table(decision)
+    assert dict((r[0], r[1:]) for r in rows)["CPU per day at 1,000 events/s"][1] == "0.0 ± 124.7 CPU-h"
+    assert "at 1,000 events/s about 0.0 ± 124.7 CPU-h a day (streaming job)" in decision.sentences[1]
 
 
 def test_the_method_says_how_each_path_was_measured_and_the_replays_split():

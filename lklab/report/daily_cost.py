@@ -7,6 +7,12 @@ At ``events_per_second`` (one line of the log per event), each daily path run on
     CPU per day = Σ split paths (fixed_cpu_seconds + cpu_seconds_per_line × lines per day)
                 + Σ paths measured at one size (their CPU on this log, once a day)
 
+Its standard error is the per-line slopes' errors, combined and priced at the lines of a day
+(``cpu_per_day_stderr``; only the per-line parts grow with the day). A slope fit through two runs
+has no residual to judge it by and adds none: the error is then at least the figure given
+(``stderr_complete`` False). On a small log it can be as large as the cost per day itself: the
+page shows it beside the figure.
+
 A path is split (``lklab.report.scaling``) over its micro-batches (a stream, a replay walked in
 timed micro-batches) or over its runs at different sizes (the nightly batch). The second sum makes
 the figure a lower bound. ``cost_method`` says it in words for a report's candidates.
@@ -17,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .model import PATH_NAMES, PathCost
-from .scaling import MICRO_BATCHES, CostScaling
+from .scaling import MICRO_BATCHES, MILLION, CostScaling
 
 __all__ = ["DAILY_NAMES", "DAILY_PATHS", "SECONDS_PER_DAY", "cost_method", "daily_costs"]
 
@@ -52,13 +58,18 @@ def daily_costs(costs: Sequence[PathCost], architecture: str, events_per_second:
     }
     if not split:
         return {"cpu_per_million_lines": None, "cpu_per_million_stderr": None, "cpu_per_day": None,
+                "cpu_per_day_stderr": None, "stderr_complete": False,
                 "unsplit": tuple(c.path for c in daily), **known}  # fmt: skip
     errors = [c.scaling.per_million_stderr for c in split]
+    measured_errors = [e for e in errors if e is not None]
+    stderr = sum(e * e for e in measured_errors) ** 0.5 if measured_errors else None
     return {
         "cpu_per_million_lines": sum(c.scaling.per_million_lines for c in split),
-        "cpu_per_million_stderr": None if None in errors else sum(e * e for e in errors) ** 0.5,
+        "cpu_per_million_stderr": stderr,
         "cpu_per_day": sum(c.scaling.cpu_seconds(lines_per_day) for c in split)
         + sum(c.cpu_seconds for c in daily if c.scaling is None),
+        "cpu_per_day_stderr": None if stderr is None else stderr * lines_per_day / MILLION,
+        "stderr_complete": None not in errors,
         "unsplit": tuple(c.path for c in daily if c.scaling is None),
         **known,
     }
@@ -111,6 +122,8 @@ def cost_method(measured: Iterable[tuple[str, tuple[tuple[str, CostScaling | Non
     text += (
         " Per day: the paths run every day (Lambda: speed layer, nightly batch, reconciliation; Kappa: streaming "
         "job), each once a day, one line per event; a path measured at one size counts once a day at its cost on "
-        "this log, so that figure is a lower bound (“≥”, “at least”)."
+        "this log, so that figure is a lower bound (“≥”, “at least”). A ± is the standard error of the per-line "
+        "slopes, carried to the figure (per day: times the lines of a day); “± ≥” where a path fit through two "
+        "runs adds an error no run measured."
     )
     return text

@@ -33,7 +33,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from . import formats
 from .curve import CurvePoint, WatermarkCurve
-from .daily_cost import DAILY_NAMES, DAILY_PATHS, SECONDS_PER_DAY, cost_method, daily_costs
+from .daily_cost import DAILY_NAMES, cost_method, daily_costs
 from .model import Report
 from .pipeline_model import PipelineReport
 from .scaling import CostScaling
@@ -54,7 +54,8 @@ class Candidate:
     """One swept configuration as the decision reads it. ``latencies``: ``(name, p50, p95)``
     seconds; ``money_wrong``: at the end, per currency (billing only). Costs: CPU seconds on this
     log (every path), per million lines (the daily paths' split parts; ``None``: none split), per
-    day at the report's rate; ``unsplit``: the daily paths measured at one size;
+    day at the report's rate, each with the standard error of the per-line slopes that have one
+    (``stderr_complete``: every split path has one; else the error is at least that); ``unsplit``: the daily paths measured at one size;
     ``replay_scaling``: the full replay's split, where it has one; ``measured``: ``(path, split
     or None)`` for each path costed, in the report's order."""
 
@@ -72,6 +73,8 @@ class Candidate:
     cpu_per_million_lines: float | None
     cpu_per_million_stderr: float | None
     cpu_per_day: float | None
+    cpu_per_day_stderr: float | None
+    stderr_complete: bool
     unsplit: tuple[str, ...] = ()
     replay_scaling: CostScaling | None = None
     measured: tuple[tuple[str, CostScaling | None], ...] = ()
@@ -160,18 +163,12 @@ def _pipeline_candidates(report: PipelineReport) -> list[Candidate]:
     return candidates
 
 
-def _per_day_stderr(candidate: Candidate, rate: float) -> float:
-    """The standard error of ``candidate``'s cost per day as far as it is known: the per-line
-    slopes' errors of its daily paths, combined. A path fit through two runs has no residual to
-    judge its slope by and adds none, so the figure is at least the error; the candidate's
-    ``cpu_per_million_stderr`` is None then, as the page shows it."""
-    daily = DAILY_PATHS[candidate.architecture]
-    errors = [s.per_million_stderr for path, s in candidate.measured if path in daily and s is not None]
-    known = [e for e in errors if e is not None]
-    return math.sqrt(sum(e * e for e in known)) * rate * SECONDS_PER_DAY / 1_000_000
+def _per_day_stderr(candidate: Candidate) -> float:
+    """The standard error of ``candidate``'s cost per day as far as it is known (0: none known)."""
+    return candidate.cpu_per_day_stderr or 0.0
 
 
-def _cheapest(candidates: list[Candidate], rate: float) -> tuple[Candidate, bool]:
+def _cheapest(candidates: list[Candidate]) -> tuple[Candidate, bool]:
     """The cheapest of ``candidates`` (ties: shorter delay, then the report's order), and whether
     CPU on this log decided it (the costs per day do not tell the cheapest ones apart).
 
@@ -185,29 +182,37 @@ def _cheapest(candidates: list[Candidate], rate: float) -> tuple[Candidate, bool
     close = [
         c
         for c in candidates
-        if c.cpu_per_day - first.cpu_per_day <= math.hypot(_per_day_stderr(c, rate), _per_day_stderr(first, rate))
+        if c.cpu_per_day - first.cpu_per_day <= math.hypot(_per_day_stderr(c), _per_day_stderr(first))
     ]
     chosen = min(close, key=lambda c: (c.cpu_seconds, c.delay_seconds, order[c.key]))
     return chosen, len(close) > 1
 
 
-def _choose(candidates: list[Candidate], target: Decimal, rate: float) -> tuple[Candidate | None, bool]:
+def _choose(candidates: list[Candidate], target: Decimal) -> tuple[Candidate | None, bool]:
     """The rule of the module docstring: the chosen candidate, and whether CPU on this log decided
     among candidates the costs per day do not tell apart."""
     if not candidates:
         return None, False
     meeting = [c for c in candidates if c.criterion is not None and c.criterion >= target]
     if meeting:
-        return _cheapest(meeting, rate)
+        return _cheapest(meeting)
     best = max(c.criterion or Decimal(-1) for c in candidates)
-    return _cheapest([c for c in candidates if (c.criterion or Decimal(-1)) == best], rate)
+    return _cheapest([c for c in candidates if (c.criterion or Decimal(-1)) == best])
+
+
+def _plus_minus(candidate: Candidate, stderr: float | None) -> str:
+    """`` ± E`` (`` ± ≥ E`` where a split path adds an error nobody measured), or nothing."""
+    if stderr is None:
+        return ""
+    return f" ± {'' if candidate.stderr_complete else '≥ '}{stderr:,.1f}"
 
 
 def _per_day(candidate: Candidate) -> str:
     if candidate.cpu_per_day is None:
         return "—"
     hours = candidate.cpu_per_day / 3600
-    return ("at least " if candidate.per_day_lower_bound else "") + f"{hours:,.1f} CPU-h"
+    error = None if candidate.cpu_per_day_stderr is None else candidate.cpu_per_day_stderr / 3600
+    return ("at least " if candidate.per_day_lower_bound else "") + f"{hours:,.1f}{_plus_minus(candidate, error)} CPU-h"
 
 
 def _sentence(candidate: Candidate, rate: str) -> str:
@@ -233,10 +238,10 @@ def decide(report: Report | PipelineReport) -> Decision:
     candidates = _billing_candidates(report) if billing else _pipeline_candidates(report)
     target, rate = report.target_completeness, report.events_per_second
     criterion = "completeness when final" if billing else "outputs exactly right at the end"
-    chosen, by_this_log = _choose(candidates, target, rate)
+    chosen, by_this_log = _choose(candidates, target)
     headline = []
     for architecture in ("lambda", "kappa"):
-        best, _ = _choose([c for c in candidates if c.architecture == architecture], target, rate)
+        best, _ = _choose([c for c in candidates if c.architecture == architecture], target)
         if best is not None:
             headline.append(best.key)
     shown_rate = f"{rate:,.0f}" if rate == int(rate) else f"{rate:,}"
@@ -305,9 +310,7 @@ def _per_million(candidate: Candidate) -> str:
     if candidate.cpu_per_million_lines is None:
         return "—"
     text = ("≥ " if candidate.unsplit else "") + f"{candidate.cpu_per_million_lines:,.1f} s"
-    if candidate.cpu_per_million_stderr is not None:
-        text += f" ± {candidate.cpu_per_million_stderr:,.1f}"
-    return text
+    return text + _plus_minus(candidate, candidate.cpu_per_million_stderr)
 
 
 def headline_table(decision: Decision) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
