@@ -300,16 +300,16 @@ class Tables:
             if predicate is None:
                 removed = list(current)
             else:
-                matches = F.coalesce(F.expr(predicate), F.lit(False))
-                existing = (
-                    self.spark.read.schema(rows.schema)
-                    .parquet(*current.values())
-                    .withColumn("_file", F.regexp_extract("_metadata.file_path", "[^/]+$", 0))
-                )
-                removed = [r["_file"] for r in existing.where(matches).select("_file").distinct().collect()]
+                files = lambda names: self.spark.read.schema(rows.schema).parquet(*(current[n] for n in names))  # noqa: E731
+                # The predicate as written reaches the Parquet reader, which skips every row group
+                # whose statistics rule it out: a day replaced in a table of many days decodes that
+                # day's files and only the footers of the others. Only the files it removes are
+                # read again, for their other rows.
+                matching = files(current).where(F.expr(predicate))
+                found = matching.select(F.regexp_extract("_metadata.file_path", "[^/]+$", 0).alias("_file")).distinct()
+                removed = [r["_file"] for r in found.collect()]
                 if removed:
-                    kept = existing.where(F.col("_file").isin(removed) & ~matches).drop("_file")
-                    rows = rows.unionByName(kept)
+                    rows = rows.unionByName(files(removed).where(~F.coalesce(F.expr(predicate), F.lit(False))))
         adds = _write_files(rows, root, schema)
         now = int(time.time() * 1000)
         actions = pa.table(table.get_add_actions(flatten=True))

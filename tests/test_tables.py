@@ -184,6 +184,19 @@ def test_spark_frames_are_written_by_the_tasks_and_committed_once(spark, tables)
     assert in_table and in_table <= {p.name for p in tables.path("batch_truth").glob("*.parquet")}
 
 
+def test_a_predicate_overwrite_keeps_every_other_row_and_leaves_the_files_it_does_not_match(spark, tables):
+    """Only the files holding a matching row are removed; their other rows (a null day included:
+    a predicate that is not true keeps its row) are written again, the other files stay."""
+    tables.overwrite("batch_truth", frame(spark, [("d1", "a", 1), (None, "n", 7), ("d2", "a", 2)]).coalesce(1))
+    tables.overwrite("batch_truth", frame(spark, [("d3", "a", 3)]), predicate="day = 'd3'")
+    untouched = {uri.rsplit("/", 1)[-1] for uri in tables._delta("batch_truth", None).file_uris()}
+    tables.overwrite("batch_truth", frame(spark, [("d2", "z", 9)]), predicate="day = 'd2'")
+    rows = sorted(((r["day"] or ""), r["account_id"], r["n"]) for r in tables.read_arrow("batch_truth").to_pylist())
+    assert rows == [("", "n", 7), ("d1", "a", 1), ("d2", "z", 9), ("d3", "a", 3)]
+    now = {uri.rsplit("/", 1)[-1] for uri in tables._delta("batch_truth", None).file_uris()}
+    assert len(untouched) == 2 and len(untouched & now) == 1  # d3's file stays; the one with d2 is replaced
+
+
 def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
     lines = lambda rows: spark.createDataFrame(rows, "segment long, line_number long, raw_line string")
     assert tables.insert_new(
