@@ -300,7 +300,8 @@ class Tables:
             if predicate is None:
                 removed = list(current)
             else:
-                files = lambda names: self.spark.read.schema(rows.schema).parquet(*(current[n] for n in names))  # noqa: E731
+                reader = self.spark.read.schema(rows.schema)
+                files = lambda names: reader.parquet(*(current[n] for n in names))  # noqa: E731
                 # The predicate as written reaches the Parquet reader, which skips every row group
                 # whose statistics rule it out: a day replaced in a table of many days decodes that
                 # day's files and only the footers of the others. Only the files it removes are

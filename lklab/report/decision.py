@@ -55,9 +55,10 @@ class Candidate:
     seconds; ``money_wrong``: at the end, per currency (billing only). Costs: CPU seconds on this
     log (every path), per million lines (the daily paths' split parts; ``None``: none split), per
     day at the report's rate, each with the standard error of the per-line slopes that have one
-    (``stderr_complete``: every split path has one; else the error is at least that); ``unsplit``: the daily paths measured at one size;
-    ``replay_scaling``: the full replay's split, where it has one; ``measured``: ``(path, split
-    or None)`` for each path costed, in the report's order."""
+    (``stderr_complete``: every split path has one; else the error is at least that);
+    ``unsplit``: the daily paths measured at one size; ``replay_scaling``: the full replay's
+    split, where it has one; ``measured``: ``(path, split or None)`` for each path costed, in the
+    report's order."""
 
     key: str
     label: str
