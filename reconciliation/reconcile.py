@@ -111,11 +111,18 @@ def _frame(tables: Tables, table: catalog.Table, prefix: str = "", cut: StreamCu
 
 
 def _truth_days(tables: Tables, days: DayRange) -> DayRange:
-    """``days``, or for 'every day' the days ``batch_truth`` holds."""
+    """``days``, or for 'every day' the days ``batch_truth`` holds: from its files' statistics
+    when they record them, else from its rows (a Spark job)."""
     if not days.everything:
         return days
-    day = F.to_date("window_start")  # in the session's time zone: UTC
-    first, last = tables.read(BATCH_TRUTH.name).agg(F.min(day), F.max(day)).first()
+    extent = tables.column_range(BATCH_TRUTH.name, "window_start")
+    if extent is not None:
+        # a time without a zone is UTC, as the session's time zone reads it
+        utc = lambda t: t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)  # noqa: E731
+        first, last = (None if t is None else utc(t).astimezone(dt.UTC).date() for t in extent)
+    else:
+        day = F.to_date("window_start")  # in the session's time zone: UTC
+        first, last = tables.read(BATCH_TRUTH.name).agg(F.min(day), F.max(day)).first()
     if first is None:
         raise ReconcileInputError(f"{BATCH_TRUTH.name} is empty: run 'lklab batch' first")
     return DayRange(first, last)

@@ -342,6 +342,40 @@ class Tables:
         a file was written reads as null in it."""
         return self.spark.read.schema(from_arrow_schema(pa.schema(table.schema().to_arrow()))).parquet(*files)
 
+    def column_range(self, name: str, column: str) -> tuple[object, object] | None:
+        """The smallest and largest value of top-level ``column`` in the table's latest snapshot,
+        from the statistics its Parquet files' footers record (no row is read; None and None for
+        a table without a non-null value). None when they cannot say: a data file holding rows
+        that are not exactly the table's (``_plain``), a row group recording no statistics for
+        the column while holding a non-null value in it (INT96 timestamps, say), or a column stored
+        as bytes (text, or decimals so stored: a writer may cut their statistics short)."""
+        table = self._delta(name, None)
+        if not _plain(table):
+            return None
+        low = high = None
+        for uri in table.file_uris():
+            footer = pq.read_metadata(uri.removeprefix("file://"))
+            for group in range(footer.num_row_groups):
+                row_group = footer.row_group(group)
+                chunk = next(
+                    (row_group.column(i) for i in range(row_group.num_columns)
+                     if row_group.column(i).path_in_schema == column),
+                    None,
+                )  # fmt: skip
+                if chunk is None or chunk.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
+                    return None
+                statistics = chunk.statistics
+                if statistics is not None and statistics.has_null_count and statistics.null_count == row_group.num_rows:
+                    continue  # only nulls here
+                if statistics is None or not statistics.has_min_max:
+                    return None
+                try:
+                    low = statistics.min if low is None else min(low, statistics.min)
+                    high = statistics.max if high is None else max(high, statistics.max)
+                except TypeError:  # values of files that disagree on the type (naive and aware times)
+                    return None
+        return low, high
+
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
         """The table as Arrow, read by delta-rs whatever engine wrote it."""
         # Arrow threads left by this read can abort the interpreter's teardown: lklab.cli.process_exit.

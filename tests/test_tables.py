@@ -1,6 +1,7 @@
 """Delta tables on disk through delta-rs: idempotent appends, predicate overwrite, time travel."""
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lklab.pipelines.unique_visitors.tables import VISITORS_STREAM_METRICS
@@ -195,6 +196,37 @@ def test_a_predicate_overwrite_keeps_every_other_row_and_leaves_the_files_it_doe
     assert rows == [("", "n", 7), ("d1", "a", 1), ("d2", "z", 9), ("d3", "a", 3)]
     now = {uri.rsplit("/", 1)[-1] for uri in tables._delta("batch_truth", None).file_uris()}
     assert len(untouched) == 2 and len(untouched & now) == 1  # d3's file stays; the one with d2 is replaced
+
+
+def test_a_columns_range_comes_from_the_files_footers_or_not_at_all(spark, tables, tmp_path):
+    """The smallest and largest value over every file and row group, nulls and all-null row
+    groups left out; None for text, or where a file records no statistics for the column."""
+    times = "day string, account_id string, n long, at timestamp"
+    rows = [("d1", "a", 5, "2026-01-05 10:00:00"), ("d2", "b", -3, None), ("d3", "c", 9, "2026-01-04 23:59:59")]
+    frame_of = lambda rows: spark.createDataFrame(rows, times.replace("timestamp", "string")).selectExpr(  # noqa: E731
+        "day", "account_id", "n", "cast(at as timestamp) as at"
+    )
+    tables.overwrite("batch_truth", frame_of(rows).repartition(3))  # Spark's files
+    tables.append(
+        "batch_truth",
+        pa.table({"day": ["d4"], "account_id": [None], "n": [4], "at": pa.nulls(1, pa.timestamp("us", "UTC"))}),
+        app_id="t",
+        version=1,
+    )
+    assert tables.column_range("batch_truth", "n") == (-3, 9)
+    low, high = tables.column_range("batch_truth", "at")
+    assert (low.isoformat(), high.isoformat()) == ("2026-01-04T23:59:59+00:00", "2026-01-05T10:00:00+00:00")
+    assert tables.column_range("batch_truth", "account_id") is None  # text: statistics may be cut short
+    assert tables.column_range("batch_truth", "absent") is None
+    only_nulls = Tables(spark, tmp_path / "nulls", "deltalake")
+    only_nulls.append("batch_truth", pa.table({"n": pa.nulls(2, pa.int64())}), app_id="t", version=1)
+    assert only_nulls.column_range("batch_truth", "n") == (None, None)
+    # a file written without statistics: its footer cannot say, so neither can the table
+    bare = Tables(spark, tmp_path / "bare", "deltalake")
+    bare.append("batch_truth", pa.table({"n": [1, 2]}), app_id="t", version=1)
+    (path,) = bare._delta("batch_truth", None).file_uris()
+    pq.write_table(pa.table({"n": [1, 2]}), path.removeprefix("file://"), write_statistics=False)
+    assert bare.column_range("batch_truth", "n") is None
 
 
 def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
