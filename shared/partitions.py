@@ -7,6 +7,7 @@ one day even when it ends after midnight. ``DayRange(first, last)`` includes bot
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -14,7 +15,11 @@ import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["DayRange", "parse_day"]
+__all__ = ["DayRange", "parse_day", "predicate_range"]
+
+# The text of DayRange.predicate: rows whose column lies in [low, high), both UTC times.
+_RANGE = "{column} >= '{low}' AND {column} < '{high}'"
+_RANGE_TEXT = re.compile(r"^(\w+) >= '(\d{4}-\d\d-\d\dT00:00:00Z)' AND \1 < '(\d{4}-\d\d-\d\dT00:00:00Z)'$")
 
 
 def parse_day(text: str, name: str = "date") -> dt.date:
@@ -96,9 +101,19 @@ class DayRange:
         if self.everything:
             return None
         low, high = self._bounds()
-        return f"window_start >= '{low}' AND window_start < '{high}'"
+        return _RANGE.format(column="window_start", low=low, high=high)
 
     def describe(self) -> str:
         if self.everything:
             return "every day"
         return str(self.first) if self.first == self.last else f"{self.first}..{self.last}"
+
+
+def predicate_range(predicate: str | None) -> tuple[str, dt.datetime, dt.datetime] | None:
+    """``(column, low, high)`` of a predicate ``DayRange.predicate`` wrote (the rows with ``low <=
+    column < high``, UTC); None for any other text."""
+    found = _RANGE_TEXT.match(predicate or "")
+    if found is None:
+        return None
+    column, low, high = found.groups()
+    return column, dt.datetime.fromisoformat(low), dt.datetime.fromisoformat(high)

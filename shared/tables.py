@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from shared.catalog import tables_root
+from shared.partitions import predicate_range
 from shared.session_conf import session_conf
 
 __all__ = ["Tables", "resolve_engine", "delta_spark_jars", "TableNameError"]
@@ -302,13 +303,17 @@ class Tables:
             else:
                 reader = self.spark.read.schema(rows.schema)
                 files = lambda names: reader.parquet(*(current[n] for n in names))  # noqa: E731
-                # The predicate as written reaches the Parquet reader, which skips every row group
-                # whose statistics rule it out: a day replaced in a table of many days decodes that
-                # day's files and only the footers of the others. Only the files it removes are
-                # read again, for their other rows.
-                matching = files(current).where(F.expr(predicate))
-                found = matching.select(F.regexp_extract("_metadata.file_path", "[^/]+$", 0).alias("_file")).distinct()
-                removed = [r["_file"] for r in found.collect()]
+                # A day range (DayRange.predicate) rules out, from their footers alone, the files
+                # whose statistics put every row outside it: a new day in a table of many needs no
+                # Spark job. The others are scanned with the predicate as written, which reaches
+                # the Parquet reader: it skips the row groups their statistics rule out. Only the
+                # files removed are read again, for their other rows.
+                bounds = predicate_range(predicate)
+                candidates = [n for n in current if bounds is None or _may_hold(current[n], *bounds)]
+                if candidates:
+                    matching = files(candidates).where(F.expr(predicate))
+                    found = matching.select(F.regexp_extract("_metadata.file_path", "[^/]+$", 0).alias("_file"))
+                    removed = [r["_file"] for r in found.distinct().collect()]
                 if removed:
                     rows = rows.unionByName(files(removed).where(~F.coalesce(F.expr(predicate), F.lit(False))))
         adds = _write_files(rows, root, schema)
@@ -346,34 +351,22 @@ class Tables:
         """The smallest and largest value of top-level ``column`` in the table's latest snapshot,
         from the statistics its Parquet files' footers record (no row is read; None and None for
         a table without a non-null value). None when they cannot say: a data file holding rows
-        that are not exactly the table's (``_plain``), a row group recording no statistics for
-        the column while holding a non-null value in it (INT96 timestamps, say), or a column stored
-        as bytes (text, or decimals so stored: a writer may cut their statistics short)."""
+        that are not exactly the table's (``_plain``), or one whose footer cannot say
+        (``_footer_ranges``)."""
         table = self._delta(name, None)
         if not _plain(table):
             return None
         low = high = None
         for uri in table.file_uris():
-            footer = pq.read_metadata(uri.removeprefix("file://"))
-            for group in range(footer.num_row_groups):
-                row_group = footer.row_group(group)
-                chunk = next(
-                    (row_group.column(i) for i in range(row_group.num_columns)
-                     if row_group.column(i).path_in_schema == column),
-                    None,
-                )  # fmt: skip
-                if chunk is None or chunk.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
-                    return None
-                statistics = chunk.statistics
-                if statistics is not None and statistics.has_null_count and statistics.null_count == row_group.num_rows:
-                    continue  # only nulls here
-                if statistics is None or not statistics.has_min_max:
-                    return None
-                try:
-                    low = statistics.min if low is None else min(low, statistics.min)
-                    high = statistics.max if high is None else max(high, statistics.max)
-                except TypeError:  # values of files that disagree on the type (naive and aware times)
-                    return None
+            ranges = _footer_ranges(uri, column)
+            if ranges is None:
+                return None
+            try:
+                for least, most in ranges:
+                    low = least if low is None else min(low, least)
+                    high = most if high is None else max(high, most)
+            except TypeError:  # files that disagree on the values' type (naive and aware times)
+                return None
         return low, high
 
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
@@ -457,6 +450,42 @@ def _plain_parquet_files(table: DeltaTable) -> list[str] | None:
     if records.null_count or pa.compute.sum(records).as_py() < _NATIVE_READ_MIN_ROWS_PER_FILE * len(files):
         return None
     return files
+
+
+def _footer_ranges(uri: str, column: str) -> list[tuple[object, object]] | None:
+    """``(min, max)`` of top-level ``column`` in each row group of a data file that holds a
+    non-null value of it, from the file's footer; None when the footer cannot say: no such
+    column, a row group with such a value and no statistics (INT96 timestamps, say), or a column
+    stored as bytes (text, or decimals so stored: a writer may cut their statistics short)."""
+    footer = pq.read_metadata(uri.removeprefix("file://"))
+    ranges = []
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        chunk = next(
+            (row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == column),
+            None,
+        )
+        if chunk is None or chunk.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
+            return None
+        statistics = chunk.statistics
+        if statistics is not None and statistics.has_null_count and statistics.null_count == row_group.num_rows:
+            continue  # only nulls here
+        if statistics is None or not statistics.has_min_max:
+            return None
+        ranges.append((statistics.min, statistics.max))
+    return ranges
+
+
+def _may_hold(uri: str, column: str, low: object, high: object) -> bool:
+    """Whether a data file may hold a row with ``low <= column < high``: False only when its
+    footer shows every row group's values outside."""
+    ranges = _footer_ranges(uri, column)
+    if ranges is None:
+        return True
+    try:
+        return any(most >= low and least < high for least, most in ranges)
+    except TypeError:  # values the bounds cannot be compared with (times without a zone, say)
+        return True
 
 
 def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddAction]:

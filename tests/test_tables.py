@@ -1,11 +1,14 @@
 """Delta tables on disk through delta-rs: idempotent appends, predicate overwrite, time travel."""
 
+from datetime import UTC, date, datetime
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from lklab.pipelines.unique_visitors.tables import VISITORS_STREAM_METRICS
 from shared.catalog import LATENCY_COLUMNS
+from shared.partitions import DayRange, predicate_range
 from shared.tables import TableNameError, Tables
 
 
@@ -227,6 +230,52 @@ def test_a_columns_range_comes_from_the_files_footers_or_not_at_all(spark, table
     (path,) = bare._delta("batch_truth", None).file_uris()
     pq.write_table(pa.table({"n": [1, 2]}), path.removeprefix("file://"), write_statistics=False)
     assert bare.column_range("batch_truth", "n") is None
+
+
+def test_a_day_range_overwrite_scans_only_the_files_whose_footers_allow_the_day(spark, tables):
+    """Replacing a day the table does not hold runs no Spark job to find files (their footers
+    rule every file out); replacing a held day removes exactly that day's file."""
+    days = lambda *rows: spark.createDataFrame(  # noqa: E731
+        [(f"2026-01-0{d} 12:00:00", f"a{d}", d) for d in rows], "at string, account_id string, n long"
+    ).selectExpr("cast(at as timestamp) as window_start", "account_id", "n")
+    files = lambda: {u.rsplit("/", 1)[-1] for u in tables._delta("batch_truth", None).file_uris()}  # noqa: E731
+    of_day = {}
+    for day in (1, 2, 3):  # one file a day
+        held = files() if tables.exists("batch_truth") else set()
+        tables.overwrite(
+            "batch_truth", days(day), predicate=DayRange(date(2026, 1, day), date(2026, 1, day)).predicate()
+        )
+        (of_day[day],) = files() - held
+
+    def jobs_of(day: int, rows) -> int:
+        tracker, group = spark.sparkContext.statusTracker(), f"overwrite-{day}-{len(files())}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            tables.overwrite(
+                "batch_truth", rows, predicate=DayRange(date(2026, 1, day), date(2026, 1, day)).predicate()
+            )
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        return len(tracker.getJobIdsForGroup(group))
+
+    new_day, held_day = jobs_of(4, days(4)), jobs_of(2, days(2, 2))
+    # the new day: the write's one job and no scan; the held day: the scan that finds its file too
+    assert new_day == 1 and held_day > new_day
+    assert set(of_day.values()) - files() == {of_day[2]}  # day 2's file replaced, the others kept
+    rows = sorted((r["account_id"], r["n"]) for r in tables.read_arrow("batch_truth").to_pylist())
+    assert rows == [("a1", 1), ("a2", 2), ("a2", 2), ("a3", 3), ("a4", 4)]
+
+
+def test_a_predicate_written_by_a_day_range_is_read_back():
+    predicate = DayRange(date(2026, 1, 30), date(2026, 2, 1)).predicate()
+    assert predicate_range(predicate) == (
+        "window_start",
+        datetime(2026, 1, 30, tzinfo=UTC),
+        datetime(2026, 2, 2, tzinfo=UTC),
+    )
+    assert predicate_range("day = 'd2'") is None
+    assert predicate_range(None) is None
+    assert predicate_range(predicate.replace("AND", "OR")) is None
 
 
 def test_insert_new_adds_only_rows_whose_keys_are_new(spark, tables):
