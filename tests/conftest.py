@@ -24,10 +24,11 @@ from shared.config import LabConfig
 # a handler Airflow's logging set-up left on the root logger writes to pytest's closed capture.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
-# Every JVM the tests start runs briefly on two cores: the session's, and those of the spark-submit,
-# lklab and Airflow processes, which inherit this environment (spark-submit passes SPARK_SUBMIT_OPTS to
-# the driver's JVM). The C1 compiler alone and the serial collector leave the cores to the work instead
-# of to C2 compiler and parallel GC threads: a small `lklab batch` took about half the CPU seconds.
+# The JVMs of the spark-submit, lklab and Airflow processes the tests start run briefly on two cores;
+# they inherit this environment (spark-submit passes SPARK_SUBMIT_OPTS to the driver's JVM). The C1
+# compiler alone and the serial collector leave the cores to the work instead of to C2 compiler and
+# parallel GC threads: a small `lklab batch` took about half the CPU seconds. (The session's own JVM,
+# which lives the whole run, keeps C2: the `spark` fixture.)
 # They also map the installation's class-data-sharing archive of the classes a Spark driver loads
 # (tests/jvm_archive.py; written by make install, else first), instead of loading and verifying them
 # from the jars at every start.
