@@ -59,12 +59,15 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-cluster")
     port, ui = free_port(), free_port()
     worker_uis = [free_port(), free_port()]
-    # the master's and workers' JVMs run as the suite's others do (tests/conftest.py): C1 only, serial GC
+    # the master's and workers' JVMs run as the suite's others do (tests/conftest.py): C1 only, serial GC;
+    # so do the executors the workers start for the jobs (they inherit the worker's environment, in
+    # which every JVM reads JAVA_TOOL_OPTIONS)
     env = venv_env(
         {
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_WORKER_DIR": str(base / "work"),
             "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
+            "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         }
     )
     spark_class = str(VENV_BIN / "spark-class")
