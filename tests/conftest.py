@@ -33,14 +33,14 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # (tests/jvm_archive.py; written by make install, else first), instead of loading and verifying them
 # from the jars at every start.
 # The README's clean-environment test passes them on too (its environment is HOME, LANG, PATH and these).
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+SHORT_JVM_OPTIONS = f"{C1_ONLY} -XX:+UseSerialGC"  # a JVM the tests start for a short job
 if "SPARK_SUBMIT_OPTS" not in os.environ:
     from pathlib import Path
 
     from tests.jvm_archive import archive_options
 
-    os.environ["SPARK_SUBMIT_OPTS"] = archive_options(
-        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", Path(__file__).resolve().parents[1]
-    )
+    os.environ["SPARK_SUBMIT_OPTS"] = archive_options(SHORT_JVM_OPTIONS, Path(__file__).resolve().parents[1])
 
 
 def pytest_report_header():
@@ -78,7 +78,7 @@ def spark(tmp_path_factory):
     # which the short-lived processes go without (above). A small query of the property tests took
     # 2.3-3.6 s warm with it, 4.2-6.4 s with C1 alone. The processes started later keep C1 alone.
     processes = os.environ["SPARK_SUBMIT_OPTS"]
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(o for o in processes.split() if o != "-XX:TieredStopAtLevel=1")
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(o for o in processes.split() if o != C1_ONLY)
     try:
         session = spark_session(
             LabConfig(lake=tmp_path_factory.mktemp("lake"), table_engine="deltalake"), "lklab-tests"

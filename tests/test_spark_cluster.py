@@ -22,6 +22,7 @@ from lklab.pipelines.billing_windows.agreement import BOOKKEEPING
 from lklab.pipelines.billing_windows.batch import run_batch
 from shared.config import LabConfig
 from shared.partitions import DayRange
+from tests.conftest import SHORT_JVM_OPTIONS
 from tests.processes import (
     VENV_BIN,
     airflow_env,
@@ -67,7 +68,7 @@ def cluster(tmp_path_factory):
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_WORKER_DIR": str(base / "work"),
             "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
-            "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "JAVA_TOOL_OPTIONS": SHORT_JVM_OPTIONS,
         }
     )
     spark_class = str(VENV_BIN / "spark-class")
