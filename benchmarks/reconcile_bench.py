@@ -91,7 +91,7 @@ from differing_pairs import time_pair  # noqa: E402
 from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
 from stream_runs import PeakMemory  # noqa: E402
 
-NO_EXPLANATIONS = "window_start timestamp, window_end timestamp, account_id string, currency string, reason string, events long, money decimal(38,6)"
+NO_EXPLANATIONS = "window_start timestamp, window_end timestamp, account_id string, currency string, corrected boolean, reason string, events long, money decimal(38,6)"
 NO_LATE_EVENTS = "currency string, amount decimal(20,6), lateness_seconds decimal(20,6)"
 
 
@@ -113,9 +113,9 @@ def lab_diff(spark: SparkSession, lake: Path) -> tuple[float, dict[str, int]]:
         parts = [agreeing.disputed(part) for part in parts]
     none = spark.createDataFrame([], NO_EXPLANATIONS)
     # read once, by the one aggregation of the figures: nothing to cache
-    windows = explained_windows(join_explanations(compare_windows(parts, Tolerance()), none, none))
+    windows = explained_windows(join_explanations(compare_windows(parts, Tolerance()), none))
     figures, _ = currency_figures(
-        windows, spark.createDataFrame([], NO_LATE_EVENTS), agreeing=agreeing.rows if agreeing else None
+        windows, spark.createDataFrame([], NO_LATE_EVENTS), agreeing=agreeing.truth_totals if agreeing else None
     )
     seconds = time.perf_counter() - started
     return seconds, {s: sum(c.status_counts[s] for c in figures) for s in DIFF_STATUSES}

@@ -25,6 +25,7 @@ a few seconds whatever the size. Comparing every window took 10.0 s against the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -35,7 +36,7 @@ from reconciliation.keyed_diff import key_hash
 from reconciliation.range_diff import BROADCAST_HASHES, checksums
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
 
-__all__ = ["SPLIT_FROM_WINDOWS", "Agreeing", "split_agreeing"]
+__all__ = ["SPLIT_FROM_WINDOWS", "Agreeing", "TruthTotals", "split_agreeing", "truth_totals"]
 
 # Below this many windows of truth, comparing every window costs less than the split's own jobs
 # (the module docstring).
@@ -63,15 +64,48 @@ def _hashed(frame: DataFrame, key_types: dict[str, DataType]) -> Column:
 
 
 @dataclass(frozen=True)
+class TruthTotals:
+    """One currency's truth rows in the compared scope: ``windows``, their ``events`` and
+    ``amount``, and ``with_money``, the windows whose amount is not zero."""
+
+    windows: int
+    events: int
+    amount: Decimal
+    with_money: int
+
+
+def truth_totals(truth: DataFrame) -> dict[str, TruthTotals]:
+    """``TruthTotals`` per currency of ``truth`` (``event_count``, ``amount_total`` rows): one job."""
+    rows = (
+        truth.groupBy("currency")
+        .agg(
+            F.count(F.lit(1)).alias("windows"),
+            F.sum("event_count").alias("events"),
+            F.sum("amount_total").alias("amount"),
+            F.sum((F.col("amount_total") != 0).cast("long")).alias("with_money"),
+        )
+        .collect()
+    )
+    return {
+        r["currency"]: TruthTotals(
+            r["windows"], r["events"] or 0, Decimal(0) if r["amount"] is None else r["amount"], r["with_money"] or 0
+        )
+        for r in rows
+    }
+
+
+@dataclass(frozen=True)
 class Agreeing:
     """The split: ``disputed(part)`` keeps a part's rows of the disputed windows; ``rows``: the
     agreeing windows' truth rows (``WINDOW_KEY``, ``event_count``, ``amount_total``), each equal
     to the stream's row and to the corrected one; ``disputed_windows``: how many key hashes the
-    full comparison gets."""
+    full comparison gets; ``truth_totals``: every truth row's totals per currency, disputed and
+    agreeing (the agreeing windows' figures are these less the disputed truth rows')."""
 
     hashes: DataFrame  # ``_key_hash`` of every disputed window (broadcast when small)
     truth: DataFrame  # its key fields' types are the ones every frame's keys are hashed as
     disputed_windows: int
+    truth_totals: dict[str, TruthTotals]
 
     def disputed(self, part: DataFrame) -> DataFrame:
         return self._with_hash(part).join(self.hashes, "_key_hash", "left_semi").drop("_key_hash")
@@ -104,7 +138,8 @@ def split_agreeing(
     frame of ``touched`` (rows with ``WINDOW_KEY``: the late events' windows, the explained
     ones) names; None (compare every window) when a window is held twice by a side, or when the
     truth holds fewer than ``min_windows`` windows (default ``SPLIT_FROM_WINDOWS``)."""
-    if truth.count() < (SPLIT_FROM_WINDOWS if min_windows is None else min_windows):
+    totals = truth_totals(truth)  # the size of the truth and, once split, the agreeing windows' figures
+    if sum(t.windows for t in totals.values()) < (SPLIT_FROM_WINDOWS if min_windows is None else min_windows):
         return None
     key_types = _key_types(truth)
     truth, stream = _typed(truth, key_types), _typed(stream, key_types)
@@ -117,5 +152,8 @@ def split_agreeing(
     hashes = hashes.distinct().localCheckpoint(eager=True)
     disputed = hashes.count()
     return Agreeing(
-        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes, truth=truth, disputed_windows=disputed
+        hashes=F.broadcast(hashes) if disputed <= BROADCAST_HASHES else hashes,
+        truth=truth,
+        disputed_windows=disputed,
+        truth_totals=totals,
     )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.aggregation import AMOUNT_TOTAL_TYPE, WINDOW_KEY
@@ -44,7 +44,7 @@ from shared.log_source import parsed_log, segment_stamps
 from shared.partitions import DayRange
 from shared.windows import KEY_COLUMNS, RULE_COLUMNS, WindowSpec, assign_windows
 
-__all__ = ["REASONS", "LineRecords", "explain_windows", "disputed_lines", "parsed_log"]
+__all__ = ["REASONS", "LineRecords", "explain_both", "explain_windows", "disputed_lines", "parsed_log"]
 
 REASONS = ("late", "duplicate", "dead_letter", "unread", "moved")
 LINE = ["segment", "line_number"]
@@ -176,43 +176,110 @@ def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: 
     return _contributions(events, spec, days)
 
 
-def _stream_pairs(
-    parsed: DataFrame, stream: LineRecords, spec: WindowSpec, days: DayRange, fold_late: bool
+def _flags(truth: bool | Column, stream: bool | Column, corrected: bool | Column) -> list[Column]:
+    as_column = lambda flag: flag if isinstance(flag, Column) else F.lit(flag)
+    return [
+        as_column(truth).alias("_truth"),
+        as_column(stream).alias("_stream"),
+        as_column(corrected).alias("_corrected"),
+    ]
+
+
+def _counted_pairs(
+    parsed: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
 ) -> DataFrame:
+    """Every (line, window) pair a side counts, once: ``PAIR``, ``account_id``, ``currency``,
+    ``amount`` and which sides count it: ``_truth``, ``_stream`` (the stream as it aggregated),
+    ``_corrected`` (the stream with its side output folded in)."""
+    truth = _truth_pairs(parsed, batch, spec, days).select("*", *_flags(True, False, False))
     accepted = (
         parsed.where(F.col("segment") <= stream.last_segment)
         .transform(valid_events)
         .join(_lines(stream.duplicates, stream.last_segment), LINE, "left_anti")
         .join(_lines(stream.dead_letters, stream.last_segment), LINE, "left_anti")
     )
-    if fold_late:
-        return _contributions(accepted, spec, days)
+    corrected = _contributions(accepted, spec, days)
     if spec.pick(fixed=False, merging=True):  # the stream's sessions, not the batch's
-        return _stream_sessions(
+        aggregated = _stream_sessions(
             accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days
         )
-    late_pairs = stream.late.where(F.col("segment") <= stream.last_segment).select(*PAIR).distinct()
-    return _contributions(accepted, spec, days).join(late_pairs, PAIR, "left_anti")
+        counted = corrected.select("*", *_flags(False, False, True)).unionByName(
+            aggregated.select("*", *_flags(False, True, False))
+        )
+    else:  # the stream aggregated every accepted pair but those it sent to the side output
+        late_pairs = (
+            stream.late.where(F.col("segment") <= stream.last_segment)
+            .select(*PAIR)
+            .distinct()
+            .withColumn("_late", F.lit(True))
+        )
+        counted = corrected.join(late_pairs, PAIR, "left").select(
+            *corrected.columns, *_flags(False, F.col("_late").isNull(), True)
+        )
+    # a line's account, currency and amount are the same on every side: one parsed row per line
+    return (
+        truth.unionByName(counted)
+        .groupBy(*PAIR, "account_id", "currency", "amount")
+        .agg(*[F.max(flag).alias(flag) for flag in ("_truth", "_stream", "_corrected")])
+    )
 
 
-def _recorded(records: LineRecords, reasons: list[tuple[DataFrame, str]]) -> DataFrame:
-    """``segment, line_number, _known``: the side's recorded disposition of each line."""
-    parts = [_lines(frame, records.last_segment).withColumn("_known", F.lit(name)) for frame, name in reasons]
-    known = parts[0]
+def _recorded(records: LineRecords, reasons: list[tuple[DataFrame, str]], known: str) -> DataFrame:
+    """``segment, line_number, <known>``: the side's recorded disposition of each line."""
+    parts = [_lines(frame, records.last_segment).withColumn(known, F.lit(name)) for frame, name in reasons]
+    recorded = parts[0]
     for part in parts[1:]:
-        known = known.unionByName(part)
+        recorded = recorded.unionByName(part)
     # One disposition per line and side; dropDuplicates only guards against a line listed twice.
-    return known.dropDuplicates(LINE)
+    return recorded.dropDuplicates(LINE)
 
 
-def _explained(only: DataFrame, records: LineRecords, sign: int, reasons: list[tuple[DataFrame, str]]) -> DataFrame:
+def _reason(records: LineRecords, known: str) -> Column:
     unread = F.col("segment") > F.lit(records.last_segment)
-    reason = F.when(unread, "unread").otherwise(F.coalesce(F.col("_known"), F.lit("moved")))
-    return only.join(_recorded(records, reasons), LINE, "left").select(
-        *WINDOW_KEY,
-        reason.alias("reason"),
-        F.lit(sign).cast("long").alias("events"),
-        (F.col("amount") * F.lit(sign)).cast(AMOUNT_TOTAL_TYPE).alias("money"),
+    return F.when(unread, "unread").otherwise(F.coalesce(F.col(known), F.lit("moved")))
+
+
+def explain_both(
+    parsed: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
+) -> DataFrame:
+    """``explain_windows`` of both diffs in one plan: per window, diff and reason, the signed
+    events and money explaining ``truth - stream`` (``corrected`` false) and ``truth -
+    corrected stream`` (``corrected`` true; the side output folded in).
+
+    Columns: ``WINDOW_KEY``, ``corrected``, ``reason`` (one of ``REASONS``), ``events``,
+    ``money``. Each counted pair is read once for both diffs: a pair the truth counts and a diff's
+    side lacks adds ``+1`` (its reason from what the stream recorded of the line); the reverse
+    ``-1`` (from what the batch recorded).
+    """
+    pairs = _counted_pairs(parsed, batch, stream, spec, days)
+    truth, aggregated, corrected = F.col("_truth"), F.col("_stream"), F.col("_corrected")
+    sign = lambda counted: F.when(truth & ~counted, F.lit(1)).when(counted & ~truth, F.lit(-1)).cast("long")
+    stream_known = _recorded(
+        stream,
+        [(stream.late, "late"), (stream.duplicates, "duplicate"), (stream.dead_letters, "dead_letter")],
+        "_stream_known",
+    )
+    batch_known = _recorded(
+        batch, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")], "_batch_known"
+    )
+    diffs = F.explode(
+        F.array(
+            F.struct(F.lit(False).alias("corrected"), sign(aggregated).alias("sign")),
+            F.struct(F.lit(True).alias("corrected"), sign(corrected).alias("sign")),
+        )
+    )
+    disagreed = (
+        pairs.where(~(truth & aggregated & corrected))
+        .join(stream_known, LINE, "left")
+        .join(batch_known, LINE, "left")
+        .select(*WINDOW_KEY, "segment", "amount", "_stream_known", "_batch_known", diffs.alias("_diff"))
+        .where(F.col("_diff.sign").isNotNull())
+    )
+    sign_of = F.col("_diff.sign")
+    reason = F.when(sign_of > 0, _reason(stream, "_stream_known")).otherwise(_reason(batch, "_batch_known"))
+    return disagreed.groupBy(*WINDOW_KEY, F.col("_diff.corrected").alias("corrected"), reason.alias("reason")).agg(
+        F.sum(sign_of).alias("events"),
+        F.sum((F.col("amount") * sign_of).cast(AMOUNT_TOTAL_TYPE)).cast(AMOUNT_TOTAL_TYPE).alias("money"),
     )
 
 
@@ -231,21 +298,8 @@ def explain_windows(
     windows starting on ``days`` and only reasons that contribute. With ``fold_late`` the
     stream side is the corrected one (its side output folded back in), so what remains is why
     ``corrected_aggregates`` still differs from the truth: e.g. a resent copy whose first copy
-    the stream had forgotten and which then arrived late (``duplicate``).
+    the stream had forgotten and which then arrived late (``duplicate``). ``explain_both`` gives
+    both diffs in one plan.
     """
-    truth = _truth_pairs(parsed, batch, spec, days)
-    rebuilt = _stream_pairs(parsed, stream, spec, days, fold_late)
-    truth_only = truth.join(rebuilt.select(*PAIR), PAIR, "left_anti")
-    stream_only = rebuilt.join(truth.select(*PAIR), PAIR, "left_anti")
-    missing = _explained(
-        truth_only,
-        stream,
-        +1,
-        [(stream.late, "late"), (stream.duplicates, "duplicate"), (stream.dead_letters, "dead_letter")],
-    )
-    surplus = _explained(stream_only, batch, -1, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")])
-    return (
-        missing.unionByName(surplus)
-        .groupBy(*WINDOW_KEY, "reason")
-        .agg(F.sum("events").alias("events"), F.sum("money").cast(AMOUNT_TOTAL_TYPE).alias("money"))
-    )
+    both = explain_both(parsed, batch, stream, spec, days)
+    return both.where(F.col("corrected") == F.lit(fold_late)).drop("corrected")

@@ -9,11 +9,13 @@ holds), ``currency_figures`` (one aggregation by currency for both diffs) and ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from reconciliation.agreeing import TruthTotals
 from reconciliation.attribution import REASONS
 from reconciliation.diff import DIFF_COLUMNS, DIFF_STATUSES
 from reconciliation.result import CurrencyReconciliation, Explanation, Lateness, WindowGap, rank_sql
@@ -37,16 +39,13 @@ EXPLAINED_COLUMNS = (
 )
 
 
-def _pivot(explanations: DataFrame, folded: DataFrame) -> DataFrame:
-    """Per window, ``<reason>_events``/``<reason>_money`` of ``explanations`` and the same
-    prefixed ``corrected_`` of ``folded``: one aggregation of both (they are small: the
-    disputed windows only)."""
+def _pivot(explanations: DataFrame) -> DataFrame:
+    """Per window, ``<reason>_events``/``<reason>_money`` of the stream's diff and the same
+    prefixed ``corrected_`` of the corrected stream's (``explanations``: ``explain_both``'s rows):
+    one aggregation of both (they are small: the disputed windows only)."""
     zero = F.lit(0).cast(AMOUNT_TOTAL_TYPE)
-    both = explanations.select(*WINDOW_KEY, "reason", "events", "money", F.lit("").alias("_of")).unionByName(
-        folded.select(*WINDOW_KEY, "reason", "events", "money", F.lit("corrected_").alias("_of"))
-    )
-    mine = lambda of, r: (F.col("_of") == of) & (F.col("reason") == r)
-    return both.groupBy(*WINDOW_KEY).agg(
+    mine = lambda of, r: (F.col("corrected") == F.lit(of == "corrected_")) & (F.col("reason") == r)
+    return explanations.groupBy(*WINDOW_KEY).agg(
         *[
             F.sum(F.when(mine(of, r), F.col("events")).otherwise(0)).alias(f"{of}{r}_events")
             for of in ("", "corrected_")
@@ -60,16 +59,17 @@ def _pivot(explanations: DataFrame, folded: DataFrame) -> DataFrame:
     )
 
 
-def join_explanations(compared: DataFrame, explanations: DataFrame, folded: DataFrame) -> DataFrame:
-    """``compare_windows``'s rows with the reasons' events and money of ``explanations`` and, prefixed
-    ``corrected_``, of ``folded``, as they are: null where no reason explains anything (most
-    windows), and ``_explained`` true where one does, for either diff.
+def join_explanations(compared: DataFrame, explanations: DataFrame) -> DataFrame:
+    """``compare_windows``'s rows with the reasons' events and money of ``explanations``
+    (``explain_both``: both diffs), the corrected stream's prefixed ``corrected_``, as they are:
+    null where no reason explains anything (most windows), and ``_explained`` true where one
+    does, for either diff.
 
     This is the frame worth caching: a null costs a bit in a cached column, a zero decimal
     costs its bytes. ``explained_windows`` reads it.
     """
     # ``compared`` is already partitioned by window: hashing the small side avoids sorting it.
-    pivot = _pivot(explanations, folded).withColumn("_explained", F.lit(True))
+    pivot = _pivot(explanations).withColumn("_explained", F.lit(True))
     return compared.join(pivot.hint("shuffle_hash"), list(WINDOW_KEY), "left")
 
 
@@ -157,6 +157,8 @@ def _by_currency(windows: DataFrame, changed: Column) -> dict[str, dict]:
             *_figures("", in_truth | F.col("_in_stream")),
             *_figures("corrected_", in_truth | F.col("_in_corrected")),
             F.sum(changed.cast("long")).alias("corrections"),
+            F.sum(in_truth.cast("long")).alias("truth_windows"),
+            F.sum((in_truth & (F.col("truth_amount") != 0)).cast("long")).alias("truth_windows_with_money"),
         )
         .collect()
     )
@@ -193,39 +195,38 @@ class _Figures:
         )
 
 
-def _add_agreeing(by_currency: dict[str, dict], agreeing: DataFrame) -> None:
-    """Count into ``by_currency`` windows known to match in both diffs (``agreeing``: their
-    ``WINDOW_KEY``, ``event_count``, ``amount_total``, each side's value): one job."""
-    rows = (
-        agreeing.groupBy("currency")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum("event_count").alias("events"),
-            F.sum("amount_total").alias("amount"),
-            F.max(F.col("amount_total") != 0).alias("with_money"),
-        )
-        .collect()
-    )
-    for r in rows:
-        row = by_currency.setdefault(r["currency"], {})
+def _add_agreeing(by_currency: dict[str, dict], truth: Mapping[str, TruthTotals]) -> None:
+    """Count into ``by_currency`` the windows known to match in both diffs: per currency, every
+    truth row (``truth``) less the disputed ones ``_by_currency`` counted; each equals the
+    stream's row and the corrected one."""
+    for currency, total in truth.items():
+        row = by_currency.setdefault(currency, {})
+        windows = total.windows - (row.get("truth_windows") or 0)
+        events = total.events - (row.get("truth_events") or 0)
+        amount = total.amount - (row.get("truth_amount") or 0)
+        with_money = total.with_money - (row.get("truth_windows_with_money") or 0) > 0
         for of in ("", "corrected_"):
-            added = {"compared": r["n"], "match": r["n"], "truth_events": r["events"], "stream_events": r["events"]}
-            added.update({"truth_amount": r["amount"], "stream_amount": r["amount"]})
+            added = {"compared": windows, "match": windows, "truth_events": events, "stream_events": events}
+            added.update({"truth_amount": amount, "stream_amount": amount})
             for name, value in added.items():
-                row[of + name] = (row.get(of + name) or 0) + (value or 0)
-            row[f"{of}exact_with_money"] = bool(row.get(f"{of}exact_with_money")) or bool(r["with_money"])
+                row[of + name] = (row.get(of + name) or 0) + value
+            row[f"{of}exact_with_money"] = bool(row.get(f"{of}exact_with_money")) or with_money
 
 
 def currency_figures(
-    windows: DataFrame, late: DataFrame, changed: Column | None = None, agreeing: DataFrame | None = None
+    windows: DataFrame,
+    late: DataFrame,
+    changed: Column | None = None,
+    agreeing: Mapping[str, TruthTotals] | None = None,
 ) -> tuple[list[CurrencyReconciliation], int]:
     """One ``CurrencyReconciliation`` per currency seen on any side or in the side output, and
     the number of windows ``changed`` is true of (counted in the same pass; none without it).
 
     ``windows``: ``explained_windows``; ``late``: the distinct late events in scope
-    (``currency, amount, lateness_seconds``); ``agreeing``: windows left out of ``windows``
+    (``currency, amount, lateness_seconds``); ``agreeing``: with windows left out of ``windows``
     because they match in both diffs and no reason explains them (``reconciliation.agreeing``),
-    counted in too.
+    every truth row's totals per currency (``Agreeing.truth_totals``): the windows left out are
+    counted in as those less the truth rows ``windows`` holds.
     """
     by_currency = _by_currency(windows, F.lit(False) if changed is None else changed)
     if agreeing is not None:

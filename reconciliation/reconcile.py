@@ -48,7 +48,7 @@ from reconciliation.attribution import (
     REASONS,
     LineRecords,
     disputed_lines,
-    explain_windows,
+    explain_both,
 )
 from reconciliation.diff import compare_windows, side_rows
 from reconciliation.fold import corrected_rows, corrections_due, stream_parts, window_corrections
@@ -299,10 +299,8 @@ def compute(
         max_line_bytes=config.max_line_bytes,
     ).localCheckpoint(eager=True)
     with session_conf(spark, spec.pick(fixed=_FEW_ROWS, merging={})):  # sessions: the whole log
-        explanations = explain_windows(parsed, batch_records, stream_records, spec, days).localCheckpoint(eager=True)
-        folded = explain_windows(parsed, batch_records, stream_records, spec, days, fold_late=True).localCheckpoint(
-            eager=True
-        )
+        # both diffs' explanations, the stream's and the corrected stream's, in one plan
+        explanations = explain_both(parsed, batch_records, stream_records, spec, days).localCheckpoint(eager=True)
     # One aggregation compares the truth with the stream and with its corrected form; every
     # output below reads this one cached frame (no other pass over the million-window tables).
     # The reasons' columns are cached as they are joined (null for the windows nothing
@@ -313,7 +311,7 @@ def compute(
     ]
     # Windows that agree and that nothing touches are counted from the truth alone; the
     # aggregation compares the others (fixed windows; sessions: every window).
-    touched = [spec.late_windows(late_all.where(scope)), explanations, folded]
+    touched = [spec.late_windows(late_all.where(scope)), explanations]
     agreeing = (
         split_agreeing(truth, stream_all.where(scope), touched, min_windows=split_from_windows)
         if spec.pick(fixed=True, merging=False)
@@ -321,11 +319,11 @@ def compute(
     )
     if agreeing:
         parts = [agreeing.disputed(part) for part in parts]
-    joined = join_explanations(compare_windows(parts, tolerance), explanations, folded).persist()
+    joined = join_explanations(compare_windows(parts, tolerance), explanations).persist()
     windows = explained_windows(joined)
     late_in_scope = late_all.where(scope).dropDuplicates(["segment", "line_number"])
     figures, corrections_count = currency_figures(
-        windows, late_in_scope, corrections_due(), agreeing.rows if agreeing else None
+        windows, late_in_scope, corrections_due(), agreeing.truth_totals if agreeing else None
     )
 
     result = Reconciliation(

@@ -15,7 +15,7 @@ from shared.windows import TumblingWindows
 
 ROWS = "window_start timestamp, window_end timestamp, account_id string, currency string, event_count long, amount_total decimal(38,6)"
 LATE = "window_start timestamp, window_end timestamp, account_id string, currency string, segment long, line_number long, amount decimal(20,6), lateness_seconds decimal(20,6)"
-EXPLAINED = "window_start timestamp, window_end timestamp, account_id string, currency string, reason string, events long, money decimal(38,6)"
+EXPLAINED = "window_start timestamp, window_end timestamp, account_id string, currency string, corrected boolean, reason string, events long, money decimal(38,6)"
 SPEC = TumblingWindows(60 * 1_000_000)
 
 
@@ -45,8 +45,8 @@ STREAM = [
 LATE_ROWS = [(*window(3, "a"), 7, 1, D("0.500000"), D("90.000000"))]
 # a late event and a duplicate cancelling out in window 4: it agrees, yet two reasons explain it
 EXPLANATIONS = [
-    (*window(4, "a"), "late", 1, D("2.000000")),
-    (*window(4, "a"), "duplicate", -1, D("-2.000000")),
+    (*window(4, "a"), False, "late", 1, D("2.000000")),
+    (*window(4, "a"), False, "duplicate", -1, D("-2.000000")),
 ]
 
 
@@ -54,19 +54,18 @@ def outputs(spark, split: bool):
     truth, stream = spark.createDataFrame(TRUTH, ROWS), spark.createDataFrame(STREAM, ROWS)
     late = spark.createDataFrame(LATE_ROWS, LATE)
     explanations = spark.createDataFrame(EXPLANATIONS, EXPLAINED)
-    folded = spark.createDataFrame([], EXPLAINED)
     parts = [
         side_rows(truth, truth_count="event_count", truth_amount="amount_total"),
         *stream_parts(stream, late, SPEC, F.lit(True)),
     ]
-    touched = [SPEC.late_windows(late), explanations, folded]
+    touched = [SPEC.late_windows(late), explanations]
     agreeing = split_agreeing(truth, stream, touched, min_windows=0) if split else None
     if agreeing:
         parts = [agreeing.disputed(part) for part in parts]
-    windows = explained_windows(join_explanations(compare_windows(parts), explanations, folded))
+    windows = explained_windows(join_explanations(compare_windows(parts), explanations))
     late_in_scope = late.select("currency", "amount", "lateness_seconds")
     figures, corrections = currency_figures(
-        windows, late_in_scope, corrections_due(), agreeing.rows if agreeing else None
+        windows, late_in_scope, corrections_due(), agreeing.truth_totals if agreeing else None
     )
     diffs, corrected = diff_rows(windows), corrected_rows(windows)
     if agreeing:
