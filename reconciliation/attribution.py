@@ -166,14 +166,54 @@ def _stream_sessions(aggregated: DataFrame, stream: LineRecords, spec: WindowSpe
     return placed.where(days.contains(F.col("window_start"))).select(*PAIR, "account_id", "currency", "amount")
 
 
-def _truth_pairs(parsed: DataFrame, batch: LineRecords, spec: WindowSpec, days: DayRange) -> DataFrame:
-    events = (
-        parsed.where(F.col("segment") <= batch.last_segment)
-        .transform(valid_events)
-        .join(_lines(batch.duplicates, batch.last_segment), LINE, "left_anti")
-        .join(_lines(batch.dead_letters, batch.last_segment), LINE, "left_anti")
+_STREAM_REASONS = ("late", "duplicate", "dead_letter")  # what the stream records of a line, in this order
+_BATCH_REASONS = ("duplicate", "dead_letter")
+
+
+def _dispositions(batch: LineRecords, stream: LineRecords) -> DataFrame:
+    """What the two sides recorded of each line either recorded (up to its own position), one row
+    a line: ``_stream_known`` and ``_batch_known``, the side's reason for it (the first of
+    ``_STREAM_REASONS`` / ``_BATCH_REASONS`` it was recorded under; null: the side recorded nothing);
+    ``_stream_dropped`` / ``_batch_dropped``, whether the side left it out of its windows (a
+    duplicate or a dead letter); ``_stream_late``, whether the stream sent it to the side output.
+    One small frame for every join of the attribution: each table of line records is read once."""
+    parts = []
+    for side, records, reasons in (
+        ("stream", stream, zip(_STREAM_REASONS, (stream.late, stream.duplicates, stream.dead_letters))),
+        ("batch", batch, zip(_BATCH_REASONS, (batch.duplicates, batch.dead_letters))),
+    ):
+        for rank, (reason, frame) in enumerate(reasons):
+            if frame is not None:
+                parts.append(
+                    _lines(frame, records.last_segment).select(
+                        *LINE, F.lit(side).alias("_side"), F.lit(rank).alias("_rank"), F.lit(reason).alias("_reason")
+                    )
+                )
+    recorded = parts[0]
+    for part in parts[1:]:
+        recorded = recorded.unionByName(part)
+    of = lambda side: F.col("_side") == side  # noqa: E731
+    first = lambda side: F.min(F.when(of(side), F.struct("_rank", "_reason")))["_reason"]  # noqa: E731
+    flag = lambda condition: F.coalesce(F.max(condition), F.lit(False))  # noqa: E731
+    dropped = F.col("_reason").isin("duplicate", "dead_letter")
+    return recorded.groupBy(*LINE).agg(
+        first("stream").alias("_stream_known"),
+        first("batch").alias("_batch_known"),
+        flag(of("stream") & dropped).alias("_stream_dropped"),
+        flag(of("batch") & dropped).alias("_batch_dropped"),
+        flag(of("stream") & (F.col("_reason") == "late")).alias("_stream_late"),
     )
-    return _contributions(events, spec, days)
+
+
+def _events(parsed: DataFrame, last_segment: int, known: DataFrame, dropped: str) -> DataFrame:
+    """The valid events of ``parsed`` up to ``last_segment`` that a side did not drop (``dropped``:
+    its flag in ``known``, ``_dispositions``' frame), with ``known``'s columns."""
+    return (
+        parsed.where(F.col("segment") <= last_segment)
+        .transform(valid_events)
+        .join(known, LINE, "left")
+        .where(~F.coalesce(F.col(dropped), F.lit(False)))
+    )
 
 
 def _flags(truth: bool | Column, stream: bool | Column, corrected: bool | Column) -> list[Column]:
@@ -186,23 +226,18 @@ def _flags(truth: bool | Column, stream: bool | Column, corrected: bool | Column
 
 
 def _counted_pairs(
-    parsed: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
+    parsed: DataFrame, known: DataFrame, batch: LineRecords, stream: LineRecords, spec: WindowSpec, days: DayRange
 ) -> DataFrame:
     """Every (line, window) pair a side counts, once: ``PAIR``, ``account_id``, ``currency``,
     ``amount`` and which sides count it: ``_truth``, ``_stream`` (the stream as it aggregated),
-    ``_corrected`` (the stream with its side output folded in)."""
-    truth = _truth_pairs(parsed, batch, spec, days).select("*", *_flags(True, False, False))
-    accepted = (
-        parsed.where(F.col("segment") <= stream.last_segment)
-        .transform(valid_events)
-        .join(_lines(stream.duplicates, stream.last_segment), LINE, "left_anti")
-        .join(_lines(stream.dead_letters, stream.last_segment), LINE, "left_anti")
-    )
+    ``_corrected`` (the stream with its side output folded in). ``known``: ``_dispositions``."""
+    truth = _contributions(_events(parsed, batch.last_segment, known, "_batch_dropped"), spec, days)
+    truth = truth.select("*", *_flags(True, False, False))
+    accepted = _events(parsed, stream.last_segment, known, "_stream_dropped")
     corrected = _contributions(accepted, spec, days)
     if spec.pick(fixed=False, merging=True):  # the stream's sessions, not the batch's
-        aggregated = _stream_sessions(
-            accepted.join(_lines(stream.late, stream.last_segment), LINE, "left_anti"), stream, spec, days
-        )
+        on_time = accepted.where(~F.coalesce(F.col("_stream_late"), F.lit(False)))
+        aggregated = _stream_sessions(on_time, stream, spec, days)
         counted = corrected.select("*", *_flags(False, False, True)).unionByName(
             aggregated.select("*", *_flags(False, True, False))
         )
@@ -224,16 +259,6 @@ def _counted_pairs(
     )
 
 
-def _recorded(records: LineRecords, reasons: list[tuple[DataFrame, str]], known: str) -> DataFrame:
-    """``segment, line_number, <known>``: the side's recorded disposition of each line."""
-    parts = [_lines(frame, records.last_segment).withColumn(known, F.lit(name)) for frame, name in reasons]
-    recorded = parts[0]
-    for part in parts[1:]:
-        recorded = recorded.unionByName(part)
-    # One disposition per line and side; dropDuplicates only guards against a line listed twice.
-    return recorded.dropDuplicates(LINE)
-
-
 def _reason(records: LineRecords, known: str) -> Column:
     unread = F.col("segment") > F.lit(records.last_segment)
     return F.when(unread, "unread").otherwise(F.coalesce(F.col(known), F.lit("moved")))
@@ -251,17 +276,10 @@ def explain_both(
     side lacks adds ``+1`` (its reason from what the stream recorded of the line); the reverse
     ``-1`` (from what the batch recorded).
     """
-    pairs = _counted_pairs(parsed, batch, stream, spec, days)
+    known = _dispositions(batch, stream)
+    pairs = _counted_pairs(parsed, known, batch, stream, spec, days)
     truth, aggregated, corrected = F.col("_truth"), F.col("_stream"), F.col("_corrected")
     sign = lambda counted: F.when(truth & ~counted, F.lit(1)).when(counted & ~truth, F.lit(-1)).cast("long")
-    stream_known = _recorded(
-        stream,
-        [(stream.late, "late"), (stream.duplicates, "duplicate"), (stream.dead_letters, "dead_letter")],
-        "_stream_known",
-    )
-    batch_known = _recorded(
-        batch, [(batch.duplicates, "duplicate"), (batch.dead_letters, "dead_letter")], "_batch_known"
-    )
     diffs = F.explode(
         F.array(
             F.struct(F.lit(False).alias("corrected"), sign(aggregated).alias("sign")),
@@ -270,8 +288,7 @@ def explain_both(
     )
     disagreed = (
         pairs.where(~(truth & aggregated & corrected))
-        .join(stream_known, LINE, "left")
-        .join(batch_known, LINE, "left")
+        .join(known, LINE, "left")
         .select(*WINDOW_KEY, "segment", "amount", "_stream_known", "_batch_known", diffs.alias("_diff"))
         .where(F.col("_diff.sign").isNotNull())
     )
