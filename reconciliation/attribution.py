@@ -194,14 +194,13 @@ def _dispositions(batch: LineRecords, stream: LineRecords) -> DataFrame:
         recorded = recorded.unionByName(part)
     of = lambda side: F.col("_side") == side  # noqa: E731
     first = lambda side: F.min(F.when(of(side), F.struct("_rank", "_reason")))["_reason"]  # noqa: E731
-    flag = lambda condition: F.coalesce(F.max(condition), F.lit(False))  # noqa: E731
     dropped = F.col("_reason").isin("duplicate", "dead_letter")
-    return recorded.groupBy(*LINE).agg(
+    return recorded.groupBy(*LINE).agg(  # every row of a group has a side and a reason: no null flag
         first("stream").alias("_stream_known"),
         first("batch").alias("_batch_known"),
-        flag(of("stream") & dropped).alias("_stream_dropped"),
-        flag(of("batch") & dropped).alias("_batch_dropped"),
-        flag(of("stream") & (F.col("_reason") == "late")).alias("_stream_late"),
+        F.max(of("stream") & dropped).alias("_stream_dropped"),
+        F.max(of("batch") & dropped).alias("_batch_dropped"),
+        F.max(of("stream") & (F.col("_reason") == "late")).alias("_stream_late"),
     )
 
 
