@@ -2,7 +2,7 @@
 
 A child process generates a small log in a scratch lake and runs ``lklab speed
 --available-now``, ``lklab batch``, ``lklab replay`` and ``lklab reconcile`` on it in one
-process, whose JVM was started with ``-XX:ArchiveClassesAtExit``; it then stops the JVM and
+process, whose JVM was started with ``-XX:ArchiveClassesAtExit`` (and ``RECORDING_JVM``); it then stops the JVM and
 waits for it, and the JVM writes every class those commands loaded as it exits. The archive replaces ``ARCHIVE`` in one rename, so a
 session starting meanwhile maps the old one or the new one, never half of one. ``make install``
 runs it; run it again after changing Java. Without an archive every command still runs, only
@@ -20,6 +20,12 @@ from pathlib import Path
 from shared.jvm_archive import ARCHIVE, WRITE_ARCHIVE
 
 __all__ = ["main"]
+
+# The recording JVM's compiler and collector: C1 alone and the serial collector, which leave the two
+# cores to the commands (80 CPU s against 134 with the defaults, 96 s of wall against 107). An
+# archive holds classes, not compiled code or a heap: a JVM with the default compilers and
+# collector maps it the same (``-Xlog:cds`` shows its dynamic regions mapped).
+RECORDING_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _record(lake: str) -> int:
@@ -56,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     written = ARCHIVE.with_name(f".{ARCHIVE.name}.{os.getpid()}")  # beside it: the rename stays on one disk
     with tempfile.TemporaryDirectory(prefix="lklab-class-archive-") as scratch:
-        env = {**os.environ, WRITE_ARCHIVE: str(written)}
+        given = os.environ.get("SPARK_SUBMIT_OPTS", "")
+        env = {**os.environ, WRITE_ARCHIVE: str(written), "SPARK_SUBMIT_OPTS": f"{given} {RECORDING_JVM}".strip()}
         print(
             f"recording the classes of a speed layer, a batch, a replay and a reconcile into {ARCHIVE} ...", flush=True
         )
