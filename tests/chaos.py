@@ -3,15 +3,20 @@
 One small generated lake is copied twice. On the reference copy the four jobs run once each,
 uninterrupted: the speed layer over the whole log, the batch recompute, a Kappa replay and a
 reconciliation. On the chaos copy each job is started and killed (SIGKILL to its whole process
-group, the JVM included) at a random moment of its run, then run to completion. Every table of
+group, the JVM included) at a random moment of its work, then run to completion. Every table of
 the two lakes must then hold the same rows (as multisets), apart from the run-history tables
 (one row per execution: the chaos lake has more executions) and columns that record when or how
 long something ran.
 
-A kill counts only when it interrupted the job while it ran: the moment is drawn from the job's
-uninterrupted duration, and an attempt that finds the job already finished is counted apart, its
-work is undone (the lake is put back as it was before that attempt, so no later kill hits a
-rerun of a finished job) and the moment is drawn again, within the time that attempt took. ``--kills`` are shared out over the four jobs as evenly as they go (the rest to jobs drawn at
+The moment is counted from the job's first write to the lake (its locks aside) and drawn from
+the time the job's uninterrupted run went on writing (from its first write to its end): a batch,
+a replay or a reconcile reads and computes for most of its run and writes in its last seconds,
+and a kill before its first write finds nothing to recover (drawn over a whole process's run,
+two of the short version's four kills fell in its first 3 seconds, before its JVM had started). A kill counts only when it
+interrupted the job while it ran: an attempt that finds the job already finished is counted
+apart, its work is undone (the lake is put back as it was before that attempt, so no later kill
+hits a rerun of a finished job) and the moment is drawn again, within the time that attempt took
+from its first write. ``--kills`` are shared out over the four jobs as evenly as they go (the rest to jobs drawn at
 random), so from four kills on every job is killed at least once. The summary says how many
 kills interrupted each job, in how many attempts, and which tables and rows were compared; the
 script fails when fewer kills than asked interrupted a job.
@@ -22,8 +27,8 @@ script fails when fewer kills than asked interrupted a job.
 the runs to completion on the chaos lake that follow the kills are ``lklab.cli.main`` called in
 the tests' process, in its Spark session (``chaos(..., spark=...)``): the same command line,
 locks and exit codes on the lake the kills left, in another JVM than the killed ones', as a new
-process's would be, without a JVM start each. The reference runs and the killed attempts are
-processes in both.
+process's would be, without a JVM start each; so are the reference runs. The killed attempts
+are processes in both.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from contextlib import redirect_stderr, redirect_stdout
@@ -58,6 +64,7 @@ HISTORY = ("batch_runs", "replay_runs")  # one row per execution
 # when / how long / which execution (a metrics row's step time and live latency: TIMING_COLUMNS)
 WHEN = (*sorted(TIMING_COLUMNS), "recorded_at", "wall_seconds", "cpu_seconds", "run_id")
 MAX_MISSES = 5  # per job: attempts that found the job finished before its kill
+WRITE_POLL = 0.05  # seconds between looks at the lake for a job's first write
 
 
 @dataclass
@@ -137,19 +144,64 @@ def _run_here(lake: Path, job: str) -> tuple[int, str]:
             return main(list(JOBS[job])), errors.getvalue()
 
 
+def _written(lake: Path) -> frozenset[tuple[str, int, int]]:
+    """Every file and directory under ``lake`` but its locks (taken before a job's work), with
+    its modification time and size: what a job's first write changes."""
+    seen = set()
+    for directory, subdirectories, files in os.walk(lake):
+        if directory == str(lake):
+            subdirectories[:] = [name for name in subdirectories if name != "locks"]
+        for name in (*subdirectories, *files):
+            path = os.path.join(directory, name)
+            try:
+                stat = os.lstat(path)
+            except FileNotFoundError:  # removed meanwhile (a temporary file of the job's)
+                continue
+            seen.add((path, stat.st_mtime_ns, stat.st_size))
+    return frozenset(seen)
+
+
+class _FirstWrite:
+    """The moment of the first write to ``lake`` (``_written`` changed) from now, seen by a
+    thread that looks every ``WRITE_POLL`` seconds: ``at``, None while there is none."""
+
+    def __init__(self, lake: Path) -> None:
+        self.lake, self.before, self.at = lake, _written(lake), None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WRITE_POLL):
+            if _written(self.lake) != self.before:
+                self.at = time.monotonic()
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _attempt(lake: Path, job: str, kill_after: float, errors: Path) -> tuple[int, float]:
-    """Start ``job`` and SIGKILL its process group after ``kill_after`` seconds: ``-SIGKILL``
-    when that interrupted it, else the code it had exited with on its own (its stderr in
-    ``errors``); and the seconds it ran."""
-    started = time.monotonic()
+    """Start ``job`` and SIGKILL its process group ``kill_after`` seconds after its first write
+    to the lake: ``-SIGKILL`` when that interrupted it, else the code it exited with on its own
+    (its stderr in ``errors``); and the seconds it ran from its first write (0 when it wrote
+    nothing)."""
+    first_write = _FirstWrite(lake)
     with errors.open("w") as stderr:
         process = _start(lake, job, stderr)
         try:
-            return process.wait(timeout=kill_after), time.monotonic() - started
+            while process.poll() is None and first_write.at is None:
+                time.sleep(WRITE_POLL)
+            if first_write.at is None:
+                return process.returncode, 0.0
+            left = kill_after - (time.monotonic() - first_write.at)
+            return process.wait(timeout=max(left, 0.0)), time.monotonic() - first_write.at
         except subprocess.TimeoutExpired:
             return -signal.SIGKILL, kill_after  # still running: _end interrupts it
         finally:
             _end(process)
+            first_write.close()
 
 
 def _restore(snapshot: Path, lake: Path) -> None:
@@ -157,13 +209,19 @@ def _restore(snapshot: Path, lake: Path) -> None:
     shutil.copytree(snapshot, lake)
 
 
-def _finish(lake: Path, job: str, here: bool = False) -> None:
-    """Run ``job`` on the chaos lake to the end: as a process, or ``here`` (``_run_here``)."""
-    code, errors = _run_here(lake, job) if here else _run(lake, job)
+def _finish(lake: Path, job: str, here: bool = False) -> float:
+    """Run ``job`` on ``lake`` to the end: as a process, or ``here`` (``_run_here``). The seconds
+    it wrote for: from its first write to the lake to its end (0 when it wrote nothing)."""
+    first_write = _FirstWrite(lake)
+    try:
+        code, errors = _run_here(lake, job) if here else _run(lake, job)
+    finally:
+        first_write.close()
     if job == "replay" and code == 2 and "pass --replace" in errors:  # ReplayExists
-        return  # an attempt not killed in time had recorded the replay: done
+        return 0.0  # an attempt not killed in time had recorded the replay: done
     if code != 0:
         raise RuntimeError(f"lklab {job} exited {code} on the chaos lake:\n{errors[-3000:]}")
+    return 0.0 if first_write.at is None else time.monotonic() - first_write.at
 
 
 def _plan(kills: int, chooser: random.Random) -> Counter:
@@ -188,8 +246,8 @@ def _rows(lake: Path) -> dict[str, Counter]:
 def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_minutes: int = 10, spark=None) -> Chaos:
     """``events`` over two hours of event time, in segments of ``segment_minutes`` (the speed
     layer reads one per micro-batch). With ``spark``, the active session of this process, each
-    job's run to completion after its kills is ``lklab.cli.main`` called here, in that session
-    (``_run_here``); the reference runs and the killed attempts are processes either way."""
+    job's reference run and its run to completion after its kills are ``lklab.cli.main`` called
+    here, in that session (``_run_here``); the killed attempts are processes either way."""
     from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
 
     chooser = random.Random(seed)
@@ -212,9 +270,11 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
     durations = {}
     for job in JOBS:
         started = time.monotonic()
-        _finish(reference, job)
-        durations[job] = time.monotonic() - started
-        say(f"reference: lklab {job} {durations[job]:.0f}s")
+        durations[job] = _finish(reference, job, here=spark is not None)
+        say(
+            f"reference: lklab {job} {time.monotonic() - started:.0f}s, {durations[job]:.1f}s of it from its first write"
+            + (" (in this process)" if spark is not None else "")
+        )
     result = Chaos()
     plan = _plan(kills, chooser)
     snapshot, errors = scratch / "before-attempt", scratch / "attempt.err"
@@ -227,7 +287,7 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
             result.attempts[job] += 1
             if code == -signal.SIGKILL:
                 result.kills[job] += 1
-                say(f"chaos: lklab {job} killed after {moment:.1f}s")
+                say(f"chaos: lklab {job} killed {moment:.1f}s after its first write")
                 continue
             if code != 0:
                 raise RuntimeError(f"lklab {job} exited {code} on the chaos lake:\n{errors.read_text()[-3000:]}")
@@ -236,7 +296,8 @@ def chaos(kills: int, seed: int, events: int, scratch: Path, say=print, segment_
             _restore(snapshot, wrecked)
             durations[job] = ran
             say(
-                f"chaos: lklab {job} had finished after {ran:.1f}s, before its kill at {moment:.1f}s; its work undone, drawn again"
+                f"chaos: lklab {job} had finished {ran:.1f}s after its first write, before its kill at {moment:.1f}s; "
+                "its work undone, drawn again"
             )
         _finish(wrecked, job, here=spark is not None)
         say(f"chaos: lklab {job} run to completion" + (" in this process" if spark is not None else ""))
