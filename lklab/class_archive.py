@@ -2,11 +2,11 @@
 
 A child process generates a small log in a scratch lake and runs ``lklab speed
 --available-now``, ``lklab batch``, ``lklab replay`` and ``lklab reconcile`` on it in one
-process, whose JVM was started with ``-XX:ArchiveClassesAtExit`` (and ``RECORDING_JVM``); it then stops the JVM and
-waits for it, and the JVM writes every class those commands loaded as it exits. The archive replaces ``ARCHIVE`` in one rename, so a
-session starting meanwhile maps the old one or the new one, never half of one. ``make install``
-runs it; run it again after changing Java. Without an archive every command still runs, only
-its JVM starts slower.
+process, whose JVM was started with ``-XX:ArchiveClassesAtExit`` (and ``RECORDING_JVM``); it
+then stops the JVM and waits for it, and the JVM writes every class those commands loaded as it
+exits. The archive replaces ``ARCHIVE`` in one rename, so a session starting meanwhile maps the
+old one or the new one, never half of one. ``make install`` runs it; run it again after changing
+Java. Without an archive every command still runs, only its JVM starts slower.
 """
 
 from __future__ import annotations

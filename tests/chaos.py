@@ -12,14 +12,15 @@ The moment is counted from the job's first write to the lake (its locks aside) a
 the time the job's uninterrupted run went on writing (from its first write to its end): a batch,
 a replay or a reconcile reads and computes for most of its run and writes in its last seconds,
 and a kill before its first write finds nothing to recover (drawn over a whole process's run,
-two of the short version's four kills fell in its first 3 seconds, before its JVM had started). A kill counts only when it
-interrupted the job while it ran: an attempt that finds the job already finished is counted
-apart, its work is undone (the lake is put back as it was before that attempt, so no later kill
-hits a rerun of a finished job) and the moment is drawn again, within the time that attempt took
-from its first write. ``--kills`` are shared out over the four jobs as evenly as they go (the rest to jobs drawn at
-random), so from four kills on every job is killed at least once. The summary says how many
-kills interrupted each job, in how many attempts, and which tables and rows were compared; the
-script fails when fewer kills than asked interrupted a job.
+two of the short version's four kills fell in its first 3 seconds, while Python and the JVM were
+starting). A kill counts only when it interrupted the job while it ran: an attempt that finds
+the job already finished is counted apart, its work is undone (the lake is put back as it was
+before that attempt, so no later kill hits a rerun of a finished job) and the moment is drawn
+again, within the time that attempt took from its first write. ``--kills`` are shared out over
+the four jobs as evenly as they go (the rest to jobs drawn at random), so from four kills on
+every job is killed at least once. The summary says how many kills interrupted each job, in how
+many attempts, and which tables and rows were compared; the script fails when fewer kills than
+asked interrupted a job.
 
     .venv/bin/python -m tests.chaos --kills 20 [--seed 1] [--events 3000]
 
