@@ -8,8 +8,6 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# the installer make install uses (from PyPI, into the venv)
-UV := uv==0.9.30
 # Test processes (pytest-xdist): each takes whole test files, so a module's fixtures run once,
 # and has its own Spark session; they take the files in the order tests/conftest.py gives (the
 # most expensive first). 2 is this project's machines' core count.
@@ -22,13 +20,9 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml Makefile
 	@command -v java >/dev/null || { echo "Java 17 is required by Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11, 5) <= sys.version_info[:3] < (3, 12))' || { echo "Python 3.11.5 or a newer 3.11 is required (the pinned requirements need it); $(PYTHON) is $$($(PYTHON) -V 2>&1): set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	@# uv installs the same pinned distributions as pip (the same versions: `uv pip freeze`), downloads
-	@# and unpacks them in parallel and compiles no bytecode up front (a module is compiled on its
-	@# first import): make install on a fresh clone without a download cache took 2 min 42 s, against
-	@# 3 min 25 s with pip (docs/benchmarks.md)
-	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	@# the bytecode of the pyspark.zip Spark's Python processes import (lklab/worker_bytecode.py)
 	$(BIN)/python -m lklab.worker_bytecode
 	@# the driver JVM's class-data archive (shared/jvm_archive.py): every command starts sooner
