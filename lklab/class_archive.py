@@ -28,6 +28,18 @@ __all__ = ["main"]
 RECORDING_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def recording_options(given: str) -> str:
+    """``SPARK_SUBMIT_OPTS`` for the recording JVM: ``given`` and each ``RECORDING_JVM`` option
+    whose setting ``given`` leaves open (a JVM told two collectors refuses to start)."""
+    named = {"TieredStopAtLevel": "-XX:TieredStopAtLevel=", "GC": "GC"}
+    added = [
+        option
+        for option in RECORDING_JVM.split()
+        if not any(key in option and marker in given for key, marker in named.items())
+    ]
+    return " ".join([*given.split(), *added])
+
+
 def _record(lake: str) -> int:
     """The child: the commands in one session, then the JVM stopped and waited for."""
     from pyspark import SparkContext
@@ -62,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     written = ARCHIVE.with_name(f".{ARCHIVE.name}.{os.getpid()}")  # beside it: the rename stays on one disk
     with tempfile.TemporaryDirectory(prefix="lklab-class-archive-") as scratch:
-        given = os.environ.get("SPARK_SUBMIT_OPTS", "")
-        env = {**os.environ, WRITE_ARCHIVE: str(written), "SPARK_SUBMIT_OPTS": f"{given} {RECORDING_JVM}".strip()}
+        options = recording_options(os.environ.get("SPARK_SUBMIT_OPTS", ""))
+        env = {**os.environ, WRITE_ARCHIVE: str(written), "SPARK_SUBMIT_OPTS": options}
         print(
             f"recording the classes of a speed layer, a batch, a replay and a reconcile into {ARCHIVE} ...", flush=True
         )

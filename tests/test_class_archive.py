@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lklab.class_archive import recording_options
 from shared.jvm_archive import ARCHIVE, WRITE_ARCHIVE, driver_java_options
 
 
@@ -30,6 +31,19 @@ def test_the_archiving_run_writes_where_it_is_told_and_an_archive_of_the_callers
     assert driver_java_options(archive) is None
     monkeypatch.setenv(WRITE_ARCHIVE, str(tmp_path / "new.jsa"))
     assert driver_java_options(archive).startswith(f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'} ")
+
+
+@pytest.mark.parametrize(
+    "given, options",
+    [
+        ("", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
+        ("-Xmx2g", "-Xmx2g -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
+        ("-XX:+UseG1GC", "-XX:+UseG1GC -XX:TieredStopAtLevel=1"),  # one collector: the caller's
+        ("-XX:TieredStopAtLevel=4 -XX:+UseSerialGC", "-XX:TieredStopAtLevel=4 -XX:+UseSerialGC"),
+    ],
+)
+def test_the_recording_jvm_adds_only_the_options_the_caller_left_open(given, options):
+    assert recording_options(given) == options
 
 
 REPO = Path(__file__).resolve().parents[1]
