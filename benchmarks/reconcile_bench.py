@@ -437,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--accounts", type=int, default=20_000, help="accounts (default 20,000)")
     parser.add_argument(
-        "--scratch", default=None, help="directory for the temporary lakes (default: the system's temp dir)"
+        "--scratch",
+        default=None,
+        help="directory for the temporary lakes, made if missing (default: the system's temp dir)",
     )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     parser.add_argument(
@@ -463,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.scratch:
+        Path(args.scratch).mkdir(parents=True, exist_ok=True)  # the temporary lakes go inside it
     if args.split_sizes:
         return split_sizes_mode(args.scratch, args.rounds)
     if args.differing_pairs is not None:
