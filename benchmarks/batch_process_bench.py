@@ -30,9 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from generated_log import generated_log  # noqa: E402
 from process_runs import timed_run  # noqa: E402
 
-from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from shared.catalog import tables_root  # noqa: E402
 
 
@@ -60,10 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="batch-process-bench-") as scratch:
         lake = Path(args.lake) if args.lake else Path(scratch) / "lake"
-        if not (lake / "log").is_dir():
-            progress(f"generating {args.events:,} events into {lake}")
-            generate(GeneratorParams(events=args.events), lake, progress=progress)
-        manifest = json.loads((lake / "generator" / "manifest.json").read_text())
+        manifest = generated_log(lake, args.events, progress)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         lab = [
             sys.executable,
