@@ -7,7 +7,9 @@ log carry offsets, and windows are aligned in UTC. Cached frames are kept uncomp
 below). The log source is registered by its readers (``shared.log_source.log_reader``), not here.
 When the table engine is delta-spark, its jars and SQL extension are added here. A JVM this
 process starts maps the installation's class-data archive when there is one
-(``shared.jvm_archive``): it starts seconds sooner, and computes the same.
+(``shared.jvm_archive``): it starts seconds sooner, and computes the same. A command that runs
+one job and exits asks for ``one_job`` (with ``log_bound`` when its work grows with the log):
+the JVM it starts compiles with C1 alone (``shared.jvm_compilers``).
 
 Under ``spark-submit`` (which starts the JVM first and tells Python its gateway port), the
 master given to ``spark-submit`` wins; ``spark-master`` applies to sessions started from Python.
@@ -18,20 +20,26 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from shared.config import LabConfig
 from shared.jvm_archive import driver_java_options
+from shared.jvm_compilers import log_bytes, one_job_options
 from shared.tables import delta_spark_jars, resolve_engine
 
 __all__ = ["spark_session"]
 
 
-def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
-    """Return the active session, or build one for ``config`` (master, engine, UTC)."""
+def spark_session(
+    config: LabConfig, app_name: str = "lklab", *, one_job: bool = False, log_bound: bool = False
+) -> SparkSession:
+    """Return the active session, or build one for ``config`` (master, engine, UTC); with
+    ``one_job``, a JVM started for it compiles with C1 alone (``shared.jvm_compilers``; with
+    ``log_bound``, only while the lake's log is small)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    builder = SparkSession.builder
+    builder, compilers = SparkSession.builder, None
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # This process starts the JVM: its heap is ours to size (under spark-submit it is not).
         builder = builder.master(config.spark_master).config("spark.driver.memory", config.driver_memory)
@@ -40,6 +48,9 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
             # spark-submit passes these to the JVM beside spark.driver.extraJavaOptions, which
             # stays the user's
             os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {java_options}".strip()
+        if one_job and SparkContext._gateway is None:  # the JVM starts now, for this command alone
+            grows_with = log_bytes(config.lake) if log_bound else None
+            compilers = one_job_options(os.environ.get("SPARK_SUBMIT_OPTS", ""), grows_with)
     builder = (
         builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)
@@ -63,6 +74,13 @@ def spark_session(config: LabConfig, app_name: str = "lklab") -> SparkSession:
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         )
-    spark = builder.getOrCreate()
+    given = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if compilers:  # for this JVM only, not for the processes this one starts later
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{given} {compilers}".strip()
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if compilers:
+            os.environ["SPARK_SUBMIT_OPTS"] = given
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -48,27 +48,29 @@ def unexplained(differences: int, why: str = "") -> int:
     return UNHEALTHY
 
 
-def command_session(config, app_name: str):
+def command_session(config, app_name: str, one_job: bool = False, log_bound: bool = False):
     """``(session, stop)``: the Spark session a command runs in and what ends it. A command that
     starts Spark stops it when it ends (``stop``); one called where a session already runs (``main``
-    called in a process that has one) uses that session and leaves it running (``stop`` does nothing)."""
+    called in a process that has one) uses that session and leaves it running (``stop`` does nothing).
+    ``one_job``: the command runs one job and exits; ``log_bound``: its work grows with the log
+    (``shared.spark_session``)."""
     from pyspark import SparkContext
 
     from shared.spark_session import spark_session
 
     started_here = SparkContext._active_spark_context is None
-    spark = spark_session(config, app_name)
+    spark = spark_session(config, app_name, one_job=one_job, log_bound=log_bound)
     return spark, (spark.stop if started_here else lambda: None)
 
 
 @contextmanager
-def spark_for(config, app_name: str, *refused: type[Exception]):
+def spark_for(config, app_name: str, *refused: type[Exception], one_job: bool = False, log_bound: bool = False):
     """A Spark session for one command, stopped when it ends if the command started it
-    (``command_session``); the errors in ``refused`` (and a contradiction of the tables' settings)
-    are bad input, exit 2, not failures."""
+    (``command_session``: ``one_job``, ``log_bound``); the errors in ``refused`` (and a contradiction of the
+    tables' settings) are bad input, exit 2, not failures."""
     from shared.table_settings import SettingsConflict
 
-    spark, stop = command_session(config, app_name)
+    spark, stop = command_session(config, app_name, one_job, log_bound)
     try:
         yield spark
     except (SettingsConflict, *refused) as err:

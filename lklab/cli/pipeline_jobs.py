@@ -128,7 +128,7 @@ def _batch(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     options = _taken(args, jobs)
     config = _prepare("batch", jobs, config, options)
     announce(pipeline, jobs, "batch", config, options, None)
-    with spark_for(config, app_name(pipeline, jobs, "batch"), *_refused(jobs)) as spark:
+    with spark_for(config, app_name(pipeline, jobs, "batch"), *_refused(jobs), one_job=True, log_bound=True) as spark:
         outcome = jobs.batch(spark, config, **options)
     return _exit("batch", outcome)
 
@@ -146,7 +146,9 @@ def _replay(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         {"name": args.name, **options},
         _described(pipeline, jobs, config, f"replay '{args.name}'"),
     )
-    with spark_for(config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *_refused(jobs)) as spark:
+    with spark_for(
+        config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *_refused(jobs), one_job=True, log_bound=True
+    ) as spark:
         outcome = jobs.replay(spark, config, args.name, **options)
     return _exit("replay", outcome)
 
@@ -162,7 +164,7 @@ def _reconcile(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         raise UsageError(str(err)) from None
     config = _prepare("reconcile", jobs, config, {"against": args.against, **options})
     announce(pipeline, jobs, "reconcile", config, {"against": args.against, **options}, None)
-    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *_refused(jobs)) as spark:
+    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *_refused(jobs), one_job=True) as spark:
         outcome = jobs.reconcile(spark, config, args.against, **options)
     return _exit("reconcile", outcome)
 
