@@ -1,13 +1,14 @@
-"""One-job commands with C1 alone (what they now run with) against both compilers (the JVM's default), as processes.
+"""One-job commands with C1 alone against both compilers (the JVM's default), as processes.
 
 ``lklab batch --whole-log``, ``lklab replay`` and ``lklab reconcile --against kappa:<replay>`` on
-one generated log, each its own process, timed twice a round: as the command runs by itself
-(``shared.jvm_compilers``: C1 alone) and with ``SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=4``
-(C1 then C2, the JVM's default, which the command keeps when told a tier). The two alternate,
-first one then the other; each batch rewrites its tables from the whole log, each replay writes
-a run of its own and the reconcile compares the batch with it. Wall and CPU seconds of each
-process and everything it started (``process_runs.timed_run``), medians over the rounds, and
-the ratios C1 alone / both.
+one generated log, each its own process, timed twice a round: with
+``SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1`` (C1 alone: what ``shared.jvm_compilers`` gives a
+reconcile, and a batch or a replay of a log under its ``SMALL_LOG_BYTES``) and with
+``-XX:TieredStopAtLevel=4`` (C1 then C2, the JVM's default). A tier named there is the one the
+command runs with. The two alternate, first one then the other; each batch rewrites its tables
+from the whole log, each replay writes a run of its own and the reconcile compares the batch
+with it. Wall and CPU seconds of each process and everything it started
+(``process_runs.timed_run``), medians over the rounds, and the ratios C1 alone / both.
 
     .venv/bin/python benchmarks/jit_bench.py [--events N] [--rounds R] [--lake DIR] [--json-out FILE]
 """
@@ -29,8 +30,7 @@ sys.path.insert(0, str(REPO))
 from generated_log import generated_log  # noqa: E402
 from process_runs import timed_run  # noqa: E402
 
-BOTH_COMPILERS = "-XX:TieredStopAtLevel=4"
-COMPILERS = {"C1 alone": None, "C1 and C2": BOTH_COMPILERS}
+COMPILERS = {"C1 alone": "-XX:TieredStopAtLevel=1", "C1 and C2": "-XX:TieredStopAtLevel=4"}
 COMMANDS = ("batch", "replay", "reconcile")
 
 
@@ -65,9 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(1, args.rounds + 1):
             order = list(COMPILERS) if number % 2 else list(COMPILERS)[::-1]
             for setting in order:
-                given = COMPILERS[setting]
-                setting_env = env if given is None else {**env, "SPARK_SUBMIT_OPTS": given}
-                name = f"jit{number}{'c1' if given is None else 'c2'}"
+                setting_env = {**env, "SPARK_SUBMIT_OPTS": COMPILERS[setting]}
+                name = f"jit{number}tier{COMPILERS[setting][-1]}"  # a replay of its own
                 for command in COMMANDS:
                     run = timed_run(argv_of(command, lake, name), setting_env, str(REPO), ok=(0, 3))
                     runs[command, setting].append(run)
