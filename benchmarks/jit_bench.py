@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                     run = timed_run(argv_of(command, lake, name), setting_env, str(REPO), ok=(0, 3))
                     runs[command, setting].append(run)
                     progress(
-                        f"round {number}/{args.rounds}: {command} with {setting}: "
-                        f"{run.seconds:.1f}s, cpu {run.cpu_seconds:.1f}s (load {run.load_before:.1f} -> {run.load_after:.1f})"
+                        f"round {number}/{args.rounds}: {command} with {setting}: {run.seconds:.1f}s, "
+                        f"cpu {run.cpu_seconds:.1f}s (load {run.load_before:.1f} -> {run.load_after:.1f})"
                     )
 
     def median(command: str, setting: str, field: str) -> float:

@@ -226,6 +226,20 @@ class EventLog:
             return []
         return sorted((int(m.group(1)), self.root / name) for name in os.listdir(self.root) if (m := _NAME.match(name)))
 
+    def size_bytes(self) -> int:
+        """The bytes of the segments listed now (0 for no log).
+
+        A segment that goes while it is listed is left out: the figure is an estimate of the
+        log's size, not a check of it (``segments`` says whether the log is whole).
+        """
+        total = 0
+        for _, path in self._listed():
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                continue
+        return total
+
     def last_segment(self) -> int:
         """Number of the newest segment, 0 for an empty log."""
         segments = self.segments()

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from shared.config import LabConfig
 from shared.jvm_archive import driver_java_options
-from shared.jvm_compilers import log_bytes, one_job_options
+from shared.jvm_compilers import one_job_options
 from shared.tables import delta_spark_jars, resolve_engine
 
 __all__ = ["spark_session"]
@@ -34,9 +34,11 @@ __all__ = ["spark_session"]
 def spark_session(
     config: LabConfig, app_name: str = "lklab", *, one_job: bool = False, log_bound: bool = False
 ) -> SparkSession:
-    """Return the active session, or build one for ``config`` (master, engine, UTC); with
-    ``one_job``, a JVM started for it compiles with C1 alone (``shared.jvm_compilers``; with
-    ``log_bound``, only while the lake's log is small)."""
+    """Return the active session, or build one for ``config`` (master, engine, UTC).
+
+    With ``one_job``, a JVM started for it compiles with C1 alone (``shared.jvm_compilers``;
+    with ``log_bound``, only while the lake's log is small).
+    """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder, compilers = SparkSession.builder, None
@@ -49,8 +51,7 @@ def spark_session(
             # stays the user's
             os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {java_options}".strip()
         if one_job and SparkContext._gateway is None:  # the JVM starts now, for this command alone
-            grows_with = log_bytes(config.lake) if log_bound else None
-            compilers = one_job_options(os.environ.get("SPARK_SUBMIT_OPTS", ""), grows_with)
+            compilers = one_job_options(os.environ.get("SPARK_SUBMIT_OPTS", ""), config.lake if log_bound else None)
     builder = (
         builder.appName(app_name)
         .config("spark.pyspark.python", sys.executable)
@@ -74,13 +75,15 @@ def spark_session(
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         )
-    given = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    given = os.environ.get("SPARK_SUBMIT_OPTS")
     if compilers:  # for this JVM only, not for the processes this one starts later
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{given} {compilers}".strip()
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{given or ''} {compilers}".strip()
     try:
         spark = builder.getOrCreate()
     finally:
-        if compilers:
+        if compilers and given is None:
+            os.environ.pop("SPARK_SUBMIT_OPTS")
+        elif compilers:
             os.environ["SPARK_SUBMIT_OPTS"] = given
     spark.sparkContext.setLogLevel("ERROR")
     return spark

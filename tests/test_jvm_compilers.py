@@ -1,28 +1,53 @@
-"""A command that runs one job and exits starts its JVM with C1 alone, unless told a tier."""
+"""A command that runs one job and exits starts its JVM with C1 alone, unless the JIT is set."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from shared.eventlog import EventLog
-from shared.jvm_compilers import ONE_JOB, SMALL_LOG_BYTES, log_bytes, one_job_options
+from shared.jvm_compilers import ONE_JOB, SMALL_LOG_BYTES, one_job_options
 from tests.processes import REPO, VENV_BIN, run, venv_env
 
 
 @pytest.mark.parametrize(
-    "given, added",
+    "given, tools, added",
     [
-        ("", "-XX:TieredStopAtLevel=1"),
-        ("-XX:+UseSerialGC -Xmx2g", "-XX:TieredStopAtLevel=1"),
-        ("-XX:TieredStopAtLevel=4", None),  # both compilers: the user's choice
-        ("-Xshare:auto -XX:TieredStopAtLevel=1", None),
+        ("", "", "-XX:TieredStopAtLevel=1"),
+        ("-XX:+UseSerialGC -Xmx2g", "", "-XX:TieredStopAtLevel=1"),
+        ("-XX:TieredStopAtLevel=4", "", None),  # both compilers: the user's choice
+        ("-Xshare:auto -XX:-TieredCompilation", "", None),
+        ("-XX:CompilationMode=high-only", "", None),
+        ("", "-XX:TieredStopAtLevel=4", None),  # the JVM reads JAVA_TOOL_OPTIONS too
     ],
 )
-def test_one_job_adds_c1_alone_unless_a_tier_is_named(given, added):
+def test_one_job_adds_c1_alone_unless_the_jit_is_set(monkeypatch, given, tools, added):
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", tools)
     assert ONE_JOB == "-XX:TieredStopAtLevel=1"
     assert one_job_options(given) == added
+
+
+def test_a_job_that_grows_with_the_log_stops_at_c1_only_below_the_small_log(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    lake = tmp_path / "lake"
+    log = EventLog(lake)
+    assert log.size_bytes() == 0  # no log yet
+    assert one_job_options("", lake) == ONE_JOB
+    log.append(["a" * 99, "b" * 49], stamp=False)
+    log.append(["c"], stamp=False)
+    assert log.size_bytes() == 100 + 50 + 2  # the lines and their newlines
+    (log.root / "segment-7.jsonl").write_text("not a segment's name")
+    assert log.size_bytes() == 152
+    with open(log.segment_path(3), "wb") as big:  # sparse: its size without the disk
+        big.truncate(SMALL_LOG_BYTES - 152 - 1)
+    assert (log.size_bytes(), one_job_options("", lake)) == (SMALL_LOG_BYTES - 1, ONE_JOB)
+    log.append(["d"], stamp=False)
+    assert (log.size_bytes(), one_job_options("", lake)) == (SMALL_LOG_BYTES + 1, None)
+    assert one_job_options("") == ONE_JOB  # a reconcile: whatever the log
 
 
 def _tier(stdout: str) -> int:
@@ -32,30 +57,46 @@ def _tier(stdout: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "command, given, tier",
-    [("batch", "", 1), ("reconcile", "-XX:TieredStopAtLevel=4", 4)],
-)
+@pytest.mark.parametrize("command, given, tier", [("batch", "", 1), ("reconcile", "-XX:TieredStopAtLevel=4", 4)])
 def test_one_job_commands_start_their_jvm_on_c1_alone_unless_told_a_tier(tmp_path, command, given, tier):
     # An empty lake: the JVM starts and prints its flags, then the command stops at what is missing.
     lake = tmp_path / "lake"
     lake.mkdir()
     env = venv_env({"PYTHONPATH": str(REPO), "SPARK_SUBMIT_OPTS": f"{given} -XX:+PrintFlagsFinal".strip()})
+    env.pop("JAVA_TOOL_OPTIONS", None)
     done = run([str(VENV_BIN / "lklab"), command, "--lake", str(lake)], env=env, timeout=300)
     missing = {"batch": "is empty: run 'lklab generate' first", "reconcile": "no batch truth: run 'lklab batch' first"}
     assert missing[command] in done.stderr, done.stderr[-3000:]
     assert _tier(done.stdout) == tier
 
 
-def test_a_job_that_grows_with_the_log_stops_at_c1_only_below_the_small_log(tmp_path):
-    assert SMALL_LOG_BYTES == 64 * 2**20
-    assert one_job_options("", SMALL_LOG_BYTES - 1) == ONE_JOB
-    assert one_job_options("", SMALL_LOG_BYTES) is None
-    assert one_job_options("-XX:TieredStopAtLevel=4", 0) is None
+SESSION = """
+import os, sys
+from shared.config import LabConfig
+from shared.spark_session import spark_session
+spark = spark_session(LabConfig(lake=sys.argv[1], table_engine="deltalake"), "jit-check", one_job=True, log_bound=True)
+jvm = spark.sparkContext._jvm
+print(" ".join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
+print(repr(os.environ.get("SPARK_SUBMIT_OPTS")))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log_bytes, tier", [(10, 1), (SMALL_LOG_BYTES, None)])
+def test_a_log_bound_jobs_jvm_stops_at_c1_for_a_small_log_and_only_that_jvm(tmp_path, log_bytes, tier):
     lake = tmp_path / "lake"
-    assert log_bytes(lake) == 0  # no log yet
-    log = EventLog(lake)
-    log.append(["a" * 99, "b" * 49])
-    log.append(["c"])
-    assert log_bytes(lake) == sum(segment.size_bytes for segment in log.segments())
-    assert log_bytes(lake) > 99 + 49 + 1  # every line and its newline, and the segments' headers
+    (lake / "log").mkdir(parents=True)
+    with open(EventLog(lake).segment_path(1), "wb") as segment:
+        segment.truncate(log_bytes)  # sparse: a big log without the disk
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS")}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION, str(lake)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    arguments, after = done.stdout.strip().splitlines()[-2:]
+    assert [a for a in arguments.split() if "TieredStopAtLevel" in a] == (
+        [f"-XX:TieredStopAtLevel={tier}"] if tier else []
+    )
+    assert "TieredStopAtLevel" not in after  # the processes it starts later are not given it

@@ -49,11 +49,13 @@ def unexplained(differences: int, why: str = "") -> int:
 
 
 def command_session(config, app_name: str, one_job: bool = False, log_bound: bool = False):
-    """``(session, stop)``: the Spark session a command runs in and what ends it. A command that
-    starts Spark stops it when it ends (``stop``); one called where a session already runs (``main``
-    called in a process that has one) uses that session and leaves it running (``stop`` does nothing).
-    ``one_job``: the command runs one job and exits; ``log_bound``: its work grows with the log
-    (``shared.spark_session``)."""
+    """``(session, stop)``: the Spark session a command runs in and what ends it.
+
+    A command that starts Spark stops it when it ends (``stop``); one called where a session
+    already runs (``main`` called in a process that has one) uses that session and leaves it
+    running (``stop`` does nothing). ``one_job``: the command runs one job and exits;
+    ``log_bound``: its work grows with the log (``shared.spark_session``).
+    """
     from pyspark import SparkContext
 
     from shared.spark_session import spark_session
@@ -65,9 +67,11 @@ def command_session(config, app_name: str, one_job: bool = False, log_bound: boo
 
 @contextmanager
 def spark_for(config, app_name: str, *refused: type[Exception], one_job: bool = False, log_bound: bool = False):
-    """A Spark session for one command, stopped when it ends if the command started it
-    (``command_session``: ``one_job``, ``log_bound``); the errors in ``refused`` (and a contradiction of the
-    tables' settings) are bad input, exit 2, not failures."""
+    """A Spark session for one command, stopped when it ends if the command started it.
+
+    ``one_job``, ``log_bound``: as ``command_session`` takes them. The errors in ``refused`` (and
+    a contradiction of the tables' settings) are bad input, exit 2, not failures.
+    """
     from shared.table_settings import SettingsConflict
 
     spark, stop = command_session(config, app_name, one_job, log_bound)
