@@ -57,7 +57,9 @@ def _tier(stdout: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, given, tier", [("batch", "", 1), ("reconcile", "-XX:TieredStopAtLevel=4", 4)])
+@pytest.mark.parametrize(
+    "command, given, tier", [("batch", "", 1), ("reconcile", "", 1), ("reconcile", "-XX:TieredStopAtLevel=4", 4)]
+)
 def test_one_job_commands_start_their_jvm_on_c1_alone_unless_told_a_tier(tmp_path, command, given, tier):
     # An empty lake: the JVM starts and prints its flags, then the command stops at what is missing.
     lake = tmp_path / "lake"
