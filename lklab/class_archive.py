@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from shared.jvm_archive import ARCHIVE, WRITE_ARCHIVE
+from shared.jvm_compilers import sets_jit
 
 __all__ = ["main"]
 
@@ -30,14 +31,11 @@ RECORDING_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def recording_options(given: str) -> str:
     """``SPARK_SUBMIT_OPTS`` for the recording JVM: ``given`` and each ``RECORDING_JVM`` option
-    whose setting ``given`` leaves open (a JVM told two collectors refuses to start)."""
-    named = {"TieredStopAtLevel": "-XX:TieredStopAtLevel=", "GC": "GC"}
-    added = [
-        option
-        for option in RECORDING_JVM.split()
-        if not any(key in option and marker in given for key, marker in named.items())
-    ]
-    return " ".join([*given.split(), *added])
+    whose setting ``given`` leaves open (a JVM told two collectors refuses to start; a JIT
+    setting of the caller's is kept, ``shared.jvm_compilers.sets_jit``)."""
+    compilers, collector = RECORDING_JVM.split()
+    added = [] if sets_jit(given) else [compilers]
+    return " ".join([*given.split(), *added, *([] if "GC" in given else [collector])])
 
 
 def _record(lake: str) -> int:

@@ -22,12 +22,17 @@ from pathlib import Path
 
 from shared.eventlog import EventLog
 
-__all__ = ["ONE_JOB", "SMALL_LOG_BYTES", "one_job_options"]
+__all__ = ["ONE_JOB", "SMALL_LOG_BYTES", "one_job_options", "sets_jit"]
 
 ONE_JOB = "-XX:TieredStopAtLevel=1"
 # Between the two logs measured (the benchmarks page), nearer the smaller, where C1 alone won.
 SMALL_LOG_BYTES = 64 * 2**20
 _USERS_JIT = ("TieredStopAtLevel=", "TieredCompilation", "CompilationMode=")
+
+
+def sets_jit(given: str) -> bool:
+    """Whether ``given`` (JVM options) or ``JAVA_TOOL_OPTIONS`` sets the JIT compilers already."""
+    return any(setting in f"{given} {os.environ.get('JAVA_TOOL_OPTIONS', '')}" for setting in _USERS_JIT)
 
 
 def one_job_options(given: str, lake: str | Path | None = None) -> str | None:
@@ -37,7 +42,7 @@ def one_job_options(given: str, lake: str | Path | None = None) -> str | None:
     job's work grows with ``lake``'s log and that log holds ``SMALL_LOG_BYTES`` or more (or
     cannot be measured).
     """
-    if any(setting in f"{given} {os.environ.get('JAVA_TOOL_OPTIONS', '')}" for setting in _USERS_JIT):
+    if sets_jit(given):
         return None
     if lake is not None:
         try:
