@@ -72,12 +72,28 @@ def test_bad_config_file_is_a_usage_error(tmp_path, lklab_here):
     assert "Traceback" not in result.stderr
 
 
-def test_batch_on_an_empty_lake_fails_clearly(spark, tmp_path, lklab_here):
-    (tmp_path / "empty").mkdir()
-    result = lklab_here("batch", "--lake", str(tmp_path / "empty"))
-    assert result.returncode == 1
-    assert "the log under" in result.stderr and "is empty" in result.stderr
-    assert "Traceback" not in result.stderr
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["batch"], "no batch to run (run 'lklab generate' first)"),
+        (["replay", "--name", "first"], "nothing to replay (run 'lklab generate' first)"),
+        (
+            ["batch", "--pipeline", "unique_visitors"],
+            "no batch to run (run 'lklab generate --pipeline unique_visitors' first)",
+        ),
+    ],
+)
+def test_a_batch_or_replay_of_an_empty_log_is_refused_before_spark_starts(tmp_path, lklab_here, monkeypatch, args, why):
+    import lklab.cli.console
+
+    def no_session(*_, **__):
+        raise AssertionError("a Spark session was asked for")
+
+    monkeypatch.setattr(lklab.cli.console, "command_session", no_session)
+    (tmp_path / "empty" / "log").mkdir(parents=True)
+    result = lklab_here(*args, "--lake", str(tmp_path / "empty"))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.strip().endswith(f"the log under {tmp_path / 'empty'} is empty: {why}"), result.stderr
 
 
 def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):

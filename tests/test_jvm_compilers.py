@@ -61,14 +61,16 @@ def _tier(stdout: str) -> int:
     "command, given, tier", [("batch", "", 1), ("reconcile", "", 1), ("reconcile", "-XX:TieredStopAtLevel=4", 4)]
 )
 def test_one_job_commands_start_their_jvm_on_c1_alone_unless_told_a_tier(tmp_path, command, given, tier):
-    # An empty lake: the JVM starts and prints its flags, then the command stops at what is missing.
+    # The JVM starts and prints its flags. The batch reads a log of one line (a dead letter); the
+    # reconcile, on a lake without a truth, stops at what is missing.
     lake = tmp_path / "lake"
-    lake.mkdir()
+    EventLog(lake).append(["not json"], stamp=False)
     env = venv_env({"PYTHONPATH": str(REPO), "SPARK_SUBMIT_OPTS": f"{given} -XX:+PrintFlagsFinal".strip()})
     env.pop("JAVA_TOOL_OPTIONS", None)
     done = run([str(VENV_BIN / "lklab"), command, "--lake", str(lake)], env=env, timeout=300)
-    missing = {"batch": "is empty: run 'lklab generate' first", "reconcile": "no batch truth: run 'lklab batch' first"}
-    assert missing[command] in done.stderr, done.stderr[-3000:]
+    ended = {"batch": (0, "1 dead letters"), "reconcile": (2, "no batch truth: run 'lklab batch' first")}
+    code, said = ended[command]
+    assert done.returncode == code and said in done.stdout + done.stderr, done.stderr[-3000:]
     assert _tier(done.stdout) == tier
 
 

@@ -9,7 +9,7 @@ before Spark starts (``Jobs.prepare``: exit 2 on bad input), prints the command'
 (``Jobs.announce``, or the command line's own), opens the command's Spark session, runs the job
 and prints what it reports; the exit code follows the ``Outcome``: 1 when it ``failed``, 3 when
 a difference is ``unexplained`` or a verdict is given (after the verdict lines an orchestrator
-quotes), 0 otherwise. The runners' refusals (a replay name taken, a reconcile's input missing, an
+quotes), 0 otherwise. A batch or a replay of an empty log is refused before Spark starts. The runners' refusals (a replay name taken, a reconcile's input missing, an
 unknown stream) and the errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
 """
 
@@ -58,6 +58,17 @@ def _taken(args: argparse.Namespace, jobs: Jobs) -> dict[str, Any]:
         elif hasattr(args, key):
             options[key] = getattr(args, key)
     return options
+
+
+def _require_log(pipeline: Pipeline, config, what: str) -> None:
+    """Bad input (exit 2), said before Spark starts: a batch or a replay of a lake whose log holds
+    no segment. (The runners refuse it too, for the callers that hold a session already.)"""
+    from lklab.commands import command_line
+
+    if EventLog(config.lake).last_segment() == 0:
+        raise UsageError(
+            f"the log under {config.lake} is empty: {what} (run '{command_line(pipeline.name, 'generate')}' first)"
+        )
 
 
 def _prepare(command: str, jobs: Jobs, config, options: dict[str, Any]):
@@ -127,6 +138,7 @@ def _batch(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _config(args, jobs)
     options = _taken(args, jobs)
     config = _prepare("batch", jobs, config, options)
+    _require_log(pipeline, config, "no batch to run")
     announce(pipeline, jobs, "batch", config, options, None)
     with spark_for(config, app_name(pipeline, jobs, "batch"), *_refused(jobs), one_job=True, log_bound=True) as spark:
         outcome = jobs.batch(spark, config, **options)
@@ -138,6 +150,7 @@ def _replay(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     replay_name(args)
     options = {"replace": args.replace, **_taken(args, jobs)}
     config = _prepare("replay", jobs, config, {"name": args.name, **options})
+    _require_log(pipeline, config, "nothing to replay")
     announce(
         pipeline,
         jobs,
