@@ -24,6 +24,12 @@ task, not the DAG's import: the ``spark-master`` setting as above, and ``driver-
 ``--driver-memory`` unless the task gives its own; in local mode the executors share the
 driver's heap. Python runs the project's interpreter everywhere: ``spark.pyspark.python`` and,
 for spark-submit itself, ``PYSPARK_DRIVER_PYTHON``.
+
+The driver's JIT compilers are chosen when a task runs, as the ``lklab`` command the job is
+chooses them for its own JVM (``shared.jvm_compilers``): the JVM of ``reconcile_job`` stops at
+C1, and so does that of ``batch_job`` and ``replay_job`` while the log of the lake the job's
+arguments name is small; given to ``spark-submit`` in ``SPARK_SUBMIT_OPTS`` (``one_job_env``),
+unless the task's environment, the worker's or ``spark.driver.extraJavaOptions`` sets the JIT.
 """
 
 from __future__ import annotations
@@ -45,7 +51,14 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 if TYPE_CHECKING:
     from shared.config import LabConfig
 
-__all__ = ["spark_job", "mapped_spark_job", "spark_jobs_dir", "project_spark_submit", "LabSparkSubmitOperator"]
+__all__ = [
+    "spark_job",
+    "mapped_spark_job",
+    "spark_jobs_dir",
+    "project_spark_submit",
+    "one_job_env",
+    "LabSparkSubmitOperator",
+]
 
 CONNECTION = "spark_default"
 log = logging.getLogger(__name__)
@@ -72,6 +85,52 @@ def project_spark_submit() -> str:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return "spark-submit"
+
+
+# The jobs that run one lklab command and exit (spark_jobs/<job>.py), with that command; and whether
+# their work grows with the log (then the log's size decides, as for the command).
+_ONE_JOB = {"batch_job": ("batch", True), "replay_job": ("replay", True), "reconcile_job": ("reconcile", False)}
+
+
+def _lake_of(command: str, arguments: list[str]) -> Path | None:
+    """The lake ``lklab COMMAND ARGUMENTS`` would read (None: arguments it would refuse)."""
+    import contextlib
+    import io
+
+    from lklab.cli.console import UsageError
+    from lklab.cli.flag_help import help_pipeline
+    from lklab.cli.options import config_from
+    from lklab.cli.parser import build_parser
+
+    argv = [command, *arguments]
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the job says what is wrong with them
+            args = build_parser(help_pipeline(argv)).parse_args(argv)
+        return config_from(args).lake
+    except (SystemExit, UsageError):
+        return None
+
+
+def one_job_env(application: str, arguments: list[str], env_vars: dict[str, Any] | None, conf: dict[str, Any] | None):
+    """``env_vars`` for the ``spark-submit`` of ``application`` with ``arguments``: with
+    ``SPARK_SUBMIT_OPTS`` (the task's, else the worker's) followed by the JIT setting of a
+    one-job command's driver when ``shared.jvm_compilers.one_job_options`` gives one, else as
+    they are."""
+    from shared.jvm_compilers import one_job_options
+
+    job = _ONE_JOB.get(Path(application).stem)
+    if job is None:
+        return env_vars
+    command, log_bound = job
+    given = str((env_vars or {}).get("SPARK_SUBMIT_OPTS", os.environ.get("SPARK_SUBMIT_OPTS", "")))
+    driver = str((conf or {}).get("spark.driver.extraJavaOptions", ""))
+    lake = _lake_of(command, [str(a) for a in arguments or []]) if log_bound else None
+    if log_bound and lake is None:
+        return env_vars
+    extra = one_job_options(f"{given} {driver}", lake)
+    if extra is None:
+        return env_vars
+    return {**(env_vars or {}), "SPARK_SUBMIT_OPTS": f"{given} {extra}".strip()}
 
 
 class LabSparkSubmitHook(SparkSubmitHook):
@@ -152,7 +211,7 @@ class LabSparkSubmitOperator(SparkSubmitOperator):
             num_executors=self._num_executors,
             status_poll_interval=self._status_poll_interval,
             application_args=self.application_args,
-            env_vars=self.env_vars,
+            env_vars=one_job_env(self.application, self.application_args, self.env_vars, self.conf),
             verbose=self._verbose,
             spark_binary=self._spark_binary,
             properties_file=self.properties_file,

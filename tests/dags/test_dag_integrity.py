@@ -404,6 +404,72 @@ def test_spark_tasks_read_the_configuration_when_they_run(dagbag, broken_config,
         task._get_hook()
 
 
+C1 = "-XX:TieredStopAtLevel=1"
+
+
+@pytest.mark.parametrize(
+    "worker, conf, added",
+    [
+        (None, {}, C1),  # nothing set: the option alone
+        ("-XX:+UseSerialGC", {}, f"-XX:+UseSerialGC {C1}"),  # after the worker's options
+        ("-XX:TieredStopAtLevel=4", {}, None),  # the worker's tier is kept
+        (None, {"spark.driver.extraJavaOptions": "-XX:-TieredCompilation"}, None),  # so is the task's
+    ],
+)
+def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(dagbag, monkeypatch, worker, conf, added):
+    """Decided when the task runs (its hook), as ``lklab reconcile`` decides for its own JVM."""
+    import sys
+
+    task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
+    monkeypatch.setattr(task, "conf", {**task.conf, **conf})  # the DAG bag's task is the module's
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    if worker is None:
+        monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    else:
+        monkeypatch.setenv("SPARK_SUBMIT_OPTS", worker)
+    expected = {"PYSPARK_DRIVER_PYTHON": sys.executable} | ({"SPARK_SUBMIT_OPTS": added} if added else {})
+    assert task._get_hook()._env_vars == expected
+    assert task.env_vars == {"PYSPARK_DRIVER_PYTHON": sys.executable}  # the task itself is unchanged
+
+
+@pytest.mark.parametrize(
+    "dag_id, task_id, arguments",
+    [
+        ("batch_recompute", "recompute_truth", ["--pipeline", "billing_windows", "--date", "2026-01-05"]),
+        ("unique_visitors_replay", "replay", ["--pipeline", "unique_visitors", "--name", "r1", "--replace"]),
+    ],
+)
+@pytest.mark.parametrize(
+    "log_bytes, lake_given, c1", [(10, "env", True), (10, "flag", True), (64 * 2**20, "env", False)]
+)
+def test_a_batch_or_replay_tasks_driver_stops_at_c1_while_its_lakes_log_is_small(
+    dagbag, monkeypatch, tmp_path, dag_id, task_id, arguments, log_bytes, lake_given, c1
+):
+    """The lake the job's arguments name (``--lake``, else the configuration), measured when the
+    task runs; no lake there, or arguments the job refuses: the JVM's default."""
+    import sys
+
+    from shared.eventlog import EventLog
+
+    lake = tmp_path / "lake"
+    (lake / "log").mkdir(parents=True)
+    with open(EventLog(lake).segment_path(1), "wb") as segment:
+        segment.truncate(log_bytes)  # sparse
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC")
+    monkeypatch.setenv("LKLAB_LAKE", str(lake if lake_given == "env" else tmp_path / "elsewhere"))
+    task = runnable(dagbag.dags[dag_id].get_task(task_id))
+    given = arguments + (["--lake", str(lake)] if lake_given == "flag" else [])
+    monkeypatch.setattr(task, "application_args", given)  # as rendered; the DAG bag's task is the module's
+    default = {"PYSPARK_DRIVER_PYTHON": sys.executable}
+    chosen = default | {"SPARK_SUBMIT_OPTS": f"-XX:+UseSerialGC {C1}"}
+    assert task._get_hook()._env_vars == (chosen if c1 else default)
+    monkeypatch.setattr(task, "application_args", [*arguments, "--lake", str(tmp_path / "no-such-lake")])
+    assert task._get_hook()._env_vars == default
+    monkeypatch.setattr(task, "application_args", [*arguments, "--window-size", "fast"])
+    assert task._get_hook()._env_vars == default
+
+
 def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):
     from airflow.sdk.definitions.mappedoperator import MappedOperator
 
