@@ -25,15 +25,20 @@ task, not the DAG's import: the ``spark-master`` setting as above, and ``driver-
 driver's heap. Python runs the project's interpreter everywhere: ``spark.pyspark.python`` and,
 for spark-submit itself, ``PYSPARK_DRIVER_PYTHON``.
 
-The driver's JIT compilers are chosen when a task runs, as the ``lklab`` command the job is
-chooses them for its own JVM (``shared.jvm_compilers``): the JVM of ``reconcile_job`` stops at
-C1, and so does that of ``batch_job`` and ``replay_job`` while the log of the lake the job's
-arguments name is small; given to ``spark-submit`` in ``SPARK_SUBMIT_OPTS`` (``one_job_env``),
-unless the task's environment, the worker's or ``spark.driver.extraJavaOptions`` sets the JIT.
+The driver's JIT compilers are chosen when a task runs, as ``lklab`` chooses them for the
+command a job runs (``spark_jobs/<command>_job.py``; ``lklab.cli.pipeline_jobs.ONE_JOB_COMMANDS``,
+``shared.jvm_compilers``): the driver of ``reconcile_job`` stops at C1, and so does that of
+``batch_job`` and ``replay_job`` while the log of the lake the job's arguments name is small.
+The option is added to ``SPARK_SUBMIT_OPTS`` in the environment of that ``spark-submit``
+(``one_job_env``), when the driver is the JVM it starts on this machine (not on YARN, Kubernetes
+or in a standalone cluster's deploy mode), and unless the task's environment, the worker's or
+``spark.driver.extraJavaOptions`` sets the JIT.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -87,16 +92,8 @@ def project_spark_submit() -> str:
     return "spark-submit"
 
 
-# The jobs that run one lklab command and exit (spark_jobs/<job>.py), with that command; and whether
-# their work grows with the log (then the log's size decides, as for the command).
-_ONE_JOB = {"batch_job": ("batch", True), "replay_job": ("replay", True), "reconcile_job": ("reconcile", False)}
-
-
 def _lake_of(command: str, arguments: list[str]) -> Path | None:
     """The lake ``lklab COMMAND ARGUMENTS`` would read (None: arguments it would refuse)."""
-    import contextlib
-    import io
-
     from lklab.cli.console import UsageError
     from lklab.cli.flag_help import help_pipeline
     from lklab.cli.options import config_from
@@ -112,25 +109,27 @@ def _lake_of(command: str, arguments: list[str]) -> Path | None:
 
 
 def one_job_env(application: str, arguments: list[str], env_vars: dict[str, Any] | None, conf: dict[str, Any] | None):
-    """``env_vars`` for the ``spark-submit`` of ``application`` with ``arguments``: with
-    ``SPARK_SUBMIT_OPTS`` (the task's, else the worker's) followed by the JIT setting of a
-    one-job command's driver when ``shared.jvm_compilers.one_job_options`` gives one, else as
-    they are."""
+    """``env_vars`` for a ``spark-submit`` of ``application`` with ``arguments`` whose driver it
+    starts here: with ``SPARK_SUBMIT_OPTS`` (the task's, else the worker's) followed by the JIT
+    setting of a one-job command's driver when ``shared.jvm_compilers.one_job_options`` gives
+    one (the task's ``JAVA_TOOL_OPTIONS`` and ``spark.driver.extraJavaOptions`` are read too),
+    else as they are."""
+    from lklab.cli.pipeline_jobs import ONE_JOB_COMMANDS
     from shared.jvm_compilers import one_job_options
 
-    job = _ONE_JOB.get(Path(application).stem)
-    if job is None:
+    command = Path(application).stem.removesuffix("_job")
+    if command not in ONE_JOB_COMMANDS:
         return env_vars
-    command, log_bound = job
-    given = str((env_vars or {}).get("SPARK_SUBMIT_OPTS", os.environ.get("SPARK_SUBMIT_OPTS", "")))
-    driver = str((conf or {}).get("spark.driver.extraJavaOptions", ""))
-    lake = _lake_of(command, [str(a) for a in arguments or []]) if log_bound else None
-    if log_bound and lake is None:
+    task = env_vars or {}
+    given = str(task.get("SPARK_SUBMIT_OPTS", os.environ.get("SPARK_SUBMIT_OPTS", "")))
+    others = f"{task.get('JAVA_TOOL_OPTIONS', '')} {(conf or {}).get('spark.driver.extraJavaOptions', '')}"
+    lake = _lake_of(command, [str(a) for a in arguments or []]) if ONE_JOB_COMMANDS[command] else None
+    if ONE_JOB_COMMANDS[command] and lake is None:
         return env_vars
-    extra = one_job_options(f"{given} {driver}", lake)
+    extra = one_job_options(f"{given} {others}", lake)
     if extra is None:
         return env_vars
-    return {**(env_vars or {}), "SPARK_SUBMIT_OPTS": f"{given} {extra}".strip()}
+    return {**task, "SPARK_SUBMIT_OPTS": f"{given} {extra}".strip()}
 
 
 class LabSparkSubmitHook(SparkSubmitHook):
@@ -161,6 +160,11 @@ class LabSparkSubmitHook(SparkSubmitHook):
             if str(line).startswith("lklab "):
                 self.verdict.append(str(line).strip())
             yield line
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        if not (self._is_yarn or self._is_kubernetes) and self._connection["deploy_mode"] != "cluster":
+            self._env_vars = one_job_env(application, self._application_args, self._env_vars, self._conf)
+        return super()._build_spark_submit_command(application)
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         try:
@@ -211,7 +215,7 @@ class LabSparkSubmitOperator(SparkSubmitOperator):
             num_executors=self._num_executors,
             status_poll_interval=self._status_poll_interval,
             application_args=self.application_args,
-            env_vars=one_job_env(self.application, self.application_args, self.env_vars, self.conf),
+            env_vars=self.env_vars,
             verbose=self._verbose,
             spark_binary=self._spark_binary,
             properties_file=self.properties_file,

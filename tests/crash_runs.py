@@ -4,8 +4,9 @@ Each kill is a real ``lklab speed --available-now`` process (a JVM start: the wh
 stream with many points walks a sample: the first and the last point and ``others`` drawn between
 them, in the order a micro-batch reaches them. The first point (``1:start``, before the batch
 writes anything) is the same for every pipeline (``lklab.live_stream``): the billing stream's
-test kills there (``tests/test_exactly_once.py``), the other pipelines' tests leave it out. The draw changes from run to run; its seed is in
-every failure message, and ``LKLAB_CRASH_SEED=<seed>`` repeats it.
+test kills there (``tests/test_exactly_once.py``), the other pipelines' tests leave it out. The
+draw changes from run to run; its seed is in every failure message, and
+``LKLAB_CRASH_SEED=<seed>`` repeats it.
 """
 
 from __future__ import annotations

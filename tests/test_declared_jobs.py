@@ -453,9 +453,8 @@ def committed_rows(spark, lake) -> dict[str, list[dict]]:
 def test_sigkill_at_named_points_then_a_restart_commits_the_rows_of_an_uninterrupted_run(spark, tmp_path):
     """``lklab speed --pipeline meter_kwh`` killed at crash points of micro-batch 1 in turn (the
     last and one drawn before it; the first, before the batch writes, is every pipeline's:
-    ``tests/crash_runs.py``), each process going on from
-    the one before, then a clean run: every table the stream commits equals an uninterrupted
-    run's, batch ids and all."""
+    ``tests/crash_runs.py``), each process going on from the one before, then a clean run: every
+    table the stream commits equals an uninterrupted run's, batch ids and all."""
     from lklab.crash_points import batch_points
     from shared.eventlog import EventLog
     from tests.crash_runs import kill_at_each, sampled_points

@@ -9,8 +9,9 @@ before Spark starts (``Jobs.prepare``: exit 2 on bad input), prints the command'
 (``Jobs.announce``, or the command line's own), opens the command's Spark session, runs the job
 and prints what it reports; the exit code follows the ``Outcome``: 1 when it ``failed``, 3 when
 a difference is ``unexplained`` or a verdict is given (after the verdict lines an orchestrator
-quotes), 0 otherwise. A batch or a replay of an empty log is refused before Spark starts. The runners' refusals (a replay name taken, a reconcile's input missing, an
-unknown stream) and the errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
+quotes), 0 otherwise. A batch or a replay of an empty log is refused before Spark starts. The
+runners' refusals (a replay name taken, a reconcile's input missing, an unknown stream) and the
+errors the pipeline names in ``Jobs.refused`` are bad input (exit 2).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lklab.cli.stream_output import stream_output
 from lklab.pipelines.contract import Handler, Jobs, Outcome, Pipeline
 from shared.eventlog import EventLog
 
-__all__ = ["handler_for", "app_name", "announce"]
+__all__ = ["handler_for", "app_name", "announce", "ONE_JOB_COMMANDS"]
 
 
 def _refused(jobs: Jobs) -> tuple[type[Exception], ...]:
@@ -60,15 +61,22 @@ def _taken(args: argparse.Namespace, jobs: Jobs) -> dict[str, Any]:
     return options
 
 
+# The commands that run one job and exit, whose driver JVM stops at C1 (``shared.jvm_compilers``):
+# True where the job's work grows with the log (then only while the log is small). ``lklab.spark_task``
+# chooses so for the DAG tasks that run them (``spark_jobs/<command>_job.py``).
+ONE_JOB_COMMANDS = {"batch": True, "replay": True, "reconcile": False}
+
+
 def _require_log(pipeline: Pipeline, config, what: str) -> None:
     """Bad input (exit 2), said before Spark starts: a batch or a replay of a lake whose log holds
     no segment. (The runners refuse it too, for the callers that hold a session already.)"""
     from lklab.commands import command_line
+    from shared.eventlog import written_log
 
-    if EventLog(config.lake).last_segment() == 0:
-        raise UsageError(
-            f"the log under {config.lake} is empty: {what} (run '{command_line(pipeline.name, 'generate')}' first)"
-        )
+    try:
+        written_log(config.lake, f"{what} (run '{command_line(pipeline.name, 'generate')}' first)")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _prepare(command: str, jobs: Jobs, config, options: dict[str, Any]):
@@ -140,7 +148,9 @@ def _batch(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
     config = _prepare("batch", jobs, config, options)
     _require_log(pipeline, config, "no batch to run")
     announce(pipeline, jobs, "batch", config, options, None)
-    with spark_for(config, app_name(pipeline, jobs, "batch"), *_refused(jobs), one_job=True, log_bound=True) as spark:
+    with spark_for(
+        config, app_name(pipeline, jobs, "batch"), *_refused(jobs), one_job=True, log_bound=ONE_JOB_COMMANDS["batch"]
+    ) as spark:
         outcome = jobs.batch(spark, config, **options)
     return _exit("batch", outcome)
 
@@ -160,7 +170,11 @@ def _replay(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         _described(pipeline, jobs, config, f"replay '{args.name}'"),
     )
     with spark_for(
-        config, f"{app_name(pipeline, jobs, 'replay')}-{args.name}", *_refused(jobs), one_job=True, log_bound=True
+        config,
+        f"{app_name(pipeline, jobs, 'replay')}-{args.name}",
+        *_refused(jobs),
+        one_job=True,
+        log_bound=ONE_JOB_COMMANDS["replay"],
     ) as spark:
         outcome = jobs.replay(spark, config, args.name, **options)
     return _exit("replay", outcome)
@@ -177,7 +191,13 @@ def _reconcile(args: argparse.Namespace, pipeline: Pipeline, jobs: Jobs) -> int:
         raise UsageError(str(err)) from None
     config = _prepare("reconcile", jobs, config, {"against": args.against, **options})
     announce(pipeline, jobs, "reconcile", config, {"against": args.against, **options}, None)
-    with spark_for(config, app_name(pipeline, jobs, "reconcile"), *_refused(jobs), one_job=True) as spark:
+    with spark_for(
+        config,
+        app_name(pipeline, jobs, "reconcile"),
+        *_refused(jobs),
+        one_job=True,
+        log_bound=ONE_JOB_COMMANDS["reconcile"],
+    ) as spark:
         outcome = jobs.reconcile(spark, config, args.against, **options)
     return _exit("reconcile", outcome)
 

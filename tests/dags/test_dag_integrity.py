@@ -407,29 +407,58 @@ def test_spark_tasks_read_the_configuration_when_they_run(dagbag, broken_config,
 C1 = "-XX:TieredStopAtLevel=1"
 
 
+def submitted_env(task) -> dict | None:
+    """The environment the task's ``spark-submit`` is given (on top of the worker's), as its hook
+    builds the command when the task runs."""
+    hook = task._get_hook()
+    hook._build_spark_submit_command(task.application)
+    return hook._env
+
+
 @pytest.mark.parametrize(
-    "worker, conf, added",
+    "worker, task_env, conf, added",
     [
-        (None, {}, C1),  # nothing set: the option alone
-        ("-XX:+UseSerialGC", {}, f"-XX:+UseSerialGC {C1}"),  # after the worker's options
-        ("-XX:TieredStopAtLevel=4", {}, None),  # the worker's tier is kept
-        (None, {"spark.driver.extraJavaOptions": "-XX:-TieredCompilation"}, None),  # so is the task's
+        (None, {}, {}, C1),  # nothing set: the option alone
+        ("-XX:+UseSerialGC", {}, {}, f"-XX:+UseSerialGC {C1}"),  # after the worker's options
+        ("-XX:+UseSerialGC", {"SPARK_SUBMIT_OPTS": "-Xss4m"}, {}, f"-Xss4m {C1}"),  # the task's replace them
+        ("-XX:TieredStopAtLevel=4", {}, {}, None),  # the worker's tier is kept
+        (None, {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=4"}, {}, None),  # so is the task's
+        (None, {}, {"spark.driver.extraJavaOptions": "-XX:-TieredCompilation"}, None),  # and the driver's
     ],
 )
-def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(dagbag, monkeypatch, worker, conf, added):
+def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(dagbag, monkeypatch, worker, task_env, conf, added):
     """Decided when the task runs (its hook), as ``lklab reconcile`` decides for its own JVM."""
     import sys
 
     task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
-    monkeypatch.setattr(task, "conf", {**task.conf, **conf})  # the DAG bag's task is the module's
+    parsed = dict(task.env_vars)
+    # the DAG bag's task is the module's: its settings changed for this test only
+    monkeypatch.setattr(task, "conf", {**task.conf, **conf})
+    monkeypatch.setattr(task, "env_vars", {**task.env_vars, **task_env})
     monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
     if worker is None:
         monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
     else:
         monkeypatch.setenv("SPARK_SUBMIT_OPTS", worker)
-    expected = {"PYSPARK_DRIVER_PYTHON": sys.executable} | ({"SPARK_SUBMIT_OPTS": added} if added else {})
-    assert task._get_hook()._env_vars == expected
-    assert task.env_vars == {"PYSPARK_DRIVER_PYTHON": sys.executable}  # the task itself is unchanged
+    expected = {"PYSPARK_DRIVER_PYTHON": sys.executable, **task_env} | ({"SPARK_SUBMIT_OPTS": added} if added else {})
+    assert submitted_env(task) == expected
+    assert task.env_vars == {**parsed, **task_env}  # the task's own settings are not changed
+
+
+def test_a_driver_spark_submit_does_not_start_here_gets_no_jit_setting(dagbag, monkeypatch):
+    """On YARN (or Kubernetes, or a standalone cluster's deploy mode) the driver is not the JVM
+    this ``spark-submit`` starts: the environment is passed on as the provider passes it, unchanged."""
+    import json
+    import sys
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
+    hook = task._get_hook()
+    command = hook._build_spark_submit_command(task.application)
+    assert hook._connection["master"] == "yarn" and hook._env == {"PYSPARK_DRIVER_PYTHON": sys.executable}
+    assert not [part for part in command if "Tiered" in part or "SPARK_SUBMIT_OPTS" in part], command
 
 
 @pytest.mark.parametrize(
@@ -463,11 +492,11 @@ def test_a_batch_or_replay_tasks_driver_stops_at_c1_while_its_lakes_log_is_small
     monkeypatch.setattr(task, "application_args", given)  # as rendered; the DAG bag's task is the module's
     default = {"PYSPARK_DRIVER_PYTHON": sys.executable}
     chosen = default | {"SPARK_SUBMIT_OPTS": f"-XX:+UseSerialGC {C1}"}
-    assert task._get_hook()._env_vars == (chosen if c1 else default)
+    assert submitted_env(task) == (chosen if c1 else default)
     monkeypatch.setattr(task, "application_args", [*arguments, "--lake", str(tmp_path / "no-such-lake")])
-    assert task._get_hook()._env_vars == default
+    assert submitted_env(task) == default
     monkeypatch.setattr(task, "application_args", [*arguments, "--window-size", "fast"])
-    assert task._get_hook()._env_vars == default
+    assert submitted_env(task) == default
 
 
 def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):
