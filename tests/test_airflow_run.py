@@ -20,7 +20,8 @@
 * A newer pipeline's DAG: ``unique_visitors_nightly`` over a 128-line page-view log and its speed
   layer, with the environment's ``pipeline`` setting saying billing: the truth equals the
   generator's oracle and reconcile proves the stream; with one truth member deleted, reconcile
-  alone fails at once as a breach.
+  alone fails at once as a breach. The worker's JVM options name no JIT tier: both jobs' drivers
+  print theirs, C1 alone, which the tasks chose (``lklab.spark_task``).
 
 The Spark jobs read copies of small generated lakes; processes are stopped by PID (and
 process group).
@@ -53,6 +54,7 @@ from lklab.pipelines.unique_visitors.generator import load_page_views
 from lklab.pipelines.unique_visitors.truth import truth_counts as visitor_oracle
 from reconciliation.tables import TABLE_RECON_DIFFS, TABLE_RECON_RUNS
 from shared.config import LabConfig
+from tests.conftest import C1_ONLY
 from tests.processes import (
     AIRFLOW_USER,
     REPO,
@@ -566,11 +568,17 @@ def test_unique_visitors_nightly_recomputes_the_truth_and_reconciles(spark, tmp_
     # The lab's pipeline setting says billing: the DAG must name its pipeline on every command line.
     env = {**airflow_env(home, tmp_path / "lake"), "LKLAB_PIPELINE": "billing_windows"}
     lake = visitors_lake(spark, tmp_path / "lake", env)
+    # The worker's JVM options without the suite's tier: the tasks choose their drivers' compilers
+    # (lklab.spark_task), which print their flags.
+    given = [o for o in env["SPARK_SUBMIT_OPTS"].split() if o != C1_ONLY]
+    env["SPARK_SUBMIT_OPTS"] = " ".join([*given, "-XX:+PrintFlagsFinal"])
 
     done = run([AIRFLOW, "dags", "test", "unique_visitors_nightly", README_DAY.isoformat()], env=env, timeout=600)
 
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
+    # Both jobs' drivers on C1 alone: a reconcile always, a batch of this small a log too.
+    assert re.findall(r"intx TieredStopAtLevel\s+= (\d) +\{product\} \{(.+?)\}", output) == [("1", "command line")] * 2
     assert task_attempts(home, "unique_visitors_nightly") == {
         ("recompute_truth", -1): ("success", 1, 0),
         ("reconcile", -1): ("success", 1, 0),
