@@ -31,7 +31,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from shared.spark_session import spark_session  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_batch import run_bare  # noqa: E402
+from scratch_dir import scratch_dir  # noqa: E402
 
 
 def progress(message: str) -> None:
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 1 or args.repeats < 1:
         parser.error("--events and --repeats must be at least 1")
 
-    with tempfile.TemporaryDirectory(prefix="batch-bench-", dir=args.scratch) as scratch:
+    with scratch_dir("batch-bench-", args.scratch) as scratch:
         lake = Path(scratch) / "lake"
         progress(f"generating {args.events:,} events")
         manifest = generate(GeneratorParams(events=args.events), lake, progress=progress).manifest

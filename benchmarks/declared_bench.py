@@ -50,7 +50,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -58,6 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
 import pyarrow.compute as pc  # noqa: E402
+from scratch_dir import scratch_dir  # noqa: E402
 
 from lklab.pipelines.billing_windows.batch import run_batch  # noqa: E402
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--paths: {args.paths!r}; valid: a comma-separated list of {', '.join(PATHS)}")
 
     loads = [load()]
-    with tempfile.TemporaryDirectory(prefix="declared-bench-", dir=args.scratch) as scratch:
+    with scratch_dir("declared-bench-", args.scratch) as scratch:
         lake = Path(scratch) / "lake"
         progress(f"generating {args.events:,} events (no malformed lines: see the docstring)")
         params = GeneratorParams(events=args.events, malformed_rate=0.0)

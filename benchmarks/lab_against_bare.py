@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from scratch_dir import scratch_dir  # noqa: E402
 from stream_runs import (
     Measured,
     ProgressReports,
@@ -120,8 +120,8 @@ def run_four_jobs(
     lab's batch and stream jobs on it, and ``check(spark, config, scratch, bare_batch_out,
     bare_stream_out, bare_stream_checkpoint, bare_stream_reports, lab_prefix)`` the last runs."""
     load_at_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix=f"{name}-bench-", dir=args.scratch) as scratch_dir:
-        scratch = Path(scratch_dir)
+    with scratch_dir(f"{name}-bench-", args.scratch) as scratch_path:
+        scratch = Path(scratch_path)
         lake = scratch / "lake"
         manifest = generate(lake)
         log_dir = lake / "log"

@@ -62,7 +62,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -88,6 +87,7 @@ from shared.tables import Tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from differing_pairs import time_pair  # noqa: E402
+from scratch_dir import scratch_dir  # noqa: E402
 from stream_from_truth import DerivedLake, LakeShape, build_lake  # noqa: E402
 from stream_runs import PeakMemory  # noqa: E402
 
@@ -361,7 +361,7 @@ DIFFERING_SHARES = (0.005, 0.02, 0.10)
 
 def differing_pairs_mode(windows: int, scratch: str | None, rounds: int = 3) -> int:
     """The ``--differing-pairs`` mode: a warm-up pair, then each share's pair, timed and printed."""
-    with tempfile.TemporaryDirectory(prefix="reconcile-bench-pairs-", dir=scratch) as root:
+    with scratch_dir("reconcile-bench-pairs-", scratch) as root:
         spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-pairs")
         progress("warm-up: a 20,000-window pair through all four")
         time_pair(spark, Path(root) / "warm", 0.02, 20_000)
@@ -394,7 +394,7 @@ def split_sizes_mode(scratch: str | None, rounds: int = 3) -> int:
     """The ``--split-sizes`` mode: billing's reconcile with the agreeing windows split off and
     with every window compared, interleaved, on lakes around ``SPLIT_FROM_WINDOWS``."""
     measured = []
-    with tempfile.TemporaryDirectory(prefix="reconcile-bench-split-", dir=scratch) as root:
+    with scratch_dir("reconcile-bench-split-", scratch) as root:
         spark = spark_session(LabConfig(lake=Path(root), table_engine="deltalake"), "lklab-reconcile-bench-split")
         for events, accounts, hours in SPLIT_LAKES:
             source = Path(root) / f"lake-{events}"
@@ -465,8 +465,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    if args.scratch:
-        Path(args.scratch).mkdir(parents=True, exist_ok=True)  # the temporary lakes go inside it
     if args.split_sizes:
         return split_sizes_mode(args.scratch, args.rounds)
     if args.differing_pairs is not None:
@@ -476,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 1 or args.accounts < 1:
         parser.error("--events and --accounts must be at least 1")
 
-    with tempfile.TemporaryDirectory(prefix="reconcile-bench-", dir=args.scratch) as scratch:
+    with scratch_dir("reconcile-bench-", args.scratch) as scratch:
         spark = spark_session(LabConfig(lake=Path(scratch), table_engine="deltalake"), "lklab-reconcile-bench")
         progress("warm-up: a 20,000-event lake through all three")
         run(

@@ -31,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
 
+from scratch_dir import scratch_dir  # noqa: E402
+
 from lklab.pipelines.billing_windows.batch import run_batch  # noqa: E402
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from lklab.pipelines.billing_windows.replay import run_replay  # noqa: E402
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 1 or args.repeats < 1:
         parser.error("--events and --repeats must be at least 1")
 
-    with tempfile.TemporaryDirectory(prefix="replay-bench-", dir=args.scratch) as scratch:
+    with scratch_dir("replay-bench-", args.scratch) as scratch:
         lake = Path(scratch) / "lake"
         progress(f"generating {args.events:,} events")
         manifest = generate(GeneratorParams(events=args.events), lake, progress=progress).manifest
