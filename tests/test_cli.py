@@ -83,17 +83,16 @@ def test_bad_config_file_is_a_usage_error(tmp_path, lklab_here):
         ),
     ],
 )
-def test_a_batch_or_replay_of_an_empty_log_is_refused_before_spark_starts(tmp_path, lklab_here, monkeypatch, args, why):
-    import lklab.cli.console
+def test_a_batch_or_replay_of_an_empty_log_is_refused_before_spark_starts(tmp_path, args, why):
+    """A process of its own (no session of the tests' to reuse), its JVM told to print its flags on
+    start: nothing on stdout means no JVM started."""
+    from tests.processes import REPO, VENV_BIN, run, venv_env
 
-    def no_session(*_, **__):
-        raise AssertionError("a Spark session was asked for")
-
-    monkeypatch.setattr(lklab.cli.console, "command_session", no_session)
     (tmp_path / "empty" / "log").mkdir(parents=True)
-    result = lklab_here(*args, "--lake", str(tmp_path / "empty"))
-    assert (result.returncode, result.stdout) == (2, ""), result.stderr
-    assert result.stderr.strip().endswith(f"the log under {tmp_path / 'empty'} is empty: {why}"), result.stderr
+    env = venv_env({"PYTHONPATH": str(REPO), "SPARK_SUBMIT_OPTS": "-XX:+PrintFlagsFinal"})
+    result = run([str(VENV_BIN / "lklab"), *args, "--lake", str(tmp_path / "empty")], env=env, timeout=120)
+    assert (result.returncode, result.stdout) == (2, ""), result.stdout[-2000:] + result.stderr
+    assert result.stderr.strip() == f"lklab {args[0]}: the log under {tmp_path / 'empty'} is empty: {why}"
 
 
 def test_ingest_appends_segments_and_keeps_bad_lines(tmp_path):

@@ -415,6 +415,21 @@ def submitted_env(task) -> dict | None:
     return hook._env
 
 
+def lab_task(job: str, arguments: list[str], **settings):
+    """A task as a DAG file makes it (``lklab.spark_task.spark_job``), with its arguments as they
+    are once rendered and ``settings`` (``env_vars``, ``conf``) added to the lab's own."""
+    import sys
+
+    from lklab.spark_task import spark_job
+
+    env_vars = {"PYSPARK_DRIVER_PYTHON": sys.executable, **settings.get("env_vars", {})}
+    conf = {"spark.pyspark.python": sys.executable, **settings.get("conf", {})}
+    return spark_job(job, job, arguments, env_vars=env_vars, conf=conf)
+
+
+RECONCILE_DAY = ["--pipeline", "billing_windows", "--date", "2026-01-05", "--against", "speed"]
+
+
 @pytest.mark.parametrize(
     "worker, task_env, conf, added",
     [
@@ -426,15 +441,11 @@ def submitted_env(task) -> dict | None:
         (None, {}, {"spark.driver.extraJavaOptions": "-XX:-TieredCompilation"}, None),  # and the driver's
     ],
 )
-def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(dagbag, monkeypatch, worker, task_env, conf, added):
+def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(monkeypatch, worker, task_env, conf, added):
     """Decided when the task runs (its hook), as ``lklab reconcile`` decides for its own JVM."""
     import sys
 
-    task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
-    parsed = dict(task.env_vars)
-    # the DAG bag's task is the module's: its settings changed for this test only
-    monkeypatch.setattr(task, "conf", {**task.conf, **conf})
-    monkeypatch.setattr(task, "env_vars", {**task.env_vars, **task_env})
+    task = lab_task("reconcile_job", RECONCILE_DAY, env_vars=task_env, conf=conf)
     monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
     if worker is None:
         monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
@@ -442,10 +453,19 @@ def test_a_reconcile_tasks_driver_stops_at_c1_unless_told_its_jit(dagbag, monkey
         monkeypatch.setenv("SPARK_SUBMIT_OPTS", worker)
     expected = {"PYSPARK_DRIVER_PYTHON": sys.executable, **task_env} | ({"SPARK_SUBMIT_OPTS": added} if added else {})
     assert submitted_env(task) == expected
-    assert task.env_vars == {**parsed, **task_env}  # the task's own settings are not changed
+    assert task.env_vars == {"PYSPARK_DRIVER_PYTHON": sys.executable, **task_env}  # the task's own are kept
 
 
-def test_a_driver_spark_submit_does_not_start_here_gets_no_jit_setting(dagbag, monkeypatch):
+def test_the_dags_reconcile_task_makes_the_same_choice(dagbag, monkeypatch):
+    import sys
+
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
+    assert submitted_env(task) == {"PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": C1}
+
+
+def test_a_driver_spark_submit_does_not_start_here_gets_no_jit_setting(monkeypatch):
     """On YARN (or Kubernetes, or a standalone cluster's deploy mode) the driver is not the JVM
     this ``spark-submit`` starts: the environment is passed on as the provider passes it, unchanged."""
     import json
@@ -454,7 +474,7 @@ def test_a_driver_spark_submit_does_not_start_here_gets_no_jit_setting(dagbag, m
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
     monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
     monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
-    task = runnable(dagbag.dags["reconciliation"].get_task("reconcile"))
+    task = lab_task("reconcile_job", RECONCILE_DAY)
     hook = task._get_hook()
     command = hook._build_spark_submit_command(task.application)
     assert hook._connection["master"] == "yarn" and hook._env == {"PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -462,17 +482,17 @@ def test_a_driver_spark_submit_does_not_start_here_gets_no_jit_setting(dagbag, m
 
 
 @pytest.mark.parametrize(
-    "dag_id, task_id, arguments",
+    "job, arguments",
     [
-        ("batch_recompute", "recompute_truth", ["--pipeline", "billing_windows", "--date", "2026-01-05"]),
-        ("unique_visitors_replay", "replay", ["--pipeline", "unique_visitors", "--name", "r1", "--replace"]),
+        ("batch_job", ["--pipeline", "billing_windows", "--date", "2026-01-05"]),
+        ("replay_job", ["--pipeline", "unique_visitors", "--name", "r1", "--replace"]),
     ],
 )
 @pytest.mark.parametrize(
     "log_bytes, lake_given, c1", [(10, "env", True), (10, "flag", True), (64 * 2**20, "env", False)]
 )
 def test_a_batch_or_replay_tasks_driver_stops_at_c1_while_its_lakes_log_is_small(
-    dagbag, monkeypatch, tmp_path, dag_id, task_id, arguments, log_bytes, lake_given, c1
+    monkeypatch, tmp_path, job, arguments, log_bytes, lake_given, c1
 ):
     """The lake the job's arguments name (``--lake``, else the configuration), measured when the
     task runs; no lake there, or arguments the job refuses: the JVM's default."""
@@ -487,16 +507,12 @@ def test_a_batch_or_replay_tasks_driver_stops_at_c1_while_its_lakes_log_is_small
     monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseSerialGC")
     monkeypatch.setenv("LKLAB_LAKE", str(lake if lake_given == "env" else tmp_path / "elsewhere"))
-    task = runnable(dagbag.dags[dag_id].get_task(task_id))
-    given = arguments + (["--lake", str(lake)] if lake_given == "flag" else [])
-    monkeypatch.setattr(task, "application_args", given)  # as rendered; the DAG bag's task is the module's
     default = {"PYSPARK_DRIVER_PYTHON": sys.executable}
     chosen = default | {"SPARK_SUBMIT_OPTS": f"-XX:+UseSerialGC {C1}"}
-    assert submitted_env(task) == (chosen if c1 else default)
-    monkeypatch.setattr(task, "application_args", [*arguments, "--lake", str(tmp_path / "no-such-lake")])
-    assert submitted_env(task) == default
-    monkeypatch.setattr(task, "application_args", [*arguments, "--window-size", "fast"])
-    assert submitted_env(task) == default
+    given = arguments + (["--lake", str(lake)] if lake_given == "flag" else [])
+    assert submitted_env(lab_task(job, given)) == (chosen if c1 else default)
+    assert submitted_env(lab_task(job, [*arguments, "--lake", str(tmp_path / "no-such-lake")])) == default
+    assert submitted_env(lab_task(job, [*arguments, "--window-size", "fast"])) == default
 
 
 def test_reconciliation_maps_one_reconcile_over_the_days_covered_one_at_a_time(dagbag):
