@@ -79,7 +79,7 @@ from shared import catalog
 from shared.catalog import replay_prefix
 from shared.compute_cost import measure_cost
 from shared.config import LabConfig
-from shared.eventlog import EventLog
+from shared.eventlog import EventLog, written_log
 from shared.locks import writer
 from shared.log_source import raw_log
 from shared.table_settings import record as record_settings
@@ -367,9 +367,7 @@ def replay_on_executors(
         for entry in rule.layout:
             shutil.rmtree(tables.path(entry.table.at(prefix)), ignore_errors=True)
         shutil.rmtree(lake / "checkpoints" / (prefix + REPLAY_APP), ignore_errors=True)  # an older replay's
-        segments = EventLog(lake).last_segment()
-        if segments == 0:
-            raise RuntimeError(f"the log under {lake} is empty: nothing to replay (run 'lklab generate' first)")
+        _, segments = written_log(lake, "nothing to replay (run 'lklab generate' first)")
         last_batch = (segments - 1) // segments_per_batch
         with measure_cost(config.spark_master) as cost:
             lines = _lines(spark, config, rule, lake, segments)

@@ -94,15 +94,13 @@ def project_spark_submit() -> str:
 
 def _lake_of(command: str, arguments: list[str]) -> Path | None:
     """The lake ``lklab COMMAND ARGUMENTS`` would read (None: arguments it would refuse)."""
+    from lklab.cli import parse
     from lklab.cli.console import UsageError
-    from lklab.cli.flag_help import help_pipeline
     from lklab.cli.options import config_from
-    from lklab.cli.parser import build_parser
 
-    argv = [command, *arguments]
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # the job says what is wrong with them
-            args = build_parser(help_pipeline(argv)).parse_args(argv)
+            args = parse([command, *arguments])
         return config_from(args).lake
     except (SystemExit, UsageError):
         return None

@@ -19,14 +19,19 @@ from lklab.cli.parser import build_parser
 from lklab.cli.pipelines import pipeline_handler
 from lklab.progress import configure_logging
 
-__all__ = ["main", "run"]
+__all__ = ["main", "parse", "run"]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``lklab ARGV``'s arguments, with the flags of the pipeline it names (``SystemExit`` on bad
+    usage, after argparse has said why on stderr)."""
+    return build_parser(help_pipeline(argv)).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
-    parser = build_parser(help_pipeline(sys.argv[1:] if argv is None else argv))
     try:
-        args = parser.parse_args(argv)
+        args = parse(sys.argv[1:] if argv is None else argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
     from shared.locks import LockHeld
