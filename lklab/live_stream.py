@@ -83,6 +83,23 @@ def checkpoint_for(lake: Path, prefix: str, app_id: str, tables: Tables, progres
     return checkpoint
 
 
+_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+
+
+def _other_checkpoints(lake: Path, prefix: str, app_id: str, suffix: str) -> str:
+    """What a refusal adds when the stream's tables were written by its step run elsewhere (on
+    the driver, on the executors), whose checkpoint is kept under another name."""
+    mine = prefix + app_id + suffix
+    folder = (lake / "checkpoints" / prefix).resolve()
+    others = sorted(p.name for p in folder.glob(f"{app_id}*") if p.is_dir() and (prefix + p.name) != mine)
+    if not others:
+        return ""
+    return (
+        f" The stream's checkpoint {', '.join(others)} is there: its tables were written by its step run on the "
+        "driver or on the executors, which keep checkpoints apart; go on with the step that wrote them."
+    )
+
+
 def start_over_log(
     spark: SparkSession,
     config: LabConfig,
@@ -94,9 +111,11 @@ def start_over_log(
     available_now: bool,
     trigger_interval: str,
     parse: Callable | None = None,
+    keyed: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start the query: log lines (parsed by ``parse(lines, max_clock_skew=...)`` when given,
-    raw otherwise) into ``process(frame, batch_id)`` for each micro-batch."""
+    raw otherwise, then through ``keyed``'s stateful operators when given) into
+    ``process(frame, batch_id)`` for each micro-batch."""
     lines = (
         log_stream_reader(spark)
         .option("path", str(lake))
@@ -106,9 +125,22 @@ def start_over_log(
     )
     if parse is not None:
         lines = lines.transform(parse, max_clock_skew=config.max_clock_skew)
+    if keyed is not None:
+        lines = keyed(lines)
     stream = lines.writeStream.foreachBatch(process).option("checkpointLocation", str(checkpoint))
     stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
-    return stream.start()
+    if keyed is None:
+        return stream.start()
+    from shared.keyed_speed import STATE_STORE_PROVIDER
+
+    # A query runs on a copy of the session's settings taken when it starts: the provider its
+    # stateful operators need is set for this query alone.
+    before = spark.conf.get(_PROVIDER, None)
+    spark.conf.set(_PROVIDER, STATE_STORE_PROVIDER)
+    try:
+        return stream.start()
+    finally:
+        spark.conf.unset(_PROVIDER) if before is None else spark.conf.set(_PROVIDER, before)
 
 
 def watch(
@@ -151,6 +183,10 @@ def _as_read(lines: pa.Table, config: LabConfig) -> pa.Table:
     return lines
 
 
+def _the_lines(read: Any) -> pa.Table:
+    return read
+
+
 def _never_open(state: Any, settings: Any) -> bool:
     return False
 
@@ -190,8 +226,14 @@ class StreamRule:
     settings (default: none, the step gets None); ``table_settings(config)``: what its tables
     record (the settings their rows depend on). ``parse``: a Spark transform of the log's lines run inside the streaming query
     (``parse(lines, max_clock_skew=...)``; None: the raw lines are collected), and
-    ``read(lines, config)`` what the collected lines become for the step (a ``segment`` column
-    kept). ``state``: what the state is to the runners (a ``StateKind``).
+    ``read(lines, config)`` what the collected lines become for the step, and ``lines(read)`` the
+    lines in it (a ``segment`` column, and ``ingest_time``; default: what ``read`` returns).
+    ``keyed(parsed, settings)``: where the step runs in the query itself, on the executors, its
+    state in Spark's state store (RocksDB): the stateful operators the parsed lines go through
+    before ``foreachBatch``, whose rows ``read`` then gets; the step is given no state (None), and
+    the query's checkpoint is ``<app_id><checkpoint_suffix>``, apart from a driver step's (None:
+    the step runs on the driver against the state the runner carries). ``state``: what the state
+    is to the runners (a ``StateKind``).
     ``step(parsed, state, settings, batch_id, started)``: one micro-batch (``started``: its
     ``time.monotonic()`` start) as a ``StepOutput``. ``logger``: the logger of its one JSON line per micro-batch
     (default: ``lklab.<app_id>``). ``metrics``: its table of one row per micro-batch
@@ -216,6 +258,9 @@ class StreamRule:
     read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
     logger: str = ""
     whole_log: Callable[..., Any] | None = None
+    keyed: Callable[[DataFrame, Any], DataFrame] | None = None
+    lines: Callable[[Any], pa.Table] = _the_lines
+    checkpoint_suffix: str = ""
 
     @property
     def metrics(self) -> catalog.Table | None:
@@ -278,12 +323,14 @@ class LiveStream:
             self._carried = None  # done before a restart; the next batch reads the state it left
             return
         parsed = self.rule.read(lines.toArrow(), self.config)
-        if parsed.num_rows:
-            self.last_segment_read = max(self.last_segment_read, pc.max(parsed["segment"]).as_py())
+        read = self.rule.lines(parsed)
+        if read.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(read["segment"]).as_py())
         log = EventLog(self.config.lake)
-        lines = lines_per_segment(parsed)
+        lines = lines_per_segment(read)
         published = {segment: log.published_at(segment) for segment in lines}
-        output = self.rule.step(parsed, self._resume(batch_id), self.settings, batch_id, started)
+        state = None if self.rule.keyed is not None else self._resume(batch_id)
+        output = self.rule.step(parsed, state, self.settings, batch_id, started)
 
         def stamped(rows: pa.Table) -> pa.Table:
             self.latency = line_latency(lines, published, time.time(), began)
@@ -335,12 +382,13 @@ def run_live(
         checkpoint = checkpoint_for(
             lake,
             prefix,
-            app_id,
+            app_id + rule.checkpoint_suffix,
             tables,
             sink.name(sink.state),
             f"table {sink.name(sink.state)} already holds batches of '{app_id}' but its checkpoint {{checkpoint}} is "
             "missing: batch ids would restart and be skipped as done. Restore the checkpoint, or start over with new "
-            "tables (another --name or a fresh lake).",
+            "tables (another --name or a fresh lake)."
+            + _other_checkpoints(lake, prefix, app_id, rule.checkpoint_suffix),
         )
         stream = LiveStream(rule, sink, rule.settings(config), config)
         query = start_over_log(
@@ -353,6 +401,7 @@ def run_live(
             available_now=available_now,
             trigger_interval=trigger_interval,
             parse=rule.parse,
+            keyed=None if rule.keyed is None else lambda parsed: rule.keyed(parsed, stream.settings),
         )
         try:
             watch(

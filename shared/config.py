@@ -45,9 +45,11 @@ __all__ = [
     "SECTIONS",
     "DECLARED_KIND",
     "TABLE_ENGINES",
+    "SPEED_STEPS",
 ]
 
 TABLE_ENGINES = ("auto", "deltalake", "delta-spark")
+SPEED_STEPS = ("driver", "executors")
 
 
 class ConfigError(ValueError):
@@ -72,6 +74,7 @@ class LabConfig:
     max_line_bytes: int = 1 << 20
     state_ttl: int = parse_duration("24h")  # unique_visitors: how long a seen URL stays in the stream's state
     join_bound: int = parse_duration("15m")  # order_payments: a payment matches an order up to this long after it
+    speed_step: str = "driver"  # billing_windows: where the live step runs (SPEED_STEPS)
     pipeline: str = "billing_windows"  # a name in the registry (lklab.pipelines), checked by the command line
     spark_master: str = "local[2]"
     driver_memory: str = "4g"
@@ -136,6 +139,8 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(
             f"driver-memory: {value!r} is not a JVM memory size; valid: a whole number and k, m, g or t, e.g. 4g"
         )
+    if name == "speed_step" and value not in SPEED_STEPS:
+        raise ConfigError(f"speed-step: {value!r} is not valid; valid: {', '.join(SPEED_STEPS)}")
     if name == "table_engine" and value not in TABLE_ENGINES:
         raise ConfigError(f"table-engine: {value!r} is not valid; valid: {', '.join(TABLE_ENGINES)}")
     if not isinstance(value, str) or not value:

@@ -17,7 +17,9 @@ and returns the dead letters, duplicates, late events, per-event outcomes, the w
 merge into ``speed_aggregates``, and the state to carry on. Every decision depends on the lines
 and the state alone, so a log cut into other micro-batches, a restart from a committed state, or
 the Kappa replay (which runs steps 1-3 through Spark over the whole log: ``shared.replay``) give
-the same rows.
+the same rows. Each step is a function of its own (``clocked_batch``, ``deduplicate_stream`` with
+``remembered_after``, ``window_step``), so the step can also run as three operators on Spark's
+executors, each holding its part of the state (``shared.keyed_speed``).
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ __all__ = [
     "DUPLICATE_SCHEMA",
     "LATE_SCHEMA",
     "WINDOW_CHANGE_SCHEMA",
+    "ClockedBatch",
+    "clocked_batch",
     "clocked_lines",
     "dead_letter_rows",
+    "remembered_after",
     "duplicate_rows",
     "stream_step",
 ]
@@ -161,30 +166,76 @@ class StreamBatch(MicroBatch[StreamState]):
         return self.state.clock.max_event_time
 
 
+@dataclass(frozen=True)
+class ClockedBatch:
+    """Step 1 of a micro-batch: its parsed lines in log order (``parsed``), the clock run over
+    them (``lines``) from the state before, and what the clock alone decides of the batch."""
+
+    parsed: pa.Table
+    lines: ClockedLines
+
+    @property
+    def input_lines(self) -> int:
+        return self.parsed.num_rows
+
+    @property
+    def heartbeats(self) -> int:
+        return int(pc.sum(self.parsed["heartbeat"]).as_py() or 0) if self.parsed.num_rows else 0
+
+    @property
+    def watermark(self) -> int | None:
+        """The watermark the batch's first line was judged by (``W*`` before it when it has none)."""
+        if not self.parsed.num_rows:
+            return self.next_watermark
+        first = int(self.lines.clock.watermark[0])
+        return None if first == NO_TIME else first
+
+    @property
+    def next_watermark(self) -> int | None:
+        return self.lines.advances.after
+
+    @property
+    def dead_letters(self) -> pa.Table:
+        return dead_letter_rows(self.parsed, self.lines.batch_ids)
+
+
+def clocked_batch(parsed: pa.Table, clock: ClockState, settings: StreamSettings, batch_id: int) -> ClockedBatch:
+    """Step 1: the clock over micro-batch ``batch_id``'s lines (``parse_events`` rows, any order)."""
+    parsed = parsed.take(pc.sort_indices(parsed, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
+    batch_ids = np.full(parsed.num_rows, batch_id, dtype=np.int64)
+    return ClockedBatch(parsed, clocked_lines(parsed, clock, settings.clock, batch_ids))
+
+
+def remembered_after(remembered: pa.Table, firsts: pa.Table, watermark_after: int | None, horizon: int) -> pa.Table:
+    """Step 2's state: the copies remembered before and the batch's first copies, those a later
+    line can still be recognised against once the watermark is ``watermark_after``."""
+    return still_remembered(pa.concat_tables([remembered, remembered_rows(firsts)]), watermark_after, horizon)
+
+
 def stream_step(
     parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, *, history: bool = False
 ) -> StreamBatch:
     """Where every line of micro-batch ``batch_id`` goes (``parsed``: its ``parse_events`` rows)."""
-    parsed = parsed.take(pc.sort_indices(parsed, sort_keys=[("segment", "ascending"), ("line_number", "ascending")]))
-    batch_ids = np.full(parsed.num_rows, batch_id, dtype=np.int64)
-    lines = clocked_lines(parsed, state.clock, settings.clock, batch_ids)
-    dedup = deduplicate_stream(lines.events, state.remembered, settings.dedup_horizon)
+    batch = clocked_batch(parsed, state.clock, settings, batch_id)
+    advances = batch.lines.advances
+    dedup = deduplicate_stream(batch.lines.events, state.remembered, settings.dedup_horizon)
     windows = window_step(
-        settings.window, settings.allowed_lateness, dedup.firsts, state.windows, lines.advances, history=history
+        settings.window, settings.allowed_lateness, dedup.firsts, state.windows, advances, history=history
     )
-    remembered = pa.concat_tables([state.remembered, remembered_rows(dedup.firsts)])
-    after = lines.advances.after
-    first_watermark = int(lines.clock.watermark[0]) if parsed.num_rows else NO_TIME
     return StreamBatch(
-        input_lines=parsed.num_rows,
-        heartbeats=int(pc.sum(parsed["heartbeat"]).as_py() or 0) if parsed.num_rows else 0,
-        watermark=(None if first_watermark == NO_TIME else first_watermark) if parsed.num_rows else after,
-        next_watermark=after,
-        dead_letters=dead_letter_rows(parsed, batch_ids),
+        input_lines=batch.input_lines,
+        heartbeats=batch.heartbeats,
+        watermark=batch.watermark,
+        next_watermark=batch.next_watermark,
+        dead_letters=batch.dead_letters,
         duplicates=duplicate_rows(dedup.duplicates),
         late_events=windows.late,
         outcomes=windows.outcomes,
         window_changes=windows.changes,
         history=windows.history,
-        state=StreamState(lines.clock.state, still_remembered(remembered, after, settings.dedup_horizon), windows.held),
+        state=StreamState(
+            batch.lines.clock.state,
+            remembered_after(state.remembered, dedup.firsts, advances.after, settings.dedup_horizon),
+            windows.held,
+        ),
     )

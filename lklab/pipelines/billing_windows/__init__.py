@@ -13,7 +13,7 @@ rule is ``reconciliation.reconcile``); ``comparison`` with ``assessment`` and ``
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Advising, Comparison, DagSpec, Pipeline
+from lklab.pipelines.contract import Advising, Comparison, DagSpec, Pipeline, Setting
 from reconciliation.tables import RECON_RUNS
 from shared import catalog
 
@@ -98,6 +98,14 @@ PIPELINE = Pipeline(
         dag_ids={"truth": "batch_recompute", "reconcile": "reconciliation", "replay": "kappa_replay"},
     ),
     stream=_stream,
+    settings=(
+        Setting(
+            "speed-step",
+            "where the live speed layer's step runs: driver (in the driver process, against the state "
+            "it carries) or executors (in the streaming query, its state in Spark's RocksDB state store); "
+            "default driver",
+        ),
+    ),
     computes="windowed sums: exact money per account, currency and event-time window",
     jobs=_jobs,
     compare=Comparison(

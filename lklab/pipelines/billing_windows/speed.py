@@ -25,31 +25,33 @@ reads like any other, as a replay will.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.live_stream import StateKind, StepOutput, StreamRule
+from lklab.live_stream import LiveStream, StateKind, StepOutput, StreamRule
 from lklab.pipelines.billing_windows.replay import whole_log
 from lklab.stream_sink import stream_layout
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.events import parse_events
-from shared.speed import StreamSettings, stream_step
+from shared.keyed_speed import KeyedBatch, keyed_batch, keyed_speed
+from shared.speed import StreamBatch, StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.table_settings import stream_settings
 
-__all__ = ["SPEED_RULE", "run_speed", "SPEED_TABLES"]
+__all__ = ["SPEED_RULE", "KEYED_SPEED_RULE", "run_speed", "SPEED_TABLES"]
 
 SPEED_TABLES = tuple(table.name for table in catalog.SPEED_TABLES)  # under the layer's prefix
 
 
-def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
-    step = stream_step(parsed, state, settings, batch_id)
-    figures = batch_figures(batch_id, parsed, step, time.monotonic() - started)
+def _output(step: StreamBatch, lines: pa.Table, batch_id: int, started: float) -> StepOutput:
+    """What micro-batch ``batch_id`` writes (``lines``: its lines' ``segment`` and ``ingest_time``)."""
+    figures = batch_figures(batch_id, lines, step, time.monotonic() - started)
     rows = {
         DEAD_LETTER: step.dead_letters,
         DUPLICATE_EVENTS: step.duplicates,
@@ -71,6 +73,14 @@ def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_
     return StepOutput(rows, step.state, logged)
 
 
+def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
+    return _output(stream_step(parsed, state, settings, batch_id), parsed, batch_id, started)
+
+
+def _keyed_step(read: KeyedBatch, state: None, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
+    return _output(read.of(batch_id), read.lines, batch_id, started)
+
+
 def _holds_open(state: StreamState, settings: StreamSettings) -> bool:
     """Windows the watermark has not finalised yet are held."""
     return bool(pc.any(pc.equal(state.windows["status"], "open")).as_py())
@@ -89,4 +99,18 @@ SPEED_RULE = StreamRule(
     parse=parse_events,
     whole_log=whole_log,  # a replay computes the whole log through Spark, by day and by key
 )
-run_speed = SPEED_RULE.run
+# The same stream with its step on the executors (``shared.keyed_speed``): the same rows.
+KEYED_SPEED_RULE = dataclasses.replace(
+    SPEED_RULE,
+    step=_keyed_step,
+    read=lambda rows, config: keyed_batch(rows),
+    keyed=lambda parsed, settings: keyed_speed(parsed, settings),
+    lines=lambda read: read.lines,
+    checkpoint_suffix="-on-executors",
+)
+
+
+def run_speed(spark, config, **options) -> LiveStream:
+    """The billing speed layer, its step where ``config.speed_step`` says (``LiveStream.run``)."""
+    rule = KEYED_SPEED_RULE if config.speed_step == "executors" else SPEED_RULE
+    return rule.run(spark, config, **options)

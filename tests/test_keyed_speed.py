@@ -1,0 +1,165 @@
+"""The speed layer's step on the executors (``speed-step = executors``): the driver step's rows.
+
+``shared.keyed_speed`` runs the clock, dedup and windows as Spark stateful operators, their
+state in RocksDB. On a generated log with duplicates, dead letters and late events, under
+sliding windows with an allowed lateness and under session windows, ``lklab speed`` with its
+step on the executors writes every table the step on the driver writes, row for row, at one
+segment per micro-batch and at several; stopped half way and started again over the rest of
+the log, it writes the same rows again (its state comes back from the query's checkpoint). A
+lake whose tables one step wrote is refused to the other, naming the checkpoint that wrote them.
+The buckets that place ids and accounts in the operators' groups are FNV-1a, the same in every
+process, and the Arrow cells between the operators keep every type exactly.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from lklab.pipelines.billing_windows.agreement import BOOKKEEPING, row_counts
+from lklab.pipelines.billing_windows.generator import GeneratorParams, generate
+from lklab.pipelines.billing_windows.speed import SPEED_TABLES, run_speed
+from shared.arrow_blobs import decode, encode
+from shared.buckets import buckets, key_buckets
+from shared.config import load_config
+from shared.eventlog import EventLog
+from shared.micro_batch import TIMING_COLUMNS
+from shared.tables import Tables
+
+pytestmark = pytest.mark.slow
+
+SECOND = 1_000_000
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+WINDOWS = {
+    "sliding": {"window-kind": "sliding", "window-size": "2m", "window-slide": "30s", "allowed-lateness": "1m"},
+    "session": {"window-kind": "session", "session-gap": "90s"},
+}
+
+
+def test_a_bucket_is_the_fnv1a_hash_of_the_key_bytes():
+    """Published FNV-1a 64-bit values: "" 0xcbf29ce484222325, "a" 0xaf63dc4c8601ec8c, "foobar"
+    0x85944171f73967e8; a null key is the empty string; several columns join with \\x1f."""
+    keys = pa.array(["", "a", "foobar", None, "é"])
+    expected = [0xCBF29CE484222325, 0xAF63DC4C8601EC8C, 0x85944171F73967E8, 0xCBF29CE484222325]
+    assert buckets(keys, 1 << 62).tolist()[:4] == [h % (1 << 62) for h in expected]
+    assert buckets(keys, 7).tolist()[:4] == [h % 7 for h in expected]
+    assert buckets(pa.chunked_array([["a"], ["foobar"]]), 7).tolist() == [expected[1] % 7, expected[2] % 7]
+    table = pa.table({"account_id": ["a", "a"], "currency": ["b", None]})
+    assert (
+        key_buckets(table, ["account_id", "currency"], 1000).tolist()
+        == buckets(pa.array(["a\x1fb", "a\x1f"]), 1000).tolist()
+    )
+    with pytest.raises(ValueError, match="at least 1"):
+        buckets(keys, 0)
+
+
+def test_a_cell_carries_a_table_with_its_exact_types():
+    table = pa.table(
+        {
+            "amount": pa.array([Decimal("12.345678"), None], pa.decimal128(20, 6)),
+            "event_time": pa.array([datetime(2026, 1, 5, 0, 0, 0, 1, tzinfo=UTC), None], pa.timestamp("us", tz="UTC")),
+            "segment": pa.array([1, 2], pa.int64()),
+        }
+    ).replace_schema_metadata({"after": "7"})
+    assert decode(encode(table)).equals(table, check_metadata=True)
+    assert decode(encode(table.schema.empty_table())).schema == table.schema
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    """A generated log: 600 events over 6 segments, with retries, malformed lines and late ones."""
+    lake = tmp_path_factory.mktemp("keyed") / "log-only"
+    params = GeneratorParams(
+        scenario="billing",
+        events=600,
+        accounts=4,
+        span=3600 * SECOND,
+        duplicate_rate=0.04,
+        malformed_rate=0.01,
+        segment_interval=10 * 60 * SECOND,
+        seed=11,
+    )
+    generate(params, lake)
+    return lake
+
+
+def _lake(log, to, segments: range | None = None):
+    """A lake holding ``log``'s ``segments`` (all: None), as published there."""
+    (to / "log").mkdir(parents=True, exist_ok=True)
+    source = EventLog(log)
+    for number in segments or range(1, source.last_segment() + 1):
+        path = source.segment_path(number)
+        shutil.copy2(path, to / "log" / path.name)
+    return to
+
+
+def _speed(spark, lake, step: str, windows: str, per_batch: int):
+    config = load_config(
+        None, {"lake": str(lake), "table-engine": "deltalake", "speed-step": step, **WINDOWS[windows]}, environ={}
+    )
+    return run_speed(spark, config, available_now=True, segments_per_batch=per_batch)
+
+
+def _tables(spark, lake) -> dict[str, pa.Table]:
+    tables = Tables(spark, lake, "deltalake")
+    return {name: tables.read_arrow(name) for name in SPEED_TABLES}
+
+
+def _same(left: dict, right: dict, ignore) -> None:
+    for name in (
+        "dead_letter",
+        "duplicate_events",
+        "late_events",
+        "speed_aggregates",
+        "stream_state",
+        "stream_metrics",
+    ):
+        if name == "stream_metrics" and ignore is BOOKKEEPING:
+            continue  # other cuts, other micro-batches
+        assert row_counts(left[name], ignore) == row_counts(right[name], ignore), name
+
+
+@pytest.mark.parametrize("windows", sorted(WINDOWS))
+def test_the_step_on_the_executors_writes_the_drivers_rows_at_any_batch_size(spark, log, tmp_path, windows):
+    before = spark.conf.get(PROVIDER, None)
+    driver = _lake(log, tmp_path / "driver")
+    _speed(spark, driver, "driver", windows, 2)
+    runs = {}
+    for per_batch in (2, 5):
+        lake = _lake(log, tmp_path / f"executors-{per_batch}")
+        stream = _speed(spark, lake, "executors", windows, per_batch)
+        assert stream.batches == -(-EventLog(lake).last_segment() // per_batch)
+        runs[per_batch] = _tables(spark, lake)
+    expected = _tables(spark, driver)
+    assert (
+        expected["late_events"].num_rows and expected["duplicate_events"].num_rows and expected["dead_letter"].num_rows
+    )
+    _same(runs[2], expected, TIMING_COLUMNS)  # the same micro-batches: every column but the timings
+    _same(runs[5], expected, BOOKKEEPING)
+    assert spark.conf.get(PROVIDER, None) == before  # the provider was the keyed query's alone
+
+
+def test_stopped_half_way_it_goes_on_from_its_checkpoint_with_the_same_rows(spark, log, tmp_path):
+    """The second half of the log read by a new query over the first half's checkpoint: the
+    remembered copies and held windows come back from the state store (a state read from the
+    tables instead, or none, would count the second half's retries anew)."""
+    whole = _lake(log, tmp_path / "whole")
+    _speed(spark, whole, "executors", "sliding", 2)
+    last = EventLog(log).last_segment()
+    half = last // 4 * 2  # a whole number of micro-batches of two segments: the same micro-batches
+    halves = _lake(log, tmp_path / "halves", range(1, half + 1))
+    _speed(spark, halves, "executors", "sliding", 2)
+    _lake(log, halves, range(half + 1, last + 1))
+    _speed(spark, halves, "executors", "sliding", 2)
+    _same(_tables(spark, halves), _tables(spark, whole), TIMING_COLUMNS)
+
+
+def test_tables_one_step_wrote_are_refused_to_the_other_naming_its_checkpoint(spark, log, tmp_path):
+    lake = _lake(log, tmp_path / "lake", range(1, 3))
+    _speed(spark, lake, "driver", "sliding", 1)
+    with pytest.raises(RuntimeError, match=r"checkpoint speed is there: its tables were written by its step run on"):
+        _speed(spark, lake, "executors", "sliding", 1)
