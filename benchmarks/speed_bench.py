@@ -33,7 +33,8 @@ cannot grow with it: ``--span-hours``), and prints the largest state the stream 
 Python process, where the speed layer's state lives) and of the whole process tree.
 
     .venv/bin/python benchmarks/speed_bench.py [--events N] [--segment-minutes M] [--span-hours H] [--repeats R]
-        [--masters M1,M2] [--dedup-horizon D] [--dedup-scales S1,S2] [--json-out FILE]
+        [--masters M1,M2] [--dedup-horizon D] [--dedup-scales S1,S2] [--speed-step driver|executors]
+        [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from lklab.pipelines.billing_windows.generator import GeneratorParams, generate  # noqa: E402
 from lklab.pipelines.billing_windows.speed import run_speed  # noqa: E402
-from shared.config import LabConfig  # noqa: E402
+from shared.config import SPEED_STEPS, LabConfig  # noqa: E402
 from shared.durations import format_duration, parse_duration  # noqa: E402
 from shared.spark_session import spark_session  # noqa: E402
 from shared.tables import Tables  # noqa: E402
@@ -193,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dedup-scales", default="", help="also: the state at these multiples of the horizon, e.g. 1,10"
     )
+    parser.add_argument(
+        "--speed-step",
+        choices=SPEED_STEPS,
+        default="driver",
+        help="where the lab speed layer's step runs (the speed-step setting; default driver)",
+    )
     parser.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeats < 1 or args.segment_minutes < 1 or args.span_hours < 1:
@@ -210,13 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         lines, segments = manifest["lines"], manifest["segments"]
         figures = {"log": {"lines": lines, "segments": segments}, "repeats": args.repeats, "masters": {}}
         for master in masters:
-            config = LabConfig(lake=lake, table_engine="deltalake", spark_master=master)
+            config = LabConfig(lake=lake, table_engine="deltalake", spark_master=master, speed_step=args.speed_step)
             progress(f"master {master}")
             tag = re.sub(r"[^A-Za-z0-9]+", "_", master).strip("_")  # a table prefix and a lock's name
             figures["masters"][master] = compare(config, Path(scratch) / tag, segments, args.repeats)
         if scales:
             figures["dedup_scales"] = state_memory(
-                LabConfig(lake=lake, table_engine="deltalake", spark_master=masters[-1]),
+                LabConfig(lake=lake, table_engine="deltalake", spark_master=masters[-1], speed_step=args.speed_step),
                 parse_duration(args.dedup_horizon),
                 scales,
             )
@@ -224,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
     print(
-        f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median"
+        f"log: {lines:,} lines in {segments} segments (one micro-batch each); {args.repeats} measured run(s) of each, median; "
+        f"the lab's step on the {'executors' if args.speed_step == 'executors' else 'driver'}"
     )
     for master, sides in figures["masters"].items():
         print(f"master {master}:")

@@ -83,9 +83,6 @@ def checkpoint_for(lake: Path, prefix: str, app_id: str, tables: Tables, progres
     return checkpoint
 
 
-_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-
-
 def _other_checkpoints(lake: Path, prefix: str, app_id: str, suffix: str) -> str:
     """What a refusal adds when the stream's tables were written by its step run elsewhere (on
     the driver, on the executors), whose checkpoint is kept under another name."""
@@ -131,16 +128,22 @@ def start_over_log(
     stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
     if keyed is None:
         return stream.start()
-    from shared.keyed_speed import STATE_STORE_PROVIDER
+    from shared.keyed_speed import query_settings
 
-    # A query runs on a copy of the session's settings taken when it starts: the provider its
-    # stateful operators need is set for this query alone.
-    before = spark.conf.get(_PROVIDER, None)
-    spark.conf.set(_PROVIDER, STATE_STORE_PROVIDER)
+    # A query runs on a copy of the session's settings taken when it starts: what its stateful
+    # operators need is set for this query alone.
+    wanted = query_settings(spark)
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     try:
         return stream.start()
     finally:
-        spark.conf.unset(_PROVIDER) if before is None else spark.conf.set(_PROVIDER, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def watch(
@@ -321,6 +324,10 @@ class LiveStream:
         crash_point(batch_id, "start")
         if self.sink.committed(batch_id):
             self._carried = None  # done before a restart; the next batch reads the state it left
+            if self.rule.keyed is not None:
+                # Its tables hold it; its stateful operators' state does not until the batch has
+                # run through them again (Spark fails a batch whose state stores did not commit).
+                lines.write.format("noop").mode("overwrite").save()
             return
         parsed = self.rule.read(lines.toArrow(), self.config)
         read = self.rule.lines(parsed)

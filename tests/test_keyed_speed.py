@@ -14,6 +14,7 @@ process, and the Arrow cells between the operators keep every type exactly.
 from __future__ import annotations
 
 import shutil
+import signal
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -109,6 +110,14 @@ def _tables(spark, lake) -> dict[str, pa.Table]:
     return {name: tables.read_arrow(name) for name in SPEED_TABLES}
 
 
+@pytest.fixture(scope="module")
+def driver_rows(spark, log, tmp_path_factory) -> dict[str, pa.Table]:
+    """The driver step's tables of ``log``, sliding windows, one segment per micro-batch."""
+    lake = _lake(log, tmp_path_factory.mktemp("driver"))
+    _speed(spark, lake, "driver", "sliding", 1)
+    return _tables(spark, lake)
+
+
 def _same(left: dict, right: dict, ignore) -> None:
     for name in (
         "dead_letter",
@@ -123,39 +132,41 @@ def _same(left: dict, right: dict, ignore) -> None:
         assert row_counts(left[name], ignore) == row_counts(right[name], ignore), name
 
 
-@pytest.mark.parametrize("windows", sorted(WINDOWS))
-def test_the_step_on_the_executors_writes_the_drivers_rows_at_any_batch_size(spark, log, tmp_path, windows):
+def test_the_step_on_the_executors_writes_the_drivers_rows_at_any_batch_size(spark, log, tmp_path, driver_rows):
     before = spark.conf.get(PROVIDER, None)
-    driver = _lake(log, tmp_path / "driver")
-    _speed(spark, driver, "driver", windows, 2)
     runs = {}
-    for per_batch in (2, 5):
+    for per_batch in (1, 5):
         lake = _lake(log, tmp_path / f"executors-{per_batch}")
-        stream = _speed(spark, lake, "executors", windows, per_batch)
+        stream = _speed(spark, lake, "executors", "sliding", per_batch)
         assert stream.batches == -(-EventLog(lake).last_segment() // per_batch)
         runs[per_batch] = _tables(spark, lake)
-    expected = _tables(spark, driver)
+    expected = driver_rows
     assert (
         expected["late_events"].num_rows and expected["duplicate_events"].num_rows and expected["dead_letter"].num_rows
     )
-    _same(runs[2], expected, TIMING_COLUMNS)  # the same micro-batches: every column but the timings
+    _same(runs[1], expected, TIMING_COLUMNS)  # the same micro-batches: every column but the timings
     _same(runs[5], expected, BOOKKEEPING)
     assert spark.conf.get(PROVIDER, None) == before  # the provider was the keyed query's alone
 
 
-def test_stopped_half_way_it_goes_on_from_its_checkpoint_with_the_same_rows(spark, log, tmp_path):
+def test_session_windows_on_the_executors_are_the_drivers(spark, log, tmp_path):
+    """Sessions merge and their rows are deleted and replaced: the windows step's other path."""
+    lakes = {step: _lake(log, tmp_path / step) for step in ("driver", "executors")}
+    for step, lake in lakes.items():
+        _speed(spark, lake, step, "session", 2)
+    _same(_tables(spark, lakes["executors"]), _tables(spark, lakes["driver"]), TIMING_COLUMNS)
+
+
+def test_stopped_half_way_it_goes_on_from_its_checkpoint_with_the_same_rows(spark, log, tmp_path, driver_rows):
     """The second half of the log read by a new query over the first half's checkpoint: the
     remembered copies and held windows come back from the state store (a state read from the
     tables instead, or none, would count the second half's retries anew)."""
-    whole = _lake(log, tmp_path / "whole")
-    _speed(spark, whole, "executors", "sliding", 2)
     last = EventLog(log).last_segment()
-    half = last // 4 * 2  # a whole number of micro-batches of two segments: the same micro-batches
-    halves = _lake(log, tmp_path / "halves", range(1, half + 1))
-    _speed(spark, halves, "executors", "sliding", 2)
-    _lake(log, halves, range(half + 1, last + 1))
-    _speed(spark, halves, "executors", "sliding", 2)
-    _same(_tables(spark, halves), _tables(spark, whole), TIMING_COLUMNS)
+    halves = _lake(log, tmp_path / "halves", range(1, last // 2 + 1))
+    _speed(spark, halves, "executors", "sliding", 1)
+    _lake(log, halves, range(last // 2 + 1, last + 1))
+    _speed(spark, halves, "executors", "sliding", 1)
+    _same(_tables(spark, halves), driver_rows, TIMING_COLUMNS)
 
 
 def test_tables_one_step_wrote_are_refused_to_the_other_naming_its_checkpoint(spark, log, tmp_path):
@@ -163,3 +174,23 @@ def test_tables_one_step_wrote_are_refused_to_the_other_naming_its_checkpoint(sp
     _speed(spark, lake, "driver", "sliding", 1)
     with pytest.raises(RuntimeError, match=r"checkpoint speed is there: its tables were written by its step run on"):
         _speed(spark, lake, "executors", "sliding", 1)
+
+
+def test_killed_at_a_commit_and_started_again_it_writes_an_uninterrupted_runs_rows(
+    spark, log, tmp_path, monkeypatch, driver_rows
+):
+    """``lklab speed --available-now`` with its step on the executors, SIGKILLed with its JVM
+    after micro-batch 1's outputs landed but not its state, then after its state landed but
+    before Spark's checkpoint recorded the batch (Spark runs it again, from the state store's
+    version before it, and every commit is found done), then run to the end: the driver step's
+    rows."""
+    from tests.test_exactly_once import speed
+
+    lake = _lake(log, tmp_path / "killed")
+    monkeypatch.setenv("LKLAB_SPEED_STEP", "executors")
+    for key, value in WINDOWS["sliding"].items():
+        monkeypatch.setenv(f"LKLAB_{key.upper().replace('-', '_')}", value)
+    for point in ("1:before:stream_state", "1:after:stream_state"):
+        assert speed(lake, crash_at=point) == -signal.SIGKILL, point
+    _speed(spark, lake, "executors", "sliding", 1)
+    _same(_tables(spark, lake), driver_rows, TIMING_COLUMNS)
