@@ -5,8 +5,9 @@ state in RocksDB. On a generated log with duplicates, dead letters and late even
 sliding windows with an allowed lateness and under session windows, ``lklab speed`` with its
 step on the executors writes every table the step on the driver writes, row for row, at one
 segment per micro-batch and at several; stopped half way and started again over the rest of
-the log, it writes the same rows again (its state comes back from the query's checkpoint). A
-lake whose tables one step wrote is refused to the other, naming the checkpoint that wrote them.
+the log, it writes the same rows again (its state comes back from the query's checkpoint), and
+so it does after SIGKILLs between a micro-batch's commits. A lake whose tables one step wrote is
+refused to the other, naming the checkpoint that wrote them.
 The buckets that place ids and accounts in the operators' groups are FNV-1a, the same in every
 process, and the Arrow cells between the operators keep every type exactly.
 """
@@ -132,20 +133,28 @@ def _same(left: dict, right: dict, ignore) -> None:
         assert row_counts(left[name], ignore) == row_counts(right[name], ignore), name
 
 
-def test_the_step_on_the_executors_writes_the_drivers_rows_at_any_batch_size(spark, log, tmp_path, driver_rows):
+def test_the_step_on_the_executors_writes_the_drivers_rows_at_any_batch_size_and_after_a_stop(
+    spark, log, tmp_path, driver_rows
+):
+    """One segment per micro-batch, the log's second half read by a new query over the first
+    half's checkpoint (the remembered copies and held windows come back from the state store: a
+    state read from the tables instead, or none, would count the second half's retries anew);
+    and five segments per micro-batch in one go."""
     before = spark.conf.get(PROVIDER, None)
-    runs = {}
-    for per_batch in (1, 5):
-        lake = _lake(log, tmp_path / f"executors-{per_batch}")
-        stream = _speed(spark, lake, "executors", "sliding", per_batch)
-        assert stream.batches == -(-EventLog(lake).last_segment() // per_batch)
-        runs[per_batch] = _tables(spark, lake)
+    last = EventLog(log).last_segment()
+    halves = _lake(log, tmp_path / "halves", range(1, last // 2 + 1))
+    first = _speed(spark, halves, "executors", "sliding", 1)
+    _lake(log, halves, range(last // 2 + 1, last + 1))
+    second = _speed(spark, halves, "executors", "sliding", 1)
+    assert (first.batches, second.batches) == (last // 2, last - last // 2)
+    coarse = _lake(log, tmp_path / "coarse")
+    assert _speed(spark, coarse, "executors", "sliding", 5).batches == -(-last // 5)
     expected = driver_rows
     assert (
         expected["late_events"].num_rows and expected["duplicate_events"].num_rows and expected["dead_letter"].num_rows
     )
-    _same(runs[1], expected, TIMING_COLUMNS)  # the same micro-batches: every column but the timings
-    _same(runs[5], expected, BOOKKEEPING)
+    _same(_tables(spark, halves), expected, TIMING_COLUMNS)  # the same micro-batches: all but the timings
+    _same(_tables(spark, coarse), expected, BOOKKEEPING)
     assert spark.conf.get(PROVIDER, None) == before  # the provider was the keyed query's alone
 
 
@@ -157,21 +166,19 @@ def test_session_windows_on_the_executors_are_the_drivers(spark, log, tmp_path):
     _same(_tables(spark, lakes["executors"]), _tables(spark, lakes["driver"]), TIMING_COLUMNS)
 
 
-def test_stopped_half_way_it_goes_on_from_its_checkpoint_with_the_same_rows(spark, log, tmp_path, driver_rows):
-    """The second half of the log read by a new query over the first half's checkpoint: the
-    remembered copies and held windows come back from the state store (a state read from the
-    tables instead, or none, would count the second half's retries anew)."""
-    last = EventLog(log).last_segment()
-    halves = _lake(log, tmp_path / "halves", range(1, last // 2 + 1))
-    _speed(spark, halves, "executors", "sliding", 1)
-    _lake(log, halves, range(last // 2 + 1, last + 1))
-    _speed(spark, halves, "executors", "sliding", 1)
-    _same(_tables(spark, halves), driver_rows, TIMING_COLUMNS)
+def test_tables_one_step_wrote_are_refused_to_the_other_naming_its_checkpoint(spark, log, tmp_path, capsys):
+    """By ``lklab speed`` before Spark starts (exit 2, one line), and by the runner itself."""
+    from lklab.cli import main
 
-
-def test_tables_one_step_wrote_are_refused_to_the_other_naming_its_checkpoint(spark, log, tmp_path):
     lake = _lake(log, tmp_path / "lake", range(1, 3))
     _speed(spark, lake, "driver", "sliding", 1)
+    capsys.readouterr()
+    assert main(["speed", "--available-now", "--speed-step", "executors", "--lake", str(lake)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lklab speed: speed-step executors: the speed layer's tables under {lake.resolve()} were written with "
+        f"speed-step driver (its checkpoint is {lake.resolve() / 'checkpoints' / 'speed'}); go on with --speed-step "
+        "driver, or start over on a fresh lake"
+    )
     with pytest.raises(RuntimeError, match=r"checkpoint speed is there: its tables were written by its step run on"):
         _speed(spark, lake, "executors", "sliding", 1)
 

@@ -89,6 +89,11 @@ def _thresholds(options: Mapping[str, Any]):
 
 def prepare(command: str, config, options: Mapping[str, Any]):
     """The configuration ``command`` runs with, settled before Spark starts (``Jobs.prepare``)."""
+    if command == "speed":
+        from lklab.pipelines.billing_windows.speed import refuse_the_other_step
+
+        refuse_the_other_step(config)
+        return config
     if command == "replay":
         from lklab.pipelines.billing_windows.speed import SPEED_RULE
         from lklab.replay_runner import replay_lock

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -110,7 +111,28 @@ KEYED_SPEED_RULE = dataclasses.replace(
 )
 
 
+_STEPS = {"driver": SPEED_RULE, "executors": KEYED_SPEED_RULE}
+
+
+def refuse_the_other_step(config) -> None:
+    """``ValueError`` (bad input, said before Spark starts) when the lake's speed layer tables
+    were written by the step ``config.speed_step`` does not name: each keeps its checkpoint."""
+    from deltalake import DeltaTable
+
+    from shared.catalog import tables_root
+
+    lake = Path(config.lake).resolve()
+    checkpoint = lambda rule: lake / "checkpoints" / (rule.app_id + rule.checkpoint_suffix)  # noqa: E731
+    other = next(step for step in _STEPS if step != config.speed_step)
+    written = DeltaTable.is_deltatable(str(tables_root(lake) / catalog.STREAM_STATE.name))
+    if written and not checkpoint(_STEPS[config.speed_step]).exists() and checkpoint(_STEPS[other]).exists():
+        raise ValueError(
+            f"speed-step {config.speed_step}: the speed layer's tables under {lake} were written with speed-step "
+            f"{other} (its checkpoint is {checkpoint(_STEPS[other])}); go on with --speed-step {other}, or start "
+            "over on a fresh lake"
+        )
+
+
 def run_speed(spark, config, **options) -> LiveStream:
     """The billing speed layer, its step where ``config.speed_step`` says (``LiveStream.run``)."""
-    rule = KEYED_SPEED_RULE if config.speed_step == "executors" else SPEED_RULE
-    return rule.run(spark, config, **options)
+    return _STEPS[config.speed_step].run(spark, config, **options)
