@@ -52,6 +52,7 @@ from shared.config import LabConfig
 from shared.eventlog import EventLog
 from shared.locks import stream_role, writer
 from shared.log_source import log_stream_reader
+from shared.session_conf import session_conf
 from shared.tables import Tables
 
 __all__ = [
@@ -62,7 +63,9 @@ __all__ = [
     "StepOutput",
     "LiveStream",
     "run_live",
+    "OnExecutors",
     "checkpoint_for",
+    "checkpoint_path",
     "start_over_log",
     "stream_lock",
     "watch",
@@ -74,27 +77,19 @@ def stream_lock(lake: Path, prefix: str, app_id: str) -> AbstractContextManager:
     return writer(lake, stream_role(prefix, app_id))
 
 
-def checkpoint_for(lake: Path, prefix: str, app_id: str, tables: Tables, progress_table: str, refusal: str) -> Path:
-    """The stream's checkpoint; a ``RuntimeError`` saying ``refusal`` (its ``{checkpoint}`` filled
-    in) when it is missing while ``progress_table`` (a table written by every batch) exists."""
-    checkpoint = lake / "checkpoints" / (prefix + app_id)
+def checkpoint_path(lake: Path, prefix: str, name: str) -> Path:
+    """Where the checkpoint ``name`` of a stream under ``prefix`` is: ``<lake>/checkpoints/<prefix><name>``."""
+    return lake / "checkpoints" / (prefix + name)
+
+
+def checkpoint_for(lake: Path, prefix: str, name: str, tables: Tables, progress_table: str, refusal: str) -> Path:
+    """The stream's checkpoint (``checkpoint_path``); a ``RuntimeError`` saying ``refusal`` (its
+    ``{checkpoint}`` filled in) when it is missing while ``progress_table`` (a table written by
+    every batch) exists."""
+    checkpoint = checkpoint_path(lake, prefix, name)
     if not checkpoint.exists() and tables.exists(progress_table):
         raise RuntimeError(refusal.replace("{checkpoint}", str(checkpoint)))
     return checkpoint
-
-
-def _other_checkpoints(lake: Path, prefix: str, app_id: str, suffix: str) -> str:
-    """What a refusal adds when the stream's tables were written by its step run elsewhere (on
-    the driver, on the executors), whose checkpoint is kept under another name."""
-    mine = prefix + app_id + suffix
-    folder = (lake / "checkpoints" / prefix).resolve()
-    others = sorted(p.name for p in folder.glob(f"{app_id}*") if p.is_dir() and (prefix + p.name) != mine)
-    if not others:
-        return ""
-    return (
-        f" The stream's checkpoint {', '.join(others)} is there: its tables were written by its step run on the "
-        "driver or on the executors, which keep checkpoints apart; go on with the step that wrote them."
-    )
 
 
 def start_over_log(
@@ -108,10 +103,11 @@ def start_over_log(
     available_now: bool,
     trigger_interval: str,
     parse: Callable | None = None,
-    keyed: Callable[[DataFrame], DataFrame] | None = None,
+    operators: Callable[[DataFrame], DataFrame] | None = None,
+    query_settings: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start the query: log lines (parsed by ``parse(lines, max_clock_skew=...)`` when given,
-    raw otherwise, then through ``keyed``'s stateful operators when given) into
+    raw otherwise, then through the stateful ``operators`` when given) into
     ``process(frame, batch_id)`` for each micro-batch."""
     lines = (
         log_stream_reader(spark)
@@ -122,28 +118,14 @@ def start_over_log(
     )
     if parse is not None:
         lines = lines.transform(parse, max_clock_skew=config.max_clock_skew)
-    if keyed is not None:
-        lines = keyed(lines)
+    if operators is not None:
+        lines = operators(lines)
     stream = lines.writeStream.foreachBatch(process).option("checkpointLocation", str(checkpoint))
     stream = stream.trigger(availableNow=True) if available_now else stream.trigger(processingTime=trigger_interval)
-    if keyed is None:
+    # A query runs on a copy of the session's settings taken when it starts: ``query_settings``
+    # are this query's alone.
+    with session_conf(spark, dict(query_settings or {})):
         return stream.start()
-    from shared.keyed_speed import query_settings
-
-    # A query runs on a copy of the session's settings taken when it starts: what its stateful
-    # operators need is set for this query alone.
-    wanted = query_settings(spark)
-    before = {key: spark.conf.get(key, None) for key in wanted}
-    for key, value in wanted.items():
-        spark.conf.set(key, value)
-    try:
-        return stream.start()
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def watch(
@@ -186,8 +168,21 @@ def _as_read(lines: pa.Table, config: LabConfig) -> pa.Table:
     return lines
 
 
-def _the_lines(read: Any) -> pa.Table:
-    return read
+@dataclass(frozen=True)
+class OnExecutors:
+    """A stream whose step runs in the query itself, on the executors, its state in Spark's
+    state store: ``operators(parsed, settings)``, the stateful operators the parsed lines go
+    through before ``foreachBatch``; ``query_settings(spark)``, the settings the query starts
+    with (fixed into its checkpoint by Spark); ``batch(frame)``, a micro-batch's rows from the
+    operators as the rule's step takes them (in place of the collected lines), and
+    ``lines(batch)`` the lines it read (``segment`` and ``ingest_time``); ``checkpoint``, the
+    query's checkpoint's name, apart from the driver step's (``app_id``)."""
+
+    operators: Callable[[DataFrame, Any], DataFrame]
+    query_settings: Callable[[SparkSession], Mapping[str, str]]
+    batch: Callable[[DataFrame], Any]
+    lines: Callable[[Any], pa.Table]
+    checkpoint: str
 
 
 def _never_open(state: Any, settings: Any) -> bool:
@@ -229,14 +224,11 @@ class StreamRule:
     settings (default: none, the step gets None); ``table_settings(config)``: what its tables
     record (the settings their rows depend on). ``parse``: a Spark transform of the log's lines run inside the streaming query
     (``parse(lines, max_clock_skew=...)``; None: the raw lines are collected), and
-    ``read(lines, config)`` what the collected lines become for the step, and ``lines(read)`` the
-    lines in it (a ``segment`` column, and ``ingest_time``; default: what ``read`` returns).
-    ``keyed(parsed, settings)``: where the step runs in the query itself, on the executors, its
-    state in Spark's state store (RocksDB): the stateful operators the parsed lines go through
-    before ``foreachBatch``, whose rows ``read`` then gets; the step is given no state (None), and
-    the query's checkpoint is ``<app_id><checkpoint_suffix>``, apart from a driver step's (None:
-    the step runs on the driver against the state the runner carries). ``state``: what the state
-    is to the runners (a ``StateKind``).
+    ``read(lines, config)`` what the collected lines become for the step (a ``segment`` column
+    kept). ``on_executors``: where the step runs in the query itself (an ``OnExecutors``; the step
+    is given its micro-batch's rows from the operators and no state, None); None: on the driver,
+    against the state the runner carries. ``state``: what the state is to the runners (a
+    ``StateKind``).
     ``step(parsed, state, settings, batch_id, started)``: one micro-batch (``started``: its
     ``time.monotonic()`` start) as a ``StepOutput``. ``logger``: the logger of its one JSON line per micro-batch
     (default: ``lklab.<app_id>``). ``metrics``: its table of one row per micro-batch
@@ -261,9 +253,7 @@ class StreamRule:
     read: Callable[[pa.Table, LabConfig], pa.Table] = _as_read
     logger: str = ""
     whole_log: Callable[..., Any] | None = None
-    keyed: Callable[[DataFrame, Any], DataFrame] | None = None
-    lines: Callable[[Any], pa.Table] = _the_lines
-    checkpoint_suffix: str = ""
+    on_executors: OnExecutors | None = None
 
     @property
     def metrics(self) -> catalog.Table | None:
@@ -319,25 +309,30 @@ class LiveStream:
 
     @marks_busy
     def process(self, lines: DataFrame, batch_id: int) -> None:
-        """Classify the micro-batch's lines and commit each result once, the state last."""
+        """Classify the micro-batch's lines and commit each result once, the state last (``lines``:
+        the parsed lines, or the operators' rows of a step on the executors)."""
         started, began = time.monotonic(), time.time()
         crash_point(batch_id, "start")
         if self.sink.committed(batch_id):
             self._carried = None  # done before a restart; the next batch reads the state it left
-            if self.rule.keyed is not None:
+            if self.rule.on_executors is not None:
                 # Its tables hold it; its stateful operators' state does not until the batch has
                 # run through them again (Spark fails a batch whose state stores did not commit).
                 lines.write.format("noop").mode("overwrite").save()
             return
-        parsed = self.rule.read(lines.toArrow(), self.config)
-        read = self.rule.lines(parsed)
-        if read.num_rows:
-            self.last_segment_read = max(self.last_segment_read, pc.max(read["segment"]).as_py())
+        executors = self.rule.on_executors
+        if executors is None:
+            batch = self.rule.read(lines.toArrow(), self.config)
+            lines_read, state = batch, self._resume(batch_id)
+        else:
+            batch = executors.batch(lines)
+            lines_read, state = executors.lines(batch), None
+        if lines_read.num_rows:
+            self.last_segment_read = max(self.last_segment_read, pc.max(lines_read["segment"]).as_py())
         log = EventLog(self.config.lake)
-        lines = lines_per_segment(read)
+        lines = lines_per_segment(lines_read)
         published = {segment: log.published_at(segment) for segment in lines}
-        state = None if self.rule.keyed is not None else self._resume(batch_id)
-        output = self.rule.step(parsed, state, self.settings, batch_id, started)
+        output = self.rule.step(batch, state, self.settings, batch_id, started)
 
         def stamped(rows: pa.Table) -> pa.Table:
             self.latency = line_latency(lines, published, time.time(), began)
@@ -386,16 +381,16 @@ def run_live(
         tables = Tables(spark, lake, config.table_engine, keep_open=True)
         sink = StreamSink(tables, prefix, app_id, rule.layout, rule.table_settings(config))
         sink.require_settings()
+        executors = rule.on_executors
         checkpoint = checkpoint_for(
             lake,
             prefix,
-            app_id + rule.checkpoint_suffix,
+            app_id if executors is None else executors.checkpoint,
             tables,
             sink.name(sink.state),
             f"table {sink.name(sink.state)} already holds batches of '{app_id}' but its checkpoint {{checkpoint}} is "
             "missing: batch ids would restart and be skipped as done. Restore the checkpoint, or start over with new "
-            "tables (another --name or a fresh lake)."
-            + _other_checkpoints(lake, prefix, app_id, rule.checkpoint_suffix),
+            "tables (another --name or a fresh lake).",
         )
         stream = LiveStream(rule, sink, rule.settings(config), config)
         query = start_over_log(
@@ -408,7 +403,8 @@ def run_live(
             available_now=available_now,
             trigger_interval=trigger_interval,
             parse=rule.parse,
-            keyed=None if rule.keyed is None else lambda parsed: rule.keyed(parsed, stream.settings),
+            operators=None if executors is None else lambda parsed: executors.operators(parsed, stream.settings),
+            query_settings=None if executors is None else executors.query_settings(spark),
         )
         try:
             watch(

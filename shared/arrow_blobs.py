@@ -9,8 +9,8 @@ the next operator's group (a bucket), ``kind`` says what the table is. Rows leav
 pandas as bytes, so nothing is converted cell by cell, and a bucket's rows cross a shuffle as a
 few cells, not as many rows.
 
-``packed`` turns a frame's partitions into such rows (one per partition, under one key) and
-``unpacked`` turns the rows of one kind back into typed rows, both inside Spark's tasks.
+``packed`` turns a frame's partitions into such rows inside Spark's tasks (one per partition,
+under one key).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 import pandas as pd
 import pyarrow as pa
 
-__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "encode", "decode", "blob_frame", "by_kind", "packed", "unpacked"]
+__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "encode", "decode", "blob_frame", "by_kind", "packed"]
 
 BLOB_DDL = "key long, kind string, blob binary"
 BLOB_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("kind", pa.string()), pa.field("blob", pa.binary())])
@@ -68,16 +68,3 @@ def packed(schema: pa.Schema, key: int = 0, kind: str = "lines"):
         yield pa.record_batch([[key], [kind], [encode(table)]], schema=BLOB_SCHEMA)
 
     return pack
-
-
-def unpacked(kind: str, schema: pa.Schema):
-    """A ``mapInArrow`` function: the tables of ``kind`` among ``(key, kind, blob)`` rows, as
-    rows of ``schema`` (cast to it)."""
-
-    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for found, blob in zip(batch.column("kind").to_pylist(), batch.column("blob").to_pylist()):
-                if found == kind:
-                    yield from decode(blob).select(schema.names).cast(schema).to_batches()
-
-    return unpack

@@ -7,7 +7,8 @@ checkpointed with the query), so the work and the state spread over the executor
 
 1. **The clock** (``clocked_batch``) is one group: every line's watermark depends on every
    earlier line of the log, so one task runs it over the whole micro-batch, as NumPy over a few
-   columns. Its state is the ``ClockState``.
+   columns. Its state is the ``ClockState``, and the number of buckets the others were given
+   (their state is kept per bucket: a query started again with another number is refused).
 2. **Dedup** (``deduplicate_stream``, ``remembered_after``) is keyed by the bucket of
    ``event_id`` (``shared.buckets``): every copy of an id meets the copies remembered of it.
 3. **Windows** (``window_step``) are keyed by the bucket of ``account_id, currency``: a window,
@@ -72,7 +73,7 @@ __all__ = ["DEFAULT_BUCKETS", "query_settings", "keyed_speed", "keyed_batch", "K
 
 DEFAULT_BUCKETS = 8
 _WINDOW_KEY = ["account_id", "currency"]
-_CLOCK_DDL = ", ".join(f"{name} long" for name in CLOCK_FIELDS)
+_CLOCK_DDL = ", ".join(f"{name} long" for name in (*CLOCK_FIELDS, "buckets"))
 _STATE_DDL = "blob binary"
 _PASSED = ("dead_letters", "lines_seen", "batch", "state_clock", "duplicates", "state_remembered")
 _LINE_ORDER = [("segment", "ascending"), ("line_number", "ascending")]
@@ -114,9 +115,9 @@ def _advances_of(table: pa.Table) -> Advances:
     )
 
 
-def _whole(value) -> int | None:
-    """A state value as it comes back (None, or a float NaN, for null)."""
-    return None if value is None or value != value else int(value)
+def _stored(value, schema: pa.Schema) -> pa.Table:
+    """A bucket's state table, as ``schema`` (empty before its first micro-batch)."""
+    return decode(value.get()[0]).cast(schema) if value.exists() else schema.empty_table()
 
 
 def _passed(parts: dict[str, list[pa.Table]], key: int) -> list[tuple[int, str, pa.Table]]:
@@ -133,11 +134,17 @@ class _Clock(StatefulProcessor):
         self.clock = handle.getValueState("clock", _CLOCK_DDL)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        state = ClockState(*(_whole(value) for value in self.clock.get())) if self.clock.exists() else ClockState()
+        stored = self.clock.get() if self.clock.exists() else None
+        if stored is not None and stored[-1] != self.count:
+            raise RuntimeError(
+                f"the query's state is kept in {stored[-1]} buckets per step, not {self.count}: start it over on "
+                "new tables and a new checkpoint"
+            )
+        state = ClockState(*stored[: len(CLOCK_FIELDS)]) if stored is not None else ClockState()
         batch_id = int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
-        batch = clocked_batch(_in_order(by_kind(rows)["lines"], _LINE_ORDER), state, self.settings, batch_id)
+        batch = clocked_batch(pa.concat_tables(by_kind(rows)["lines"]), state, self.settings, batch_id)
         after = batch.lines.clock.state
-        self.clock.update(tuple(getattr(after, name) for name in CLOCK_FIELDS))
+        self.clock.update((*(getattr(after, name) for name in CLOCK_FIELDS), self.count))
         events, advances = batch.lines.events, _advances_table(batch.lines.advances)
         figures = pa.table(
             {
@@ -175,7 +182,7 @@ class _Dedup(StatefulProcessor):
         parts, bucket = by_kind(rows), int(key[0])
         events = _in_order(parts["events"], [("_line", "ascending")])
         advances = parts["advances"][0]
-        remembered = decode(self.remembered.get()[0]) if self.remembered.exists() else REMEMBERED_SCHEMA.empty_table()
+        remembered = _stored(self.remembered, REMEMBERED_SCHEMA)
         horizon = self.settings.dedup_horizon
         dedup = deduplicate_stream(events, remembered, horizon)
         kept = remembered_after(remembered, dedup.firsts, _advances_of(advances).after, horizon)
@@ -204,7 +211,7 @@ class _Windows(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         parts, bucket = by_kind(rows), int(key[0])
         firsts = _in_order(parts["firsts"], [("_line", "ascending")])
-        held = decode(self.held.get()[0]) if self.held.exists() else WINDOW_ROW_SCHEMA.empty_table()
+        held = _stored(self.held, WINDOW_ROW_SCHEMA)
         settings = self.settings
         run = window_step(settings.window, settings.allowed_lateness, firsts, held, _advances_of(parts["advances"][0]))
         self.held.update((encode(run.held),))
@@ -249,17 +256,17 @@ def keyed_speed(parsed: DataFrame, settings: StreamSettings, count: int = DEFAUL
 class KeyedBatch:
     """One micro-batch as ``keyed_speed`` emitted it: ``batch`` (a ``StreamBatch``, what
     ``stream_step`` returns), ``lines`` (each line's ``segment`` and ``ingest_time``) and
-    ``counted``, the micro-batch the clock ran in."""
+    ``ran_in``, the micro-batch the clock ran in."""
 
     batch: StreamBatch
     lines: pa.Table
-    counted: int
+    ran_in: int
 
     def of(self, batch_id: int) -> StreamBatch:
         """``batch``, once it is micro-batch ``batch_id``'s (``RuntimeError`` when the clock ran
         in another)."""
-        if self.counted != batch_id:
-            raise RuntimeError(f"micro-batch {batch_id}: its rows are micro-batch {self.counted}'s")
+        if self.ran_in != batch_id:
+            raise RuntimeError(f"micro-batch {batch_id}: its rows are micro-batch {self.ran_in}'s")
         return self.batch
 
 
@@ -273,6 +280,8 @@ def keyed_batch(rows: pa.Table) -> KeyedBatch:
     parts: dict[str, list[pa.Table]] = {}
     for kind, blob in zip(rows["kind"].to_pylist(), rows["blob"].to_pylist()):
         parts.setdefault(kind, []).append(decode(blob))
+    if "batch" not in parts:
+        raise RuntimeError("a micro-batch without the clock's figures: the clock did not run in it")
     figures = parts["batch"][0].to_pylist()[0]
     window_order = [(name, "ascending") for name in ("window_start", "window_end", *_WINDOW_KEY)]
     clock = parts["state_clock"][0].to_pylist()[0]
@@ -287,7 +296,7 @@ def keyed_batch(rows: pa.Table) -> KeyedBatch:
         dead_letters=_all(parts, "dead_letters", DEAD_LETTER_SCHEMA, _LINE_ORDER),
         duplicates=_all(parts, "duplicates", DUPLICATE_SCHEMA, _LINE_ORDER),
         late_events=_all(parts, "late_events", LATE_SCHEMA, [*_LINE_ORDER, ("window_start", "ascending")]),
-        outcomes=_all(parts, "outcomes", OUTCOME_SCHEMA, [("segment", "ascending")]),
+        outcomes=_all(parts, "outcomes", OUTCOME_SCHEMA, [(name, "ascending") for name in OUTCOME_SCHEMA.names]),
         window_changes=_all(parts, "window_changes", WINDOW_CHANGE_SCHEMA, window_order),
         history=None,
         state=StreamState(

@@ -13,7 +13,7 @@ rule is ``reconciliation.reconcile``); ``comparison`` with ``assessment`` and ``
 
 from __future__ import annotations
 
-from lklab.pipelines.contract import Advising, Comparison, DagSpec, Pipeline, Setting
+from lklab.pipelines.contract import Advising, Comparison, DagSpec, Inapplicable, Pipeline, Setting
 from reconciliation.tables import RECON_RUNS
 from shared import catalog
 
@@ -98,6 +98,13 @@ PIPELINE = Pipeline(
         dag_ids={"truth": "batch_recompute", "reconcile": "reconciliation", "replay": "kappa_replay"},
     ),
     stream=_stream,
+    inapplicable=(
+        Inapplicable(
+            ("--speed-step",),
+            ("generate", "batch", "replay", "reconcile", "advise"),
+            "only a live speed layer (speed, compare, demo) has a step to place",
+        ),
+    ),
     settings=(
         Setting(
             "speed-step",

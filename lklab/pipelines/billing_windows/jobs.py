@@ -90,9 +90,9 @@ def _thresholds(options: Mapping[str, Any]):
 def prepare(command: str, config, options: Mapping[str, Any]):
     """The configuration ``command`` runs with, settled before Spark starts (``Jobs.prepare``)."""
     if command == "speed":
-        from lklab.pipelines.billing_windows.speed import refuse_the_other_step
+        from lklab.pipelines.billing_windows.speed import require_its_own_step
 
-        refuse_the_other_step(config)
+        require_its_own_step(config)
         return config
     if command == "replay":
         from lklab.pipelines.billing_windows.speed import SPEED_RULE

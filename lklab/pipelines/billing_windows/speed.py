@@ -32,14 +32,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lklab.live_stream import LiveStream, StateKind, StepOutput, StreamRule
+from lklab.live_stream import LiveStream, OnExecutors, StateKind, StepOutput, StreamRule, checkpoint_path
 from lklab.pipelines.billing_windows.replay import whole_log
 from lklab.stream_sink import stream_layout
 from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.events import parse_events
-from shared.keyed_speed import KeyedBatch, keyed_batch, keyed_speed
+from shared.keyed_speed import KeyedBatch, keyed_batch, keyed_speed, query_settings
 from shared.speed import StreamBatch, StreamSettings, stream_step
 from shared.stream_metrics import batch_figures, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
@@ -78,8 +78,8 @@ def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_
     return _output(stream_step(parsed, state, settings, batch_id), parsed, batch_id, started)
 
 
-def _keyed_step(read: KeyedBatch, state: None, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
-    return _output(read.of(batch_id), read.lines, batch_id, started)
+def _keyed_step(batch: KeyedBatch, state: None, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
+    return _output(batch.of(batch_id), batch.lines, batch_id, started)
 
 
 def _holds_open(state: StreamState, settings: StreamSettings) -> bool:
@@ -104,35 +104,40 @@ SPEED_RULE = StreamRule(
 KEYED_SPEED_RULE = dataclasses.replace(
     SPEED_RULE,
     step=_keyed_step,
-    read=lambda rows, config: keyed_batch(rows),
-    keyed=lambda parsed, settings: keyed_speed(parsed, settings),
-    lines=lambda read: read.lines,
-    checkpoint_suffix="-on-executors",
+    on_executors=OnExecutors(
+        operators=keyed_speed,
+        query_settings=query_settings,
+        batch=lambda rows: keyed_batch(rows.toArrow()),
+        lines=lambda batch: batch.lines,
+        checkpoint="speed-on-executors",
+    ),
 )
+_RULES = {"driver": SPEED_RULE, "executors": KEYED_SPEED_RULE}
 
 
-_STEPS = {"driver": SPEED_RULE, "executors": KEYED_SPEED_RULE}
+def _checkpoint(lake: Path, rule: StreamRule) -> Path:
+    return checkpoint_path(lake, "", rule.app_id if rule.on_executors is None else rule.on_executors.checkpoint)
 
 
-def refuse_the_other_step(config) -> None:
+def require_its_own_step(config) -> None:
     """``ValueError`` (bad input, said before Spark starts) when the lake's speed layer tables
-    were written by the step ``config.speed_step`` does not name: each keeps its checkpoint."""
+    were written by the other step than ``config.speed_step``'s (each keeps its checkpoint)."""
     from deltalake import DeltaTable
 
     from shared.catalog import tables_root
 
     lake = Path(config.lake).resolve()
-    checkpoint = lambda rule: lake / "checkpoints" / (rule.app_id + rule.checkpoint_suffix)  # noqa: E731
-    other = next(step for step in _STEPS if step != config.speed_step)
+    other = next(step for step in _RULES if step != config.speed_step)
     written = DeltaTable.is_deltatable(str(tables_root(lake) / catalog.STREAM_STATE.name))
-    if written and not checkpoint(_STEPS[config.speed_step]).exists() and checkpoint(_STEPS[other]).exists():
-        raise ValueError(
-            f"speed-step {config.speed_step}: the speed layer's tables under {lake} were written with speed-step "
-            f"{other} (its checkpoint is {checkpoint(_STEPS[other])}); go on with --speed-step {other}, or start "
-            "over on a fresh lake"
-        )
+    if written and not _checkpoint(lake, _RULES[config.speed_step]).exists():
+        theirs = _checkpoint(lake, _RULES[other])
+        if theirs.exists():
+            raise ValueError(
+                f"speed-step {config.speed_step}: the speed layer's tables under {lake} were written with speed-step "
+                f"{other} (its checkpoint is {theirs}); go on with --speed-step {other}, or start over on a fresh lake"
+            )
 
 
 def run_speed(spark, config, **options) -> LiveStream:
     """The billing speed layer, its step where ``config.speed_step`` says (``LiveStream.run``)."""
-    return _STEPS[config.speed_step].run(spark, config, **options)
+    return _RULES[config.speed_step].run(spark, config, **options)
