@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -53,7 +52,7 @@ from shared.eventlog import EventLog
 from shared.locks import stream_role, writer
 from shared.log_source import log_stream_reader
 from shared.session_conf import session_conf
-from shared.tables import Tables
+from shared.tables import Rows, Tables
 
 __all__ = [
     "StreamRule",
@@ -159,7 +158,7 @@ class StepOutput:
     """One micro-batch's result: the ``rows`` of each table of the layout, the ``state`` after
     it, and the ``figures`` its log line reports."""
 
-    rows: Mapping[catalog.Table, pa.Table]
+    rows: Mapping[catalog.Table, Rows]
     state: Any
     figures: Mapping[str, Any]
 
@@ -173,15 +172,17 @@ class OnExecutors:
     """A stream whose step runs in the query itself, on the executors, its state in Spark's
     state store: ``operators(parsed, settings)``, the stateful operators the parsed lines go
     through before ``foreachBatch``; ``query_settings(spark)``, the settings the query starts
-    with (fixed into its checkpoint by Spark); ``batch(frame)``, a micro-batch's rows from the
-    operators as the rule's step takes them (in place of the collected lines), and
-    ``lines(batch)`` the lines it read (``segment`` and ``ingest_time``); ``checkpoint``, the
-    query's checkpoint's name, apart from the driver step's (``app_id``)."""
+    with (fixed into its checkpoint by Spark); ``batch(frame, folder)``, a micro-batch's rows
+    from the operators as the rule's step takes them, in place of the collected lines (read by
+    one Spark job: the operators run once; ``folder(table)`` is where a table of the layout
+    lives, for rows its tasks write there, ``shared.staged_files``), and ``segments(batch)``
+    the lines it read per segment (``{segment: lines}``); ``checkpoint``, the query's
+    checkpoint's name, apart from the driver step's (``app_id``)."""
 
     operators: Callable[[DataFrame, Any], DataFrame]
     query_settings: Callable[[SparkSession], Mapping[str, str]]
-    batch: Callable[[DataFrame], Any]
-    lines: Callable[[Any], pa.Table]
+    batch: Callable[[DataFrame, Callable[[catalog.Table], Path]], Any]
+    segments: Callable[[Any], Mapping[int, int]]
     checkpoint: str
 
 
@@ -323,19 +324,18 @@ class LiveStream:
         executors = self.rule.on_executors
         if executors is None:
             batch = self.rule.read(lines.toArrow(), self.config)
-            lines_read, state = batch, self._resume(batch_id)
+            per_segment, state = lines_per_segment(batch), self._resume(batch_id)
         else:
-            batch = executors.batch(lines)
-            lines_read, state = executors.lines(batch), None
-        if lines_read.num_rows:
-            self.last_segment_read = max(self.last_segment_read, pc.max(lines_read["segment"]).as_py())
+            batch = executors.batch(lines, lambda table: self.tables.path(self.table(table)))
+            per_segment, state = executors.segments(batch), None
+        if per_segment:
+            self.last_segment_read = max(self.last_segment_read, max(per_segment))
         log = EventLog(self.config.lake)
-        lines = lines_per_segment(lines_read)
-        published = {segment: log.published_at(segment) for segment in lines}
+        published = {segment: log.published_at(segment) for segment in per_segment}
         output = self.rule.step(batch, state, self.settings, batch_id, started)
 
         def stamped(rows: pa.Table) -> pa.Table:
-            self.latency = line_latency(lines, published, time.time(), began)
+            self.latency = line_latency(per_segment, published, time.time(), began)
             return with_latency(rows, self.latency)
 
         metrics = self.rule.metrics

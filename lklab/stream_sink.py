@@ -37,7 +37,7 @@ from lklab.crash_points import committing
 from shared import catalog
 from shared.eventlog import format_timestamp
 from shared.table_settings import record, require
-from shared.tables import Tables
+from shared.tables import Rows, Tables
 
 __all__ = ["APPEND", "MERGE", "OVERWRITE", "SinkTable", "StreamSink", "stream_layout"]
 
@@ -132,12 +132,14 @@ class StreamSink:
     def commit(
         self,
         batch_id: int,
-        rows: Mapping[catalog.Table, pa.Table],
+        rows: Mapping[catalog.Table, Rows],
         *,
         after_outputs: tuple[catalog.Table, Callable[[pa.Table], pa.Table]] | None = None,
     ) -> None:
         """Commit micro-batch ``batch_id``'s ``rows`` (one table of rows per table of the
-        layout): the outputs side by side, then the state. ``after_outputs``: ``(table,
+        layout: ``shared.tables.Rows``, an Arrow table, a Spark frame whose tasks write its rows,
+        or files tasks wrote, ``shared.staged_files``; the last two only with rows): the outputs
+        side by side, then the state. ``after_outputs``: ``(table,
         finish)``, an output written once the others are committed, its rows ``finish(rows)``."""
         missing = [table.name for table in self.commit_order if table not in rows]
         if missing:
@@ -164,12 +166,12 @@ class StreamSink:
             self._writers.shutdown()
             self._writers = None
 
-    def _write(self, batch_id: int, entry: SinkTable, rows: pa.Table) -> None:
+    def _write(self, batch_id: int, entry: SinkTable, rows: Rows) -> None:
         name = self.name(entry.table)
         with committing(batch_id, entry.table.name):
             if entry.write == OVERWRITE:
                 self.tables.overwrite(name, rows, app_id=self.app_id, version=batch_id)
-            elif rows.num_rows or not self.tables.exists(name):
+            elif _has_rows(rows) or not self.tables.exists(name):
                 if entry.write == APPEND:
                     added = bool(entry.table.added)  # a table written before its newer columns takes them
                     self.tables.append(name, rows, app_id=self.app_id, version=batch_id, add_columns=added)
@@ -189,3 +191,9 @@ class StreamSink:
             version=batch_id,
             target_filter=f"t.window_end >= '{since}'" if since else None,
         )
+
+
+def _has_rows(rows: Rows) -> bool:
+    """A frame or staged files are given only with rows (a micro-batch without rows for a table
+    gives an empty table)."""
+    return not isinstance(rows, pa.Table) or rows.num_rows > 0

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 __all__ = [
     "NO_TIME",
@@ -48,6 +49,7 @@ __all__ = [
     "ClockState",
     "ClockRun",
     "Advances",
+    "ADVANCE_COLUMNS",
     "advance",
     "tick_runs",
     "tick_summary",
@@ -248,6 +250,10 @@ def advance(
     )
 
 
+# The columns of ``Advances.table``.
+ADVANCE_COLUMNS = ("keys", "processing_time", "watermark_after", "batch_id")
+
+
 @dataclass(frozen=True)
 class Advances:
     """The lines after which ``W*`` rose, over a run of the log (ascending ``keys``), with their
@@ -275,6 +281,31 @@ class Advances:
             batch_id=np.asarray(batch_id, dtype=np.int64)[rows],
             before=before,
             after=_optional(run.watermark_after[-1]) if len(run.watermark_after) else before,
+        )
+
+    def table(self) -> pa.Table:
+        """The advances as a table of ``ADVANCE_COLUMNS``, ``before``/``after`` in its metadata."""
+        bounds = {"before": self.before, "after": self.after}
+        columns = {name: pa.array(np.asarray(getattr(self, name), np.int64), pa.int64()) for name in ADVANCE_COLUMNS}
+        return pa.table(columns).replace_schema_metadata(
+            {name: "" if value is None else str(value) for name, value in bounds.items()}
+        )
+
+    @classmethod
+    def from_table(cls, table: pa.Table, *, before: int | None = None, after: int | None = None) -> Advances:
+        """``table`` (``ADVANCE_COLUMNS``, ascending ``keys``) as advances; ``before``/``after``
+        from its metadata when it has them (``table``'s), else as given."""
+        metadata = table.schema.metadata or {}
+
+        def bound(name: bytes, given: int | None) -> int | None:
+            if name not in metadata:
+                return given
+            return int(metadata[name]) if metadata[name] else None
+
+        return cls(
+            **{name: table[name].to_numpy() for name in ADVANCE_COLUMNS},
+            before=bound(b"before", before),
+            after=bound(b"after", after),
         )
 
     def finalising(self, window_end: np.ndarray) -> np.ndarray:

@@ -26,22 +26,22 @@ the log's clock alone (``shared.clock``): no row is dropped.
 
 A stateful function learns its micro-batch from its task (the local property
 ``streaming.sql.batchId``); every partition of the log sends the clock a cell, with or without
-lines, so the clock runs in every micro-batch, and the receiver (``KeyedBatch.of``) checks the
-batch id the clock saw against the one ``foreachBatch`` was given.
+lines, so the clock runs in every micro-batch, and the receiver (``shared.keyed_batch``) checks
+the batch id the clock saw against the one ``foreachBatch`` was given.
 
-What ``keyed_speed`` emits per micro-batch, as ``(key, kind, blob)`` rows: the dead letters, the
-lines' segments and ingest times (``lines_seen``), the batch's watermarks (``batch``), the
-duplicates, late events, window changes and outcomes, and the state after it (``state_clock``,
-``state_remembered`` per dedup bucket, ``state_windows`` per window bucket): what ``stream_step``
-returns, which ``keyed_batch`` puts back together as a ``StreamBatch``.
+What ``keyed_speed`` emits per micro-batch, as ``(key, kind, blob)`` rows, is what
+``stream_step`` returns, in two sizes. Rows that grow with the traffic or the state stay on the
+executors (``shared.keyed_batch`` writes them from there): the dead letters, duplicates and late
+events, and the state after the batch (``state_clock``, ``state_remembered`` per dedup bucket,
+``state_windows`` per window bucket). What the driver reads is small: the clock's figures
+(``batch``), lines per segment (``segments``), each bucket's ``tally`` of money and its
+``counts`` (``COUNTS_SCHEMA``), and the window changes the sink merges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,65 +54,36 @@ from shared.arrow_blobs import BLOB_DDL, blob_frame, by_kind, decode, encode, pa
 from shared.buckets import buckets, key_buckets
 from shared.clock import Advances, ClockState
 from shared.dedup import REMEMBERED_SCHEMA, deduplicate_stream
-from shared.events import UTC_MICROS
 from shared.speed import (
-    DEAD_LETTER_SCHEMA,
     DUPLICATE_SCHEMA,
-    LATE_SCHEMA,
-    WINDOW_CHANGE_SCHEMA,
-    StreamBatch,
     StreamSettings,
     clocked_batch,
     duplicate_rows,
     remembered_after,
 )
-from shared.stream_state import CLOCK_FIELDS, StreamState
+from shared.stream_metrics import segment_lines, tally
+from shared.stream_state import CLOCK_FIELDS, clock_table
 from shared.stream_windows import OUTCOME_SCHEMA, WINDOW_ROW_SCHEMA, window_step
 
-__all__ = ["DEFAULT_BUCKETS", "query_settings", "keyed_speed", "keyed_batch", "KeyedBatch"]
+__all__ = ["DEFAULT_BUCKETS", "COUNTS_SCHEMA", "query_settings", "keyed_speed", "in_order"]
 
 DEFAULT_BUCKETS = 8
 _WINDOW_KEY = ["account_id", "currency"]
 _CLOCK_DDL = ", ".join(f"{name} long" for name in (*CLOCK_FIELDS, "buckets"))
 _STATE_DDL = "blob binary"
-_PASSED = ("dead_letters", "lines_seen", "batch", "state_clock", "duplicates", "state_remembered")
-_LINE_ORDER = [("segment", "ascending"), ("line_number", "ascending")]
+_PASSED = ("dead_letters", "segments", "batch", "state_clock", "duplicates", "tally", "counts", "state_remembered")
+# What a bucket counts of its state (``counts``: one row per bucket, added up by the driver).
+COUNTS_SCHEMA = pa.schema([pa.field("state_rows", pa.int64()), pa.field("open_windows", pa.int64())])
 
 
-def _in_order(tables: list[pa.Table], keys: list[tuple[str, str]]) -> pa.Table:
+def in_order(tables: list[pa.Table], keys: list[tuple[str, str]]) -> pa.Table:
+    """``tables`` as one, sorted by ``keys``."""
     table = pa.concat_tables(tables)
     return table.take(pc.sort_indices(table, sort_keys=keys))
 
 
-def _advances_table(advances: Advances) -> pa.Table:
-    """The watermark's advances of a batch as a table; ``before``/``after`` in its metadata."""
-    metadata = {
-        name: "" if value is None else str(value)
-        for name, value in (("before", advances.before), ("after", advances.after))
-    }
-    columns = {
-        "keys": advances.keys,
-        "processing_time": advances.processing_time,
-        "watermark_after": advances.watermark_after,
-        "batch_id": advances.batch_id,
-    }
-    table = pa.table(
-        {name: pa.array(np.asarray(values, dtype=np.int64), pa.int64()) for name, values in columns.items()}
-    )
-    return table.replace_schema_metadata(metadata)
-
-
-def _advances_of(table: pa.Table) -> Advances:
-    metadata = table.schema.metadata or {}
-    bound = lambda name: int(metadata[name]) if metadata.get(name) else None  # noqa: E731
-    return Advances(
-        keys=table["keys"].to_numpy(),
-        processing_time=table["processing_time"].to_numpy(),
-        watermark_after=table["watermark_after"].to_numpy(),
-        batch_id=table["batch_id"].to_numpy(),
-        before=bound(b"before"),
-        after=bound(b"after"),
-    )
+def _counts(state_rows: int, open_windows: int = 0) -> pa.Table:
+    return pa.table({"state_rows": [state_rows], "open_windows": [open_windows]}, schema=COUNTS_SCHEMA)
 
 
 def _stored(value, schema: pa.Schema) -> pa.Table:
@@ -145,24 +116,24 @@ class _Clock(StatefulProcessor):
         batch = clocked_batch(pa.concat_tables(by_kind(rows)["lines"]), state, self.settings, batch_id)
         after = batch.lines.clock.state
         self.clock.update((*(getattr(after, name) for name in CLOCK_FIELDS), self.count))
-        events, advances = batch.lines.events, _advances_table(batch.lines.advances)
-        figures = pa.table(
-            {
-                "batch_id": pa.array([batch_id], pa.int64()),
-                "input_lines": pa.array([batch.input_lines], pa.int64()),
-                "heartbeats": pa.array([batch.heartbeats], pa.int64()),
-                "watermark": pa.array([batch.watermark], pa.int64()),
-                "next_watermark": pa.array([batch.next_watermark], pa.int64()),
-            }
-        )
-        clock_row = pa.table({name: pa.array([getattr(after, name)], pa.int64()) for name in CLOCK_FIELDS})
+        events, advances = batch.lines.events, batch.lines.advances.table()
+        dead_letters = batch.dead_letters
+        figures = {
+            "batch_id": batch_id,
+            "input_lines": batch.input_lines,
+            "heartbeats": batch.heartbeats,
+            "dead_letters": dead_letters.num_rows,
+            "watermark": batch.watermark,
+            "next_watermark": batch.next_watermark,
+            "max_event_time": after.max_event_time,
+        }
         owner = buckets(events["event_id"], self.count)
         yield blob_frame(
             [
-                (0, "dead_letters", batch.dead_letters),
-                (0, "lines_seen", batch.parsed.select(["segment", "ingest_time"])),
-                (0, "batch", figures),
-                (0, "state_clock", clock_row),
+                (0, "dead_letters", dead_letters),
+                (0, "segments", segment_lines(batch.parsed)),
+                (0, "batch", pa.table({name: pa.array([value], pa.int64()) for name, value in figures.items()})),
+                (0, "state_clock", clock_table(after)),
                 *[(b, "events", events.filter(pa.array(owner == b))) for b in range(self.count)],
                 *[(b, "advances", advances) for b in range(self.count)],
             ]
@@ -180,18 +151,21 @@ class _Dedup(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         parts, bucket = by_kind(rows), int(key[0])
-        events = _in_order(parts["events"], [("_line", "ascending")])
+        events = in_order(parts["events"], [("_line", "ascending")])
         advances = parts["advances"][0]
         remembered = _stored(self.remembered, REMEMBERED_SCHEMA)
         horizon = self.settings.dedup_horizon
         dedup = deduplicate_stream(events, remembered, horizon)
-        kept = remembered_after(remembered, dedup.firsts, _advances_of(advances).after, horizon)
+        duplicates = duplicate_rows(dedup.duplicates)
+        kept = remembered_after(remembered, dedup.firsts, Advances.from_table(advances).after, horizon)
         self.remembered.update((encode(kept),))
         owner = key_buckets(dedup.firsts, _WINDOW_KEY, self.count)
         yield blob_frame(
             [
                 *_passed(parts, bucket),
-                (bucket, "duplicates", duplicate_rows(dedup.duplicates)),
+                (bucket, "duplicates", duplicates),
+                (bucket, "tally", tally(OUTCOME_SCHEMA.empty_table(), duplicates)),
+                (bucket, "counts", _counts(kept.num_rows)),
                 (bucket, "state_remembered", kept),
                 *[(b, "firsts", dedup.firsts.filter(pa.array(owner == b))) for b in range(self.count)],
                 (bucket, "advances", advances),
@@ -210,17 +184,21 @@ class _Windows(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         parts, bucket = by_kind(rows), int(key[0])
-        firsts = _in_order(parts["firsts"], [("_line", "ascending")])
+        firsts = in_order(parts["firsts"], [("_line", "ascending")])
         held = _stored(self.held, WINDOW_ROW_SCHEMA)
         settings = self.settings
-        run = window_step(settings.window, settings.allowed_lateness, firsts, held, _advances_of(parts["advances"][0]))
+        run = window_step(
+            settings.window, settings.allowed_lateness, firsts, held, Advances.from_table(parts["advances"][0])
+        )
         self.held.update((encode(run.held),))
+        open_windows = int(pc.sum(pc.equal(run.held["status"], "open")).as_py() or 0)
         yield blob_frame(
             [
                 *_passed(parts, bucket),
                 (bucket, "window_changes", run.changes),
                 (bucket, "late_events", run.late),
-                (bucket, "outcomes", run.outcomes),
+                (bucket, "tally", tally(run.outcomes, DUPLICATE_SCHEMA.empty_table())),
+                (bucket, "counts", _counts(run.held.num_rows, open_windows)),
                 (bucket, "state_windows", run.held),
             ]
         )
@@ -250,59 +228,3 @@ def keyed_speed(parsed: DataFrame, settings: StreamSettings, count: int = DEFAUL
     )
     blobs = parsed.mapInArrow(packed(to_arrow_schema(parsed.schema, timezone="UTC")), BLOB_DDL)
     return step(step(step(blobs, _Clock(settings, count)), _Dedup(settings, count)), _Windows(settings))
-
-
-@dataclass(frozen=True)
-class KeyedBatch:
-    """One micro-batch as ``keyed_speed`` emitted it: ``batch`` (a ``StreamBatch``, what
-    ``stream_step`` returns), ``lines`` (each line's ``segment`` and ``ingest_time``) and
-    ``ran_in``, the micro-batch the clock ran in."""
-
-    batch: StreamBatch
-    lines: pa.Table
-    ran_in: int
-
-    def of(self, batch_id: int) -> StreamBatch:
-        """``batch``, once it is micro-batch ``batch_id``'s (``RuntimeError`` when the clock ran
-        in another)."""
-        if self.ran_in != batch_id:
-            raise RuntimeError(f"micro-batch {batch_id}: its rows are micro-batch {self.ran_in}'s")
-        return self.batch
-
-
-def _all(parts: dict[str, list[pa.Table]], kind: str, schema: pa.Schema, keys: list[tuple[str, str]]) -> pa.Table:
-    tables = [table.cast(schema) for table in parts.get(kind, [])]
-    return _in_order(tables, keys) if tables else schema.empty_table()
-
-
-def keyed_batch(rows: pa.Table) -> KeyedBatch:
-    """A micro-batch's rows from ``keyed_speed`` (collected) as a ``KeyedBatch``."""
-    parts: dict[str, list[pa.Table]] = {}
-    for kind, blob in zip(rows["kind"].to_pylist(), rows["blob"].to_pylist()):
-        parts.setdefault(kind, []).append(decode(blob))
-    if "batch" not in parts:
-        raise RuntimeError("a micro-batch without the clock's figures: the clock did not run in it")
-    figures = parts["batch"][0].to_pylist()[0]
-    window_order = [(name, "ascending") for name in ("window_start", "window_end", *_WINDOW_KEY)]
-    clock = parts["state_clock"][0].to_pylist()[0]
-    lines = _in_order(parts["lines_seen"], [("segment", "ascending")]).cast(
-        pa.schema([pa.field("segment", pa.int64()), pa.field("ingest_time", UTC_MICROS)])
-    )
-    batch = StreamBatch(
-        input_lines=figures["input_lines"],
-        heartbeats=figures["heartbeats"],
-        watermark=figures["watermark"],
-        next_watermark=figures["next_watermark"],
-        dead_letters=_all(parts, "dead_letters", DEAD_LETTER_SCHEMA, _LINE_ORDER),
-        duplicates=_all(parts, "duplicates", DUPLICATE_SCHEMA, _LINE_ORDER),
-        late_events=_all(parts, "late_events", LATE_SCHEMA, [*_LINE_ORDER, ("window_start", "ascending")]),
-        outcomes=_all(parts, "outcomes", OUTCOME_SCHEMA, [(name, "ascending") for name in OUTCOME_SCHEMA.names]),
-        window_changes=_all(parts, "window_changes", WINDOW_CHANGE_SCHEMA, window_order),
-        history=None,
-        state=StreamState(
-            ClockState(**clock),
-            _all(parts, "state_remembered", REMEMBERED_SCHEMA, _LINE_ORDER),
-            _all(parts, "state_windows", WINDOW_ROW_SCHEMA, window_order),
-        ),
-    )
-    return KeyedBatch(batch, lines, figures["batch_id"])

@@ -597,15 +597,13 @@ def replay(parsed: DataFrame, settings: StreamSettings, *, history: bool = False
 
     first_copies = None
     if whole_events:
-        steps = role("advance").select("_line", "_p", "_w_after", "batch_id").toArrow().sort_by("_line")
-        advances = Advances(
-            keys=steps["_line"].to_numpy(),
-            processing_time=steps["_p"].to_numpy(),
-            watermark_after=steps["_w_after"].to_numpy(),
-            batch_id=steps["batch_id"].to_numpy(),
-            before=None,
-            after=clock.final,
+        steps = role("advance").select(
+            F.col("_line").alias("keys"),
+            F.col("_p").alias("processing_time"),
+            F.col("_w_after").alias("watermark_after"),
+            "batch_id",
         )
+        advances = Advances.from_table(steps.toArrow().sort_by("keys"), after=clock.final)
         events = counted(role("event")).select(*_EVENT_COLUMNS)
         windows = _ordered(events, clock, advances, settings, history)
         first_copies = events.select(*EVENT_SCHEMA.names, F.timestamp_micros("_p").alias("processing_time"))

@@ -26,6 +26,9 @@ from shared.stream_windows import WINDOW_ROW_SCHEMA, empty_held
 __all__ = [
     "StreamState",
     "STATE_SCHEMA",
+    "CLOCK_FIELDS",
+    "clock_table",
+    "state_part",
     "parts_schema",
     "parts_table",
     "state_table",
@@ -72,7 +75,8 @@ class StreamState:
         return self.remembered.num_rows + self.windows.num_rows
 
 
-def _part(schema: pa.Schema, column: str, kind: str, table: pa.Table) -> pa.Table:
+def state_part(schema: pa.Schema, column: str, kind: str, table: pa.Table) -> pa.Table:
+    """One part's rows (``kind``; the clock's: "clock") as rows of ``parts_table``'s ``schema``."""
     columns = {column: pa.array([kind] * table.num_rows, pa.string())}
     for field in schema:
         if field.name != column:
@@ -82,13 +86,20 @@ def _part(schema: pa.Schema, column: str, kind: str, table: pa.Table) -> pa.Tabl
     return pa.table(columns).cast(schema)
 
 
+def clock_table(clock: ClockState) -> pa.Table:
+    """The clock as a table of one row, its ``CLOCK_FIELDS``."""
+    return pa.table({name: pa.array([getattr(clock, name)], pa.int64()) for name in CLOCK_FIELDS})
+
+
 def parts_table(schema: pa.Schema, clock: ClockState, parts: dict[str, pa.Table], *, column: str = "kind") -> pa.Table:
     """A stream's state as one table of ``schema`` (a ``column`` naming each row's part, the
     clock's fields, and every part's columns): one ``clock`` row, then each part's rows, with the
     columns it lacks null. Every pipeline's state is stored this way."""
-    row = pa.table({name: pa.array([getattr(clock, name)], pa.int64()) for name in CLOCK_FIELDS})
     return pa.concat_tables(
-        [_part(schema, column, "clock", row), *(_part(schema, column, kind, rows) for kind, rows in parts.items())]
+        [
+            state_part(schema, column, "clock", clock_table(clock)),
+            *(state_part(schema, column, kind, rows) for kind, rows in parts.items()),
+        ]
     )
 
 

@@ -17,7 +17,9 @@ Reruns replace data with an overwrite restricted by a predicate (e.g. one date).
 Rows given as a Spark DataFrame are written where they are (``deltalake`` engine): each Spark task
 writes its rows as one Parquet file with Spark's own writer, the files move into the table's
 directory, and the driver commits them
-(``AddAction``) with delta-rs in one transaction, so no data passes through the driver. An
+(``AddAction``) with delta-rs in one transaction, so no data passes through the driver. Files a
+task already wrote beside a table (``shared.staged_files.StagedFiles``) are committed the same
+way, or discarded when the commit is found done. An
 overwrite with a predicate removes the files holding matching rows in the same commit and
 writes their other rows again. Files written by a run whose commit never lands are not part of
 the table (``vacuum`` deletes them). Arrow tables (small, from the driver) go through
@@ -35,8 +37,8 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,9 +54,14 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from shared.catalog import tables_root
 from shared.partitions import predicate_range
 from shared.session_conf import session_conf
+from shared.staged_files import StagedFiles, staging_folder
 
-__all__ = ["Tables", "resolve_engine", "delta_spark_jars", "TableNameError"]
+__all__ = ["Tables", "Rows", "resolve_engine", "delta_spark_jars", "TableNameError"]
 
+# What a write takes: an Arrow table (from the driver), a Spark frame (written by its tasks), or
+# files a task already wrote beside the table (``shared.staged_files``).
+Rows = pa.Table | DataFrame | StagedFiles
+_TIMESTAMP_SETTING = threading.Lock()
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)*$")
 
 
@@ -114,13 +121,15 @@ class Tables:
         committed = self.committed_version(name, app_id)
         return committed is not None and committed >= version
 
-    def _frame(self, rows: DataFrame | pa.Table) -> DataFrame:
+    def _frame(self, rows: Rows) -> DataFrame:
+        if isinstance(rows, StagedFiles):
+            return self.spark.read.parquet(*(str(rows.folder / name) for name in rows.files))
         return self.spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
 
     def append(
         self,
         name: str,
-        rows: DataFrame | pa.Table,
+        rows: Rows,
         *,
         app_id: str,
         version: int,
@@ -131,6 +140,7 @@ class Tables:
         ``add_columns``: a column of ``rows`` the table lacks is added to it (its older rows
         null there) instead of refused."""
         if self.already_committed(name, app_id, version):
+            _discard(rows)
             return False
         if self.engine == "delta-spark":
             writer = self._frame(rows).write.format("delta").mode("append")
@@ -140,8 +150,9 @@ class Tables:
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
             writer.save(str(self.path(name)))
+            _discard(rows)
             return True
-        if isinstance(rows, DataFrame) and not partition_by and not add_columns:
+        if isinstance(rows, DataFrame | StagedFiles) and not partition_by and not add_columns:
             self._commit_files(name, rows, None, _txn(app_id, version), replace=False)
             return True
         write_deltalake(
@@ -152,12 +163,13 @@ class Tables:
             schema_mode="merge" if add_columns else None,
             commit_properties=_txn(app_id, version),
         )
+        _discard(rows)
         return True
 
     def overwrite(
         self,
         name: str,
-        rows: DataFrame | pa.Table,
+        rows: Rows,
         *,
         predicate: str | None = None,
         partition_by: list[str] | None = None,
@@ -169,6 +181,7 @@ class Tables:
         With ``app_id``/``version`` the overwrite happens once, like an idempotent append.
         """
         if app_id is not None and self.already_committed(name, app_id, version):
+            _discard(rows)
             return False
         if self.engine == "delta-spark":
             writer = self._frame(rows).write.format("delta").mode("overwrite")
@@ -179,8 +192,9 @@ class Tables:
             if app_id is not None:
                 writer = writer.option("txnAppId", app_id).option("txnVersion", version)
             writer.save(str(self.path(name)))
+            _discard(rows)
             return True
-        if isinstance(rows, DataFrame) and not partition_by:
+        if isinstance(rows, DataFrame | StagedFiles) and not partition_by:
             self._commit_files(
                 name, rows, predicate, _txn(app_id, version) if app_id is not None else None, replace=True
             )
@@ -193,6 +207,7 @@ class Tables:
             partition_by=partition_by,
             commit_properties=_txn(app_id, version) if app_id is not None else None,
         )
+        _discard(rows)
         return True
 
     def upsert(
@@ -273,18 +288,27 @@ class Tables:
         return True
 
     def _commit_files(
-        self, name: str, rows: DataFrame, predicate: str | None, commit: CommitProperties | None, *, replace: bool
+        self,
+        name: str,
+        rows: DataFrame | StagedFiles,
+        predicate: str | None,
+        commit: CommitProperties | None,
+        *,
+        replace: bool,
     ) -> None:
-        """Spark tasks write ``rows`` as Parquet files in the table; one delta-rs commit adds them.
+        """Spark tasks write ``rows`` as Parquet files in the table (or wrote them, ``StagedFiles``);
+        one delta-rs commit adds them.
 
         ``replace``: the commit also removes every file holding a row that matches ``predicate``
         (every file when it is None), and the other rows of those files are written again.
         """
         root = self.path(name)
         root.mkdir(parents=True, exist_ok=True)
+        if isinstance(rows, StagedFiles) and predicate is not None:
+            raise ValueError("staged files replace a whole table, not the rows of a predicate")
         if not self.exists(name):
-            schema = to_arrow_schema(rows.schema, timezone="UTC")
-            adds = _write_files(rows, root, schema)
+            schema = rows.schema if isinstance(rows, StagedFiles) else to_arrow_schema(rows.schema, timezone="UTC")
+            adds = _files(rows, root, schema)
             create_table_with_add_actions(
                 str(root), _delta_schema(schema), adds, mode="append", commit_properties=commit
             )
@@ -293,6 +317,7 @@ class Tables:
         if not _plain(table):
             mode, where = ("overwrite", predicate) if replace else ("append", None)
             write_deltalake(self._target(name), _arrow(rows), mode=mode, predicate=where, commit_properties=commit)
+            _discard(rows)
             return
         schema = pa.schema(table.schema().to_arrow())
         current = {Path(p).name: p for p in table.file_uris()}
@@ -316,7 +341,7 @@ class Tables:
                     removed = [r["_file"] for r in found.distinct().collect()]
                 if removed:
                     rows = rows.unionByName(files(removed).where(~F.coalesce(F.expr(predicate), F.lit(False))))
-        adds = _write_files(rows, root, schema)
+        adds = _files(rows, root, schema)
         now = int(time.time() * 1000)
         actions = pa.table(table.get_add_actions(flatten=True))
         sizes = dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
@@ -498,15 +523,34 @@ def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddActi
     failed write leaves nothing in the table's folder but a staging folder (``_`` hides it from
     readers; ``vacuum`` deletes it).
     """
-    staging = root / f"_staging-{uuid.uuid4()}"
+    staging = staging_folder(root)
     target = from_arrow_schema(schema)
     typed = rows.select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in target.fields])
-    with session_conf(rows.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
+    # A session setting: writers in several threads (a stream's outputs) set it under one lock.
+    with (
+        _TIMESTAMP_SETTING,
+        session_conf(rows.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}),
+    ):
         typed.write.mode("errorifexists").option("compression", "snappy").parquet(str(staging))
+    return _adopt(staging, root)
+
+
+def _files(rows: DataFrame | StagedFiles, root: Path, schema: pa.Schema) -> list[AddAction]:
+    """``rows``' files in the table folder ``root``, as add actions (a frame's written first)."""
+    if isinstance(rows, StagedFiles):
+        return _adopt(rows.folder, root, rows.files)
+    return _write_files(rows, root, schema)
+
+
+def _adopt(staging: Path, root: Path, names: tuple[str, ...] | None = None) -> list[AddAction]:
+    """The Parquet files of ``staging`` (those ``names``, or every ``part-*.parquet``) moved into
+    ``root``, as add actions with the row and null counts their footers record as statistics;
+    ``staging`` removed."""
     now = int(time.time() * 1000)
     adds: list[AddAction] = []
     try:
-        for path in sorted(staging.glob("part-*.parquet")):
+        chosen = sorted(staging.glob("part-*.parquet")) if names is None else [staging / name for name in names]
+        for path in chosen:
             footer = pq.read_metadata(path)
             if footer.num_rows == 0:
                 continue
@@ -542,8 +586,15 @@ def _delta_schema(schema: pa.Schema):
     return Schema.from_arrow(schema)
 
 
-def _arrow(rows: DataFrame | pa.Table) -> pa.Table:
+def _arrow(rows: Rows) -> pa.Table:
+    if isinstance(rows, StagedFiles):
+        return rows.read()
     return rows if isinstance(rows, pa.Table) else rows.toArrow()
+
+
+def _discard(rows: Rows) -> None:
+    if isinstance(rows, StagedFiles):
+        rows.discard()
 
 
 def _txn(app_id: str, version: int) -> CommitProperties:

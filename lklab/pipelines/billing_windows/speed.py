@@ -39,9 +39,10 @@ from shared import catalog
 from shared.aggregation import WINDOW_KEY
 from shared.catalog import DEAD_LETTER, DUPLICATE_EVENTS, LATE_EVENTS, SPEED_AGGREGATES, STREAM_METRICS, STREAM_STATE
 from shared.events import parse_events
-from shared.keyed_speed import KeyedBatch, keyed_batch, keyed_speed, query_settings
-from shared.speed import StreamBatch, StreamSettings, stream_step
-from shared.stream_metrics import batch_figures, metrics_table
+from shared.keyed_batch import KeyedBatch, keyed_batch
+from shared.keyed_speed import keyed_speed, query_settings
+from shared.speed import StreamSettings, stream_step
+from shared.stream_metrics import BatchTotals, batch_totals, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.table_settings import stream_settings
 
@@ -50,17 +51,10 @@ __all__ = ["SPEED_RULE", "KEYED_SPEED_RULE", "run_speed", "SPEED_TABLES"]
 SPEED_TABLES = tuple(table.name for table in catalog.SPEED_TABLES)  # under the layer's prefix
 
 
-def _output(step: StreamBatch, lines: pa.Table, batch_id: int, started: float) -> StepOutput:
-    """What micro-batch ``batch_id`` writes (``lines``: its lines' ``segment`` and ``ingest_time``)."""
-    figures = batch_figures(batch_id, lines, step, time.monotonic() - started)
-    rows = {
-        DEAD_LETTER: step.dead_letters,
-        DUPLICATE_EVENTS: step.duplicates,
-        LATE_EVENTS: step.late_events,
-        SPEED_AGGREGATES: step.window_changes,
-        STREAM_METRICS: metrics_table([figures]),
-        STREAM_STATE: state_table(step.state),
-    }
+def _output(rows: dict, totals: BatchTotals, state, batch_id: int, started: float) -> StepOutput:
+    """What micro-batch ``batch_id`` writes: its ``rows`` (all but the metrics), and its metrics
+    row and log line from its ``totals``."""
+    figures = totals.figures(batch_id, time.monotonic() - started)
     logged = {
         "segments": [figures.first_segment, figures.last_segment],
         "lines": figures.input_lines,
@@ -71,15 +65,43 @@ def _output(step: StreamBatch, lines: pa.Table, batch_id: int, started: float) -
         "heartbeats": figures.heartbeats,
         "watermark_lag_seconds": figures.watermark_lag_seconds,
     }
-    return StepOutput(rows, step.state, logged)
+    return StepOutput({**rows, STREAM_METRICS: metrics_table([figures])}, state, logged)
 
 
 def _step(parsed: pa.Table, state: StreamState, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
-    return _output(stream_step(parsed, state, settings, batch_id), parsed, batch_id, started)
+    step = stream_step(parsed, state, settings, batch_id)
+    rows = {
+        DEAD_LETTER: step.dead_letters,
+        DUPLICATE_EVENTS: step.duplicates,
+        LATE_EVENTS: step.late_events,
+        SPEED_AGGREGATES: step.window_changes,
+        STREAM_STATE: state_table(step.state),
+    }
+    return _output(rows, batch_totals(parsed, step), step.state, batch_id, started)
 
 
 def _keyed_step(batch: KeyedBatch, state: None, settings: StreamSettings, batch_id: int, started: float) -> StepOutput:
-    return _output(batch.of(batch_id), batch.lines, batch_id, started)
+    """The step on the executors: the tables' rows as files its tasks wrote (``KeyedBatch``); what
+    is carried is how many windows are held open."""
+    batch = batch.of(batch_id)
+    rows = {table: batch.written[name] for name, table in _WRITTEN.items()}
+    return _output(
+        {**rows, SPEED_AGGREGATES: batch.window_changes}, batch.totals, batch.open_windows, batch_id, started
+    )
+
+
+# The tables the step on the executors writes from there (``shared.keyed_batch.WRITTEN``).
+_WRITTEN = {
+    "dead_letters": DEAD_LETTER,
+    "duplicates": DUPLICATE_EVENTS,
+    "late_events": LATE_EVENTS,
+    "state": STREAM_STATE,
+}
+
+
+def _open_windows(rows: pa.Table) -> int:
+    """Windows held open in a ``stream_state`` table."""
+    return int(pc.sum(pc.equal(state_from_table(rows).windows["status"], "open")).as_py() or 0)
 
 
 def _holds_open(state: StreamState, settings: StreamSettings) -> bool:
@@ -100,15 +122,17 @@ SPEED_RULE = StreamRule(
     parse=parse_events,
     whole_log=whole_log,  # a replay computes the whole log through Spark, by day and by key
 )
-# The same stream with its step on the executors (``shared.keyed_speed``): the same rows.
+# The same stream with its step on the executors (``shared.keyed_speed``): the same rows. What
+# it carries from one micro-batch to the next is how many windows it holds open.
 KEYED_SPEED_RULE = dataclasses.replace(
     SPEED_RULE,
     step=_keyed_step,
+    state=StateKind(int, _open_windows, lambda open_windows, settings: open_windows > 0),
     on_executors=OnExecutors(
         operators=keyed_speed,
         query_settings=query_settings,
-        batch=lambda rows: keyed_batch(rows.toArrow()),
-        lines=lambda batch: batch.lines,
+        batch=lambda cells, root: keyed_batch(cells, {name: root(table) for name, table in _WRITTEN.items()}),
+        segments=lambda batch: batch.totals.lines_per_segment,
         checkpoint="speed-on-executors",
     ),
 )
