@@ -31,8 +31,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
-
+import this_checkout  # noqa: E402, F401  (this checkout, in Spark's Python workers too)
 from deltalake import DeltaTable  # noqa: E402
 
 from lklab.pipelines.billing_windows.speed import run_speed  # noqa: E402

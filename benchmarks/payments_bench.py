@@ -62,8 +62,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
-
+import this_checkout  # noqa: E402, F401  (this checkout, in Spark's Python workers too)
 from pyspark.sql import Column, DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 

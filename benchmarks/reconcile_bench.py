@@ -65,9 +65,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
-
 import pandas as pd  # noqa: E402
+import this_checkout  # noqa: E402, F401  (this checkout, in Spark's Python workers too)
 from deltalake import DeltaTable  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402

@@ -29,8 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout, not the installed one
-
+import this_checkout  # noqa: E402, F401  (this checkout, in Spark's Python workers too)
 from scratch_dir import scratch_dir  # noqa: E402
 
 from lklab.pipelines.billing_windows.batch import run_batch  # noqa: E402

@@ -11,7 +11,9 @@ replaced behind for time travel. Maintenance does two things to every always-on 
   files; readers of older versions still find the old ones.
 * **VACUUM** (``vacuum(full=True)``): files the latest version does not reference and that were
   removed more than the *retention* ago are deleted (so are files no commit ever referenced,
-  left by a writer that died, once older than the retention). Every version committed within
+  left by a writer that died, once older than the retention, and the staging folders such a
+  writer left, ``_staging-*``, once untouched for the retention or an hour, whichever is
+  longer: Delta's VACUUM skips folders whose names begin with ``_``). Every version committed within
   the retention stays readable: its files were removed, if at all, after it was committed, so
   less than the retention ago. Older versions may no longer be.
 
@@ -43,6 +45,7 @@ replaced meanwhile.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
@@ -237,12 +240,28 @@ def _maintain_table(path: Path, hours: int, skipped: str | None) -> TableMainten
 
 
 def _vacuum(path: Path, hours: int) -> int:
-    """VACUUM the table; the number of files it deletes. Nothing to delete: no commit."""
+    """VACUUM the table; the number of files it deletes, its stale staging folders' included.
+    Nothing to delete: no commit."""
     options = {"retention_hours": hours, "enforce_retention_duration": False, "full": True}
     doomed = DeltaTable(str(path)).vacuum(dry_run=True, **options)
     if doomed:
         _committed(lambda: DeltaTable(str(path)).vacuum(dry_run=False, **options))
-    return len(doomed)
+    return len(doomed) + _stale_staging(path, max(hours, 1))
+
+
+def _stale_staging(path: Path, hours: int) -> int:
+    """Delete the table's staging folders (``_staging-*``: files written for a commit, moved into
+    the table when it lands) untouched for ``hours``: their writer died before its commit (a write
+    takes seconds). Delta's VACUUM leaves folders whose names begin with ``_``. The number of
+    files deleted."""
+    oldest = time.time() - hours * 3600
+    deleted = 0
+    for folder in path.glob("_staging-*"):
+        files = [f for f in folder.rglob("*") if f.is_file()]
+        if max((f.stat().st_mtime for f in files), default=folder.stat().st_mtime) < oldest:
+            shutil.rmtree(folder, ignore_errors=True)
+            deleted += len(files)
+    return deleted
 
 
 def _committed(operation):

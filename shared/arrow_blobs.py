@@ -10,19 +10,18 @@ pandas as bytes, so nothing is converted cell by cell, and a bucket's rows cross
 few cells, not as many rows.
 
 ``packed`` turns a frame's partitions into such rows inside Spark's tasks (one per partition,
-under one key); ``unpacked`` turns such rows back into the rows of their tables, also in the
-tasks, so a table the operators emitted can be written without passing through the driver.
+under one key).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import pandas as pd
 import pyarrow as pa
 
-__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "encode", "decode", "blob_frame", "by_kind", "packed", "unpacked"]
+__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "encode", "decode", "blob_frame", "by_kind", "packed"]
 
 BLOB_DDL = "key long, kind string, blob binary"
 BLOB_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("kind", pa.string()), pa.field("blob", pa.binary())])
@@ -69,16 +68,3 @@ def packed(schema: pa.Schema, key: int = 0, kind: str = "lines"):
         yield pa.record_batch([[key], [kind], [encode(table)]], schema=BLOB_SCHEMA)
 
     return pack
-
-
-def unpacked(schema: pa.Schema, convert: Callable[[str, pa.Table], pa.Table] | None = None):
-    """A ``mapInArrow`` function: ``(key, kind, blob)`` rows back into the rows of their tables,
-    as ``schema`` (``convert(kind, table)`` first, when given), inside Spark's tasks."""
-
-    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for kind, blob in zip(batch.column("kind").to_pylist(), batch.column("blob").to_pylist()):
-                table = decode(blob)
-                yield from (table if convert is None else convert(kind, table)).cast(schema).to_batches()
-
-    return unpack

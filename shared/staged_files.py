@@ -4,7 +4,7 @@ A stream whose step runs on the executors ends a micro-batch with rows of severa
 tasks (``shared.keyed_speed``'s cells). ``stage`` is the ``mapInArrow`` function that writes
 them where they are: each cell of a table's kind becomes a Parquet file (Arrow's writer, the
 table's exact schema, timestamps as UTC microseconds) in a staging folder of that table
-(``_staging-<id>``: hidden from readers, deleted by ``vacuum`` when its commit never lands), and
+(``_staging-<id>``: hidden from readers, deleted by ``lklab maintain`` when its commit never lands), and
 every other cell passes through to the driver, with one ``staged`` cell per task naming the
 files it wrote. The driver then commits each table's ``StagedFiles`` with
 ``shared.tables.Tables`` (the files move into the table and one delta-rs commit adds them) or,

@@ -12,7 +12,9 @@ rows were computed for many batches at once, as the Kappa replay does); then the
 publication in the log to its batch's commit), set by the live runner, null in a replay's rows.
 
 A row is built from a ``BatchFigures`` record: the speed layer fills one per micro-batch from
-its ``StreamBatch``; the replay fills one per segment from aggregates over the whole log.
+its ``BatchTotals`` (``batch_totals`` of a ``StreamBatch`` on the driver; the buckets' tallies
+added up when the step runs on the executors, ``shared.keyed_batch``); the replay fills one per
+segment from aggregates over the whole log.
 """
 
 from __future__ import annotations
@@ -36,12 +38,10 @@ __all__ = [
     "TALLY_SCHEMA",
     "SEGMENTS_SCHEMA",
     "metrics_table",
-    "batch_figures",
     "batch_totals",
     "segment_lines",
     "tally",
     "add_tallies",
-    "money_by_currency",
 ]
 
 _MONEY = pa.map_(pa.string(), AMOUNT_TOTAL_ARROW_TYPE)
@@ -95,18 +95,11 @@ class BatchFigures:
         return (self.latest_ingest - self.next_watermark) / 1e6
 
 
-def money_by_currency(table: pa.Table) -> Money:
-    """``[(currency, sum of amount)]`` sorted by currency."""
-    if table.num_rows == 0:
-        return []
-    rows = table.group_by("currency", use_threads=False).aggregate([("amount", "sum")]).to_pylist()
-    return sorted((row["currency"], row["amount_sum"]) for row in rows)
-
-
 def _largest(values: np.ndarray) -> int | None:
     return int(values.max()) if len(values) else None
 
 
+_WHATS = ("on_time", "late", "duplicate")
 # Where a micro-batch's first copies and duplicates went, per currency: ``what`` is on_time, late
 # or duplicate. Partial tallies (one per key bucket of a step on the executors) add up to the
 # batch's: ``tally`` of their concatenation.
@@ -163,9 +156,6 @@ def add_tallies(tallies: list[pa.Table]) -> pa.Table:
     """Partial tallies (of ``tally``) added up: one row per ``what`` and currency."""
     rows = _tallied([t.cast(TALLY_SCHEMA) for t in tallies])
     return _tallied([_summed(rows.filter(pc.equal(rows["what"], what)), what) for what in _WHATS])
-
-
-_WHATS = ("on_time", "late", "duplicate")
 
 
 def _of(tallied: pa.Table, what: str) -> tuple[int, Money]:
@@ -255,11 +245,6 @@ def batch_totals(parsed: pa.Table, batch: StreamBatch) -> BatchTotals:
         state_rows=batch.state_rows,
         tally=tally(batch.outcomes, batch.duplicates),
     )
-
-
-def batch_figures(batch_id: int, parsed: pa.Table, batch: StreamBatch, duration_seconds: float) -> BatchFigures:
-    """The figures of micro-batch ``batch_id`` (``parsed``: its parsed lines)."""
-    return batch_totals(parsed, batch).figures(batch_id, duration_seconds)
 
 
 def metrics_table(records: list[BatchFigures]) -> pa.Table:

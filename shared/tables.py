@@ -22,7 +22,7 @@ task already wrote beside a table (``shared.staged_files.StagedFiles``) are comm
 way, or discarded when the commit is found done. An
 overwrite with a predicate removes the files holding matching rows in the same commit and
 writes their other rows again. Files written by a run whose commit never lands are not part of
-the table (``vacuum`` deletes them). Arrow tables (small, from the driver) go through
+the table (``lklab maintain`` deletes them). Arrow tables (small, from the driver) go through
 ``write_deltalake``.
 
 A writer that commits to the same tables again and again (the speed layer, every micro-batch)
@@ -521,7 +521,7 @@ def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddActi
     No row passes through Python. Timestamps are written as microseconds adjusted to UTC (Delta's
     ``timestamp``), not Spark's default INT96. Only files whose job completed are moved, so a
     failed write leaves nothing in the table's folder but a staging folder (``_`` hides it from
-    readers; ``vacuum`` deletes it).
+    readers; ``lklab maintain`` deletes it).
     """
     staging = staging_folder(root)
     target = from_arrow_schema(schema)

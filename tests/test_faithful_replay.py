@@ -33,7 +33,7 @@ from shared.log_source import parsed_log
 from shared.micro_batch import TIMING_COLUMNS
 from shared.replay import replay
 from shared.speed import StreamSettings, stream_step
-from shared.stream_metrics import batch_figures, metrics_table
+from shared.stream_metrics import batch_totals, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
 from shared.tables import Tables
 from shared.windows import SessionWindows, SlidingWindows, TumblingWindows
@@ -98,7 +98,7 @@ def live(
         out["dead_letter"].append(step.dead_letters)
         out["duplicate_events"].append(step.duplicates)
         out["late_events"].append(step.late_events)
-        out["stream_metrics"].append(metrics_table([batch_figures(batch_id, lines, step, 0.0)]))
+        out["stream_metrics"].append(metrics_table([batch_totals(lines, step).figures(batch_id, 0.0)]))
         for row in step.window_changes.to_pylist():
             key = (row["window_start"], row["window_end"], row["account_id"], row["currency"])
             if row.pop("_delete"):

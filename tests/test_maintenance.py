@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -158,6 +159,27 @@ def test_vacuum_deletes_what_is_older_than_the_retention_and_only_that(lake):
         assert table.vacuumed_files == superseded[table.table] - kept_live_file, table.table
         with pytest.raises(OSError):  # the first micro-batch's version has lost its files
             rows(lake, table.table, first_version[table.table])
+
+
+def test_staging_folders_a_dead_writer_left_go_after_an_hour_and_a_live_writers_stay(lake):
+    """A writer stages files in ``_staging-*`` beside the table and moves them in at its commit;
+    Delta's VACUUM skips such folders. One untouched for two hours goes (its two files counted),
+    one written now stays, even with a retention of 0."""
+    root = lake / "tables" / "stream_state"
+    for name, age in (("_staging-dead", 2 * 3600), ("_staging-live", 0)):
+        (root / name).mkdir()
+        for part in ("part-1.parquet", "part-2.parquet"):
+            (root / name / part).write_bytes(b"x")
+            os.utime(root / name / part, (time.time() - age,) * 2)
+    before = rows(lake, "stream_state")
+
+    done = maintain_lake(lake, "0", enforce_retention_duration=False)
+
+    assert sorted(folder.name for folder in root.glob("_staging-*")) == ["_staging-live"]
+    table = next(t for t in done.tables if t.table == "stream_state")
+    superseded = BATCHES - 1  # the state overwritten each micro-batch: the earlier files
+    assert table.vacuumed_files == superseded + 2
+    assert rows(lake, "stream_state") == before
 
 
 def test_tables_a_running_stream_rewrites_are_vacuumed_but_not_compacted(lake):
