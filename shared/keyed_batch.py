@@ -103,14 +103,9 @@ def keyed_batch(cells: DataFrame, roots: Mapping[str, Path]) -> KeyedBatch:
     counted = {name: int(pc.sum(counts[name]).as_py() or 0) for name in COUNTS_SCHEMA.names}
     totals = BatchTotals(
         segments=_all(parts, "segments", SEGMENTS_SCHEMA).sort_by("segment"),
-        input_lines=figures["input_lines"],
-        heartbeats=figures["heartbeats"],
-        dead_letters=figures["dead_letters"],
-        watermark=figures["watermark"],
-        next_watermark=figures["next_watermark"],
-        max_event_time=figures["max_event_time"],
         state_rows=counted["state_rows"],
         tally=add_tallies(parts.get("tally", [])),
+        **{name: value for name, value in figures.items() if name != "batch_id"},  # the clock's
     )
     changes = _all(parts, "window_changes", WINDOW_CHANGE_SCHEMA)
     return KeyedBatch(written, totals, counted["open_windows"], in_order([changes], _WINDOW_ORDER), figures["batch_id"])
