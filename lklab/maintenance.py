@@ -257,8 +257,12 @@ def _stale_staging(path: Path, hours: int) -> int:
     oldest = time.time() - hours * 3600
     deleted = 0
     for folder in path.glob("_staging-*"):
-        files = [f for f in folder.rglob("*") if f.is_file()]
-        if max((f.stat().st_mtime for f in files), default=folder.stat().st_mtime) < oldest:
+        try:
+            files = [f for f in folder.rglob("*") if f.is_file()]
+            touched = max((f.stat().st_mtime for f in files), default=folder.stat().st_mtime)
+        except FileNotFoundError:  # its writer committed meanwhile
+            continue
+        if touched < oldest:
             shutil.rmtree(folder, ignore_errors=True)
             deleted += len(files)
     return deleted

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from shared.arrow_blobs import BLOB_SCHEMA, decode
 from shared.keyed_speed import COUNTS_SCHEMA, in_order
 from shared.speed import DEAD_LETTER_SCHEMA, DUPLICATE_SCHEMA, LATE_SCHEMA, WINDOW_CHANGE_SCHEMA
-from shared.staged_files import STAGED_SCHEMA, StagedFiles, Target, stage, staging_folder
+from shared.staged_files import STAGED_SCHEMA, StagedFiles, Target, stage, staged, staging_folder
 from shared.stream_metrics import SEGMENTS_SCHEMA, BatchTotals, add_tallies
 from shared.stream_state import STATE_SCHEMA, state_part
 
@@ -93,12 +93,10 @@ def keyed_batch(cells: DataFrame, roots: Mapping[str, Path]) -> KeyedBatch:
     if "batch" not in parts:
         raise RuntimeError("a micro-batch without the clock's figures: the clock did not run in it")
     figures = parts["batch"][0].to_pylist()[0]
-    staged = _all(parts, "staged", STAGED_SCHEMA).to_pylist()
+    named = _all(parts, "staged", STAGED_SCHEMA).to_pylist()
     written: dict[str, StagedFiles | pa.Table] = {}
     for name, schema in WRITTEN.items():
-        mine = [row for row in staged if _table_of(row["kind"]) == name]
-        files, rows = tuple(row["file"] for row in mine), sum(row["rows"] for row in mine)
-        written[name] = StagedFiles(folders[name], schema, files, rows) if files else schema.empty_table()
+        written[name] = staged(folders[name], schema, [row for row in named if _table_of(row["kind"]) == name])
     counts = _all(parts, "counts", COUNTS_SCHEMA)
     counted = {name: int(pc.sum(counts[name]).as_py() or 0) for name in COUNTS_SCHEMA.names}
     totals = BatchTotals(

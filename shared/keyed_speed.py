@@ -63,7 +63,7 @@ from shared.speed import (
 )
 from shared.stream_metrics import segment_lines, tally
 from shared.stream_state import CLOCK_FIELDS, clock_table
-from shared.stream_windows import OUTCOME_SCHEMA, WINDOW_ROW_SCHEMA, window_step
+from shared.stream_windows import OUTCOME_SCHEMA, WINDOW_ROW_SCHEMA, open_windows, window_step
 
 __all__ = ["DEFAULT_BUCKETS", "COUNTS_SCHEMA", "query_settings", "keyed_speed", "in_order"]
 
@@ -191,14 +191,13 @@ class _Windows(StatefulProcessor):
             settings.window, settings.allowed_lateness, firsts, held, Advances.from_table(parts["advances"][0])
         )
         self.held.update((encode(run.held),))
-        open_windows = int(pc.sum(pc.equal(run.held["status"], "open")).as_py() or 0)
         yield blob_frame(
             [
                 *_passed(parts, bucket),
                 (bucket, "window_changes", run.changes),
                 (bucket, "late_events", run.late),
                 (bucket, "tally", tally(run.outcomes, DUPLICATE_SCHEMA.empty_table())),
-                (bucket, "counts", _counts(run.held.num_rows, open_windows)),
+                (bucket, "counts", _counts(run.held.num_rows, open_windows(run.held))),
                 (bucket, "state_windows", run.held),
             ]
         )

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from shared.arrow_blobs import BLOB_SCHEMA, decode, encode
 
-__all__ = ["StagedFiles", "Target", "STAGED_SCHEMA", "stage", "staging_folder"]
+__all__ = ["StagedFiles", "Target", "STAGED_SCHEMA", "stage", "staged", "staging_folder"]
 
 # A task's ``staged`` cell: per file it wrote, the kind of its rows, its name and its rows.
 STAGED_SCHEMA = pa.schema([pa.field("kind", pa.string()), pa.field("file", pa.string()), pa.field("rows", pa.int64())])
@@ -95,3 +95,13 @@ class StagedFiles:
 
     def discard(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def staged(folder: Path, schema: pa.Schema, named: list[dict]) -> StagedFiles | pa.Table:
+    """One table's files as the tasks named them (``named``: ``STAGED_SCHEMA`` rows) in ``folder``:
+    ``StagedFiles``, or an empty table of ``schema`` when they named none (the folder, holding at
+    most a failed task attempt's files, removed)."""
+    if not named:
+        shutil.rmtree(folder, ignore_errors=True)
+        return schema.empty_table()
+    return StagedFiles(folder, schema, tuple(row["file"] for row in named), sum(row["rows"] for row in named))

@@ -120,6 +120,11 @@ LIFETIME_SCHEMA = pa.schema(
 )
 
 
+def open_windows(held: pa.Table) -> int:
+    """How many of the windows ``held`` (``WINDOW_ROW_SCHEMA``) the watermark has not made final."""
+    return int(pc.sum(pc.equal(held["status"], "open")).as_py() or 0)
+
+
 def empty_held() -> pa.Table:
     return WINDOW_ROW_SCHEMA.empty_table()
 

@@ -22,8 +22,10 @@ task already wrote beside a table (``shared.staged_files.StagedFiles``) are comm
 way, or discarded when the commit is found done. An
 overwrite with a predicate removes the files holding matching rows in the same commit and
 writes their other rows again. Files written by a run whose commit never lands are not part of
-the table (``lklab maintain`` deletes them). Arrow tables (small, from the driver) go through
-``write_deltalake``.
+the table (``lklab maintain`` deletes the staging folders of the always-on tables). Arrow
+tables (small, from the driver) go through ``write_deltalake``, and so does any of the others
+bound for a table whose files do not hold exactly its rows (partitioned, deletion vectors,
+column mapping: ``_plain``), or that takes new columns: those rows pass through the driver.
 
 A writer that commits to the same tables again and again (the speed layer, every micro-batch)
 passes ``keep_open``: each table's snapshot then stays open between calls and only the commits
@@ -123,7 +125,8 @@ class Tables:
 
     def _frame(self, rows: Rows) -> DataFrame:
         if isinstance(rows, StagedFiles):
-            return self.spark.read.parquet(*(str(rows.folder / name) for name in rows.files))
+            reader = self.spark.read.schema(from_arrow_schema(rows.schema))
+            return reader.parquet(*(str(rows.folder / name) for name in rows.files))
         return self.spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
 
     def append(
@@ -521,7 +524,7 @@ def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddActi
     No row passes through Python. Timestamps are written as microseconds adjusted to UTC (Delta's
     ``timestamp``), not Spark's default INT96. Only files whose job completed are moved, so a
     failed write leaves nothing in the table's folder but a staging folder (``_`` hides it from
-    readers; ``lklab maintain`` deletes it).
+    readers; ``lklab maintain`` deletes those of the always-on tables).
     """
     staging = staging_folder(root)
     target = from_arrow_schema(schema)
@@ -538,6 +541,9 @@ def _write_files(rows: DataFrame, root: Path, schema: pa.Schema) -> list[AddActi
 def _files(rows: DataFrame | StagedFiles, root: Path, schema: pa.Schema) -> list[AddAction]:
     """``rows``' files in the table folder ``root``, as add actions (a frame's written first)."""
     if isinstance(rows, StagedFiles):
+        if rows.schema != schema:
+            rows.discard()
+            raise ValueError(f"{root.name}: files staged as {rows.schema} for a table of {schema}")
         return _adopt(rows.folder, root, rows.files)
     return _write_files(rows, root, schema)
 
@@ -550,13 +556,14 @@ def _adopt(staging: Path, root: Path, names: tuple[str, ...] | None = None) -> l
     adds: list[AddAction] = []
     try:
         chosen = sorted(staging.glob("part-*.parquet")) if names is None else [staging / name for name in names]
-        for path in chosen:
-            footer = pq.read_metadata(path)
+        footers = {path: pq.read_metadata(path) for path in chosen}  # every footer read before a file moves
+        for path, footer in footers.items():
             if footer.num_rows == 0:
                 continue
             stats = json.dumps({"numRecords": footer.num_rows, "nullCount": _null_counts(footer)})
-            os.replace(path, root / path.name)  # Spark's part names carry the write job's id
-            adds.append(AddAction(path.name, os.path.getsize(root / path.name), {}, now, True, stats))
+            size = os.path.getsize(path)
+            os.replace(path, root / path.name)  # part names carry the write job's id, or a uuid
+            adds.append(AddAction(path.name, size, {}, now, True, stats))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return adds

@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pyarrow as pa
+import pytest
 
 from shared.arrow_blobs import BLOB_SCHEMA, decode, encode
-from shared.staged_files import STAGED_SCHEMA, StagedFiles, Target, stage, staging_folder
+from shared.staged_files import STAGED_SCHEMA, Target, stage, staged, staging_folder
 from shared.tables import Tables
 
 SCHEMA = pa.schema(
@@ -40,13 +41,11 @@ def _cells(*cells: tuple[str, pa.Table]) -> pa.RecordBatch:
     )
 
 
-def _staged(root, kind, *cells) -> tuple[list[pa.RecordBatch], StagedFiles]:
+def _staged(root, kind, *cells):
     folder = staging_folder(root)
     out = list(stage({kind: Target(folder, SCHEMA)})(iter([_cells(*cells)])))
-    named = decode(out[-1]["blob"][0].as_py()).to_pylist()
     assert pa.Table.from_batches(out[-1:])["kind"].to_pylist() == ["staged"]
-    files = tuple(row["file"] for row in named)
-    return out, StagedFiles(folder, SCHEMA, files, sum(row["rows"] for row in named))
+    return out, staged(folder, SCHEMA, decode(out[-1]["blob"][0].as_py()).to_pylist())
 
 
 def test_a_tables_cells_become_files_named_in_the_tasks_cell_and_the_others_pass(spark, tmp_path):
@@ -80,3 +79,21 @@ def test_only_named_files_are_committed_once_and_a_done_commit_discards_its_file
     assert sorted(tables.read_arrow("stream_state")["event_id"].to_pylist()) == ["b", "c"]
     assert tables.as_of("stream_state", 0)["event_id"].to_pylist() == ["a"]
     assert not list(root.glob("_staging-*"))
+
+
+def test_a_table_no_task_named_files_for_is_an_empty_table_and_other_schemas_are_refused(spark, tmp_path):
+    tables = Tables(spark, tmp_path, "deltalake")
+    root = tables.path("late_events")
+    folder = staging_folder(root)
+    folder.mkdir(parents=True)
+    (folder / "part-of-a-failed-attempt.parquet").write_bytes(b"x")
+    empty = staged(folder, SCHEMA, [])
+    assert empty.equals(SCHEMA.empty_table()) and not folder.exists()
+    assert tables.append("late_events", _rows("a"), app_id="speed", version=0)
+    narrower = _rows("b").drop_columns(["amount"])
+    folder = staging_folder(root)
+    out = list(stage({"late_events": Target(folder, narrower.schema)})(iter([_cells(("late_events", narrower))])))
+    other = staged(folder, narrower.schema, decode(out[-1]["blob"][0].as_py()).to_pylist())
+    with pytest.raises(ValueError, match="late_events: files staged as"):
+        tables.append("late_events", other, app_id="speed", version=1)
+    assert not other.folder.exists() and tables.read_arrow("late_events").equals(_rows("a"))

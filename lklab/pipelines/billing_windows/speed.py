@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lklab.live_stream import LiveStream, OnExecutors, StateKind, StepOutput, StreamRule, checkpoint_path
 from lklab.pipelines.billing_windows.replay import whole_log
@@ -44,6 +43,7 @@ from shared.keyed_speed import keyed_speed, query_settings
 from shared.speed import StreamSettings, stream_step
 from shared.stream_metrics import BatchTotals, batch_totals, metrics_table
 from shared.stream_state import StreamState, state_from_table, state_table
+from shared.stream_windows import open_windows
 from shared.table_settings import stream_settings
 
 __all__ = ["SPEED_RULE", "KEYED_SPEED_RULE", "run_speed", "SPEED_TABLES"]
@@ -100,13 +100,14 @@ _WRITTEN = {
 
 
 def _open_windows(rows: pa.Table) -> int:
-    """Windows held open in a ``stream_state`` table."""
-    return int(pc.sum(pc.equal(state_from_table(rows).windows["status"], "open")).as_py() or 0)
+    """Windows held open in a ``stream_state`` table (the step on the executors never reads its
+    state table: its state is the query's)."""
+    return open_windows(state_from_table(rows).windows)
 
 
 def _holds_open(state: StreamState, settings: StreamSettings) -> bool:
     """Windows the watermark has not finalised yet are held."""
-    return bool(pc.any(pc.equal(state.windows["status"], "open")).as_py())
+    return open_windows(state.windows) > 0
 
 
 # The billing speed layer's stream: windowed sums, late events to the side output.
