@@ -86,11 +86,6 @@ def _counts(state_rows: int, open_windows: int = 0) -> pa.Table:
     return pa.table({"state_rows": [state_rows], "open_windows": [open_windows]}, schema=COUNTS_SCHEMA)
 
 
-def _stored(value, schema: pa.Schema) -> pa.Table:
-    """A bucket's state table, as ``schema`` (empty before its first micro-batch)."""
-    return decode(value.get()[0]).cast(schema) if value.exists() else schema.empty_table()
-
-
 def _passed(parts: dict[str, list[pa.Table]], key: int) -> list[tuple[int, str, pa.Table]]:
     return [(key, kind, table) for kind in _PASSED for table in parts.get(kind, [])]
 
@@ -140,67 +135,72 @@ class _Clock(StatefulProcessor):
         )
 
 
-class _Dedup(StatefulProcessor):
-    """Step 2, by bucket of ``event_id``: the bucket's copies against those it remembers."""
+class _BucketStep(StatefulProcessor):
+    """A stateful step by bucket: its state one table (``schema``) kept as one value, read before
+    the bucket's cells and written after them; the cells it does not consume passed on."""
+
+    name: str
+    schema: pa.Schema
 
     def __init__(self, settings: StreamSettings, count: int) -> None:
         self.settings, self.count = settings, count
 
     def init(self, handle) -> None:
-        self.remembered = handle.getValueState("remembered", _STATE_DDL)
+        self.value = handle.getValueState(self.name, _STATE_DDL)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         parts, bucket = by_kind(rows), int(key[0])
+        stored = decode(self.value.get()[0]).cast(self.schema) if self.value.exists() else self.schema.empty_table()
+        state, emitted = self.step(parts, bucket, stored)
+        self.value.update((encode(state),))
+        yield blob_frame([*_passed(parts, bucket), *emitted])
+
+    def step(self, parts: dict[str, list[pa.Table]], bucket: int, stored: pa.Table):
+        """The state after the bucket's cells (``parts``), and the ``(key, kind, table)`` cells it emits."""
+        raise NotImplementedError
+
+
+class _Dedup(_BucketStep):
+    """Step 2, by bucket of ``event_id``: the bucket's copies against those it remembers."""
+
+    name, schema = "remembered", REMEMBERED_SCHEMA
+
+    def step(self, parts, bucket, remembered):
         events = in_order(parts["events"], [("_line", "ascending")])
         advances = parts["advances"][0]
-        remembered = _stored(self.remembered, REMEMBERED_SCHEMA)
         horizon = self.settings.dedup_horizon
         dedup = deduplicate_stream(events, remembered, horizon)
         duplicates = duplicate_rows(dedup.duplicates)
         kept = remembered_after(remembered, dedup.firsts, Advances.from_table(advances).after, horizon)
-        self.remembered.update((encode(kept),))
         owner = key_buckets(dedup.firsts, _WINDOW_KEY, self.count)
-        yield blob_frame(
-            [
-                *_passed(parts, bucket),
-                (bucket, "duplicates", duplicates),
-                (bucket, "tally", tally(OUTCOME_SCHEMA.empty_table(), duplicates)),
-                (bucket, "counts", _counts(kept.num_rows)),
-                (bucket, "state_remembered", kept),
-                *[(b, "firsts", dedup.firsts.filter(pa.array(owner == b))) for b in range(self.count)],
-                (bucket, "advances", advances),
-            ]
-        )
+        return kept, [
+            (bucket, "duplicates", duplicates),
+            (bucket, "tally", tally(OUTCOME_SCHEMA.empty_table(), duplicates)),
+            (bucket, "counts", _counts(kept.num_rows)),
+            (bucket, "state_remembered", kept),
+            *[(b, "firsts", dedup.firsts.filter(pa.array(owner == b))) for b in range(self.count)],
+            (bucket, "advances", advances),
+        ]
 
 
-class _Windows(StatefulProcessor):
+class _Windows(_BucketStep):
     """Step 3, by bucket of ``account_id, currency``: the bucket's first copies against its windows."""
 
-    def __init__(self, settings: StreamSettings) -> None:
-        self.settings = settings
+    name, schema = "held", WINDOW_ROW_SCHEMA
 
-    def init(self, handle) -> None:
-        self.held = handle.getValueState("held", _STATE_DDL)
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        parts, bucket = by_kind(rows), int(key[0])
+    def step(self, parts, bucket, held):
         firsts = in_order(parts["firsts"], [("_line", "ascending")])
-        held = _stored(self.held, WINDOW_ROW_SCHEMA)
         settings = self.settings
         run = window_step(
             settings.window, settings.allowed_lateness, firsts, held, Advances.from_table(parts["advances"][0])
         )
-        self.held.update((encode(run.held),))
-        yield blob_frame(
-            [
-                *_passed(parts, bucket),
-                (bucket, "window_changes", run.changes),
-                (bucket, "late_events", run.late),
-                (bucket, "tally", tally(run.outcomes, DUPLICATE_SCHEMA.empty_table())),
-                (bucket, "counts", _counts(run.held.num_rows, open_windows(run.held))),
-                (bucket, "state_windows", run.held),
-            ]
-        )
+        return run.held, [
+            (bucket, "window_changes", run.changes),
+            (bucket, "late_events", run.late),
+            (bucket, "tally", tally(run.outcomes, DUPLICATE_SCHEMA.empty_table())),
+            (bucket, "counts", _counts(run.held.num_rows, open_windows(run.held))),
+            (bucket, "state_windows", run.held),
+        ]
 
 
 def query_settings(spark) -> dict[str, str]:
@@ -226,4 +226,4 @@ def keyed_speed(parsed: DataFrame, settings: StreamSettings, count: int = DEFAUL
         processor, BLOB_DDL, "Append", "None"
     )
     blobs = parsed.mapInArrow(packed(to_arrow_schema(parsed.schema, timezone="UTC")), BLOB_DDL)
-    return step(step(step(blobs, _Clock(settings, count)), _Dedup(settings, count)), _Windows(settings))
+    return step(step(step(blobs, _Clock(settings, count)), _Dedup(settings, count)), _Windows(settings, count))
